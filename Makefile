@@ -1,0 +1,43 @@
+# The VM migration controller. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+GO ?= go
+BIN := bin
+TESTBIN := _output/testbin
+
+.PHONY: help build test test-unit test-integration generate verify manifests testbin fmt vet
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+build: ## build the controller and the transfer command into bin/
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+test: testbin ## everything CI runs: unit tests, then integration tests against a real API server
+	$(GO) test -count=1 ./...
+	$(MAKE) test-integration
+
+test-unit: ## unit tests only (no API server needed)
+	$(GO) test -count=1 ./...
+
+test-integration: testbin ## integration tests against a real kube-apiserver and etcd
+	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags integration ./test/integration/...
+
+testbin: ## build (or reuse the cached) kube-apiserver, kube-controller-manager and etcd
+	hack/build-testbin.sh
+
+generate: ## regenerate deepcopy, clients, listers, informers and the CRD
+	hack/update-codegen.sh
+
+manifests: ## regenerate the CRD into manifests/crd
+	$(GO) tool controller-gen crd:crdVersions=v1 paths=./pkg/apis/... output:crd:artifacts:config=manifests/crd
+
+fmt: ## gofmt the tree
+	gofmt -w $$(git ls-files '*.go')
+
+vet: ## go vet
+	$(GO) vet ./...
+
+verify: ## generated code up to date, gofmt clean, vet clean
+	hack/verify-codegen.sh
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(GO) vet ./...

@@ -1,0 +1,444 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Phase is the checkpoint the controller is working toward now: each phase
+// names a desired state, not a step that ran.
+// +kubebuilder:validation:Enum=Pending;Validating;AwaitingApproval;Queued;StoppingSource;TransferringDisks;Converting;Importing;CreatingVM;Starting;CleaningUp;RollingBack;Cancelling;Succeeded;Failed
+type Phase string
+
+const (
+	// PhasePending: the finalizer is set and the status initialised.
+	PhasePending Phase = "Pending"
+	// PhaseValidating: the source VM is found and inventoried, and every
+	// preflight rule passes.
+	PhaseValidating Phase = "Validating"
+	// PhaseAwaitingApproval: a person approved the cutover.
+	PhaseAwaitingApproval Phase = "AwaitingApproval"
+	// PhaseQueued: a transfer slot is free on the source host and datastores.
+	PhaseQueued Phase = "Queued"
+	// PhaseStoppingSource: the source VM is powered off.
+	PhaseStoppingSource Phase = "StoppingSource"
+	// PhaseTransferringDisks: every disk's bytes are in its staging volume.
+	PhaseTransferringDisks Phase = "TransferringDisks"
+	// PhaseConverting: the guest is converted for KubeVirt.
+	PhaseConverting Phase = "Converting"
+	// PhaseImporting: the target disks (DataVolumes) are populated.
+	PhaseImporting Phase = "Importing"
+	// PhaseCreatingVM: the KubeVirt VirtualMachine exists.
+	PhaseCreatingVM Phase = "CreatingVM"
+	// PhaseStarting: the VM runs (and its guest agent connected, when asked).
+	PhaseStarting Phase = "Starting"
+	// PhaseCleaningUp: staging objects are gone (per the cleanup policy).
+	PhaseCleaningUp Phase = "CleaningUp"
+	// PhaseRollingBack: after a failure, the source is back as it was found.
+	PhaseRollingBack Phase = "RollingBack"
+	// PhaseCancelling: after deletion, children are gone and the source is
+	// back as it was found.
+	PhaseCancelling Phase = "Cancelling"
+	// PhaseSucceeded is terminal: the VM was migrated.
+	PhaseSucceeded Phase = "Succeeded"
+	// PhaseFailed is terminal: the migration stopped; status.lastError says where and why.
+	PhaseFailed Phase = "Failed"
+)
+
+// VirtualMachineMigrationStatus is what the controller observed and did.
+type VirtualMachineMigrationStatus struct {
+	// ObservedGeneration is the spec generation the status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase is the checkpoint the controller is working toward.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// Progress is the overall progress of the data copy, as "45%".
+	// +optional
+	Progress string `json:"progress,omitempty"`
+	// Conditions: Ready, Progressing, Failed, Stalled, Paused,
+	// ApprovalRequired, SpecChangeIgnored, InsecureConnection.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// StartTime is when the controller first saw the migration.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when the migration reached a terminal phase.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// PhaseStartTime is when the current phase was entered.
+	// +optional
+	PhaseStartTime *metav1.Time `json:"phaseStartTime,omitempty"`
+	// LastProgressTime is when progress was last seen (for the Stalled condition).
+	// +optional
+	LastProgressTime *metav1.Time `json:"lastProgressTime,omitempty"`
+	// AppliedSpec is the spec the controller committed to when it began to
+	// stop the source. Later changes to it (other than policy.paused,
+	// policy.retry and policy.cleanup) cannot apply, and are reported in the
+	// SpecChangeIgnored condition.
+	// +optional
+	AppliedSpec *VirtualMachineMigrationSpec `json:"appliedSpec,omitempty"`
+	// Source is the observed inventory of the source VM.
+	// +optional
+	Source *SourceInventory `json:"source,omitempty"`
+	// Preflight lists the findings of validation.
+	// +optional
+	// +listType=atomic
+	Preflight []PreflightFinding `json:"preflight,omitempty"`
+	// SourceControl records what the controller did to the source VM.
+	// +optional
+	SourceControl *SourceControlStatus `json:"sourceControl,omitempty"`
+	// Disks holds per-disk progress and evidence, in source order.
+	// +optional
+	// +listType=map
+	// +listMapKey=key
+	Disks []DiskStatus `json:"disks,omitempty"`
+	// Transfer records the transfer Job.
+	// +optional
+	Transfer *JobStatus `json:"transfer,omitempty"`
+	// Conversion records the conversion Job and its inspection.
+	// +optional
+	Conversion *ConversionStatus `json:"conversion,omitempty"`
+	// Target references the created VirtualMachine.
+	// +optional
+	Target *TargetStatus `json:"target,omitempty"`
+	// Evidence lists, per checkpoint reached, what proved it.
+	// +optional
+	// +listType=map
+	// +listMapKey=phase
+	Evidence []CheckpointEvidence `json:"evidence,omitempty"`
+	// Retries is how many retries the migration has spent.
+	// +optional
+	Retries int32 `json:"retries,omitempty"`
+	// LastError is the last failure seen, with the phase it happened in.
+	// +optional
+	LastError *MigrationError `json:"lastError,omitempty"`
+}
+
+// SourceInventory is the observed inventory of the source VM.
+type SourceInventory struct {
+	// Name of the VM.
+	Name string `json:"name"`
+	// MoRef is the VM's managed object reference value.
+	MoRef string `json:"moRef"`
+	// InventoryPath of the VM.
+	// +optional
+	InventoryPath string `json:"inventoryPath,omitempty"`
+	// BIOSUUID (config.uuid).
+	// +optional
+	BIOSUUID string `json:"biosUUID,omitempty"`
+	// InstanceUUID (config.instanceUuid).
+	// +optional
+	InstanceUUID string `json:"instanceUUID,omitempty"`
+	// Server is the vCenter or ESXi endpoint's instance UUID, tying the VM to it.
+	// +optional
+	Server string `json:"server,omitempty"`
+	// Datacenter holding the VM.
+	// +optional
+	Datacenter string `json:"datacenter,omitempty"`
+	// Host is the ESXi host running the VM (name).
+	// +optional
+	Host string `json:"host,omitempty"`
+	// HostMoRef is the host's managed object reference value.
+	// +optional
+	HostMoRef string `json:"hostMoRef,omitempty"`
+	// CPU topology.
+	CPU CPUTopology `json:"cpu"`
+	// MemoryMiB is the configured memory.
+	MemoryMiB int64 `json:"memoryMiB"`
+	// Firmware is BIOS or EFI.
+	// +kubebuilder:validation:Enum=BIOS;EFI
+	Firmware Firmware `json:"firmware"`
+	// SecureBoot is on (EFI only).
+	// +optional
+	SecureBoot bool `json:"secureBoot,omitempty"`
+	// GuestID is the configured guest OS identifier, for example rhel9_64Guest.
+	// +optional
+	GuestID string `json:"guestID,omitempty"`
+	// GuestFamily is the guest OS family (linuxGuest, windowsGuest...).
+	// +optional
+	GuestFamily string `json:"guestFamily,omitempty"`
+	// GuestFullName is the guest OS's full name.
+	// +optional
+	GuestFullName string `json:"guestFullName,omitempty"`
+	// ToolsRunningStatus of VMware Tools (guestToolsRunning, guestToolsNotRunning...).
+	// +optional
+	ToolsRunningStatus string `json:"toolsRunningStatus,omitempty"`
+	// PowerState when inventoried (poweredOn, poweredOff, suspended).
+	// +optional
+	PowerState string `json:"powerState,omitempty"`
+	// Snapshots present on the VM, by name.
+	// +optional
+	// +listType=atomic
+	Snapshots []string `json:"snapshots,omitempty"`
+	// CBTEnabled says whether changed block tracking is on.
+	// +optional
+	CBTEnabled bool `json:"cbtEnabled,omitempty"`
+	// Encrypted says whether the VM is encrypted.
+	// +optional
+	Encrypted bool `json:"encrypted,omitempty"`
+	// VTPM says whether the VM has a virtual TPM.
+	// +optional
+	VTPM bool `json:"vTPM,omitempty"`
+	// Disks in source order (controller, bus, unit).
+	// +optional
+	// +listType=map
+	// +listMapKey=key
+	Disks []SourceDisk `json:"disks,omitempty"`
+	// NICs in source order.
+	// +optional
+	// +listType=map
+	// +listMapKey=key
+	NICs []SourceNIC `json:"nics,omitempty"`
+	// InventoriedAt is when the inventory was read.
+	// +optional
+	InventoriedAt *metav1.Time `json:"inventoriedAt,omitempty"`
+}
+
+// Firmware of a VM.
+type Firmware string
+
+const (
+	// FirmwareBIOS is legacy BIOS.
+	FirmwareBIOS Firmware = "BIOS"
+	// FirmwareEFI is UEFI.
+	FirmwareEFI Firmware = "EFI"
+)
+
+// CPUTopology is the VM's CPU layout.
+type CPUTopology struct {
+	// Sockets = numCPU / coresPerSocket.
+	Sockets int32 `json:"sockets"`
+	// CoresPerSocket as configured.
+	CoresPerSocket int32 `json:"coresPerSocket"`
+}
+
+// SourceDisk is one virtual disk of the source VM.
+type SourceDisk struct {
+	// Key is the device key.
+	Key int32 `json:"key"`
+	// Label is the device label, for example "Hard disk 1".
+	// +optional
+	Label string `json:"label,omitempty"`
+	// CapacityBytes of the disk.
+	CapacityBytes int64 `json:"capacityBytes"`
+	// FileName is the backing file, "[datastore] dir/vm.vmdk".
+	// +optional
+	FileName string `json:"fileName,omitempty"`
+	// Datastore holding the backing file.
+	// +optional
+	Datastore string `json:"datastore,omitempty"`
+	// Provisioning is Thin, Thick (lazy zeroed) or EagerZeroedThick.
+	// +optional
+	Provisioning string `json:"provisioning,omitempty"`
+	// ControllerType is the bus: scsi, sata, nvme or ide.
+	// +optional
+	ControllerType string `json:"controllerType,omitempty"`
+	// ControllerModel is the controller's model (pvscsi, lsilogic, ahci...).
+	// +optional
+	ControllerModel string `json:"controllerModel,omitempty"`
+	// BusNumber of the controller.
+	// +optional
+	BusNumber int32 `json:"busNumber"`
+	// UnitNumber on the controller.
+	// +optional
+	UnitNumber int32 `json:"unitNumber"`
+	// DiskMode: persistent, independent_persistent, independent_nonpersistent...
+	// +optional
+	DiskMode string `json:"diskMode,omitempty"`
+	// Sharing: sharingNone or sharingMultiWriter.
+	// +optional
+	Sharing string `json:"sharing,omitempty"`
+	// RDM says the disk is a raw device mapping.
+	// +optional
+	RDM bool `json:"rdm,omitempty"`
+	// SnapshotDelta says the disk's current backing is a snapshot delta.
+	// +optional
+	SnapshotDelta bool `json:"snapshotDelta,omitempty"`
+	// ChangeID is the CBT change ID, when CBT is on.
+	// +optional
+	ChangeID string `json:"changeID,omitempty"`
+}
+
+// SourceNIC is one network adapter of the source VM.
+type SourceNIC struct {
+	// Key is the device key.
+	Key int32 `json:"key"`
+	// Label is the device label, for example "Network adapter 1".
+	// +optional
+	Label string `json:"label,omitempty"`
+	// MAC address.
+	// +optional
+	MAC string `json:"mac,omitempty"`
+	// Network or port group name.
+	// +optional
+	Network string `json:"network,omitempty"`
+	// AdapterType: vmxnet3, e1000, e1000e...
+	// +optional
+	AdapterType string `json:"adapterType,omitempty"`
+}
+
+// Severity of a preflight finding.
+// +kubebuilder:validation:Enum=Blocking;Warning
+type Severity string
+
+const (
+	// SeverityBlocking stops the migration.
+	SeverityBlocking Severity = "Blocking"
+	// SeverityWarning is reported and does not stop it.
+	SeverityWarning Severity = "Warning"
+)
+
+// PreflightFinding is one result of a preflight rule.
+type PreflightFinding struct {
+	// Reason is the rule's name, as a CamelCase constant.
+	Reason string `json:"reason"`
+	// Severity says whether it blocks the migration.
+	Severity Severity `json:"severity"`
+	// Message says what is wrong and what to do.
+	Message string `json:"message"`
+}
+
+// SourceControlStatus records what the controller did to the source VM, the
+// intent written before each call and the result after.
+type SourceControlStatus struct {
+	// OriginalPowerState is the power state found before the controller acted.
+	// +optional
+	OriginalPowerState string `json:"originalPowerState,omitempty"`
+	// ShutdownRequestedAt is when a guest shutdown was requested.
+	// +optional
+	ShutdownRequestedAt *metav1.Time `json:"shutdownRequestedAt,omitempty"`
+	// PowerOffRequestedAt is when a hard power-off was requested.
+	// +optional
+	PowerOffRequestedAt *metav1.Time `json:"powerOffRequestedAt,omitempty"`
+	// PoweredOffAt is when the VM was seen powered off.
+	// +optional
+	PoweredOffAt *metav1.Time `json:"poweredOffAt,omitempty"`
+	// RestoreRequestedAt is when power-on was requested to restore the source.
+	// +optional
+	RestoreRequestedAt *metav1.Time `json:"restoreRequestedAt,omitempty"`
+	// RestoredAt is when the source was seen back in its original state.
+	// +optional
+	RestoredAt *metav1.Time `json:"restoredAt,omitempty"`
+	// Snapshots the controller made, with intent and result.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Snapshots []SnapshotRecord `json:"snapshots,omitempty"`
+}
+
+// SnapshotRecord is one snapshot the controller made on the source.
+type SnapshotRecord struct {
+	// Name of the snapshot (deterministic: the migration's UID in it).
+	Name string `json:"name"`
+	// MoRef of the snapshot, once created.
+	// +optional
+	MoRef string `json:"moRef,omitempty"`
+	// RequestedAt is when the creation was requested.
+	// +optional
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
+	// RemovedAt is when the snapshot was seen removed.
+	// +optional
+	RemovedAt *metav1.Time `json:"removedAt,omitempty"`
+}
+
+// DiskStatus is one disk's progress and evidence.
+type DiskStatus struct {
+	// Key is the source disk's device key.
+	Key int32 `json:"key"`
+	// Name is the disk's name on the target VM (disk-0, disk-1...).
+	Name string `json:"name"`
+	// StagingClaim is the staging PersistentVolumeClaim's name.
+	// +optional
+	StagingClaim string `json:"stagingClaim,omitempty"`
+	// CapacityBytes of the source disk.
+	CapacityBytes int64 `json:"capacityBytes"`
+	// BytesTransferred so far.
+	// +optional
+	BytesTransferred int64 `json:"bytesTransferred,omitempty"`
+	// RateBytesPerSecond is the recent transfer rate.
+	// +optional
+	RateBytesPerSecond int64 `json:"rateBytesPerSecond,omitempty"`
+	// ETASeconds is the estimated time left for the transfer.
+	// +optional
+	ETASeconds *int64 `json:"etaSeconds,omitempty"`
+	// SHA256 of the transferred image, once complete.
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+	// TransferredAt is when the transfer of this disk was verified complete.
+	// +optional
+	TransferredAt *metav1.Time `json:"transferredAt,omitempty"`
+	// DataVolume is the target DataVolume's name.
+	// +optional
+	DataVolume string `json:"dataVolume,omitempty"`
+	// ImportPhase is the DataVolume's phase.
+	// +optional
+	ImportPhase string `json:"importPhase,omitempty"`
+	// ImportProgress is the DataVolume's progress, as "45.20%".
+	// +optional
+	ImportProgress string `json:"importProgress,omitempty"`
+}
+
+// JobStatus records a Job the controller ran.
+type JobStatus struct {
+	// JobName of the current attempt.
+	JobName string `json:"jobName"`
+	// Attempt number, from 1.
+	Attempt int32 `json:"attempt"`
+	// CompletedAt is when the Job succeeded.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+}
+
+// ConversionStatus records the conversion.
+type ConversionStatus struct {
+	JobStatus `json:",inline"`
+	// ConfigMapName holds the rendered libvirt domain XML.
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty"`
+	// OperatingSystem virt-v2v inspected, for example "rhel 9.4".
+	// +optional
+	OperatingSystem string `json:"operatingSystem,omitempty"`
+	// Skipped says the conversion was skipped by the spec.
+	// +optional
+	Skipped bool `json:"skipped,omitempty"`
+}
+
+// TargetStatus references the created VirtualMachine.
+type TargetStatus struct {
+	// Name of the VirtualMachine (in the migration's namespace).
+	Name string `json:"name"`
+	// UID of the VirtualMachine, once created.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
+	// VMIPhase is the VirtualMachineInstance's phase.
+	// +optional
+	VMIPhase string `json:"vmiPhase,omitempty"`
+	// AgentConnected says the guest agent connected.
+	// +optional
+	AgentConnected bool `json:"agentConnected,omitempty"`
+}
+
+// CheckpointEvidence is what proved a checkpoint was reached.
+type CheckpointEvidence struct {
+	// Phase whose desired state was observed.
+	Phase Phase `json:"phase"`
+	// ReachedAt is when it was observed.
+	ReachedAt metav1.Time `json:"reachedAt"`
+	// Observed says what was seen, for a person.
+	Observed string `json:"observed"`
+}
+
+// MigrationError is a failure, with where it happened.
+type MigrationError struct {
+	// Phase the failure happened in.
+	Phase Phase `json:"phase"`
+	// Reason is a CamelCase constant.
+	Reason string `json:"reason"`
+	// Message for a person.
+	Message string `json:"message"`
+	// Time of the failure.
+	Time metav1.Time `json:"time"`
+}

@@ -1,0 +1,88 @@
+package naming
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+// MaxNameLength is the longest name used for objects whose names end up in
+// labels (Jobs put their name in a pod label) and DNS labels.
+const MaxNameLength = 63
+
+// Child returns "<parent>-<suffix>", shortened with a stable hash when longer
+// than MaxNameLength so it stays a valid DNS-1123 label and never collides
+// with the name of another parent.
+func Child(parent string, suffix ...string) string {
+	name := strings.Join(append([]string{parent}, suffix...), "-")
+	if len(name) <= MaxNameLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	hash := hex.EncodeToString(sum[:])[:8]
+	tail := strings.Join(suffix, "-")
+	keep := MaxNameLength - len(tail) - len(hash) - 2
+	if keep < 1 {
+		return strings.TrimRight(name[:MaxNameLength-len(hash)-1], "-.") + "-" + hash
+	}
+	return strings.TrimRight(parent[:min(keep, len(parent))], "-.") + "-" + hash + "-" + tail
+}
+
+// StagingClaim is the staging PersistentVolumeClaim of one source disk.
+func StagingClaim(migration string, diskKey int32) string {
+	return Child(migration, "staging", fmt.Sprint(diskKey))
+}
+
+// TransferJob is the transfer Job of one attempt (attempts count from 1).
+func TransferJob(migration string, attempt int32) string {
+	return Child(migration, "transfer", fmt.Sprint(attempt))
+}
+
+// ConversionJob is the conversion Job of one attempt.
+func ConversionJob(migration string, attempt int32) string {
+	return Child(migration, "convert", fmt.Sprint(attempt))
+}
+
+// ConversionConfigMap holds the rendered libvirt domain XML of one attempt.
+func ConversionConfigMap(migration string, attempt int32) string {
+	return Child(migration, "convert", fmt.Sprint(attempt), "domain")
+}
+
+// DataVolume is the target disk of the migrated VM at one position (0-based,
+// in source order).
+func DataVolume(targetVM string, index int) string {
+	return Child(targetVM, "disk", fmt.Sprint(index))
+}
+
+// DiskName is the name of a disk (and its volume) inside the VM spec.
+func DiskName(index int) string {
+	return fmt.Sprintf("disk-%d", index)
+}
+
+// DNS1123Label turns a vSphere VM name into a valid DNS-1123 label: lower
+// case, runs of other characters folded into one '-', trimmed, at most 63
+// characters. A name with nothing usable gives "vm".
+func DNS1123Label(name string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+			b.WriteRune(r)
+			dash = false
+		case !dash && b.Len() > 0:
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if len(out) > MaxNameLength {
+		out = strings.TrimRight(out[:MaxNameLength], "-")
+	}
+	if out == "" {
+		return "vm"
+	}
+	return out
+}

@@ -1,0 +1,153 @@
+package framework
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// stopGrace is how long a process may take to exit after SIGTERM before its
+// process group is killed.
+const stopGrace = 10 * time.Second
+
+// spawner starts child processes from one goroutine locked to its own OS
+// thread. The kernel delivers the parent-death signal (Pdeathsig) when the
+// thread that forked a child exits, not when the process does; a thread that
+// lives exactly as long as the environment makes that signal mean "the
+// environment or the whole test binary is gone".
+type spawner struct {
+	requests chan spawnRequest
+}
+
+type spawnRequest struct {
+	cmd    *exec.Cmd
+	result chan error
+}
+
+func newSpawner() *spawner {
+	s := &spawner{requests: make(chan spawnRequest)}
+	go func() {
+		// Never unlocked: when this goroutine returns, the runtime ends the
+		// thread, and every child still alive receives SIGKILL.
+		runtime.LockOSThread()
+		for r := range s.requests {
+			r.result <- r.cmd.Start()
+		}
+	}()
+	return s
+}
+
+func (s *spawner) start(cmd *exec.Cmd) error {
+	r := spawnRequest{cmd: cmd, result: make(chan error, 1)}
+	s.requests <- r
+	return <-r.result
+}
+
+// close ends the spawner's thread. Children still running receive SIGKILL.
+func (s *spawner) close() {
+	close(s.requests)
+}
+
+// process is one control-plane binary running in its own process group.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	logFile *os.File
+	done    chan struct{}
+	waitErr error
+}
+
+// startProcess starts binary with args, its output going to
+// <logDir>/<name>.log.
+func startProcess(s *spawner, name, binary string, args []string, logDir string) (*process, error) {
+	logPath := filepath.Join(logDir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("creating log file for %s: %w", name, err)
+	}
+	cmd := exec.Command(binary, args...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:   true,
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if err := s.start(cmd); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, logFile: logFile, done: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// pid is the process's id, which is also its process group id.
+func (p *process) pid() int {
+	return p.cmd.Process.Pid
+}
+
+// exited reports whether the process has ended, and how.
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		if p.waitErr == nil {
+			return true, errors.New("exited with status 0")
+		}
+		return true, p.waitErr
+	default:
+		return false, nil
+	}
+}
+
+// stop sends SIGTERM to the process group, and SIGKILL when it has not
+// exited after stopGrace. It returns once the process has been reaped.
+func (p *process) stop() {
+	if ok, _ := p.exited(); ok {
+		// The leader is gone; make sure nothing it started outlives it.
+		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+		return
+	}
+	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(stopGrace):
+		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+		<-p.done
+	}
+	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+}
+
+// tail returns the last n lines of the process's log.
+func (p *process) tail(n int) string {
+	return tailFile(p.logPath, n)
+}
+
+func tailFile(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(reading %s: %v)", path, err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,85 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Defaults the API server applies through the CRD schema; the accessors
+// below apply the same values when a field is unset (objects built in code
+// or served by a server without the schema defaults).
+const (
+	DefaultSizeOverheadPercent = 10
+	DefaultShutdownTimeout     = 5 * time.Minute
+	DefaultRetryLimit          = 3
+	DefaultRetryDeadline       = 24 * time.Hour
+	DefaultStallTimeout        = 30 * time.Minute
+	DefaultStartTimeout        = 10 * time.Minute
+)
+
+// FinalizerName is the finalizer the controller puts on every migration so
+// that deleting it cancels the migration and cleans up first.
+const FinalizerName = "migration.platform.example/cleanup"
+
+// StartEnabled reports whether the VM is started once created (default true).
+func (t *TargetSpec) StartEnabled() bool { return ptr.Deref(t.Start, true) }
+
+// PreserveMACs reports whether source MAC addresses are kept (default true).
+func (t *TargetSpec) PreserveMACs() bool { return ptr.Deref(t.PreserveMACAddresses, true) }
+
+// OverheadPercent is the staging size overhead in percent (default 10).
+func (s *StagingSpec) OverheadPercent() int32 {
+	return ptr.Deref(s.SizeOverheadPercent, DefaultSizeOverheadPercent)
+}
+
+// ShutdownMode is the shutdown mode (default GuestThenPowerOff).
+func (p *PolicySpec) ShutdownMode() ShutdownMode {
+	if p.Shutdown.Mode == "" {
+		return ShutdownModeGuestThenPowerOff
+	}
+	return p.Shutdown.Mode
+}
+
+// ShutdownTimeout is the guest shutdown timeout (default 5m).
+func (p *PolicySpec) ShutdownTimeout() time.Duration {
+	return durationOr(p.Shutdown.Timeout, DefaultShutdownTimeout)
+}
+
+// RetryLimit is the retry budget's count (default 3).
+func (p *PolicySpec) RetryLimit() int32 { return ptr.Deref(p.Retry.Limit, DefaultRetryLimit) }
+
+// RetryDeadline is the retry budget's wall-clock deadline from the start (default 24h).
+func (p *PolicySpec) RetryDeadline() time.Duration {
+	return durationOr(p.Retry.Deadline, DefaultRetryDeadline)
+}
+
+// CleanupPolicy is the cleanup policy (default Delete).
+func (p *PolicySpec) CleanupPolicy() CleanupPolicy {
+	if p.Cleanup == "" {
+		return CleanupPolicyDelete
+	}
+	return p.Cleanup
+}
+
+// StallAfter is how long without progress before Stalled (default 30m).
+func (p *PolicySpec) StallAfter() time.Duration {
+	return durationOr(p.StallTimeout, DefaultStallTimeout)
+}
+
+// StartDeadline is how long the new VM may take to run (default 10m).
+func (p *PolicySpec) StartDeadline() time.Duration {
+	return durationOr(p.StartTimeout, DefaultStartTimeout)
+}
+
+// NeedsApproval reports whether the migration waits for approval before
+// the source is stopped.
+func (p *PolicySpec) NeedsApproval() bool { return p.RequireApproval && !p.Approved }
+
+func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.Duration
+}

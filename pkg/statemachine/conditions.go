@@ -1,0 +1,197 @@
+package statemachine
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+)
+
+// finish sets the observed generation and every condition from what the
+// decision found, and collects the output status.
+func (d *decider) finish() {
+	d.st.ObservedGeneration = d.m.Generation
+	d.readyCondition()
+	d.progressingCondition()
+	d.failedCondition()
+	d.stalledCondition()
+	d.pausedCondition()
+	d.approvalCondition()
+	d.specChangeCondition()
+	d.insecureCondition()
+	d.out.Status = *d.st
+}
+
+// setCondition sets a condition; its transition time moves only when its
+// status flips.
+func (d *decider) setCondition(t string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&d.st.Conditions, metav1.Condition{
+		Type:               t,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: d.m.Generation,
+		LastTransitionTime: d.now,
+	})
+}
+
+// clearCondition turns a condition false, if it was ever set.
+func (d *decider) clearCondition(t, reason, message string) {
+	if meta.FindStatusCondition(d.st.Conditions, t) != nil {
+		d.setCondition(t, metav1.ConditionFalse, reason, message)
+	}
+}
+
+func (d *decider) readyCondition() {
+	switch d.st.Phase {
+	case v1alpha1.PhaseSucceeded:
+		d.setCondition(ConditionReady, metav1.ConditionTrue, ReasonSucceeded, "the VM was migrated: "+d.targetSummary())
+	case v1alpha1.PhaseFailed, v1alpha1.PhaseRollingBack:
+		d.setCondition(ConditionReady, metav1.ConditionFalse, d.failureReason(), d.failureMessage())
+	default:
+		d.setCondition(ConditionReady, metav1.ConditionFalse, string(d.st.Phase), d.statusMessage())
+	}
+}
+
+func (d *decider) progressingCondition() {
+	switch {
+	case IsTerminal(d.st.Phase):
+		d.setCondition(ConditionProgressing, metav1.ConditionFalse, string(d.st.Phase), "the migration is "+strings.ToLower(string(d.st.Phase)))
+	case d.paused:
+		d.setCondition(ConditionProgressing, metav1.ConditionFalse, ReasonPaused, "held by spec.policy.paused")
+	case d.waitReason != "":
+		d.setCondition(ConditionProgressing, metav1.ConditionFalse, d.waitReason, d.waitMessage)
+	default:
+		d.setCondition(ConditionProgressing, metav1.ConditionTrue, ReasonWorking, d.statusMessage())
+	}
+}
+
+func (d *decider) failedCondition() {
+	if d.st.Phase == v1alpha1.PhaseFailed || d.st.Phase == v1alpha1.PhaseRollingBack {
+		d.setCondition(ConditionFailed, metav1.ConditionTrue, d.failureReason(), d.failureMessage())
+		return
+	}
+	d.clearCondition(ConditionFailed, ReasonWorking, "no failure")
+}
+
+// stalledCondition is true when no progress was seen for the stall timeout
+// in a phase where the controller itself should make progress.
+func (d *decider) stalledCondition() {
+	active := !IsTerminal(d.st.Phase) && !d.paused && d.waitReason == "" &&
+		d.st.Phase != v1alpha1.PhaseAwaitingApproval && d.st.Phase != v1alpha1.PhaseQueued
+	last := d.st.LastProgressTime
+	if active && last != nil {
+		limit := d.spec.Policy.StallAfter()
+		idle := d.now.Sub(last.Time)
+		if idle >= limit {
+			d.setCondition(ConditionStalled, metav1.ConditionTrue, ReasonNoProgress,
+				fmt.Sprintf("no progress in %s since %s", d.st.Phase, last.UTC().Format("2006-01-02T15:04:05Z")))
+			return
+		}
+		d.requeue(limit - idle)
+	}
+	d.clearCondition(ConditionStalled, ReasonProgressing, "progress seen")
+}
+
+func (d *decider) pausedCondition() {
+	if d.paused {
+		d.setCondition(ConditionPaused, metav1.ConditionTrue, ReasonPaused,
+			fmt.Sprintf("held at %s by spec.policy.paused; running jobs are not interrupted", d.st.Phase))
+		return
+	}
+	d.clearCondition(ConditionPaused, ReasonNotPaused, "spec.policy.paused is false")
+}
+
+func (d *decider) approvalCondition() {
+	if d.st.Phase == v1alpha1.PhaseAwaitingApproval && d.spec.Policy.NeedsApproval() {
+		d.setCondition(ConditionApprovalRequired, metav1.ConditionTrue, ReasonAwaitingApproval, approvalMessage(d.m))
+		return
+	}
+	d.clearCondition(ConditionApprovalRequired, ReasonApproved, "no approval pending")
+}
+
+func (d *decider) specChangeCondition() {
+	if fields := ignoredSpecChanges(d.m); len(fields) > 0 {
+		d.setCondition(ConditionSpecChangeIgnored, metav1.ConditionTrue, ReasonSpecChangeIgnored,
+			fmt.Sprintf("changes to %s cannot apply: the source was already being stopped; status.appliedSpec is in force", strings.Join(fields, ", ")))
+		return
+	}
+	d.clearCondition(ConditionSpecChangeIgnored, ReasonSpecApplied, "the spec in force matches the spec")
+}
+
+func (d *decider) insecureCondition() {
+	if d.spec.Source.InsecureSkipVerify {
+		if c := meta.FindStatusCondition(d.st.Conditions, ConditionInsecureConnection); c == nil || c.Status != metav1.ConditionTrue {
+			d.out.Events = append(d.out.Events, Event{Warning: true, Reason: ReasonInsecureSkipVerify,
+				Message: "TLS verification of the vSphere endpoint is off (spec.source.insecureSkipVerify)"})
+		}
+		d.setCondition(ConditionInsecureConnection, metav1.ConditionTrue, ReasonInsecureSkipVerify,
+			"TLS verification of the vSphere endpoint is off: set ca.crt or thumbprint in the credentials Secret instead")
+		return
+	}
+	d.clearCondition(ConditionInsecureConnection, ReasonVerifiedTLS, "the endpoint's certificate is verified")
+}
+
+// ignoredSpecChanges lists the spec fields changed after the cutover began.
+func ignoredSpecChanges(m *v1alpha1.VirtualMachineMigration) []string {
+	applied := m.Status.AppliedSpec
+	if applied == nil {
+		return nil
+	}
+	cur := m.Spec.DeepCopy()
+	copyLiveFields(cur, applied)
+	var fields []string
+	for _, f := range []struct {
+		name     string
+		now, was any
+	}{
+		{"spec.source", cur.Source, applied.Source},
+		{"spec.target", cur.Target, applied.Target},
+		{"spec.staging", cur.Staging, applied.Staging},
+		{"spec.conversion", cur.Conversion, applied.Conversion},
+		{"spec.policy.shutdown", cur.Policy.Shutdown, applied.Policy.Shutdown},
+	} {
+		if !equality.Semantic.DeepEqual(f.now, f.was) {
+			fields = append(fields, f.name)
+		}
+	}
+	return fields
+}
+
+func (d *decider) statusMessage() string {
+	if d.waitMessage != "" {
+		return d.waitMessage
+	}
+	if d.workMessage != "" {
+		return d.workMessage
+	}
+	if d.paused {
+		return fmt.Sprintf("held at %s by spec.policy.paused", d.st.Phase)
+	}
+	return string(d.st.Phase)
+}
+
+func (d *decider) failureReason() string {
+	if d.st.LastError != nil {
+		return d.st.LastError.Reason
+	}
+	return ReasonFailed
+}
+
+func (d *decider) failureMessage() string {
+	if e := d.st.LastError; e != nil {
+		return fmt.Sprintf("failed in %s: %s", e.Phase, e.Message)
+	}
+	return "the migration failed"
+}
+
+func (d *decider) targetSummary() string {
+	if d.st.Target == nil {
+		return "no target recorded"
+	}
+	return fmt.Sprintf("VirtualMachine %s/%s", d.m.Namespace, d.st.Target.Name)
+}

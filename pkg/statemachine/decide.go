@@ -1,0 +1,259 @@
+package statemachine
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+)
+
+// Decide returns what to do next for one migration. It is pure and
+// deterministic: the same input always gives the same decision.
+func Decide(in Input) Decision {
+	d := newDecider(in)
+	switch {
+	case d.m.DeletionTimestamp != nil:
+		d.cancel()
+	case IsTerminal(d.st.Phase):
+		// Terminal phases stay terminal; only deletion acts on them.
+	case d.m.Spec.Policy.Paused:
+		d.paused = true
+	default:
+		d.step()
+	}
+	d.finish()
+	return d.out
+}
+
+// IsTerminal reports whether a phase is terminal.
+func IsTerminal(p v1alpha1.Phase) bool {
+	return p == v1alpha1.PhaseSucceeded || p == v1alpha1.PhaseFailed
+}
+
+// decider carries one decision while it is being made.
+type decider struct {
+	cfg  Config
+	m    *v1alpha1.VirtualMachineMigration
+	spec *v1alpha1.VirtualMachineMigrationSpec // the spec in force (see effectiveSpec)
+	obs  Observation
+	now  metav1.Time
+	st   *v1alpha1.VirtualMachineMigrationStatus
+	out  Decision
+
+	startPhase v1alpha1.Phase
+	paused     bool
+	// waitReason is set when the migration waits on something outside the
+	// controller (a person, a slot, a transient failure): Progressing is
+	// then false with this reason.
+	waitReason, waitMessage string
+	// workMessage says what the controller is doing now.
+	workMessage string
+}
+
+func newDecider(in Input) *decider {
+	st := in.Migration.Status.DeepCopy()
+	if st.Phase == "" {
+		st.Phase = v1alpha1.PhasePending
+	}
+	return &decider{
+		cfg:        in.Config.withDefaults(),
+		m:          in.Migration,
+		spec:       effectiveSpec(in.Migration),
+		obs:        in.Observation,
+		now:        in.Now,
+		st:         st,
+		startPhase: st.Phase,
+	}
+}
+
+// step dispatches to the current phase's decision.
+func (d *decider) step() {
+	switch d.st.Phase {
+	case v1alpha1.PhasePending:
+		d.pending()
+	case v1alpha1.PhaseValidating:
+		d.validating()
+	case v1alpha1.PhaseAwaitingApproval:
+		d.awaitingApproval()
+	case v1alpha1.PhaseQueued:
+		d.queued()
+	case v1alpha1.PhaseStoppingSource:
+		d.stoppingSource()
+	case v1alpha1.PhaseTransferringDisks:
+		d.transferringDisks()
+	case v1alpha1.PhaseConverting:
+		d.converting()
+	case v1alpha1.PhaseImporting:
+		d.importing()
+	case v1alpha1.PhaseCreatingVM:
+		d.creatingVM()
+	case v1alpha1.PhaseStarting:
+		d.starting()
+	case v1alpha1.PhaseCleaningUp:
+		d.cleaningUp()
+	case v1alpha1.PhaseRollingBack:
+		d.rollingBack()
+	case v1alpha1.PhaseCancelling:
+		// Only reachable while the object is being deleted, and then
+		// cancel() runs instead; a restored object simply waits.
+		d.wait(ReasonCancelled, "the migration is being cancelled", 0)
+	default:
+		d.fail(ReasonFailed, fmt.Sprintf("unknown phase %q in status", d.st.Phase))
+	}
+}
+
+// act asks for one action.
+func (d *decider) act(t ActionType, name string, attempt int32) {
+	d.out.Action = Action{Type: t, Name: name, Attempt: attempt}
+}
+
+// working says what the controller does now and when to look again.
+func (d *decider) working(message string, requeue time.Duration) {
+	d.workMessage = message
+	d.requeue(requeue)
+}
+
+// wait says the migration waits on something outside the controller.
+func (d *decider) wait(reason, message string, requeue time.Duration) {
+	d.waitReason, d.waitMessage = reason, message
+	d.requeue(requeue)
+}
+
+// requeue keeps the earliest positive requeue asked for.
+func (d *decider) requeue(after time.Duration) {
+	if after > 0 && (d.out.RequeueAfter == 0 || after < d.out.RequeueAfter) {
+		d.out.RequeueAfter = after
+	}
+}
+
+// advance records the evidence that the current phase's desired state was
+// observed and moves to the next phase.
+func (d *decider) advance(next v1alpha1.Phase, observed string) {
+	d.recordEvidence(d.st.Phase, observed)
+	d.setPhase(next, observed)
+}
+
+// setPhase moves to a phase without claiming evidence for the current one
+// (failure, cancellation, a step back).
+func (d *decider) setPhase(next v1alpha1.Phase, message string) {
+	from := d.st.Phase
+	d.st.Phase = next
+	now := d.now
+	d.st.PhaseStartTime = &now
+	d.st.LastProgressTime = &now
+	if IsTerminal(next) {
+		d.st.CompletionTime = &now
+	}
+	d.out.Events = append(d.out.Events, Event{
+		Warning: next == v1alpha1.PhaseFailed || next == v1alpha1.PhaseRollingBack,
+		Reason:  ReasonPhaseChanged,
+		Message: fmt.Sprintf("%s -> %s: %s", from, next, message),
+	})
+	// Look again at once: the next phase has its own work.
+	d.requeue(time.Millisecond)
+}
+
+func (d *decider) recordEvidence(phase v1alpha1.Phase, observed string) {
+	ev := v1alpha1.CheckpointEvidence{Phase: phase, ReachedAt: d.now, Observed: observed}
+	for i := range d.st.Evidence {
+		if d.st.Evidence[i].Phase == phase {
+			d.st.Evidence[i] = ev
+			return
+		}
+	}
+	d.st.Evidence = append(d.st.Evidence, ev)
+}
+
+// fail records the failure and starts the rollback of the source.
+func (d *decider) fail(reason, message string) {
+	d.recordError(reason, message)
+	d.out.Events = append(d.out.Events, Event{Warning: true, Reason: reason, Message: message})
+	d.setPhase(v1alpha1.PhaseRollingBack, fmt.Sprintf("%s: %s", reason, message))
+}
+
+// recordError keeps the last error; an identical error keeps its first time
+// so that a repeated failure does not rewrite the status.
+func (d *decider) recordError(reason, message string) {
+	if e := d.st.LastError; e != nil && e.Phase == d.st.Phase && e.Reason == reason && e.Message == message {
+		return
+	}
+	d.st.LastError = &v1alpha1.MigrationError{Phase: d.st.Phase, Reason: reason, Message: message, Time: d.now}
+}
+
+// pastDeadline reports whether the retry budget's wall-clock deadline passed.
+func (d *decider) pastDeadline() bool {
+	if d.st.StartTime == nil {
+		return false
+	}
+	return !d.now.Time.Before(d.st.StartTime.Add(d.spec.Policy.RetryDeadline()))
+}
+
+// retry spends one retry of the budget for a failed attempt. It returns
+// false, after failing the migration, when the budget is spent.
+func (d *decider) retry(reason, message string) bool {
+	limit := d.spec.Policy.RetryLimit()
+	if d.st.Retries >= limit || d.pastDeadline() {
+		why := fmt.Sprintf("%d of %d retries spent", d.st.Retries, limit)
+		if d.pastDeadline() {
+			why = fmt.Sprintf("retry deadline of %s passed", d.spec.Policy.RetryDeadline())
+		}
+		d.fail(reason, fmt.Sprintf("%s (retry budget spent: %s)", message, why))
+		return false
+	}
+	d.st.Retries++
+	d.recordError(reason, message)
+	d.out.Events = append(d.out.Events, Event{
+		Warning: true,
+		Reason:  ReasonRetrying,
+		Message: fmt.Sprintf("%s: %s; retry %d of %d", reason, message, d.st.Retries, limit),
+	})
+	d.requeue(time.Millisecond)
+	return true
+}
+
+// observedError handles a failure the steps saw while observing.
+func (d *decider) observedError(e *ObservedError) {
+	switch {
+	case e.Class == ErrorPermanent:
+		d.fail(e.Reason, e.Message)
+	case d.pastDeadline():
+		d.fail(e.Reason, fmt.Sprintf("%s (retry deadline of %s passed)", e.Message, d.spec.Policy.RetryDeadline()))
+	case e.Class == ErrorNeedsUser:
+		d.recordError(e.Reason, e.Message)
+		d.wait(e.Reason, e.Message, d.cfg.WaitInterval)
+	default:
+		d.recordError(e.Reason, e.Message)
+		d.wait(e.Reason, e.Message, d.cfg.PollInterval)
+	}
+}
+
+// hasFinalizer reports whether the migration carries the controller's finalizer.
+func hasFinalizer(m *v1alpha1.VirtualMachineMigration) bool {
+	return slices.Contains(m.Finalizers, v1alpha1.FinalizerName)
+}
+
+// effectiveSpec is the spec in force. Once the controller began to stop the
+// source it works from the spec it committed to (status.appliedSpec); only
+// the live control fields still follow the user's spec.
+func effectiveSpec(m *v1alpha1.VirtualMachineMigration) *v1alpha1.VirtualMachineMigrationSpec {
+	if m.Status.AppliedSpec == nil {
+		return &m.Spec
+	}
+	s := m.Status.AppliedSpec.DeepCopy()
+	copyLiveFields(s, &m.Spec)
+	return s
+}
+
+// copyLiveFields copies the fields that still apply after the cutover began.
+func copyLiveFields(dst, src *v1alpha1.VirtualMachineMigrationSpec) {
+	dst.Policy.Paused = src.Policy.Paused
+	dst.Policy.Retry = src.Policy.Retry
+	dst.Policy.Cleanup = src.Policy.Cleanup
+	dst.Policy.StallTimeout = src.Policy.StallTimeout
+	dst.Policy.StartTimeout = src.Policy.StartTimeout
+	dst.Policy.RequireApproval = src.Policy.RequireApproval
+	dst.Policy.Approved = src.Policy.Approved
+}

@@ -1,0 +1,493 @@
+package statemachine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+)
+
+// pending: the finalizer is set and the status initialised.
+func (d *decider) pending() {
+	if d.st.StartTime == nil {
+		now := d.now
+		d.st.StartTime = &now
+	}
+	if !hasFinalizer(d.m) {
+		d.act(ActionAddFinalizer, v1alpha1.FinalizerName, 0)
+		d.working("adding the cleanup finalizer", 0)
+		return
+	}
+	d.advance(v1alpha1.PhaseValidating, "finalizer set and status initialised")
+}
+
+// validating: the source VM is found and inventoried and the preflight
+// rules pass.
+func (d *decider) validating() {
+	src := d.obs.Source
+	if src.Error != nil {
+		d.observedError(src.Error)
+		return
+	}
+	if src.Inventory == nil {
+		d.working("reading the source VM's inventory", d.cfg.PollInterval)
+		return
+	}
+	inv := src.Inventory.DeepCopy()
+	d.st.Source = inv
+	d.st.Preflight = slices.Clone(d.obs.Preflight)
+	target := d.spec.Target.Name
+	if target == "" {
+		target = naming.DNS1123Label(inv.Name)
+	}
+	d.st.Target = &v1alpha1.TargetStatus{Name: target}
+
+	var blocking, warnings []string
+	for _, f := range d.obs.Preflight {
+		line := fmt.Sprintf("%s: %s", f.Reason, f.Message)
+		if f.Severity == v1alpha1.SeverityBlocking {
+			blocking = append(blocking, line)
+		} else {
+			warnings = append(warnings, line)
+		}
+	}
+	if len(blocking) > 0 {
+		d.fail(ReasonPreflightFailed, strings.Join(blocking, "; "))
+		return
+	}
+	for _, w := range warnings {
+		d.out.Events = append(d.out.Events, Event{Warning: true, Reason: "PreflightWarning", Message: w})
+	}
+	next := v1alpha1.PhaseQueued
+	if d.spec.Policy.NeedsApproval() {
+		next = v1alpha1.PhaseAwaitingApproval
+	}
+	d.advance(next, fmt.Sprintf("found %s (%s): %d vCPU, %d MiB, %s, %d disks, %d NICs, %s; %d preflight warnings",
+		inv.Name, inv.MoRef, inv.CPU.Sockets*inv.CPU.CoresPerSocket, inv.MemoryMiB, inv.Firmware,
+		len(inv.Disks), len(inv.NICs), inv.PowerState, len(warnings)))
+}
+
+// specChangedBeforeCutover reports whether the user changed the spec since
+// it was validated, while a change can still apply: it is then validated again.
+func (d *decider) specChangedBeforeCutover() bool {
+	return d.st.AppliedSpec == nil && d.st.ObservedGeneration != 0 && d.m.Generation != d.st.ObservedGeneration
+}
+
+// awaitingApproval: a person approved the cutover.
+func (d *decider) awaitingApproval() {
+	if d.specChangedBeforeCutover() {
+		d.setPhase(v1alpha1.PhaseValidating, "the spec changed before the cutover: validating again")
+		return
+	}
+	if d.spec.Policy.NeedsApproval() {
+		d.wait(ReasonAwaitingApproval, approvalMessage(d.m), 0)
+		return
+	}
+	d.advance(v1alpha1.PhaseQueued, "cutover approved (spec.policy.approved)")
+}
+
+// approvalMessage tells a person how to approve.
+func approvalMessage(m *v1alpha1.VirtualMachineMigration) string {
+	return fmt.Sprintf("stopping the source VM waits for approval: kubectl patch vmm %s -n %s --type merge -p '{\"spec\":{\"policy\":{\"approved\":true}}}'",
+		m.Name, m.Namespace)
+}
+
+// queued: a transfer slot is free; the cutover is committed.
+func (d *decider) queued() {
+	if d.specChangedBeforeCutover() {
+		d.setPhase(v1alpha1.PhaseValidating, "the spec changed before the cutover: validating again")
+		return
+	}
+	if d.spec.Policy.NeedsApproval() {
+		d.setPhase(v1alpha1.PhaseAwaitingApproval, "approval is required again")
+		return
+	}
+	if !d.obs.TransferSlot.Available {
+		d.wait(ReasonWaitingForTransferSlot, d.obs.TransferSlot.Message, d.cfg.WaitInterval)
+		return
+	}
+	src := d.obs.Source
+	if src.Error != nil {
+		d.observedError(src.Error)
+		return
+	}
+	if !src.Observed {
+		d.working("reading the source VM's power state", d.cfg.PollInterval)
+		return
+	}
+	// Commit to the cutover: from here on the spec in force is this one.
+	d.st.AppliedSpec = d.m.Spec.DeepCopy()
+	d.st.SourceControl = &v1alpha1.SourceControlStatus{OriginalPowerState: src.PowerState}
+	d.advance(v1alpha1.PhaseStoppingSource, fmt.Sprintf("transfer slot available; source %s", src.PowerState))
+}
+
+// stoppingSource: the source VM is powered off. The intent is written into
+// status in the same decision that asks for the call.
+func (d *decider) stoppingSource() {
+	src := d.obs.Source
+	if src.Error != nil {
+		d.observedError(src.Error)
+		return
+	}
+	if !src.Observed {
+		d.working("reading the source VM's power state", d.cfg.PollInterval)
+		return
+	}
+	sc := d.sourceControl()
+	if src.PowerState == PowerStateOff {
+		now := d.now
+		sc.PoweredOffAt = &now
+		how := "was already powered off"
+		switch {
+		case sc.PowerOffRequestedAt != nil:
+			how = "powered off"
+		case sc.ShutdownRequestedAt != nil:
+			how = "shut down by the guest"
+		}
+		d.advance(v1alpha1.PhaseTransferringDisks, "source "+how)
+		return
+	}
+	mode := d.spec.Policy.ShutdownMode()
+	guest := mode == v1alpha1.ShutdownModeGuestThenPowerOff && src.PowerState == PowerStateOn && src.ToolsRunning
+	if guest && sc.ShutdownRequestedAt == nil && sc.PowerOffRequestedAt == nil {
+		now := d.now
+		sc.ShutdownRequestedAt = &now
+		d.act(ActionShutdownGuest, "", 0)
+		d.working("asking the guest to shut down", d.cfg.PollInterval)
+		return
+	}
+	if sc.ShutdownRequestedAt != nil && sc.PowerOffRequestedAt == nil {
+		deadline := sc.ShutdownRequestedAt.Add(d.spec.Policy.ShutdownTimeout())
+		if d.now.Time.Before(deadline) {
+			d.working(fmt.Sprintf("waiting for the guest to shut down; powering off at %s", deadline.UTC().Format(time.RFC3339)),
+				min(d.cfg.PollInterval, deadline.Sub(d.now.Time)))
+			return
+		}
+	}
+	if sc.PowerOffRequestedAt != nil && d.now.Sub(sc.PowerOffRequestedAt.Time) < d.cfg.PollInterval {
+		d.working("waiting for the power-off to take effect", d.cfg.PollInterval-d.now.Sub(sc.PowerOffRequestedAt.Time))
+		return
+	}
+	now := d.now
+	sc.PowerOffRequestedAt = &now
+	d.act(ActionPowerOffSource, "", 0)
+	d.working("powering the source VM off", d.cfg.PollInterval)
+}
+
+func (d *decider) sourceControl() *v1alpha1.SourceControlStatus {
+	if d.st.SourceControl == nil {
+		d.st.SourceControl = &v1alpha1.SourceControlStatus{}
+	}
+	return d.st.SourceControl
+}
+
+// transferringDisks: every disk's bytes are in its staging volume, with
+// size and checksum recorded.
+func (d *decider) transferringDisks() {
+	d.initDisks()
+	if missing := d.missingStagingClaims(); len(missing) > 0 {
+		d.act(ActionCreateStagingClaims, "", 0)
+		d.working(fmt.Sprintf("creating %d staging volumes", len(missing)), d.cfg.PollInterval)
+		return
+	}
+	if d.st.Transfer == nil {
+		d.st.Transfer = &v1alpha1.JobStatus{Attempt: 1, JobName: naming.TransferJob(d.m.Name, 1)}
+	}
+	t := d.st.Transfer
+	job := d.obs.TransferJob
+	switch {
+	case job == nil:
+		d.act(ActionCreateTransferJob, t.JobName, t.Attempt)
+		d.working("starting transfer job "+t.JobName, d.cfg.PollInterval)
+	case job.Failed:
+		if d.retry(ReasonTransferFailed, fmt.Sprintf("transfer job %s failed: %s", job.Name, job.Message)) {
+			d.nextTransferAttempt()
+		}
+	case job.Succeeded:
+		if problem := d.checkTransferResults(job.Results); problem != "" {
+			if d.retry(ReasonTransferResultMismatch, fmt.Sprintf("transfer job %s: %s", job.Name, problem)) {
+				d.nextTransferAttempt()
+			}
+			return
+		}
+		d.recordTransferResults(job.Results)
+		now := d.now
+		t.CompletedAt = &now
+		var total int64
+		for _, disk := range d.st.Disks {
+			total += disk.BytesTransferred
+		}
+		d.st.Progress = "100%"
+		d.advance(v1alpha1.PhaseConverting, fmt.Sprintf("job %s transferred %d disks, %d bytes, each verified by size and sha256",
+			job.Name, len(d.st.Disks), total))
+	default:
+		d.recordTransferProgress(job.Progress)
+		d.working(fmt.Sprintf("transferring disks (job %s, attempt %d)", t.JobName, t.Attempt), d.cfg.PollInterval)
+	}
+}
+
+// initDisks fills status.disks from the inventory, once.
+func (d *decider) initDisks() {
+	if len(d.st.Disks) > 0 || d.st.Source == nil {
+		return
+	}
+	for i, disk := range d.st.Source.Disks {
+		d.st.Disks = append(d.st.Disks, v1alpha1.DiskStatus{
+			Key:           disk.Key,
+			Name:          naming.DiskName(i),
+			StagingClaim:  naming.StagingClaim(d.m.Name, disk.Key),
+			CapacityBytes: disk.CapacityBytes,
+		})
+	}
+}
+
+func (d *decider) missingStagingClaims() []string {
+	var missing []string
+	for _, disk := range d.st.Disks {
+		if !slices.Contains(d.obs.Children.StagingClaims, disk.StagingClaim) {
+			missing = append(missing, disk.StagingClaim)
+		}
+	}
+	return missing
+}
+
+// nextTransferAttempt starts a fresh transfer under a new Job name, and
+// forgets the disks' transfer evidence.
+func (d *decider) nextTransferAttempt() {
+	t := d.st.Transfer
+	t.Attempt++
+	t.JobName = naming.TransferJob(d.m.Name, t.Attempt)
+	t.CompletedAt = nil
+	for i := range d.st.Disks {
+		disk := &d.st.Disks[i]
+		disk.BytesTransferred, disk.RateBytesPerSecond, disk.ETASeconds = 0, 0, nil
+		disk.SHA256, disk.TransferredAt = "", nil
+	}
+}
+
+// checkTransferResults verifies a finished transfer's results against the
+// inventory: every disk present, its full capacity written, a checksum.
+func (d *decider) checkTransferResults(results []DiskResult) string {
+	for _, disk := range d.st.Disks {
+		i := slices.IndexFunc(results, func(r DiskResult) bool { return r.Key == disk.Key })
+		switch {
+		case i < 0:
+			return fmt.Sprintf("no result for disk %d", disk.Key)
+		case results[i].Bytes != disk.CapacityBytes:
+			return fmt.Sprintf("disk %d: %d bytes written, capacity is %d", disk.Key, results[i].Bytes, disk.CapacityBytes)
+		case results[i].SHA256 == "":
+			return fmt.Sprintf("disk %d: no checksum reported", disk.Key)
+		}
+	}
+	return ""
+}
+
+func (d *decider) recordTransferResults(results []DiskResult) {
+	for i := range d.st.Disks {
+		disk := &d.st.Disks[i]
+		for _, r := range results {
+			if r.Key == disk.Key {
+				now := d.now
+				disk.BytesTransferred, disk.SHA256, disk.TransferredAt = r.Bytes, r.SHA256, &now
+				disk.RateBytesPerSecond, disk.ETASeconds = 0, nil
+			}
+		}
+	}
+}
+
+// converting: the guest is converted for KubeVirt.
+func (d *decider) converting() {
+	if d.spec.Conversion.Skip {
+		d.st.Conversion = &v1alpha1.ConversionStatus{Skipped: true}
+		d.advance(v1alpha1.PhaseImporting, "conversion skipped (spec.conversion.skip)")
+		return
+	}
+	if d.st.Conversion == nil || d.st.Conversion.Skipped {
+		d.st.Conversion = conversionAttempt(d.m.Name, 1)
+	}
+	c := d.st.Conversion
+	job := d.obs.ConversionJob
+	switch {
+	case job == nil:
+		d.act(ActionCreateConversionJob, c.JobName, c.Attempt)
+		d.working("starting conversion job "+c.JobName, d.cfg.PollInterval)
+	case job.Failed:
+		msg := fmt.Sprintf("conversion job %s failed: %s", job.Name, job.Message)
+		if job.Reason == ConversionInspectionFailed || job.Reason == ConversionUnsupportedGuest {
+			d.fail(ReasonConversionFailed, fmt.Sprintf("%s (%s: converting again cannot help)", msg, job.Reason))
+			return
+		}
+		// A failed conversion leaves the staged disks in an unknown state:
+		// never import them; the retry starts from a fresh transfer.
+		if d.retry(ReasonConversionFailed, msg) {
+			*c = *conversionAttempt(d.m.Name, c.Attempt+1)
+			d.nextTransferAttempt()
+			d.setPhase(v1alpha1.PhaseTransferringDisks, "the staged disks are in an unknown state after a failed conversion: transferring again")
+		}
+	case job.Succeeded:
+		now := d.now
+		c.CompletedAt = &now
+		c.OperatingSystem = job.OperatingSystem
+		d.advance(v1alpha1.PhaseImporting, fmt.Sprintf("job %s converted the guest (%s)", job.Name, job.OperatingSystem))
+	default:
+		d.working(fmt.Sprintf("converting the guest (job %s, attempt %d)", c.JobName, c.Attempt), d.cfg.PollInterval)
+	}
+}
+
+func conversionAttempt(migration string, attempt int32) *v1alpha1.ConversionStatus {
+	return &v1alpha1.ConversionStatus{
+		JobStatus:     v1alpha1.JobStatus{JobName: naming.ConversionJob(migration, attempt), Attempt: attempt},
+		ConfigMapName: naming.ConversionConfigMap(migration, attempt),
+	}
+}
+
+// importing: every target DataVolume is populated.
+func (d *decider) importing() {
+	target := d.targetName()
+	var missing, done int
+	for i := range d.st.Disks {
+		disk := &d.st.Disks[i]
+		if disk.DataVolume == "" {
+			disk.DataVolume = naming.DataVolume(target, i)
+		}
+		if _, ok := d.obs.DataVolumes[disk.DataVolume]; !ok {
+			missing++
+		}
+	}
+	if missing > 0 {
+		d.act(ActionCreateDataVolumes, "", 0)
+		d.working(fmt.Sprintf("creating %d DataVolumes", missing), d.cfg.PollInterval)
+		return
+	}
+	for i := range d.st.Disks {
+		disk := &d.st.Disks[i]
+		dv := d.obs.DataVolumes[disk.DataVolume]
+		switch dv.Phase {
+		case DataVolumeSucceeded:
+			done++
+		case DataVolumeFailed:
+			// A failed import is counted once (the recorded phase says it
+			// was); later reconciles only repeat the deletion until the
+			// DataVolume is gone and can be created again.
+			if disk.ImportPhase != DataVolumeFailed {
+				if !d.retry(ReasonImportFailed, fmt.Sprintf("DataVolume %s failed", disk.DataVolume)) {
+					return
+				}
+				disk.ImportPhase = DataVolumeFailed
+			}
+			d.act(ActionDeleteDataVolume, disk.DataVolume, 0)
+			d.working("deleting failed DataVolume "+disk.DataVolume+" to import it again", d.cfg.PollInterval)
+			return
+		}
+	}
+	d.recordImportProgress()
+	if done == len(d.st.Disks) {
+		d.st.Progress = "100%"
+		d.advance(v1alpha1.PhaseCreatingVM, fmt.Sprintf("%d DataVolumes populated", done))
+		return
+	}
+	d.working(fmt.Sprintf("importing disks: %d of %d DataVolumes populated", done, len(d.st.Disks)), d.cfg.PollInterval)
+}
+
+func (d *decider) targetName() string {
+	if d.st.Target == nil || d.st.Target.Name == "" {
+		name := d.spec.Target.Name
+		if name == "" && d.st.Source != nil {
+			name = naming.DNS1123Label(d.st.Source.Name)
+		}
+		d.st.Target = &v1alpha1.TargetStatus{Name: name}
+	}
+	return d.st.Target.Name
+}
+
+// creatingVM: the VirtualMachine exists and owns its DataVolumes.
+func (d *decider) creatingVM() {
+	name := d.targetName()
+	vm := d.obs.VM
+	switch {
+	case vm == nil:
+		d.act(ActionCreateVM, name, 0)
+		d.working("creating VirtualMachine "+name, d.cfg.PollInterval)
+		return
+	case !vm.Ours:
+		d.fail(ReasonTargetVMNotOurs, fmt.Sprintf("a VirtualMachine named %s exists and was not created by this migration; set spec.target.name to a free name in a new migration", name))
+		return
+	}
+	d.st.Target.UID = types.UID(vm.UID)
+	for _, disk := range d.st.Disks {
+		if !d.obs.DataVolumes[disk.DataVolume].OwnedByVM {
+			d.act(ActionAdoptDataVolumes, name, 0)
+			d.working("handing the DataVolumes over to VirtualMachine "+name, d.cfg.PollInterval)
+			return
+		}
+	}
+	d.advance(v1alpha1.PhaseStarting, fmt.Sprintf("VirtualMachine %s (uid %s) created halted, owning its %d DataVolumes", name, vm.UID, len(d.st.Disks)))
+}
+
+// starting: the VM runs (and its guest agent connected, when asked).
+func (d *decider) starting() {
+	name := d.targetName()
+	if !d.spec.Target.StartEnabled() {
+		d.advance(v1alpha1.PhaseCleaningUp, "VirtualMachine "+name+" left halted: spec.target.start is false")
+		return
+	}
+	vm := d.obs.VM
+	if vm == nil || !vm.Ours {
+		d.fail(ReasonTargetVMFailed, "VirtualMachine "+name+" is gone")
+		return
+	}
+	if vm.RunStrategy != RunStrategyAlways {
+		d.act(ActionStartVM, name, 0)
+		d.working("starting VirtualMachine "+name, d.cfg.PollInterval)
+		return
+	}
+	phase, agent := "", false
+	if vmi := d.obs.VMI; vmi != nil {
+		phase, agent = vmi.Phase, vmi.AgentConnected
+	}
+	d.st.Target.VMIPhase, d.st.Target.AgentConnected = phase, agent
+	wantAgent := d.spec.Target.WaitForGuestAgent
+	if phase == VMIRunning && (agent || !wantAgent) {
+		what := "running"
+		if wantAgent {
+			what = "running with its guest agent connected"
+		}
+		d.advance(v1alpha1.PhaseCleaningUp, fmt.Sprintf("VirtualMachineInstance %s %s", name, what))
+		return
+	}
+	deadline := d.st.PhaseStartTime.Add(d.spec.Policy.StartDeadline())
+	if !d.now.Time.Before(deadline) {
+		what := "did not reach Running"
+		if phase == VMIRunning {
+			what = "runs but its guest agent did not connect"
+		}
+		d.fail(ReasonStartTimeout, fmt.Sprintf("VirtualMachine %s %s within %s (VMI phase %q)", name, what, d.spec.Policy.StartDeadline(), phase))
+		return
+	}
+	d.working(fmt.Sprintf("waiting for VirtualMachine %s to run (VMI phase %q)", name, phase), min(d.cfg.PollInterval, deadline.Sub(d.now.Time)))
+}
+
+// cleaningUp: staging objects are gone (per the cleanup policy).
+func (d *decider) cleaningUp() {
+	c := d.obs.Children
+	staging := len(c.StagingClaims) + len(c.Jobs) + len(c.ConfigMaps)
+	if d.spec.Policy.CleanupPolicy() == v1alpha1.CleanupPolicyDelete && staging > 0 {
+		d.act(ActionDeleteStaging, "", 0)
+		d.working(fmt.Sprintf("deleting %d staging objects", staging), d.cfg.PollInterval)
+		return
+	}
+	if d.removeSnapshots() {
+		return
+	}
+	what := "staging objects deleted"
+	if d.spec.Policy.CleanupPolicy() == v1alpha1.CleanupPolicyRetain {
+		what = "staging objects retained (spec.policy.cleanup: Retain)"
+	}
+	d.st.Progress = "100%"
+	d.advance(v1alpha1.PhaseSucceeded, what)
+}

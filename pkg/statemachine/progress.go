@@ -1,0 +1,109 @@
+package statemachine
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// progressDue reports whether enough time passed since progress was last
+// written to write it again, and otherwise asks to look again when it is.
+func (d *decider) progressDue() bool {
+	last := d.st.LastProgressTime
+	if last == nil {
+		return true
+	}
+	elapsed := d.now.Sub(last.Time)
+	if elapsed >= d.cfg.ProgressInterval {
+		return true
+	}
+	d.requeue(d.cfg.ProgressInterval - elapsed)
+	return false
+}
+
+// recordTransferProgress copies a running transfer's progress into status,
+// no more often than the progress interval, and only when bytes moved.
+func (d *decider) recordTransferProgress(progress []DiskProgress) {
+	moved := false
+	for _, p := range progress {
+		for _, disk := range d.st.Disks {
+			if disk.Key == p.Key && p.BytesDone > disk.BytesTransferred {
+				moved = true
+			}
+		}
+	}
+	if !moved || !d.progressDue() {
+		return
+	}
+	var done, total int64
+	for i := range d.st.Disks {
+		disk := &d.st.Disks[i]
+		for _, p := range progress {
+			if p.Key != disk.Key {
+				continue
+			}
+			disk.BytesTransferred = p.BytesDone
+			disk.RateBytesPerSecond = p.RateBytesPerSecond
+			disk.ETASeconds = nil
+			if p.RateBytesPerSecond > 0 && disk.CapacityBytes > p.BytesDone {
+				eta := (disk.CapacityBytes - p.BytesDone + p.RateBytesPerSecond - 1) / p.RateBytesPerSecond
+				disk.ETASeconds = &eta
+			}
+		}
+		done += disk.BytesTransferred
+		total += disk.CapacityBytes
+	}
+	now := d.now
+	d.st.LastProgressTime = &now
+	d.st.Progress = percent(done, total)
+}
+
+// recordImportProgress copies the DataVolumes' phase and progress into
+// status. A phase change is always written; a progress change only once the
+// progress interval passed.
+func (d *decider) recordImportProgress() {
+	phaseChanged, moved := false, false
+	for _, disk := range d.st.Disks {
+		dv := d.obs.DataVolumes[disk.DataVolume]
+		phaseChanged = phaseChanged || dv.Phase != disk.ImportPhase
+		moved = moved || (dv.Progress != disk.ImportProgress && dv.Progress != "N/A")
+	}
+	if !phaseChanged && (!moved || !d.progressDue()) {
+		return
+	}
+	var sum float64
+	for i := range d.st.Disks {
+		disk := &d.st.Disks[i]
+		dv := d.obs.DataVolumes[disk.DataVolume]
+		disk.ImportPhase, disk.ImportProgress = dv.Phase, dv.Progress
+		if dv.Phase == DataVolumeSucceeded {
+			sum += 100
+		} else {
+			sum += parsePercent(dv.Progress)
+		}
+	}
+	if moved || phaseChanged {
+		now := d.now
+		d.st.LastProgressTime = &now
+	}
+	if n := len(d.st.Disks); n > 0 {
+		d.st.Progress = fmt.Sprintf("%d%%", int(sum/float64(n)))
+	}
+}
+
+// percent formats done/total as a whole percentage.
+func percent(done, total int64) string {
+	if total <= 0 {
+		return "0%"
+	}
+	return fmt.Sprintf("%d%%", done*100/total)
+}
+
+// parsePercent reads CDI's "45.20%" progress; anything else is 0.
+func parsePercent(s string) float64 {
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if err != nil || v < 0 {
+		return 0
+	}
+	return min(v, 100)
+}

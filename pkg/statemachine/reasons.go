@@ -1,0 +1,69 @@
+package statemachine
+
+// Condition types set on a migration.
+const (
+	// ConditionReady is true once the migration succeeded; its reason says
+	// where a migration in progress stands.
+	ConditionReady = "Ready"
+	// ConditionProgressing is true while the controller works toward the
+	// current checkpoint, false while it waits on something.
+	ConditionProgressing = "Progressing"
+	// ConditionFailed is true once the migration failed (also while it
+	// rolls the source back).
+	ConditionFailed = "Failed"
+	// ConditionStalled is true when no progress was seen for the policy's
+	// stall timeout.
+	ConditionStalled = "Stalled"
+	// ConditionPaused is true while spec.policy.paused holds the migration.
+	ConditionPaused = "Paused"
+	// ConditionApprovalRequired is true while the cutover waits for approval.
+	ConditionApprovalRequired = "ApprovalRequired"
+	// ConditionSpecChangeIgnored is true when the spec changed in a way
+	// that can no longer apply (the source was already stopped).
+	ConditionSpecChangeIgnored = "SpecChangeIgnored"
+	// ConditionInsecureConnection is true when TLS verification of the
+	// source is off.
+	ConditionInsecureConnection = "InsecureConnection"
+)
+
+// Condition and event reasons.
+const (
+	ReasonInitializing           = "Initializing"
+	ReasonPhaseChanged           = "PhaseChanged"
+	ReasonWorking                = "Working"
+	ReasonWaiting                = "Waiting"
+	ReasonSucceeded              = "Succeeded"
+	ReasonFailed                 = "Failed"
+	ReasonRetrying               = "Retrying"
+	ReasonRetryBudgetSpent       = "RetryBudgetSpent"
+	ReasonPaused                 = "Paused"
+	ReasonNotPaused              = "NotPaused"
+	ReasonAwaitingApproval       = "AwaitingApproval"
+	ReasonApproved               = "Approved"
+	ReasonWaitingForTransferSlot = "WaitingForTransferSlot"
+	ReasonPreflightFailed        = "PreflightFailed"
+	ReasonSourceVMNotFound       = "SourceVMNotFound"
+	ReasonNoProgress             = "NoProgress"
+	ReasonProgressing            = "ProgressSeen"
+	ReasonSpecChangeIgnored      = "SpecChangeIgnored"
+	ReasonSpecApplied            = "SpecApplied"
+	ReasonInsecureSkipVerify     = "InsecureSkipVerify"
+	ReasonVerifiedTLS            = "VerifiedTLS"
+	ReasonTransferFailed         = "TransferFailed"
+	ReasonTransferResultMismatch = "TransferResultMismatch"
+	ReasonConversionFailed       = "ConversionFailed"
+	ReasonImportFailed           = "ImportFailed"
+	ReasonTargetVMNotOurs        = "TargetVMNotOurs"
+	ReasonTargetVMFailed         = "TargetVMFailed"
+	ReasonStartTimeout           = "StartTimeout"
+	ReasonCancelled              = "Cancelled"
+	ReasonSourceRestored         = "SourceRestored"
+	ReasonActionFailed           = "ActionFailed"
+)
+
+// Conversion failure reasons a conversion Job reports. Inspection failures
+// and unsupported guests are permanent: converting again cannot help.
+const (
+	ConversionInspectionFailed = "InspectionFailed"
+	ConversionUnsupportedGuest = "UnsupportedGuest"
+)

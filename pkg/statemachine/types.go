@@ -1,0 +1,299 @@
+package statemachine
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+)
+
+// Input is everything a decision depends on.
+type Input struct {
+	// Migration is the object as read from the cache. Decide never mutates it.
+	Migration *v1alpha1.VirtualMachineMigration
+	// Observation is what the steps saw of the world for this reconcile.
+	Observation Observation
+	// Now is the current time, read by the caller.
+	Now metav1.Time
+	// Config holds controller-wide tunables; zero values take defaults.
+	Config Config
+}
+
+// Config holds controller-wide tunables of the decisions.
+type Config struct {
+	// PollInterval is how often vSphere and running Jobs are re-observed.
+	PollInterval time.Duration
+	// ProgressInterval bounds how often progress is written into status.
+	ProgressInterval time.Duration
+	// WaitInterval is how often a migration waiting on a person or on a
+	// resource that sends no events (a Secret the controller may not
+	// watch, a transfer slot) is looked at again.
+	WaitInterval time.Duration
+}
+
+// Default tunables.
+const (
+	DefaultPollInterval     = 10 * time.Second
+	DefaultProgressInterval = 10 * time.Second
+	DefaultWaitInterval     = 30 * time.Second
+)
+
+func (c Config) withDefaults() Config {
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = DefaultProgressInterval
+	}
+	if c.WaitInterval <= 0 {
+		c.WaitInterval = DefaultWaitInterval
+	}
+	return c
+}
+
+// ErrorClass tells the state machine how to treat an observed failure.
+type ErrorClass string
+
+const (
+	// ErrorTransient failures (timeouts, a busy vCenter, API conflicts) are
+	// retried with a delay until the retry deadline passes; they do not
+	// spend the retry count.
+	ErrorTransient ErrorClass = "Transient"
+	// ErrorNeedsUser failures (a missing or wrong Secret, a permission
+	// denied) wait for a person to fix them, with a condition saying what.
+	// They are looked at again periodically until the retry deadline.
+	ErrorNeedsUser ErrorClass = "NeedsUser"
+	// ErrorPermanent failures cannot heal (the source VM is gone, the
+	// guest cannot be converted): the migration fails at once.
+	ErrorPermanent ErrorClass = "Permanent"
+)
+
+// ObservedError is a failure the steps saw, classified.
+type ObservedError struct {
+	// Class decides retry, wait or fail.
+	Class ErrorClass
+	// Reason is a CamelCase constant.
+	Reason string
+	// Message is for a person; it never holds a secret.
+	Message string
+}
+
+// Observation is what the steps saw of the world for one reconcile. Nil
+// pointers mean "not observed" or "does not exist", as each field says.
+type Observation struct {
+	// Source is what was seen of the source VM, when it was looked at.
+	Source SourceObservation
+	// Preflight holds the findings of the preflight rules (Validating only).
+	Preflight []v1alpha1.PreflightFinding
+	// TransferSlot says whether the per-host and per-datastore transfer
+	// limits leave room for this migration (Queued only).
+	TransferSlot SlotObservation
+	// Children lists the migration's children that exist, by kind.
+	Children Children
+	// TransferJob is the Job named in status.transfer, nil if absent.
+	TransferJob *JobObservation
+	// ConversionJob is the Job named in status.conversion, nil if absent.
+	ConversionJob *JobObservation
+	// DataVolumes are the target DataVolumes that exist, by name.
+	DataVolumes map[string]DataVolumeObservation
+	// VM is the target VirtualMachine, nil if absent.
+	VM *VMObservation
+	// VMI is the target VirtualMachineInstance, nil if absent.
+	VMI *VMIObservation
+}
+
+// SourceObservation is what was seen of the source VM.
+type SourceObservation struct {
+	// Observed is true when the source was read in this reconcile.
+	Observed bool
+	// Error is set when reading it failed; the other fields are then unset.
+	Error *ObservedError
+	// Inventory is the full inventory (read in Validating).
+	Inventory *v1alpha1.SourceInventory
+	// PowerState is poweredOn, poweredOff or suspended.
+	PowerState string
+	// ToolsRunning says VMware Tools run in the guest (a guest shutdown can work).
+	ToolsRunning bool
+	// Snapshots lists the names of the snapshots present on the VM.
+	Snapshots []string
+}
+
+// Source power states, as vSphere names them.
+const (
+	PowerStateOn        = "poweredOn"
+	PowerStateOff       = "poweredOff"
+	PowerStateSuspended = "suspended"
+)
+
+// SlotObservation says whether a transfer may start now.
+type SlotObservation struct {
+	// Available is true when starting a transfer keeps every limit.
+	Available bool
+	// Message says which limit holds the migration back.
+	Message string
+}
+
+// Children lists the names of the migration's children that exist.
+type Children struct {
+	StagingClaims []string
+	Jobs          []string
+	ConfigMaps    []string
+	// DataVolumes lists the target DataVolumes labelled for this migration
+	// that the target VM does not own yet.
+	DataVolumes []string
+}
+
+// Count is the number of children that exist.
+func (c Children) Count() int {
+	return len(c.StagingClaims) + len(c.Jobs) + len(c.ConfigMaps) + len(c.DataVolumes)
+}
+
+// JobObservation is what was seen of a Job and its pod.
+type JobObservation struct {
+	// Name of the Job.
+	Name string
+	// Succeeded and Failed are the Job's terminal conditions; neither set
+	// means it is still running or pending.
+	Succeeded bool
+	Failed    bool
+	// Message explains a failure (from the Job condition or the pod's
+	// termination message).
+	Message string
+	// Reason classifies a conversion failure (see the Conversion* reasons).
+	Reason string
+	// Progress is the latest per-disk transfer progress.
+	Progress []DiskProgress
+	// Results are the per-disk results of a finished transfer.
+	Results []DiskResult
+	// OperatingSystem is what a conversion inspected.
+	OperatingSystem string
+}
+
+// DiskProgress is one disk's progress in a running transfer.
+type DiskProgress struct {
+	Key                int32
+	BytesDone          int64
+	BytesTotal         int64
+	RateBytesPerSecond int64
+}
+
+// DiskResult is one disk's outcome of a finished transfer.
+type DiskResult struct {
+	Key    int32
+	Bytes  int64
+	SHA256 string
+}
+
+// DataVolumeObservation is what was seen of a target DataVolume.
+type DataVolumeObservation struct {
+	// Phase is the DataVolume's status.phase.
+	Phase string
+	// Progress is the DataVolume's status.progress ("45.20%").
+	Progress string
+	// OwnedByVM says the target VM is its controller owner.
+	OwnedByVM bool
+}
+
+// DataVolume phases the decisions look at.
+const (
+	DataVolumeSucceeded = "Succeeded"
+	DataVolumeFailed    = "Failed"
+)
+
+// VMObservation is what was seen of the target VirtualMachine.
+type VMObservation struct {
+	// Ours says it carries this migration's UID label: it was created by
+	// this migration and is not somebody else's VM.
+	Ours bool
+	// UID of the VirtualMachine.
+	UID string
+	// RunStrategy is spec.runStrategy.
+	RunStrategy string
+}
+
+// KubeVirt run strategies the decisions use.
+const (
+	RunStrategyAlways = "Always"
+	RunStrategyHalted = "Halted"
+)
+
+// VMIObservation is what was seen of the target VirtualMachineInstance.
+type VMIObservation struct {
+	// Phase is status.phase (Pending, Scheduling, Scheduled, Running, Failed...).
+	Phase string
+	// AgentConnected says the AgentConnected condition is true.
+	AgentConnected bool
+}
+
+// VMI phases the decisions look at.
+const (
+	VMIRunning   = "Running"
+	VMIFailed    = "Failed"
+	VMISucceeded = "Succeeded"
+)
+
+// ActionType names the one mutating action a decision asks for.
+type ActionType string
+
+// The actions. Each is idempotent on its own: executing it twice, or after
+// a crash that hid whether it ran, is harmless.
+const (
+	ActionNone                ActionType = ""
+	ActionAddFinalizer        ActionType = "AddFinalizer"
+	ActionRemoveFinalizer     ActionType = "RemoveFinalizer"
+	ActionShutdownGuest       ActionType = "ShutdownGuest"
+	ActionPowerOffSource      ActionType = "PowerOffSource"
+	ActionPowerOnSource       ActionType = "PowerOnSource"
+	ActionRemoveSnapshot      ActionType = "RemoveSnapshot"
+	ActionCreateStagingClaims ActionType = "CreateStagingClaims"
+	ActionCreateTransferJob   ActionType = "CreateTransferJob"
+	ActionCreateConversionJob ActionType = "CreateConversionJob"
+	ActionDeleteJob           ActionType = "DeleteJob"
+	ActionCreateDataVolumes   ActionType = "CreateDataVolumes"
+	ActionDeleteDataVolume    ActionType = "DeleteDataVolume"
+	ActionCreateVM            ActionType = "CreateVM"
+	ActionAdoptDataVolumes    ActionType = "AdoptDataVolumes"
+	ActionStartVM             ActionType = "StartVM"
+	ActionHaltVM              ActionType = "HaltVM"
+	ActionDeleteVM            ActionType = "DeleteVM"
+	ActionDeleteStaging       ActionType = "DeleteStaging"
+	ActionDeleteChildren      ActionType = "DeleteChildren"
+)
+
+// Action is the one mutating action a decision asks for.
+type Action struct {
+	// Type of the action; ActionNone asks for nothing.
+	Type ActionType
+	// Name is the object or snapshot the action applies to, when it
+	// applies to one (a Job, a DataVolume, a snapshot).
+	Name string
+	// Attempt is the attempt number for create actions that have one.
+	Attempt int32
+}
+
+// Event is a Kubernetes event the controller records after the status
+// write that carries the decision succeeded.
+type Event struct {
+	// Warning is true for Warning events, false for Normal ones.
+	Warning bool
+	// Reason is a CamelCase constant.
+	Reason string
+	// Message is for a person.
+	Message string
+}
+
+// Decision is the outcome of one Decide.
+type Decision struct {
+	// Status is the new status; the caller writes it only when it differs
+	// from the current one, before executing Action (so intents are
+	// recorded before the calls they announce).
+	Status v1alpha1.VirtualMachineMigrationStatus
+	// Action is the one action to take.
+	Action Action
+	// RequeueAfter asks to look again after this long even without an
+	// event; zero relies on events alone.
+	RequeueAfter time.Duration
+	// Events to record once the status is written.
+	Events []Event
+}

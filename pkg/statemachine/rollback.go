@@ -74,8 +74,10 @@ func (d *decider) haltTargetVM() bool {
 
 // needsRestore reports whether the controller stopped a source that was
 // running and has not yet seen it running again.
-func (d *decider) needsRestore() bool {
-	sc := d.st.SourceControl
+func (d *decider) needsRestore() bool { return needsRestore(d.st) }
+
+func needsRestore(st *v1alpha1.VirtualMachineMigrationStatus) bool {
+	sc := st.SourceControl
 	return sc != nil && sc.OriginalPowerState == PowerStateOn && sc.RestoredAt == nil &&
 		(sc.ShutdownRequestedAt != nil || sc.PowerOffRequestedAt != nil)
 }
@@ -155,4 +157,13 @@ func (d *decider) restoredMessage() string {
 	default:
 		return "the source VM could not be restored"
 	}
+}
+
+// pendingSnapshots reports whether a snapshot the controller made is not yet
+// known to be removed.
+func pendingSnapshots(st *v1alpha1.VirtualMachineMigrationStatus) bool {
+	if st.SourceControl == nil {
+		return false
+	}
+	return slices.ContainsFunc(st.SourceControl.Snapshots, func(s v1alpha1.SnapshotRecord) bool { return s.RemovedAt == nil })
 }

@@ -297,3 +297,43 @@ type Decision struct {
 	// Events to record once the status is written.
 	Events []Event
 }
+
+// SourceNeed says what the gatherer must read of the source VM for a
+// decision, so that vSphere is only asked what the phase needs.
+type SourceNeed int
+
+const (
+	// SourceNeedNothing: the decision does not look at the source.
+	SourceNeedNothing SourceNeed = iota
+	// SourceNeedState: power state, tools state and snapshot names.
+	SourceNeedState
+	// SourceNeedInventory: the full inventory, and the preflight rules.
+	SourceNeedInventory
+)
+
+// NeedsSource says what Decide will look at of the source VM for this
+// migration in its current state.
+func NeedsSource(m *v1alpha1.VirtualMachineMigration) SourceNeed {
+	st := &m.Status
+	touched := needsRestore(st) || pendingSnapshots(st)
+	switch {
+	case m.DeletionTimestamp != nil:
+		if IsTerminal(st.Phase) || !touched {
+			return SourceNeedNothing
+		}
+		return SourceNeedState
+	case m.Spec.Policy.Paused || IsTerminal(st.Phase):
+		return SourceNeedNothing
+	}
+	switch st.Phase {
+	case v1alpha1.PhaseValidating:
+		return SourceNeedInventory
+	case v1alpha1.PhaseQueued, v1alpha1.PhaseStoppingSource:
+		return SourceNeedState
+	case v1alpha1.PhaseRollingBack, v1alpha1.PhaseCleaningUp:
+		if touched {
+			return SourceNeedState
+		}
+	}
+	return SourceNeedNothing
+}

@@ -1,0 +1,21 @@
+package v1alpha1
+
+// Labels the controller puts on every object it creates for a migration
+// (staging volumes, Jobs, ConfigMaps, DataVolumes, the target VM and its
+// template), so that it finds them again and maps their events back to the
+// migration.
+const (
+	// LabelMigrationName holds the migration's name.
+	LabelMigrationName = "migration.platform.example/migration"
+	// LabelMigrationUID holds the migration's UID: an object without it,
+	// or with another UID, is not this migration's.
+	LabelMigrationUID = "migration.platform.example/migration-uid"
+	// LabelComponent says which step made the object (staging, transfer,
+	// conversion, import, vm).
+	LabelComponent = "migration.platform.example/component"
+	// AnnotationSourceVM, AnnotationSourceUUID and AnnotationSourceServer
+	// tie the migrated VirtualMachine back to its source.
+	AnnotationSourceVM     = "migration.platform.example/source-vm"
+	AnnotationSourceUUID   = "migration.platform.example/source-bios-uuid"
+	AnnotationSourceServer = "migration.platform.example/source-server"
+)

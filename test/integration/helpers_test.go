@@ -1,0 +1,130 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	migrationclient "platform.example/vm-migration/pkg/generated/migration/clientset/versioned"
+	"platform.example/vm-migration/test/framework"
+)
+
+// migrationGVR is the VirtualMachineMigration resource.
+var migrationGVR = schema.GroupVersionResource{Group: "migration.platform.example", Version: "v1alpha1", Resource: "virtualmachinemigrations"}
+
+// testContext returns a context bounded for one API round trip sequence.
+func testContext(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// migrations returns a dynamic client for migrations in ns.
+func migrations(t *testing.T, env *framework.Environment, ns string) dynamic.ResourceInterface {
+	t.Helper()
+	return env.Dynamic(t).Resource(migrationGVR).Namespace(ns)
+}
+
+// migrationClient returns the project's typed clientset.
+func migrationClient(t *testing.T, env *framework.Environment) migrationclient.Interface {
+	t.Helper()
+	cs, err := migrationclient.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatalf("creating migration clientset: %v", err)
+	}
+	return cs
+}
+
+// modifier changes a migration under construction.
+type modifier func(obj map[string]any)
+
+// newMigration returns a valid minimal migration named name, changed by mods.
+func newMigration(name string, mods ...modifier) *unstructured.Unstructured {
+	obj := map[string]any{
+		"apiVersion": "migration.platform.example/v1alpha1",
+		"kind":       "VirtualMachineMigration",
+		"metadata":   map[string]any{"name": name},
+		"spec": map[string]any{
+			"source": map[string]any{
+				"url":                  "https://vcenter.example.com/sdk",
+				"credentialsSecretRef": map[string]any{"name": "vcenter-credentials"},
+				"vm":                   map[string]any{"name": "web-01"},
+			},
+		},
+	}
+	for _, m := range mods {
+		m(obj)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// set sets the value at the dotted path (spec.source.url), creating maps
+// on the way.
+func set(path string, value any) modifier {
+	return func(obj map[string]any) {
+		keys := strings.Split(path, ".")
+		m := obj
+		for _, k := range keys[:len(keys)-1] {
+			next, ok := m[k].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[k] = next
+			}
+			m = next
+		}
+		m[keys[len(keys)-1]] = value
+	}
+}
+
+// del removes the value at the dotted path.
+func del(path string) modifier {
+	return func(obj map[string]any) {
+		keys := strings.Split(path, ".")
+		m := obj
+		for _, k := range keys[:len(keys)-1] {
+			next, ok := m[k].(map[string]any)
+			if !ok {
+				return
+			}
+			m = next
+		}
+		delete(m, keys[len(keys)-1])
+	}
+}
+
+// network is one entry of spec.target.networks.
+func network(source, typ, multus string) map[string]any {
+	n := map[string]any{"source": source, "type": typ}
+	if multus != "" {
+		n["multusNetworkName"] = multus
+	}
+	return n
+}
+
+// networks sets spec.target.networks.
+func networks(entries ...map[string]any) modifier {
+	list := make([]any, len(entries))
+	for i, e := range entries {
+		list[i] = e
+	}
+	return set("spec.target.networks", list)
+}
+
+// containsAll reports the wanted substrings missing from s.
+func missingSubstrings(s string, want []string) []string {
+	var missing []string
+	for _, w := range want {
+		if !strings.Contains(s, w) {
+			missing = append(missing, w)
+		}
+	}
+	return missing
+}

@@ -1,7 +1,6 @@
 package vsphere
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -46,39 +45,6 @@ func readSimVM(t *testing.T, s *Session, vm *object.VirtualMachine) simVM {
 	p, err := find.InventoryPath(ctx, s.Client(), vm.Reference())
 	require.NoError(t, err)
 	return simVM{ref: vm.Reference(), name: m.Name, path: p, biosUUID: m.Config.Uuid, instanceUUID: m.Config.InstanceUuid}
-}
-
-// createVM makes an empty VM named name in folder (the datacenter's VM
-// folder when nil).
-func createVM(t *testing.T, s *Session, folder *object.Folder, name string) *object.VirtualMachine {
-	t.Helper()
-	ctx := testCtx(t)
-	dc, err := s.Datacenter(ctx)
-	require.NoError(t, err)
-	finder := find.NewFinder(s.Client(), true).SetDatacenter(dc)
-	if folder == nil {
-		folders, err := dc.Folders(ctx)
-		require.NoError(t, err)
-		folder = folders.VmFolder
-	}
-	vms, err := finder.VirtualMachineList(ctx, "*")
-	require.NoError(t, err)
-	pool, err := vms[0].ResourcePool(ctx)
-	require.NoError(t, err)
-	ds, err := finder.DefaultDatastore(ctx)
-	require.NoError(t, err)
-	spec := types.VirtualMachineConfigSpec{
-		Name:     name,
-		GuestId:  string(types.VirtualMachineGuestOsIdentifierOtherGuest),
-		NumCPUs:  1,
-		MemoryMB: 128,
-		Files:    &types.VirtualMachineFileInfo{VmPathName: "[" + ds.Name() + "]"},
-	}
-	task, err := folder.CreateVM(ctx, spec, pool, nil)
-	require.NoError(t, err)
-	info, err := task.WaitForResult(ctx, nil)
-	require.NoError(t, err)
-	return object.NewVirtualMachine(s.Client(), info.Result.(types.ManagedObjectReference))
 }
 
 func TestFindVM(t *testing.T) {
@@ -162,8 +128,8 @@ func TestFindVMAmbiguousName(t *testing.T) {
 	require.NoError(t, err)
 	b, err := folders.VmFolder.CreateFolder(ctx, "team-b")
 	require.NoError(t, err)
-	createVM(t, s, a, "web-01")
-	second := createVM(t, s, b, "web-01")
+	createVMIn(t, s, a, "web-01")
+	second := createVMIn(t, s, b, "web-01")
 
 	_, err = FindVM(ctx, s, v1alpha1.VMSelector{Name: "web-01"})
 	require.Error(t, err)
@@ -177,5 +143,4 @@ func TestFindVMAmbiguousName(t *testing.T) {
 	vm, err := FindVM(ctx, s, v1alpha1.VMSelector{InventoryPath: "/DC0/vm/team-b/web-01"})
 	require.NoError(t, err)
 	assert.Equal(t, second.Reference(), vm.Reference())
-	_ = context.Background
 }

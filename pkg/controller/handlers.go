@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+)
+
+// registerHandlers wires the informers to the queue: a migration enqueues
+// itself; a child enqueues the migration named in its labels.
+func (c *Controller) registerHandlers(inf Informers) error {
+	migReg, err := inf.Migrations.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueMigration,
+		UpdateFunc: func(_, obj any) { c.enqueueMigration(obj) },
+		DeleteFunc: c.enqueueMigration,
+	})
+	if err != nil {
+		return fmt.Errorf("registering migration handler: %w", err)
+	}
+	c.synced = append(c.synced, migReg.HasSynced)
+	children := map[string]cache.SharedIndexInformer{
+		"jobs":                    inf.Jobs.Informer(),
+		"persistentvolumeclaims":  inf.Claims.Informer(),
+		"configmaps":              inf.ConfigMaps.Informer(),
+		"datavolumes":             inf.DataVolumes.Informer(),
+		"virtualmachines":         inf.VMs.Informer(),
+		"virtualmachineinstances": inf.VMIs.Informer(),
+	}
+	for name, informer := range children {
+		reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.enqueueLabelledOwner,
+			UpdateFunc: func(_, obj any) { c.enqueueLabelledOwner(obj) },
+			DeleteFunc: c.enqueueLabelledOwner,
+		})
+		if err != nil {
+			return fmt.Errorf("registering %s handler: %w", name, err)
+		}
+		c.synced = append(c.synced, reg.HasSynced)
+	}
+	return nil
+}
+
+func (c *Controller) enqueueMigration(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	m, ok := obj.(*v1alpha1.VirtualMachineMigration)
+	if !ok {
+		return
+	}
+	c.queue.Add(cache.MetaObjectToName(m))
+}
+
+// enqueueLabelledOwner maps a child's event to its migration through the
+// migration-name label every child carries (DataVolumes and VMs are not
+// owned by the migration, so owner references cannot serve).
+func (c *Controller) enqueueLabelledOwner(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	name := o.GetLabels()[v1alpha1.LabelMigrationName]
+	if name == "" {
+		return
+	}
+	c.queue.Add(cache.NewObjectName(o.GetNamespace(), name))
+}

@@ -1,0 +1,52 @@
+package controller
+
+import (
+	"context"
+
+	batchv1 "k8s.io/api/batch/v1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
+)
+
+// SourceStep is everything the controller does on the vSphere side. Observe
+// never changes anything; each action is a single idempotent call whose
+// intent the state machine already recorded in status.
+type SourceStep interface {
+	// Observe reads what the decision needs of the source VM. Failures are
+	// returned classified inside the observation, never as a panic.
+	Observe(ctx context.Context, m *v1alpha1.VirtualMachineMigration, need statemachine.SourceNeed) statemachine.SourceObservation
+	// Preflight runs the preflight rules over a fresh inventory.
+	Preflight(ctx context.Context, m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) ([]v1alpha1.PreflightFinding, error)
+	// ShutdownGuest asks the guest OS to shut down.
+	ShutdownGuest(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
+	// PowerOff powers the VM off; an already-off VM is success.
+	PowerOff(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
+	// PowerOn powers the VM on; an already-on VM is success.
+	PowerOn(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
+	// RemoveSnapshot removes a snapshot by name; a missing one is success.
+	RemoveSnapshot(ctx context.Context, m *v1alpha1.VirtualMachineMigration, name string) error
+}
+
+// PipelineStep creates and changes the Kubernetes-side objects of the data
+// path. Every create tolerates AlreadyExists for an object of this
+// migration, and names are deterministic (package naming).
+type PipelineStep interface {
+	// CreateStagingClaims creates the missing staging volumes.
+	CreateStagingClaims(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
+	// CreateTransferJob creates the transfer Job of an attempt.
+	CreateTransferJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error
+	// CreateConversionJob creates the conversion Job of an attempt.
+	CreateConversionJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error
+	// CreateDataVolumes creates the missing target DataVolumes.
+	CreateDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
+	// CreateVM creates the target VirtualMachine, halted.
+	CreateVM(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
+	// AdoptDataVolumes makes the target VM the controller owner of its DataVolumes.
+	AdoptDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
+	// SetRunStrategy sets the target VM's run strategy (Always or Halted).
+	SetRunStrategy(ctx context.Context, m *v1alpha1.VirtualMachineMigration, strategy string) error
+	// ReadJob turns a transfer or conversion Job (and its pod) into what
+	// the state machine needs: terminal state, message, progress, results.
+	ReadJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, job *batchv1.Job) statemachine.JobObservation
+}

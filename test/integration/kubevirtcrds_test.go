@@ -1,0 +1,145 @@
+//go:build integration
+
+package integration
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+
+	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
+	kubevirtclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
+	"platform.example/vm-migration/test/framework"
+)
+
+// TestKubeVirtAndCDITestCRDs round-trips typed KubeVirt and CDI objects,
+// as the controller builds them, through the test CRDs in test/crds and the
+// project's generated clients, including their status subresources and
+// kubectl short names.
+// (The VirtualMachineInstance, like KubeVirt's, has no status subresource.)
+func TestKubeVirtAndCDITestCRDs(t *testing.T) {
+	env := framework.Env(t)
+	ns := env.Namespace(t)
+	ctx := testContext(t)
+	kv, err := kubevirtclient.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cdi, err := cdiclient.NewForConfig(env.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dv := &cdiv1beta1.DataVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-01-disk-0", Namespace: ns},
+		Spec: cdiv1beta1.DataVolumeSpec{
+			Source: &cdiv1beta1.DataVolumeSource{PVC: &cdiv1beta1.DataVolumeSourcePVC{Namespace: ns, Name: "web-01-staging-2000"}},
+			Storage: &cdiv1beta1.StorageSpec{
+				StorageClassName: ptr("ceph-rbd"),
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")}},
+			},
+			ContentType: cdiv1beta1.DataVolumeKubeVirt,
+		},
+	}
+	createdDV, err := cdi.CdiV1beta1().DataVolumes(ns).Create(ctx, dv, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
+	if err != nil {
+		t.Fatalf("creating DataVolume: %v", err)
+	}
+	if createdDV.Spec.Source == nil || createdDV.Spec.Source.PVC == nil || createdDV.Spec.Source.PVC.Name != "web-01-staging-2000" {
+		t.Errorf("DataVolume source lost: %+v", createdDV.Spec.Source)
+	}
+	createdDV.Status.Phase = cdiv1beta1.ImportInProgress
+	createdDV.Status.Progress = "45.20%"
+	createdDV.Spec.ContentType = cdiv1beta1.DataVolumeArchive
+	afterStatus, err := cdi.CdiV1beta1().DataVolumes(ns).UpdateStatus(ctx, createdDV, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("updating DataVolume status: %v", err)
+	}
+	if afterStatus.Status.Phase != cdiv1beta1.ImportInProgress || afterStatus.Spec.ContentType != cdiv1beta1.DataVolumeKubeVirt {
+		t.Errorf("DataVolume status subresource: phase %q, contentType %q", afterStatus.Status.Phase, afterStatus.Spec.ContentType)
+	}
+
+	runStrategy := kubevirtv1.RunStrategyAlways
+	vm := &kubevirtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-01", Namespace: ns},
+		Spec: kubevirtv1.VirtualMachineSpec{
+			RunStrategy: &runStrategy,
+			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
+				Spec: kubevirtv1.VirtualMachineInstanceSpec{
+					Domain: kubevirtv1.DomainSpec{
+						CPU:    &kubevirtv1.CPU{Sockets: 2, Cores: 2},
+						Memory: &kubevirtv1.Memory{Guest: ptr(resource.MustParse("8Gi"))},
+						Devices: kubevirtv1.Devices{
+							Disks:      []kubevirtv1.Disk{{Name: "disk-0", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}}},
+							Interfaces: []kubevirtv1.Interface{{Name: "nic-0", MacAddress: "00:50:56:aa:bb:cc", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}}}},
+						},
+					},
+					Networks: []kubevirtv1.Network{{Name: "nic-0", NetworkSource: kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}}}},
+					Volumes:  []kubevirtv1.Volume{{Name: "disk-0", VolumeSource: kubevirtv1.VolumeSource{DataVolume: &kubevirtv1.DataVolumeSource{Name: "web-01-disk-0"}}}},
+				},
+			},
+		},
+	}
+	createdVM, err := kv.KubevirtV1().VirtualMachines(ns).Create(ctx, vm, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
+	if err != nil {
+		t.Fatalf("creating VirtualMachine: %v", err)
+	}
+	if got := createdVM.Spec.Template.Spec.Domain.Devices.Interfaces; len(got) != 1 || got[0].MacAddress != "00:50:56:aa:bb:cc" {
+		t.Errorf("VirtualMachine interfaces lost: %+v", got)
+	}
+	createdVM.Status.PrintableStatus = kubevirtv1.VirtualMachineStatusRunning
+	createdVM.Status.Ready = true
+	if _, err := kv.KubevirtV1().VirtualMachines(ns).UpdateStatus(ctx, createdVM, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("updating VirtualMachine status: %v", err)
+	}
+
+	badStrategy := kubevirtv1.VirtualMachineRunStrategy("Sometimes")
+	bad := vm.DeepCopy()
+	bad.Name = "bad-strategy"
+	bad.Spec.RunStrategy = &badStrategy
+	if _, err := kv.KubevirtV1().VirtualMachines(ns).Create(ctx, bad, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.runStrategy") {
+		t.Errorf("VirtualMachine with runStrategy Sometimes: got %v, want it rejected naming spec.runStrategy", err)
+	}
+
+	vmi := &kubevirtv1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-01", Namespace: ns},
+		Spec:       vm.Spec.Template.Spec,
+	}
+	createdVMI, err := kv.KubevirtV1().VirtualMachineInstances(ns).Create(ctx, vmi, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
+	if err != nil {
+		t.Fatalf("creating VirtualMachineInstance: %v", err)
+	}
+	// KubeVirt's VMI has no status subresource: its status is written
+	// with the object.
+	createdVMI.Status.Phase = kubevirtv1.Running
+	updatedVMI, err := kv.KubevirtV1().VirtualMachineInstances(ns).Update(ctx, createdVMI, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("updating VirtualMachineInstance: %v", err)
+	}
+	if updatedVMI.Status.Phase != kubevirtv1.Running {
+		t.Errorf("VirtualMachineInstance status phase %q after update, want Running", updatedVMI.Status.Phase)
+	}
+
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		return
+	}
+	for short, want := range map[string]string{"vm": "Running", "vmi": "Running", "dv": "ImportInProgress"} {
+		out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", env.KubeconfigPath(), "-n", ns, "get", short).CombinedOutput()
+		if err != nil {
+			t.Errorf("kubectl get %s: %v\n%s", short, err, out)
+			continue
+		}
+		if !strings.Contains(string(out), want) {
+			t.Errorf("kubectl get %s does not show %s:\n%s", short, want, out)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,408 @@
+package statemachine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+)
+
+const ms = time.Millisecond // the "look again at once" requeue of a phase change
+
+func TestPending(t *testing.T) {
+	runCases(t, map[string]decideCase{
+		"no finalizer: add it and record the start time": {
+			m:     newMigration(withoutFinalizer),
+			obs:   newObs(),
+			phase: v1alpha1.PhasePending, action: ActionAddFinalizer, name: v1alpha1.FinalizerName, requeue: -1,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "startTime", d.Status.StartTime, 0)
+				if len(d.Status.Evidence) != 0 {
+					t.Errorf("evidence before the finalizer is set: %+v", d.Status.Evidence)
+				}
+				wantCond(t, d, ConditionReady, metav1.ConditionFalse, string(v1alpha1.PhasePending))
+			},
+		},
+		"finalizer set: advance to Validating with evidence": {
+			m:     newMigration(),
+			obs:   newObs(),
+			phase: v1alpha1.PhaseValidating, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				wantEvidence(t, d, v1alpha1.PhasePending, 0)
+				wantTime(t, "startTime", d.Status.StartTime, 0)
+				wantTime(t, "phaseStartTime", d.Status.PhaseStartTime, 0)
+				if !hasEvent(d, ReasonPhaseChanged) {
+					t.Errorf("no PhaseChanged event: %+v", d.Events)
+				}
+			},
+		},
+		"start time is kept once set": {
+			m: newMigration(withoutFinalizer, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.Phase, s.StartTime = v1alpha1.PhasePending, tp(-time.Hour)
+			})),
+			phase: v1alpha1.PhasePending, action: ActionAddFinalizer,
+			check: func(t *testing.T, d Decision) { wantTime(t, "startTime", d.Status.StartTime, -time.Hour) },
+		},
+	})
+}
+
+func TestValidating(t *testing.T) {
+	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseValidating)}, opts...)...)
+	}
+	noPhaseChange := func(reason string) func(*testing.T, Decision) {
+		return func(t *testing.T, d Decision) {
+			wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, reason)
+			wantLastError(t, d, v1alpha1.PhaseValidating, reason)
+			if d.Status.Source != nil {
+				t.Errorf("inventory recorded from a failed read")
+			}
+			wantNoCond(t, d, ConditionFailed)
+		}
+	}
+	runCases(t, map[string]decideCase{
+		"permanent source error fails at once": {
+			m: m(), obs: newObs(sourceError(ErrorPermanent, ReasonSourceVMNotFound)),
+			phase: v1alpha1.PhaseRollingBack, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonSourceVMNotFound)
+				wantCond(t, d, ConditionFailed, metav1.ConditionTrue, ReasonSourceVMNotFound)
+				wantCond(t, d, ConditionReady, metav1.ConditionFalse, ReasonSourceVMNotFound)
+				if !hasEvent(d, ReasonSourceVMNotFound) {
+					t.Errorf("no warning event for the failure: %+v", d.Events)
+				}
+			},
+		},
+		"needs-user error waits with its reason": {
+			m: m(), obs: newObs(sourceError(ErrorNeedsUser, "CredentialsSecretMissing")),
+			phase: v1alpha1.PhaseValidating, requeue: DefaultWaitInterval,
+			check: noPhaseChange("CredentialsSecretMissing"),
+		},
+		"transient error waits a poll interval": {
+			m: m(), obs: newObs(sourceError(ErrorTransient, "VCenterBusy")),
+			phase: v1alpha1.PhaseValidating, requeue: DefaultPollInterval,
+			check: noPhaseChange("VCenterBusy"),
+		},
+		"needs-user error past the retry deadline fails": {
+			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.StartTime = tp(-25 * time.Hour) })),
+			obs:   newObs(sourceError(ErrorNeedsUser, "CredentialsSecretMissing")),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) {
+				wantLastError(t, d, v1alpha1.PhaseValidating, "CredentialsSecretMissing")
+				if !strings.Contains(d.Status.LastError.Message, "retry deadline") {
+					t.Errorf("lastError message %q does not say the deadline passed", d.Status.LastError.Message)
+				}
+			},
+		},
+		"transient error past a custom retry deadline fails": {
+			m:     m(withRetryDeadline(30 * time.Minute)),
+			obs:   newObs(sourceError(ErrorTransient, "VCenterBusy")),
+			phase: v1alpha1.PhaseRollingBack,
+		},
+		"inventory not read yet": {
+			m: m(), obs: newObs(),
+			phase: v1alpha1.PhaseValidating, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				wantCond(t, d, ConditionProgressing, metav1.ConditionTrue, ReasonWorking)
+			},
+		},
+		"inventory recorded, target name defaulted, queued": {
+			m: m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Source, s.Target = nil, nil })),
+			obs:   newObs(sourceInventory),
+			phase: v1alpha1.PhaseQueued, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				if !semanticEqual(d.Status.Source, inventory()) {
+					t.Errorf("status.source = %+v, want the inventory", d.Status.Source)
+				}
+				if d.Status.Target == nil || d.Status.Target.Name != defaultTarget {
+					t.Errorf("target = %+v, want %s", d.Status.Target, defaultTarget)
+				}
+				wantEvidence(t, d, v1alpha1.PhaseValidating, 0)
+				ev := evidenceFor(d.Status, v1alpha1.PhaseValidating)
+				for _, want := range []string{"vm-42", "4 vCPU", "8192 MiB", "EFI", "2 disks", "2 NICs"} {
+					if !strings.Contains(ev.Observed, want) {
+						t.Errorf("evidence %q lacks %q", ev.Observed, want)
+					}
+				}
+			},
+		},
+		"spec.target.name wins over the default": {
+			m: m(withTargetName("web-new")), obs: newObs(sourceInventory),
+			phase: v1alpha1.PhaseQueued,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.Target.Name != "web-new" {
+					t.Errorf("target = %s, want web-new", d.Status.Target.Name)
+				}
+			},
+		},
+		"blocking preflight finding fails": {
+			m:     m(),
+			obs:   newObs(sourceInventory, preflight(v1alpha1.SeverityWarning, "CBTDisabled"), preflight(v1alpha1.SeverityBlocking, "RDMDisk")),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) {
+				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
+				if !strings.Contains(d.Status.LastError.Message, "RDMDisk") || strings.Contains(d.Status.LastError.Message, "CBTDisabled") {
+					t.Errorf("lastError %q should name the blocking finding only", d.Status.LastError.Message)
+				}
+				if len(d.Status.Preflight) != 2 {
+					t.Errorf("preflight = %+v, want both findings recorded", d.Status.Preflight)
+				}
+				if evidenceFor(d.Status, v1alpha1.PhaseValidating) != nil {
+					t.Errorf("evidence recorded for a failed validation")
+				}
+			},
+		},
+		"warnings are events and the migration advances": {
+			m:     m(),
+			obs:   newObs(sourceInventory, preflight(v1alpha1.SeverityWarning, "CBTDisabled"), preflight(v1alpha1.SeverityWarning, "VMwareToolsOld")),
+			phase: v1alpha1.PhaseQueued,
+			check: func(t *testing.T, d Decision) {
+				n := 0
+				for _, e := range d.Events {
+					if e.Reason == "PreflightWarning" && e.Warning {
+						n++
+					}
+				}
+				if n != 2 {
+					t.Errorf("%d PreflightWarning events, want 2: %+v", n, d.Events)
+				}
+				if len(d.Status.Preflight) != 2 {
+					t.Errorf("preflight = %+v", d.Status.Preflight)
+				}
+			},
+		},
+		"approval required": {
+			m: m(requireApproval), obs: newObs(sourceInventory),
+			phase: v1alpha1.PhaseAwaitingApproval,
+		},
+		"approval required and already given": {
+			m: m(requireApproval, approved), obs: newObs(sourceInventory),
+			phase: v1alpha1.PhaseQueued,
+		},
+	})
+}
+
+func TestAwaitingApproval(t *testing.T) {
+	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]migrationOpt{requireApproval, reached(v1alpha1.PhaseAwaitingApproval)}, opts...)...)
+	}
+	runCases(t, map[string]decideCase{
+		"waits for a person, saying how to approve": {
+			m: m(), obs: newObs(),
+			phase: v1alpha1.PhaseAwaitingApproval, requeue: -1,
+			check: func(t *testing.T, d Decision) {
+				c := wantCond(t, d, ConditionApprovalRequired, metav1.ConditionTrue, ReasonAwaitingApproval)
+				want := `kubectl patch vmm web01-mig -n apps --type merge -p '{"spec":{"policy":{"approved":true}}}'`
+				if !strings.Contains(c.Message, want) {
+					t.Errorf("ApprovalRequired message %q lacks %q", c.Message, want)
+				}
+				wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, ReasonAwaitingApproval)
+				wantNoCond(t, d, ConditionStalled)
+			},
+		},
+		"waiting does not stall": {
+			m: m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.LastProgressTime = tp(-48 * time.Hour) })),
+			phase: v1alpha1.PhaseAwaitingApproval,
+			check: func(t *testing.T, d Decision) { wantNoCond(t, d, ConditionStalled) },
+		},
+		"approved: queued": {
+			m: m(approved, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.Conditions = []metav1.Condition{{Type: ConditionApprovalRequired, Status: metav1.ConditionTrue, Reason: ReasonAwaitingApproval, LastTransitionTime: at(-time.Hour)}}
+			})),
+			phase: v1alpha1.PhaseQueued, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				wantEvidence(t, d, v1alpha1.PhaseAwaitingApproval, 0)
+				c := wantCond(t, d, ConditionApprovalRequired, metav1.ConditionFalse, ReasonApproved)
+				if !c.LastTransitionTime.Equal(ptrTime(at(0))) {
+					t.Errorf("ApprovalRequired flipped but its transition time stayed %s", c.LastTransitionTime)
+				}
+			},
+		},
+		"spec changed since validation: validate again": {
+			m:     m(withGeneration(2)),
+			phase: v1alpha1.PhaseValidating, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				if evidenceFor(d.Status, v1alpha1.PhaseAwaitingApproval) != nil {
+					t.Errorf("evidence recorded for a step back")
+				}
+			},
+		},
+	})
+}
+
+func TestQueued(t *testing.T) {
+	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseQueued)}, opts...)...)
+	}
+	runCases(t, map[string]decideCase{
+		"no transfer slot: wait": {
+			m: m(), obs: newObs(slot(false), sourceOn(true)),
+			phase: v1alpha1.PhaseQueued, requeue: DefaultWaitInterval,
+			check: func(t *testing.T, d Decision) {
+				c := wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, ReasonWaitingForTransferSlot)
+				if !strings.Contains(c.Message, "2 of 2 transfers") {
+					t.Errorf("Progressing message %q does not say which limit holds", c.Message)
+				}
+				if d.Status.AppliedSpec != nil || d.Status.SourceControl != nil {
+					t.Errorf("committed to the cutover without a slot")
+				}
+			},
+		},
+		"slot free: commit to the spec and record the power state": {
+			m: m(), obs: newObs(slot(true), sourceOn(true)),
+			phase: v1alpha1.PhaseStoppingSource, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				if !semanticEqual(d.Status.AppliedSpec, &newMigration().Spec) {
+					t.Errorf("appliedSpec = %+v, want the spec", d.Status.AppliedSpec)
+				}
+				if sc := d.Status.SourceControl; sc == nil || sc.OriginalPowerState != PowerStateOn {
+					t.Errorf("sourceControl = %+v, want originalPowerState poweredOn", sc)
+				}
+				wantEvidence(t, d, v1alpha1.PhaseQueued, 0)
+			},
+		},
+		"slot free, source already off": {
+			m: m(), obs: newObs(slot(true), sourceOff),
+			phase: v1alpha1.PhaseStoppingSource,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.SourceControl.OriginalPowerState != PowerStateOff {
+					t.Errorf("originalPowerState = %s", d.Status.SourceControl.OriginalPowerState)
+				}
+			},
+		},
+		"slot free, power state not read yet": {
+			m: m(), obs: newObs(slot(true)),
+			phase: v1alpha1.PhaseQueued, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.AppliedSpec != nil {
+					t.Errorf("committed without knowing the power state")
+				}
+			},
+		},
+		"slot free, source read failed transiently": {
+			m: m(), obs: newObs(slot(true), sourceError(ErrorTransient, "VCenterBusy")),
+			phase: v1alpha1.PhaseQueued, requeue: DefaultPollInterval,
+		},
+		"spec changed since validation: validate again": {
+			m: m(withGeneration(3)), obs: newObs(slot(true), sourceOn(true)),
+			phase: v1alpha1.PhaseValidating,
+		},
+		"approval required again": {
+			m: m(requireApproval), obs: newObs(slot(true), sourceOn(true)),
+			phase: v1alpha1.PhaseAwaitingApproval,
+		},
+	})
+}
+
+func TestStoppingSource(t *testing.T) {
+	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseStoppingSource)}, opts...)...)
+	}
+	shutdownAt := func(d time.Duration) migrationOpt {
+		return withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.ShutdownRequestedAt = tp(d) })
+	}
+	powerOffAt := func(d time.Duration) migrationOpt {
+		return withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.PowerOffRequestedAt = tp(d) })
+	}
+	evidence := func(how string) func(*testing.T, Decision) {
+		return func(t *testing.T, d Decision) {
+			wantTime(t, "poweredOffAt", d.Status.SourceControl.PoweredOffAt, 0)
+			wantEvidence(t, d, v1alpha1.PhaseStoppingSource, 0)
+			if ev := evidenceFor(d.Status, v1alpha1.PhaseStoppingSource); !strings.Contains(ev.Observed, how) {
+				t.Errorf("evidence %q, want %q", ev.Observed, how)
+			}
+		}
+	}
+	runCases(t, map[string]decideCase{
+		"already off": {
+			m: m(), obs: newObs(sourceOff),
+			phase: v1alpha1.PhaseTransferringDisks, requeue: ms, check: evidence("was already powered off"),
+		},
+		"off after a guest shutdown": {
+			m: m(shutdownAt(-time.Minute)), obs: newObs(sourceOff),
+			phase: v1alpha1.PhaseTransferringDisks, check: evidence("shut down by the guest"),
+		},
+		"off after a power-off": {
+			m: m(shutdownAt(-6*time.Minute), powerOffAt(-time.Minute)), obs: newObs(sourceOff),
+			phase: v1alpha1.PhaseTransferringDisks, check: evidence("powered off"),
+		},
+		"on with tools: guest shutdown, intent written in the same decision": {
+			m: m(), obs: newObs(sourceOn(true)),
+			phase: v1alpha1.PhaseStoppingSource, action: ActionShutdownGuest, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "shutdownRequestedAt", d.Status.SourceControl.ShutdownRequestedAt, 0)
+				if d.Status.SourceControl.PowerOffRequestedAt != nil {
+					t.Errorf("power-off requested with the guest shutdown")
+				}
+			},
+		},
+		"guest shutting down within the timeout: wait": {
+			m: m(shutdownAt(-time.Minute)), obs: newObs(sourceOn(true)),
+			phase: v1alpha1.PhaseStoppingSource, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "shutdownRequestedAt", d.Status.SourceControl.ShutdownRequestedAt, -time.Minute)
+			},
+		},
+		"guest shutdown timeout close: look again at the timeout": {
+			m: m(shutdownAt(-5*time.Minute + 3*time.Second)), obs: newObs(sourceOn(true)),
+			phase: v1alpha1.PhaseStoppingSource, requeue: 3 * time.Second,
+		},
+		"guest shutdown timed out: power off": {
+			m: m(shutdownAt(-5 * time.Minute)), obs: newObs(sourceOn(true)),
+			phase: v1alpha1.PhaseStoppingSource, action: ActionPowerOffSource, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "powerOffRequestedAt", d.Status.SourceControl.PowerOffRequestedAt, 0)
+			},
+		},
+		"PowerOff mode: power off at once": {
+			m: newMigration(powerOffMode, reached(v1alpha1.PhaseStoppingSource)), obs: newObs(sourceOn(true)),
+			phase: v1alpha1.PhaseStoppingSource, action: ActionPowerOffSource,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.SourceControl.ShutdownRequestedAt != nil {
+					t.Errorf("guest shutdown requested in PowerOff mode")
+				}
+				wantTime(t, "powerOffRequestedAt", d.Status.SourceControl.PowerOffRequestedAt, 0)
+			},
+		},
+		"no tools: power off at once": {
+			m: m(), obs: newObs(sourceOn(false)),
+			phase: v1alpha1.PhaseStoppingSource, action: ActionPowerOffSource,
+		},
+		"suspended: power off": {
+			m: m(), obs: newObs(func(o *Observation) { o.Source.Observed, o.Source.PowerState = true, PowerStateSuspended }),
+			phase: v1alpha1.PhaseStoppingSource, action: ActionPowerOffSource,
+		},
+		"power-off requested less than a poll interval ago: wait": {
+			m: newMigration(powerOffMode, reached(v1alpha1.PhaseStoppingSource), powerOffAt(-3*time.Second)), obs: newObs(sourceOn(true)),
+			phase: v1alpha1.PhaseStoppingSource, requeue: 7 * time.Second,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "powerOffRequestedAt", d.Status.SourceControl.PowerOffRequestedAt, -3*time.Second)
+			},
+		},
+		"power-off requested a poll interval ago, still on: ask again": {
+			m: newMigration(powerOffMode, reached(v1alpha1.PhaseStoppingSource), powerOffAt(-DefaultPollInterval)), obs: newObs(sourceOn(true)),
+			phase: v1alpha1.PhaseStoppingSource, action: ActionPowerOffSource,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "powerOffRequestedAt", d.Status.SourceControl.PowerOffRequestedAt, 0)
+			},
+		},
+		"power state not read": {
+			m: m(), obs: newObs(),
+			phase: v1alpha1.PhaseStoppingSource, requeue: DefaultPollInterval,
+		},
+		"source gone": {
+			m: m(), obs: newObs(sourceError(ErrorPermanent, ReasonSourceVMNotFound)),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) {
+				wantLastError(t, d, v1alpha1.PhaseStoppingSource, ReasonSourceVMNotFound)
+			},
+		},
+		"no source control recorded (status written by hand): still stops the source": {
+			m: m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.SourceControl = nil })), obs: newObs(sourceOn(true)),
+			phase: v1alpha1.PhaseStoppingSource, action: ActionShutdownGuest,
+		},
+	})
+}

@@ -110,7 +110,7 @@ func TestValidating(t *testing.T) {
 			},
 		},
 		"inventory recorded, target name defaulted, queued": {
-			m: m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Source, s.Target = nil, nil })),
+			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Source, s.Target = nil, nil })),
 			obs:   newObs(sourceInventory),
 			phase: v1alpha1.PhaseQueued, requeue: ms,
 			check: func(t *testing.T, d Decision) {
@@ -204,7 +204,7 @@ func TestAwaitingApproval(t *testing.T) {
 			},
 		},
 		"waiting does not stall": {
-			m: m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.LastProgressTime = tp(-48 * time.Hour) })),
+			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.LastProgressTime = tp(-48 * time.Hour) })),
 			phase: v1alpha1.PhaseAwaitingApproval,
 			check: func(t *testing.T, d Decision) { wantNoCond(t, d, ConditionStalled) },
 		},

@@ -1,0 +1,350 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"platform.example/vm-migration/test/framework"
+)
+
+// controllerIdentity applies manifests/namespace.yaml and manifests/rbac*.yaml
+// and returns a rest.Config authenticated as the controller's
+// ServiceAccount (a token issued by the API server), and the ServiceAccount's
+// namespace.
+func controllerIdentity(t *testing.T, env *framework.Environment) (*rest.Config, string) {
+	t.Helper()
+	ctx := testContext(t)
+	files := []string{framework.RepoPath("manifests/namespace.yaml")}
+	more, err := globRepo("manifests/rbac*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(more) == 0 {
+		t.Skip("no manifests/rbac*.yaml yet")
+	}
+	files = append(files, more...)
+	var sa *unstructured.Unstructured
+	for _, f := range files {
+		applied, err := env.Apply(ctx, f, "default")
+		if err != nil {
+			t.Fatalf("applying %s: %v", f, err)
+		}
+		for _, o := range applied {
+			if o.GetKind() == "ServiceAccount" {
+				sa = o
+			}
+		}
+	}
+	if sa == nil {
+		t.Fatal("manifests/rbac*.yaml define no ServiceAccount")
+	}
+	cfg, err := env.ServiceAccountConfig(ctx, sa.GetNamespace(), sa.GetName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, sa.GetNamespace()
+}
+
+// TestControllerRBAC checks, as the controller's ServiceAccount and with
+// the roles from manifests/, everything the controller needs, and that it
+// can neither list nor watch Secrets.
+func TestControllerRBAC(t *testing.T) {
+	env := framework.Env(t)
+	saConfig, saNamespace := controllerIdentity(t, env)
+	ns := env.Namespace(t)
+	ctx := testContext(t)
+
+	saKube, err := kubernetes.NewForConfig(saConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	who, err := saKube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("who am I: %v", err)
+	}
+	t.Logf("authenticated as %s %v", who.Status.UserInfo.Username, who.Status.UserInfo.Groups)
+
+	type access struct {
+		group, resource, subresource, verb string
+		// clusterWide checks across all namespaces instead of the test's.
+		clusterWide bool
+		// namespace overrides the test namespace.
+		namespace string
+		name      string
+	}
+	must := []access{
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "get"},
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "list", clusterWide: true},
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "watch", clusterWide: true},
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "update"},
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "patch"},
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", subresource: "status", verb: "update"},
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", subresource: "status", verb: "patch"},
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", subresource: "finalizers", verb: "update"},
+		{resource: "secrets", verb: "get", name: "vcenter-credentials"},
+		{group: "batch", resource: "jobs", verb: "create"},
+		{group: "batch", resource: "jobs", verb: "delete"},
+		{group: "batch", resource: "jobs", verb: "list", clusterWide: true},
+		{group: "batch", resource: "jobs", verb: "watch", clusterWide: true},
+		{resource: "persistentvolumeclaims", verb: "create"},
+		{resource: "persistentvolumeclaims", verb: "delete"},
+		{resource: "persistentvolumeclaims", verb: "watch", clusterWide: true},
+		{resource: "configmaps", verb: "create"},
+		{resource: "configmaps", verb: "delete"},
+		{resource: "configmaps", verb: "watch", clusterWide: true},
+		{group: "cdi.kubevirt.io", resource: "datavolumes", verb: "create"},
+		{group: "cdi.kubevirt.io", resource: "datavolumes", verb: "delete"},
+		{group: "cdi.kubevirt.io", resource: "datavolumes", verb: "watch", clusterWide: true},
+		{group: "kubevirt.io", resource: "virtualmachines", verb: "create"},
+		{group: "kubevirt.io", resource: "virtualmachines", verb: "delete"},
+		{group: "kubevirt.io", resource: "virtualmachines", verb: "watch", clusterWide: true},
+		{group: "kubevirt.io", resource: "virtualmachineinstances", verb: "watch", clusterWide: true},
+		{resource: "events", verb: "create"},
+		{resource: "events", verb: "patch"},
+		{group: "events.k8s.io", resource: "events", verb: "create"},
+		{group: "coordination.k8s.io", resource: "leases", verb: "update", namespace: saNamespace},
+	}
+	mustNot := []access{
+		{resource: "secrets", verb: "list"},
+		{resource: "secrets", verb: "watch"},
+		{resource: "secrets", verb: "list", clusterWide: true},
+		{resource: "secrets", verb: "watch", clusterWide: true},
+		{resource: "secrets", verb: "create"},
+		{resource: "secrets", verb: "update", name: "vcenter-credentials"},
+		{resource: "secrets", verb: "delete", name: "vcenter-credentials"},
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "create"},
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "delete"},
+		{resource: "pods", verb: "create"},
+		{resource: "pods", subresource: "exec", verb: "create"},
+		{group: "rbac.authorization.k8s.io", resource: "clusterroles", verb: "escalate"},
+		{group: "coordination.k8s.io", resource: "leases", verb: "update", namespace: ns},
+	}
+	review := func(a access) (bool, string) {
+		attrs := &authorizationv1.ResourceAttributes{
+			Group: a.group, Resource: a.resource, Subresource: a.subresource, Verb: a.verb, Name: a.name, Namespace: ns,
+		}
+		if a.clusterWide {
+			attrs.Namespace = ""
+		}
+		if a.namespace != "" {
+			attrs.Namespace = a.namespace
+		}
+		r, err := saKube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attrs},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("access review: %v", err)
+		}
+		return r.Status.Allowed, r.Status.Reason
+	}
+	describe := func(a access) string {
+		r := a.resource
+		if a.group != "" {
+			r += "." + a.group
+		}
+		if a.subresource != "" {
+			r += "/" + a.subresource
+		}
+		where := "namespace " + ns
+		if a.clusterWide {
+			where = "all namespaces"
+		}
+		if a.namespace != "" {
+			where = "namespace " + a.namespace
+		}
+		if a.name != "" {
+			r += " " + a.name
+		}
+		return fmt.Sprintf("%s %s in %s", a.verb, r, where)
+	}
+	for _, a := range must {
+		if ok, reason := review(a); !ok {
+			t.Errorf("the controller cannot %s (%s)", describe(a), reason)
+		}
+	}
+	for _, a := range mustNot {
+		if ok, reason := review(a); ok {
+			t.Errorf("the controller can %s, and must not (%s)", describe(a), reason)
+		}
+	}
+
+	t.Run("real requests", func(t *testing.T) {
+		realRequests(t, env, saConfig, ns)
+	})
+}
+
+// realRequests makes the controller's requests, as its ServiceAccount,
+// against real objects.
+func realRequests(t *testing.T, env *framework.Environment, saConfig *rest.Config, ns string) {
+	ctx := testContext(t)
+	admin := env.Kubernetes(t)
+	sa, err := kubernetes.NewForConfig(saConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saDynamic, err := dynamic.NewForConfig(saConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Secrets: get by name, never list or watch.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vcenter-credentials", Namespace: ns}, StringData: map[string]string{"username": "u", "password": "p"}}
+	if _, err := admin.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sa.CoreV1().Secrets(ns).Get(ctx, "vcenter-credentials", metav1.GetOptions{}); err != nil {
+		t.Errorf("get Secret by name: %v", err)
+	}
+	if _, err := sa.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list Secrets: got %v, want Forbidden", err)
+	}
+	if _, err := sa.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("list Secrets in all namespaces: got %v, want Forbidden", err)
+	}
+	if w, err := sa.CoreV1().Secrets(ns).Watch(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		if w != nil {
+			w.Stop()
+		}
+		t.Errorf("watch Secrets: got %v, want Forbidden", err)
+	}
+
+	// Migrations: list and watch everywhere, update, finalizers, status.
+	createAndGet(t, env, ns, newMigration("rbac"))
+	saMigrations := saDynamic.Resource(migrationGVR)
+	if _, err := saMigrations.List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("list migrations in all namespaces: %v", err)
+	}
+	w, err := saMigrations.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("watch migrations in all namespaces: %v", err)
+	} else {
+		w.Stop()
+	}
+	m, err := saMigrations.Namespace(ns).Get(ctx, "rbac", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get migration: %v", err)
+	}
+	m.SetFinalizers([]string{"migration.platform.example/cleanup"})
+	if m, err = saMigrations.Namespace(ns).Update(ctx, m, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("add a finalizer: %v", err)
+	}
+	if err := unstructured.SetNestedField(m.Object, "Pending", "status", "phase"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := saMigrations.Namespace(ns).UpdateStatus(ctx, m, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("update status: %v", err)
+	}
+	patch := []byte(`{"status":{"progress":"1%"}}`)
+	if _, err := saMigrations.Namespace(ns).Patch(ctx, "rbac", types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		t.Errorf("patch status: %v", err)
+	}
+	if _, err := saMigrations.Namespace(ns).Patch(ctx, "rbac", types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("remove the finalizer with a patch: %v", err)
+	}
+	if err := saMigrations.Namespace(ns).Delete(ctx, "rbac", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("delete a migration: got %v, want Forbidden", err)
+	}
+
+	// Children: create and delete each kind the controller owns.
+	owner := metav1.OwnerReference{APIVersion: "migration.platform.example/v1alpha1", Kind: "VirtualMachineMigration", Name: "rbac", UID: m.GetUID(), Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, OwnerReferences: []metav1.OwnerReference{owner}}
+	}
+	children := []struct {
+		kind   string
+		create func() error
+		delete func() error
+	}{
+		{"ConfigMap", func() error {
+			_, err := sa.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: meta("rbac-domain"), Data: map[string]string{"domain.xml": "<domain/>"}}, metav1.CreateOptions{})
+			return err
+		}, func() error { return sa.CoreV1().ConfigMaps(ns).Delete(ctx, "rbac-domain", metav1.DeleteOptions{}) }},
+		{"PersistentVolumeClaim", func() error {
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: meta("rbac-staging-2000"), Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("11Gi")}},
+			}}
+			_, err := sa.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{})
+			return err
+		}, func() error {
+			return sa.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "rbac-staging-2000", metav1.DeleteOptions{})
+		}},
+		{"Job", func() error {
+			job := &batchv1.Job{ObjectMeta: meta("rbac-transfer-1"), Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers:    []corev1.Container{{Name: "transfer", Image: "registry.example.com/vm-migration:test"}},
+			}}}}
+			_, err := sa.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+			return err
+		}, func() error {
+			bg := metav1.DeletePropagationBackground
+			return sa.BatchV1().Jobs(ns).Delete(ctx, "rbac-transfer-1", metav1.DeleteOptions{PropagationPolicy: &bg})
+		}},
+		{"DataVolume", func() error {
+			return createUnstructured(ctx, saDynamic, ns, schema.GroupVersionResource{Group: "cdi.kubevirt.io", Version: "v1beta1", Resource: "datavolumes"},
+				map[string]any{"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": map[string]any{"name": "rbac-disk-0"},
+					"spec": map[string]any{"source": map[string]any{"pvc": map[string]any{"namespace": ns, "name": "rbac-staging-2000"}}, "storage": map[string]any{}}})
+		}, func() error {
+			return saDynamic.Resource(schema.GroupVersionResource{Group: "cdi.kubevirt.io", Version: "v1beta1", Resource: "datavolumes"}).Namespace(ns).Delete(ctx, "rbac-disk-0", metav1.DeleteOptions{})
+		}},
+		{"VirtualMachine", func() error {
+			return createUnstructured(ctx, saDynamic, ns, schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"},
+				map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": map[string]any{"name": "rbac-vm"},
+					"spec": map[string]any{"runStrategy": "Halted", "template": map[string]any{"spec": map[string]any{}}}})
+		}, func() error {
+			return saDynamic.Resource(schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}).Namespace(ns).Delete(ctx, "rbac-vm", metav1.DeleteOptions{})
+		}},
+		{"Event", func() error {
+			ev := &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Name: "rbac.event", Namespace: ns},
+				InvolvedObject: corev1.ObjectReference{APIVersion: owner.APIVersion, Kind: owner.Kind, Name: "rbac", Namespace: ns, UID: owner.UID},
+				Reason:         "CredentialsMissing", Message: "test", Type: corev1.EventTypeWarning, Source: corev1.EventSource{Component: "vm-migration-controller"},
+			}
+			_, err := sa.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{})
+			return err
+		}, nil},
+	}
+	for _, c := range children {
+		if err := c.create(); err != nil {
+			t.Errorf("create %s: %v", c.kind, err)
+			continue
+		}
+		if c.delete != nil {
+			if err := c.delete(); err != nil {
+				t.Errorf("delete %s: %v", c.kind, err)
+			}
+		}
+	}
+}
+
+// globRepo matches pattern under the repository root.
+func globRepo(pattern string) ([]string, error) {
+	files, err := filepath.Glob(framework.RepoPath(pattern))
+	if err != nil {
+		return nil, fmt.Errorf("matching %s: %w", pattern, err)
+	}
+	return files, nil
+}
+
+func createUnstructured(ctx context.Context, dc dynamic.Interface, ns string, gvr schema.GroupVersionResource, obj map[string]any) error {
+	_, err := dc.Resource(gvr).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	return err
+}

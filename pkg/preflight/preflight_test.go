@@ -1,0 +1,253 @@
+package preflight
+
+import (
+	"strings"
+	"testing"
+
+	"platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+)
+
+// A clean migration: two disks on two datastores, two NICs, everything
+// mapped, nothing to report.
+func cleanSpec() *v1alpha1.VirtualMachineMigrationSpec {
+	return &v1alpha1.VirtualMachineMigrationSpec{
+		Source: v1alpha1.SourceSpec{URL: "https://vc.example.com/sdk", VM: v1alpha1.VMSelector{Name: "web-01"}},
+		Target: v1alpha1.TargetSpec{
+			Storage: v1alpha1.StorageMapping{Default: &v1alpha1.StorageTarget{StorageClassName: "fast"}},
+			Networks: []v1alpha1.NetworkMapping{
+				{Source: "VM Network", Type: v1alpha1.NetworkTypePod},
+				{Source: "backend-pg", Type: v1alpha1.NetworkTypeMultus, MultusNetworkName: "backend"},
+			},
+		},
+	}
+}
+
+func cleanInventory() *v1alpha1.SourceInventory {
+	return &v1alpha1.SourceInventory{
+		Name: "web-01", MoRef: "vm-42", Firmware: v1alpha1.FirmwareBIOS,
+		CPU: v1alpha1.CPUTopology{Sockets: 1, CoresPerSocket: 2}, MemoryMiB: 4096,
+		Disks: []v1alpha1.SourceDisk{
+			{Key: 2000, Label: "Hard disk 1", FileName: "[ds1] web-01/web-01.vmdk", Datastore: "ds1", DiskMode: "persistent", Sharing: "sharingNone", CapacityBytes: 1 << 30},
+			{Key: 2001, Label: "Hard disk 2", FileName: "[ds2] web-01/web-01_1.vmdk", Datastore: "ds2", DiskMode: "persistent", Sharing: "sharingNone", CapacityBytes: 1 << 30},
+		},
+		NICs: []v1alpha1.SourceNIC{
+			{Key: 4000, Label: "Network adapter 1", MAC: "00:50:56:00:00:01", Network: "VM Network", AdapterType: "vmxnet3"},
+			{Key: 4001, Label: "Network adapter 2", MAC: "00:50:56:00:00:02", Network: "backend-pg", AdapterType: "vmxnet3"},
+		},
+	}
+}
+
+func cleanCluster() ClusterFacts {
+	return ClusterFacts{
+		StorageClasses: map[string]bool{"fast": true, "slow": true},
+		TargetName:     "web-01",
+	}
+}
+
+type mods struct {
+	spec    func(*v1alpha1.VirtualMachineMigrationSpec)
+	inv     func(*v1alpha1.SourceInventory)
+	cluster func(*ClusterFacts)
+}
+
+type want struct {
+	reason   string
+	severity v1alpha1.Severity
+	contains []string
+}
+
+func TestCheck(t *testing.T) {
+	tests := map[string]struct {
+		mods mods
+		want []want
+	}{
+		"clean migration has no findings": {},
+		"RDM disk": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.Disks[1].RDM = true }},
+			want: []want{{ReasonRDMDisk, v1alpha1.SeverityBlocking, []string{"Hard disk 2 (key 2001", "raw device mapping", "Convert it"}}},
+		},
+		"shared multi-writer disk": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.Disks[0].Sharing = "sharingMultiWriter" }},
+			want: []want{{ReasonSharedDisk, v1alpha1.SeverityBlocking, []string{"Hard disk 1", "multi-writer", "Detach"}}},
+		},
+		"independent persistent disk": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.Disks[0].DiskMode = "independent_persistent" }},
+			want: []want{{ReasonIndependentDisk, v1alpha1.SeverityWarning, []string{"independent_persistent", "powered off"}}},
+		},
+		"independent nonpersistent disk": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.Disks[1].DiskMode = "independent_nonpersistent" }},
+			want: []want{{ReasonIndependentDisk, v1alpha1.SeverityWarning, []string{"discarded"}}},
+		},
+		"unmapped network, two NICs on it reported once": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) {
+				i.NICs[0].Network = "dmz"
+				i.NICs[1].Network = "dmz"
+			}},
+			want: []want{{ReasonUnmappedNetwork, v1alpha1.SeverityBlocking, []string{`"dmz"`, "Network adapter 1 (00:50:56:00:00:01), Network adapter 2", "spec.target.networks"}}},
+		},
+		"network mapped to Ignore counts as mapped": {
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) {
+				s.Target.Networks[1] = v1alpha1.NetworkMapping{Source: "backend-pg", Type: v1alpha1.NetworkTypeIgnore}
+			}},
+		},
+		"no storage mapping and no default class": {
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Storage.Default = nil }},
+			want: []want{
+				{ReasonMissingStorageMapping, v1alpha1.SeverityBlocking, []string{"Hard disk 1", `"ds1"`, "spec.target.storage.default.storageClassName"}},
+				{ReasonMissingStorageMapping, v1alpha1.SeverityBlocking, []string{"Hard disk 2", `"ds2"`}},
+			},
+		},
+		"default entry without a class and no cluster default": {
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) {
+				s.Target.Storage.Default = &v1alpha1.StorageTarget{}
+				s.Target.Storage.Disks = []v1alpha1.DiskStorageMapping{{DiskKey: 2001, Target: v1alpha1.StorageTarget{StorageClassName: "slow"}}}
+			}},
+			want: []want{{ReasonMissingStorageMapping, v1alpha1.SeverityBlocking, []string{"Hard disk 1"}}},
+		},
+		"no storage mapping but a cluster default class": {
+			mods: mods{
+				spec:    func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Storage.Default = nil },
+				cluster: func(c *ClusterFacts) { c.DefaultStorageClass = "slow" },
+			},
+		},
+		"per-datastore and per-disk entries cover every disk": {
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) {
+				s.Target.Storage.Default = nil
+				s.Target.Storage.Datastores = []v1alpha1.DatastoreStorageMapping{{Datastore: "ds1", Target: v1alpha1.StorageTarget{StorageClassName: "fast"}}}
+				s.Target.Storage.Disks = []v1alpha1.DiskStorageMapping{{DiskKey: 2001, Target: v1alpha1.StorageTarget{StorageClassName: "slow"}}}
+			}},
+		},
+		"storage class missing, reported once with every user": {
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) {
+				s.Target.Storage.Default.StorageClassName = "gold"
+				s.Staging.StorageClassName = "gold"
+			}},
+			want: []want{{ReasonStorageClassMissing, v1alpha1.SeverityBlocking, []string{`"gold"`, "spec.target.storage.default for Hard disk 1", "spec.staging.storageClassName"}}},
+		},
+		"per-disk class missing wins over an existing default": {
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) {
+				s.Target.Storage.Disks = []v1alpha1.DiskStorageMapping{{DiskKey: 2000, Target: v1alpha1.StorageTarget{StorageClassName: "nvme"}}}
+			}},
+			want: []want{{ReasonStorageClassMissing, v1alpha1.SeverityBlocking, []string{`"nvme"`, "disks[diskKey=2000]"}}},
+		},
+		"unused per-disk and per-datastore entries": {
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) {
+				s.Target.Storage.Disks = []v1alpha1.DiskStorageMapping{{DiskKey: 9999, Target: v1alpha1.StorageTarget{StorageClassName: "fast"}}}
+				s.Target.Storage.Datastores = []v1alpha1.DatastoreStorageMapping{{Datastore: "ds9", Target: v1alpha1.StorageTarget{StorageClassName: "fast"}}}
+			}},
+			want: []want{
+				{ReasonUnusedStorageMapping, v1alpha1.SeverityWarning, []string{"9999", "2000, 2001"}},
+				{ReasonUnusedStorageMapping, v1alpha1.SeverityWarning, []string{`"ds9"`}},
+			},
+		},
+		"existing snapshots block a cold migration": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) {
+				i.Snapshots = []string{"before-patch"}
+				i.Disks[0].SnapshotDelta = true
+			}},
+			want: []want{{ReasonExistingSnapshots, v1alpha1.SeverityBlocking, []string{`"before-patch"`, "Hard disk 1", "Delete All"}}},
+		},
+		"the controller's own snapshot does not count": {
+			mods: mods{
+				inv:     func(i *v1alpha1.SourceInventory) { i.Snapshots = []string{"vm-migration-uid"} },
+				cluster: func(c *ClusterFacts) { c.ControllerSnapshots = []string{"vm-migration-uid"} },
+			},
+		},
+		"encrypted VM": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.Encrypted = true }},
+			want: []want{{ReasonEncryptedVM, v1alpha1.SeverityBlocking, []string{"encrypted", "Decrypt"}}},
+		},
+		"vTPM": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) {
+				i.VTPM = true
+				i.Firmware = v1alpha1.FirmwareEFI
+			}},
+			want: []want{{ReasonVTPM, v1alpha1.SeverityWarning, []string{"virtual TPM", "recovery keys"}}},
+		},
+		"secure boot without EFI": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.SecureBoot = true }},
+			want: []want{{ReasonUnsupportedFirmware, v1alpha1.SeverityBlocking, []string{"BIOS", "needs EFI"}}},
+		},
+		"secure boot with EFI is fine": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) {
+				i.SecureBoot = true
+				i.Firmware = v1alpha1.FirmwareEFI
+			}},
+		},
+		"target name taken": {
+			mods: mods{cluster: func(c *ClusterFacts) { c.TargetNameTaken = true }},
+			want: []want{{ReasonTargetNameTaken, v1alpha1.SeverityBlocking, []string{`"web-01"`, "spec.target.name"}}},
+		},
+		"several rules at once, in rule order": {
+			mods: mods{
+				inv: func(i *v1alpha1.SourceInventory) {
+					i.Disks[0].RDM = true
+					i.Encrypted = true
+					i.NICs[0].Network = "dmz"
+				},
+				cluster: func(c *ClusterFacts) { c.TargetNameTaken = true },
+			},
+			want: []want{
+				{ReasonRDMDisk, v1alpha1.SeverityBlocking, nil},
+				{ReasonEncryptedVM, v1alpha1.SeverityBlocking, nil},
+				{ReasonUnmappedNetwork, v1alpha1.SeverityBlocking, nil},
+				{ReasonTargetNameTaken, v1alpha1.SeverityBlocking, nil},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			spec, inv, cluster := cleanSpec(), cleanInventory(), cleanCluster()
+			if tc.mods.spec != nil {
+				tc.mods.spec(spec)
+			}
+			if tc.mods.inv != nil {
+				tc.mods.inv(inv)
+			}
+			if tc.mods.cluster != nil {
+				tc.mods.cluster(&cluster)
+			}
+			got := Check(spec, inv, cluster)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d findings, want %d: %+v", len(got), len(tc.want), got)
+			}
+			for i, w := range tc.want {
+				if got[i].Reason != w.reason || got[i].Severity != w.severity {
+					t.Errorf("finding %d = %s/%s, want %s/%s", i, got[i].Reason, got[i].Severity, w.reason, w.severity)
+				}
+				for _, s := range w.contains {
+					if !strings.Contains(got[i].Message, s) {
+						t.Errorf("finding %d message %q does not contain %q", i, got[i].Message, s)
+					}
+				}
+			}
+			blocks := false
+			for _, w := range tc.want {
+				blocks = blocks || w.severity == v1alpha1.SeverityBlocking
+			}
+			if HasBlocking(got) != blocks {
+				t.Errorf("HasBlocking = %v, want %v", HasBlocking(got), blocks)
+			}
+		})
+	}
+}
+
+func TestCheckNilInputs(t *testing.T) {
+	for name, tc := range map[string]struct {
+		spec *v1alpha1.VirtualMachineMigrationSpec
+		inv  *v1alpha1.SourceInventory
+	}{
+		"nil inventory": {spec: cleanSpec()},
+		"nil spec":      {inv: cleanInventory()},
+		"both nil":      {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := Check(tc.spec, tc.inv, ClusterFacts{})
+			if len(got) != 1 || got[0].Reason != ReasonInventoryMissing || got[0].Severity != v1alpha1.SeverityBlocking {
+				t.Fatalf("got %+v", got)
+			}
+		})
+	}
+	// An empty inventory and empty facts do not panic either.
+	_ = Check(&v1alpha1.VirtualMachineMigrationSpec{}, &v1alpha1.SourceInventory{NICs: []v1alpha1.SourceNIC{{}}, Disks: []v1alpha1.SourceDisk{{}}}, ClusterFacts{})
+}

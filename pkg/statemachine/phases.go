@@ -357,6 +357,9 @@ func (d *decider) importing() {
 		}
 		if _, ok := d.obs.DataVolumes[disk.DataVolume]; !ok {
 			missing++
+			// Forget a deleted DataVolume's phase, so that a failure of
+			// the one created again is counted again.
+			disk.ImportPhase, disk.ImportProgress = "", ""
 		}
 	}
 	if missing > 0 {
@@ -459,6 +462,12 @@ func (d *decider) starting() {
 		}
 		d.advance(v1alpha1.PhaseCleaningUp, fmt.Sprintf("VirtualMachineInstance %s %s", name, what))
 		return
+	}
+	if d.st.PhaseStartTime == nil {
+		// A status without it (written by hand or by an older version):
+		// the start timeout counts from now.
+		now := d.now
+		d.st.PhaseStartTime = &now
 	}
 	deadline := d.st.PhaseStartTime.Add(d.spec.Policy.StartDeadline())
 	if !d.now.Time.Before(deadline) {

@@ -1,0 +1,576 @@
+package statemachine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+)
+
+func TestTransferringDisks(t *testing.T) {
+	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseTransferringDisks)}, opts...)...)
+	}
+	job1 := naming.TransferJob(testName, 1)
+	job2 := naming.TransferJob(testName, 2)
+	withTransfer := withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		s.Transfer = &v1alpha1.JobStatus{JobName: job1, Attempt: 1}
+	})
+	running := func(p ...DiskProgress) obsOpt { return transferJob(JobObservation{Name: job1, Progress: p}) }
+	halfway := []DiskProgress{
+		{Key: diskKey0, BytesDone: 5 << 30, BytesTotal: diskCap0, RateBytesPerSecond: 100 << 20},
+		{Key: diskKey1, BytesDone: 5 << 30, BytesTotal: diskCap1, RateBytesPerSecond: 100 << 20},
+	}
+	succeeded := func(r []DiskResult) obsOpt {
+		return transferJob(JobObservation{Name: job1, Succeeded: true, Results: r})
+	}
+	retried := func(reason string) func(*testing.T, Decision) {
+		return func(t *testing.T, d Decision) {
+			if d.Status.Retries != 1 {
+				t.Errorf("retries = %d, want 1", d.Status.Retries)
+			}
+			wantLastError(t, d, v1alpha1.PhaseTransferringDisks, reason)
+			if tr := d.Status.Transfer; tr.JobName != job2 || tr.Attempt != 2 || tr.CompletedAt != nil {
+				t.Errorf("transfer = %+v, want attempt 2 named %s", tr, job2)
+			}
+			for _, disk := range d.Status.Disks {
+				if disk.BytesTransferred != 0 || disk.SHA256 != "" || disk.TransferredAt != nil {
+					t.Errorf("disk %d keeps evidence of the failed attempt: %+v", disk.Key, disk)
+				}
+			}
+			if !hasEvent(d, ReasonRetrying) {
+				t.Errorf("no Retrying event: %+v", d.Events)
+			}
+			if evidenceFor(d.Status, v1alpha1.PhaseTransferringDisks) != nil {
+				t.Errorf("evidence recorded for a failed transfer")
+			}
+		}
+	}
+	budgetSpent := func(reason, why string) func(*testing.T, Decision) {
+		return func(t *testing.T, d Decision) {
+			wantLastError(t, d, v1alpha1.PhaseTransferringDisks, reason)
+			if !strings.Contains(d.Status.LastError.Message, why) {
+				t.Errorf("lastError %q does not say %q", d.Status.LastError.Message, why)
+			}
+		}
+	}
+	badResults := func(f func(r []DiskResult) []DiskResult) []DiskResult { return f(goodResults()) }
+	runCases(t, map[string]decideCase{
+		"disks initialised from the inventory, staging claims created": {
+			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Disks = nil })),
+			obs:   newObs(),
+			phase: v1alpha1.PhaseTransferringDisks, action: ActionCreateStagingClaims, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				if !semanticEqual(d.Status.Disks, initialDisks()) {
+					t.Errorf("disks = %+v, want %+v", d.Status.Disks, initialDisks())
+				}
+				if d.Status.Transfer != nil {
+					t.Errorf("transfer recorded before its volumes exist")
+				}
+			},
+		},
+		"one staging claim missing": {
+			m: m(), obs: newObs(claims(stagingClaims()[1])),
+			phase: v1alpha1.PhaseTransferringDisks, action: ActionCreateStagingClaims,
+		},
+		"no job: create attempt 1": {
+			m: m(), obs: newObs(claims(stagingClaims()...)),
+			phase: v1alpha1.PhaseTransferringDisks, action: ActionCreateTransferJob, name: job1, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				if d.Action.Attempt != 1 || d.Status.Transfer == nil || d.Status.Transfer.JobName != job1 {
+					t.Errorf("action %+v, transfer %+v: want attempt 1 named %s", d.Action, d.Status.Transfer, job1)
+				}
+			},
+		},
+		"running: progress, rate, ETA and overall percentage": {
+			m: m(withTransfer), obs: newObs(claims(stagingClaims()...), running(halfway...)),
+			phase: v1alpha1.PhaseTransferringDisks, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				d0, d1 := d.Status.Disks[0], d.Status.Disks[1]
+				if d0.BytesTransferred != 5<<30 || d0.RateBytesPerSecond != 100<<20 || d0.ETASeconds == nil || *d0.ETASeconds != 52 {
+					t.Errorf("disk 0 = %+v, want 5 GiB at 100 MiB/s, ETA 52s", d0)
+				}
+				if d1.ETASeconds == nil || *d1.ETASeconds != 154 {
+					t.Errorf("disk 1 ETA = %v, want 154s", d1.ETASeconds)
+				}
+				if d.Status.Progress != "33%" {
+					t.Errorf("progress = %q, want 33%%", d.Status.Progress)
+				}
+				wantTime(t, "lastProgressTime", d.Status.LastProgressTime, 0)
+			},
+		},
+		"running: progress written at most once per interval": {
+			m: m(withTransfer, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.LastProgressTime = tp(-4 * time.Second)
+			})),
+			obs:   newObs(claims(stagingClaims()...), running(halfway...)),
+			phase: v1alpha1.PhaseTransferringDisks, requeue: 6 * time.Second,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.Disks[0].BytesTransferred != 0 || d.Status.Progress != "100%" && d.Status.Progress != "" {
+					t.Errorf("progress written within the interval: %+v %q", d.Status.Disks[0], d.Status.Progress)
+				}
+				wantTime(t, "lastProgressTime", d.Status.LastProgressTime, -4*time.Second)
+			},
+		},
+		"running without bytes moved: nothing written": {
+			m: m(withTransfer), obs: newObs(claims(stagingClaims()...), running()),
+			phase: v1alpha1.PhaseTransferringDisks,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "lastProgressTime", d.Status.LastProgressTime, -time.Minute)
+			},
+		},
+		"succeeded with results for every disk: evidence, then Converting": {
+			m: m(withTransfer), obs: newObs(claims(stagingClaims()...), succeeded(goodResults())),
+			phase: v1alpha1.PhaseConverting, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				for i, disk := range d.Status.Disks {
+					r := goodResults()[i]
+					if disk.BytesTransferred != r.Bytes || disk.SHA256 != r.SHA256 {
+						t.Errorf("disk %d = %+v, want %+v", disk.Key, disk, r)
+					}
+					wantTime(t, "transferredAt", disk.TransferredAt, 0)
+				}
+				wantTime(t, "transfer.completedAt", d.Status.Transfer.CompletedAt, 0)
+				wantEvidence(t, d, v1alpha1.PhaseTransferringDisks, 0)
+				if d.Status.Progress != "100%" {
+					t.Errorf("progress = %q", d.Status.Progress)
+				}
+			},
+		},
+		"succeeded with the wrong byte count: retry": {
+			m: m(withTransfer),
+			obs: newObs(claims(stagingClaims()...), succeeded(badResults(func(r []DiskResult) []DiskResult {
+				r[1].Bytes--
+				return r
+			}))),
+			phase: v1alpha1.PhaseTransferringDisks, requeue: ms, check: retried(ReasonTransferResultMismatch),
+		},
+		"succeeded without a disk's result: retry": {
+			m:     m(withTransfer),
+			obs:   newObs(claims(stagingClaims()...), succeeded(goodResults()[:1])),
+			phase: v1alpha1.PhaseTransferringDisks, check: retried(ReasonTransferResultMismatch),
+		},
+		"succeeded without a checksum: retry": {
+			m: m(withTransfer),
+			obs: newObs(claims(stagingClaims()...), succeeded(badResults(func(r []DiskResult) []DiskResult {
+				r[0].SHA256 = ""
+				return r
+			}))),
+			phase: v1alpha1.PhaseTransferringDisks, check: retried(ReasonTransferResultMismatch),
+		},
+		"failed: retry under a new job name": {
+			m:     m(withTransfer),
+			obs:   newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, Failed: true, Message: "connection reset"})),
+			phase: v1alpha1.PhaseTransferringDisks, action: ActionNone, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				retried(ReasonTransferFailed)(t, d)
+				if !strings.Contains(d.Status.LastError.Message, "connection reset") {
+					t.Errorf("lastError %q lacks the job's message", d.Status.LastError.Message)
+				}
+			},
+		},
+		"failed with the retry count spent": {
+			m:     m(withTransfer, withRetries(3)),
+			obs:   newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, Failed: true})),
+			phase: v1alpha1.PhaseRollingBack,
+			check: budgetSpent(ReasonTransferFailed, "3 of 3 retries spent"),
+		},
+		"failed with a custom retry limit of 0": {
+			m:     m(withTransfer, withRetryLimit(0)),
+			obs:   newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, Failed: true})),
+			phase: v1alpha1.PhaseRollingBack,
+			check: budgetSpent(ReasonTransferFailed, "0 of 0 retries spent"),
+		},
+		"failed past the retry deadline": {
+			m:     m(withTransfer, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.StartTime = tp(-25 * time.Hour) })),
+			obs:   newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, Failed: true})),
+			phase: v1alpha1.PhaseRollingBack,
+			check: budgetSpent(ReasonTransferFailed, "retry deadline of 24h0m0s passed"),
+		},
+		"mismatch with the budget spent": {
+			m:     m(withTransfer, withRetries(3)),
+			obs:   newObs(claims(stagingClaims()...), succeeded(nil)),
+			phase: v1alpha1.PhaseRollingBack,
+			check: budgetSpent(ReasonTransferResultMismatch, "no result for disk 2000"),
+		},
+	})
+}
+
+func TestConverting(t *testing.T) {
+	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseConverting)}, opts...)...)
+	}
+	conv1 := naming.ConversionJob(testName, 1)
+	withConversion := withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		s.Conversion = conversionAttempt(testName, 1)
+	})
+	failed := func(reason string) obsOpt {
+		return conversionJob(JobObservation{Name: conv1, Failed: true, Reason: reason, Message: "virt-v2v: " + reason})
+	}
+	permanent := func(t *testing.T, d Decision) {
+		wantLastError(t, d, v1alpha1.PhaseConverting, ReasonConversionFailed)
+		if d.Status.Retries != 0 {
+			t.Errorf("a permanent conversion failure spent a retry")
+		}
+	}
+	runCases(t, map[string]decideCase{
+		"skipped by the spec": {
+			m:     newMigration(skipConversion, reached(v1alpha1.PhaseConverting)),
+			phase: v1alpha1.PhaseImporting, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				if c := d.Status.Conversion; c == nil || !c.Skipped || c.JobName != "" {
+					t.Errorf("conversion = %+v, want skipped", c)
+				}
+				wantEvidence(t, d, v1alpha1.PhaseConverting, 0)
+			},
+		},
+		"no job: create attempt 1 with its domain ConfigMap": {
+			m:     m(),
+			phase: v1alpha1.PhaseConverting, action: ActionCreateConversionJob, name: conv1, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				c := d.Status.Conversion
+				if d.Action.Attempt != 1 || c == nil || c.JobName != conv1 || c.ConfigMapName != naming.ConversionConfigMap(testName, 1) {
+					t.Errorf("action %+v, conversion %+v", d.Action, c)
+				}
+			},
+		},
+		"running": {
+			m: m(withConversion), obs: newObs(conversionJob(JobObservation{Name: conv1})),
+			phase: v1alpha1.PhaseConverting, requeue: DefaultPollInterval,
+		},
+		"inspection failed: fail at once": {
+			m: m(withConversion), obs: newObs(failed(ConversionInspectionFailed)),
+			phase: v1alpha1.PhaseRollingBack, check: permanent,
+		},
+		"unsupported guest: fail at once": {
+			m: m(withConversion), obs: newObs(failed(ConversionUnsupportedGuest)),
+			phase: v1alpha1.PhaseRollingBack, check: permanent,
+		},
+		"other failure: transfer again, then convert again": {
+			m: m(withConversion), obs: newObs(failed("")),
+			phase: v1alpha1.PhaseTransferringDisks, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				wantLastError(t, d, v1alpha1.PhaseConverting, ReasonConversionFailed)
+				if d.Status.Retries != 1 {
+					t.Errorf("retries = %d, want 1", d.Status.Retries)
+				}
+				if tr := d.Status.Transfer; tr.Attempt != 2 || tr.JobName != naming.TransferJob(testName, 2) || tr.CompletedAt != nil {
+					t.Errorf("transfer = %+v, want attempt 2", tr)
+				}
+				if c := d.Status.Conversion; c.Attempt != 2 || c.JobName != naming.ConversionJob(testName, 2) || c.ConfigMapName != naming.ConversionConfigMap(testName, 2) {
+					t.Errorf("conversion = %+v, want attempt 2", c)
+				}
+				if d.Status.Disks[0].SHA256 != "" {
+					t.Errorf("disks keep the transfer evidence of the converted images")
+				}
+			},
+		},
+		"other failure with the budget spent": {
+			m: m(withConversion, withRetries(3)), obs: newObs(failed("")),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseConverting, ReasonConversionFailed) },
+		},
+		"succeeded: the OS is recorded": {
+			m:     m(withConversion),
+			obs:   newObs(conversionJob(JobObservation{Name: conv1, Succeeded: true, OperatingSystem: "windows 2019"})),
+			phase: v1alpha1.PhaseImporting, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.Conversion.OperatingSystem != "windows 2019" {
+					t.Errorf("conversion = %+v", d.Status.Conversion)
+				}
+				wantTime(t, "conversion.completedAt", d.Status.Conversion.CompletedAt, 0)
+				wantEvidence(t, d, v1alpha1.PhaseConverting, 0)
+			},
+		},
+	})
+}
+
+func TestImporting(t *testing.T) {
+	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseImporting)}, opts...)...)
+	}
+	dv0, dv1 := dvNames()[0], dvNames()[1]
+	withDVs := withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		for i := range s.Disks {
+			s.Disks[i].DataVolume = dvNames()[i]
+		}
+	})
+	failedOnce := withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		s.Disks[0].ImportPhase = DataVolumeFailed
+		s.Retries = 1
+	})
+	runCases(t, map[string]decideCase{
+		"missing DataVolumes: create them, named after the target": {
+			m:     m(),
+			phase: v1alpha1.PhaseImporting, action: ActionCreateDataVolumes, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				for i, disk := range d.Status.Disks {
+					if want := defaultTarget + "-disk-" + string(rune('0'+i)); disk.DataVolume != want {
+						t.Errorf("disk %d DataVolume = %q, want %q", i, disk.DataVolume, want)
+					}
+				}
+			},
+		},
+		"one DataVolume missing": {
+			m: m(), obs: newObs(dataVolume(dv0, "ImportInProgress", "10%")),
+			phase: v1alpha1.PhaseImporting, action: ActionCreateDataVolumes,
+		},
+		"progress and phases recorded": {
+			m: m(withDVs), obs: newObs(dataVolume(dv0, "ImportInProgress", "45.20%"), dataVolume(dv1, DataVolumeSucceeded, "100.0%")),
+			phase: v1alpha1.PhaseImporting, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				if d0 := d.Status.Disks[0]; d0.ImportPhase != "ImportInProgress" || d0.ImportProgress != "45.20%" {
+					t.Errorf("disk 0 = %+v", d0)
+				}
+				if d.Status.Progress != "72%" {
+					t.Errorf("progress = %q, want 72%%", d.Status.Progress)
+				}
+				wantTime(t, "lastProgressTime", d.Status.LastProgressTime, 0)
+			},
+		},
+		"a failed DataVolume spends one retry and is deleted": {
+			m: m(withDVs), obs: newObs(dataVolume(dv0, DataVolumeFailed, "3%"), dataVolume(dv1, "ImportInProgress", "10%")),
+			phase: v1alpha1.PhaseImporting, action: ActionDeleteDataVolume, name: dv0,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.Retries != 1 || d.Status.Disks[0].ImportPhase != DataVolumeFailed {
+					t.Errorf("retries %d, disk 0 %+v", d.Status.Retries, d.Status.Disks[0])
+				}
+				wantLastError(t, d, v1alpha1.PhaseImporting, ReasonImportFailed)
+			},
+		},
+		"a failed DataVolume already counted: delete again, no retry spent": {
+			m:     m(withDVs, failedOnce),
+			obs:   newObs(dataVolume(dv0, DataVolumeFailed, "3%"), dataVolume(dv1, "ImportInProgress", "10%")),
+			phase: v1alpha1.PhaseImporting, action: ActionDeleteDataVolume, name: dv0,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.Retries != 1 {
+					t.Errorf("retries = %d, want 1", d.Status.Retries)
+				}
+			},
+		},
+		"a failed DataVolume with the budget spent": {
+			m:     m(withDVs, withRetries(3)),
+			obs:   newObs(dataVolume(dv0, DataVolumeFailed, ""), dataVolume(dv1, DataVolumeSucceeded, "100.0%")),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseImporting, ReasonImportFailed) },
+		},
+		"all populated: CreatingVM": {
+			m: m(withDVs), obs: newObs(dataVolumes(DataVolumeSucceeded, "100.0%", false)),
+			phase: v1alpha1.PhaseCreatingVM, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				wantEvidence(t, d, v1alpha1.PhaseImporting, 0)
+				if d.Status.Progress != "100%" || d.Status.Disks[1].ImportPhase != DataVolumeSucceeded {
+					t.Errorf("progress %q, disk 1 %+v", d.Status.Progress, d.Status.Disks[1])
+				}
+			},
+		},
+		"a custom target name names the DataVolumes": {
+			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target.Name = "db" })),
+			phase: v1alpha1.PhaseImporting, action: ActionCreateDataVolumes,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.Disks[1].DataVolume != "db-disk-1" {
+					t.Errorf("DataVolume = %q, want db-disk-1", d.Status.Disks[1].DataVolume)
+				}
+			},
+		},
+		"no target recorded: derived from the inventory": {
+			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target = nil })),
+			phase: v1alpha1.PhaseImporting, action: ActionCreateDataVolumes,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.Target == nil || d.Status.Target.Name != defaultTarget || d.Status.Disks[0].DataVolume != dv0 {
+					t.Errorf("target %+v, disk 0 %+v", d.Status.Target, d.Status.Disks[0])
+				}
+			},
+		},
+	})
+}
+
+// A DataVolume that fails, is deleted, is created again and fails again
+// spends a second retry, even when the controller never saw it in between.
+func TestImportingRecreatedDataVolumeFailsAgain(t *testing.T) {
+	dv0, dv1 := dvNames()[0], dvNames()[1]
+	m := newMigration(reached(v1alpha1.PhaseImporting))
+	failed := newObs(dataVolume(dv0, DataVolumeFailed, ""), dataVolume(dv1, "ImportInProgress", "10%"))
+	gone := newObs(dataVolume(dv1, "ImportInProgress", "10%"))
+
+	d := decide(m, failed)
+	if d.Status.Retries != 1 || d.Action.Type != ActionDeleteDataVolume {
+		t.Fatalf("first failure: retries %d, action %+v", d.Status.Retries, d.Action)
+	}
+	m = after(m, d)
+	d = decideAt(m, gone, time.Second)
+	if d.Action.Type != ActionCreateDataVolumes {
+		t.Fatalf("after the deletion: action %+v, want CreateDataVolumes", d.Action)
+	}
+	m = after(m, d)
+	d = decideAt(m, failed, 2*time.Second)
+	if d.Status.Retries != 2 || d.Action.Type != ActionDeleteDataVolume {
+		t.Errorf("second failure: retries %d, action %+v; want a second retry spent", d.Status.Retries, d.Action)
+	}
+}
+
+func TestCreatingVM(t *testing.T) {
+	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseCreatingVM)}, opts...)...)
+	}
+	runCases(t, map[string]decideCase{
+		"no VM: create it": {
+			m:     m(),
+			phase: v1alpha1.PhaseCreatingVM, action: ActionCreateVM, name: defaultTarget, requeue: DefaultPollInterval,
+		},
+		"a VM by that name that is not ours": {
+			m: m(), obs: newObs(targetVM(false, RunStrategyHalted)),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseCreatingVM, ReasonTargetVMNotOurs) },
+		},
+		"DataVolumes not owned yet: adopt them": {
+			m: m(), obs: newObs(targetVM(true, RunStrategyHalted), dataVolumes(DataVolumeSucceeded, "100.0%", false)),
+			phase: v1alpha1.PhaseCreatingVM, action: ActionAdoptDataVolumes, name: defaultTarget,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.Target.UID != targetUID {
+					t.Errorf("target uid = %q", d.Status.Target.UID)
+				}
+			},
+		},
+		"VM ours and owning its disks: Starting": {
+			m: m(), obs: newObs(targetVM(true, RunStrategyHalted), dataVolumes(DataVolumeSucceeded, "100.0%", true)),
+			phase: v1alpha1.PhaseStarting, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.Target.UID != targetUID {
+					t.Errorf("target uid = %q", d.Status.Target.UID)
+				}
+				wantEvidence(t, d, v1alpha1.PhaseCreatingVM, 0)
+			},
+		},
+	})
+}
+
+func TestStarting(t *testing.T) {
+	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseStarting)}, opts...)...)
+	}
+	late := withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.PhaseStartTime = tp(-10 * time.Minute) })
+	runCases(t, map[string]decideCase{
+		"start=false: leave it halted": {
+			m:     newMigration(noStart, reached(v1alpha1.PhaseStarting)),
+			phase: v1alpha1.PhaseCleaningUp,
+			check: func(t *testing.T, d Decision) { wantEvidence(t, d, v1alpha1.PhaseStarting, 0) },
+		},
+		"halted: start it": {
+			m: m(), obs: newObs(targetVM(true, RunStrategyHalted)),
+			phase: v1alpha1.PhaseStarting, action: ActionStartVM, name: defaultTarget,
+		},
+		"VMI running: CleaningUp": {
+			m: m(), obs: newObs(targetVM(true, RunStrategyAlways), targetVMI(VMIRunning, false)),
+			phase: v1alpha1.PhaseCleaningUp, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.Target.VMIPhase != VMIRunning {
+					t.Errorf("target = %+v", d.Status.Target)
+				}
+				wantEvidence(t, d, v1alpha1.PhaseStarting, 0)
+			},
+		},
+		"VMI scheduling: wait": {
+			m: m(), obs: newObs(targetVM(true, RunStrategyAlways), targetVMI("Scheduling", false)),
+			phase: v1alpha1.PhaseStarting, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				if d.Status.Target.VMIPhase != "Scheduling" {
+					t.Errorf("target = %+v", d.Status.Target)
+				}
+			},
+		},
+		"no VMI yet, start deadline close": {
+			m: m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.PhaseStartTime = tp(-10*time.Minute + 2*time.Second)
+			})),
+			obs:   newObs(targetVM(true, RunStrategyAlways)),
+			phase: v1alpha1.PhaseStarting, requeue: 2 * time.Second,
+		},
+		"waiting for the guest agent": {
+			m: newMigration(waitForAgent, reached(v1alpha1.PhaseStarting)), obs: newObs(targetVM(true, RunStrategyAlways), targetVMI(VMIRunning, false)),
+			phase: v1alpha1.PhaseStarting,
+		},
+		"guest agent connected": {
+			m: newMigration(waitForAgent, reached(v1alpha1.PhaseStarting)), obs: newObs(targetVM(true, RunStrategyAlways), targetVMI(VMIRunning, true)),
+			phase: v1alpha1.PhaseCleaningUp,
+			check: func(t *testing.T, d Decision) {
+				if !d.Status.Target.AgentConnected {
+					t.Errorf("target = %+v", d.Status.Target)
+				}
+			},
+		},
+		"start timeout": {
+			m: m(late), obs: newObs(targetVM(true, RunStrategyAlways), targetVMI("Scheduling", false)),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseStarting, ReasonStartTimeout) },
+		},
+		"start timeout waiting for the agent": {
+			m:     newMigration(waitForAgent, reached(v1alpha1.PhaseStarting), late),
+			obs:   newObs(targetVM(true, RunStrategyAlways), targetVMI(VMIRunning, false)),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) {
+				wantLastError(t, d, v1alpha1.PhaseStarting, ReasonStartTimeout)
+				if !strings.Contains(d.Status.LastError.Message, "guest agent") {
+					t.Errorf("lastError %q", d.Status.LastError.Message)
+				}
+			},
+		},
+		"VM gone": {
+			m: m(), obs: newObs(),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseStarting, ReasonTargetVMFailed) },
+		},
+		"no phase start time recorded (status written by hand)": {
+			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.PhaseStartTime = nil })),
+			obs:   newObs(targetVM(true, RunStrategyAlways)),
+			phase: v1alpha1.PhaseStarting,
+		},
+	})
+}
+
+func TestCleaningUp(t *testing.T) {
+	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseCleaningUp)}, opts...)...)
+	}
+	children := newObs(claims(stagingClaims()...), jobs(naming.TransferJob(testName, 1)), configMaps(naming.ConversionConfigMap(testName, 1)))
+	snapshot := withSourceControl(func(sc *v1alpha1.SourceControlStatus) {
+		sc.Snapshots = []v1alpha1.SnapshotRecord{{Name: "migration-" + string(testUID), MoRef: "snapshot-9", RequestedAt: tp(-time.Hour)}}
+	})
+	succeeded := func(t *testing.T, d Decision) {
+		wantTime(t, "completionTime", d.Status.CompletionTime, 0)
+		wantEvidence(t, d, v1alpha1.PhaseCleaningUp, 0)
+		wantCond(t, d, ConditionReady, "True", ReasonSucceeded)
+		wantCond(t, d, ConditionProgressing, "False", string(v1alpha1.PhaseSucceeded))
+	}
+	runCases(t, map[string]decideCase{
+		"Delete policy with children: delete staging": {
+			m: m(), obs: children,
+			phase: v1alpha1.PhaseCleaningUp, action: ActionDeleteStaging, requeue: DefaultPollInterval,
+		},
+		"Retain policy: children kept": {
+			m: newMigration(retain, reached(v1alpha1.PhaseCleaningUp)), obs: children,
+			phase: v1alpha1.PhaseSucceeded, check: succeeded,
+		},
+		"no children: Succeeded": {
+			m:     m(),
+			phase: v1alpha1.PhaseSucceeded, check: succeeded,
+		},
+		"target DataVolumes are not staging": {
+			m: m(), obs: newObs(childDVs(dvNames()...)),
+			phase: v1alpha1.PhaseSucceeded,
+		},
+		"a snapshot the controller made is removed first": {
+			m: m(snapshot), obs: newObs(sourceOff, sourceSnapshots("migration-"+string(testUID))),
+			phase: v1alpha1.PhaseCleaningUp, action: ActionRemoveSnapshot, name: "migration-" + string(testUID),
+		},
+		"a removed snapshot is recorded": {
+			m: m(snapshot), obs: newObs(sourceOff),
+			phase: v1alpha1.PhaseSucceeded,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "snapshot.removedAt", d.Status.SourceControl.Snapshots[0].RemovedAt, 0)
+			},
+		},
+	})
+}

@@ -1,0 +1,300 @@
+package statemachine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+)
+
+var snapName = "migration-" + string(testUID)
+
+func withSnapshot(m *v1alpha1.VirtualMachineMigration) {
+	withSourceControl(func(sc *v1alpha1.SourceControlStatus) {
+		sc.Snapshots = []v1alpha1.SnapshotRecord{{Name: snapName, MoRef: "snapshot-9", RequestedAt: tp(-time.Hour)}}
+	})(m)
+}
+
+func TestRollingBack(t *testing.T) {
+	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseRollingBack)}, opts...)...)
+	}
+	restored := withSourceControl(func(sc *v1alpha1.SourceControlStatus) {
+		sc.RestoreRequestedAt, sc.RestoredAt = tp(-20*time.Second), tp(-5*time.Second)
+	})
+	originallyOff := withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.OriginalPowerState = PowerStateOff })
+	failed := func(message string) func(*testing.T, Decision) {
+		return func(t *testing.T, d Decision) {
+			wantTime(t, "completionTime", d.Status.CompletionTime, 0)
+			wantLastError(t, d, v1alpha1.PhaseTransferringDisks, ReasonTransferFailed)
+			wantCond(t, d, ConditionFailed, metav1.ConditionTrue, ReasonTransferFailed)
+			wantCond(t, d, ConditionReady, metav1.ConditionFalse, ReasonTransferFailed)
+			if ev := evidenceFor(d.Status, v1alpha1.PhaseRollingBack); ev != nil {
+				t.Errorf("evidence claimed for a rollback: %+v", ev)
+			}
+			found := false
+			for _, e := range d.Events {
+				found = found || (e.Reason == ReasonPhaseChanged && strings.Contains(e.Message, message))
+			}
+			if !found {
+				t.Errorf("no PhaseChanged event saying %q: %+v", message, d.Events)
+			}
+		}
+	}
+	runCases(t, map[string]decideCase{
+		"an active transfer job is stopped first": {
+			m: m(), obs: newObs(sourceOff, transferJob(JobObservation{Name: naming.TransferJob(testName, 1)})),
+			phase: v1alpha1.PhaseRollingBack, action: ActionDeleteJob, name: naming.TransferJob(testName, 1),
+		},
+		"an active conversion job is stopped": {
+			m: m(), obs: newObs(sourceOff, conversionJob(JobObservation{Name: naming.ConversionJob(testName, 1)})),
+			phase: v1alpha1.PhaseRollingBack, action: ActionDeleteJob, name: naming.ConversionJob(testName, 1),
+		},
+		"our running VM is halted before the source is restored": {
+			m: m(), obs: newObs(sourceOff, targetVM(true, RunStrategyAlways)),
+			phase: v1alpha1.PhaseRollingBack, action: ActionHaltVM, name: defaultTarget,
+		},
+		"somebody else's VM is left alone": {
+			m: m(), obs: newObs(sourceOff, targetVM(false, RunStrategyAlways)),
+			phase: v1alpha1.PhaseRollingBack, action: ActionPowerOnSource,
+		},
+		"source stopped by us and was on: power it on, intent first": {
+			m: m(), obs: newObs(sourceOff),
+			phase: v1alpha1.PhaseRollingBack, action: ActionPowerOnSource, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "restoreRequestedAt", d.Status.SourceControl.RestoreRequestedAt, 0)
+				wantCond(t, d, ConditionFailed, metav1.ConditionTrue, ReasonTransferFailed)
+			},
+		},
+		"power-on requested a moment ago: wait": {
+			m:     m(withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoreRequestedAt = tp(-4 * time.Second) })),
+			obs:   newObs(sourceOff),
+			phase: v1alpha1.PhaseRollingBack, requeue: 6 * time.Second,
+		},
+		"source seen on again: RestoredAt": {
+			m:     m(withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoreRequestedAt = tp(-20 * time.Second) })),
+			obs:   newObs(sourceOn(true)),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "restoredAt", d.Status.SourceControl.RestoredAt, 0)
+				if !hasEvent(d, ReasonSourceRestored) {
+					t.Errorf("no SourceRestored event")
+				}
+			},
+		},
+		"restored: Failed": {
+			m: m(restored), obs: newObs(sourceOn(true)),
+			phase: v1alpha1.PhaseFailed, check: failed("powered on again"),
+		},
+		"source originally off: Failed without power-on": {
+			m: m(originallyOff), obs: newObs(sourceOff),
+			phase: v1alpha1.PhaseFailed, check: failed("stays poweredOff"),
+		},
+		"source never touched: Failed": {
+			m:     newMigration(reached(v1alpha1.PhaseRollingBack), withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.SourceControl = nil })),
+			phase: v1alpha1.PhaseFailed, check: failed("not touched"),
+		},
+		"source power state not read": {
+			m: m(), obs: newObs(),
+			phase: v1alpha1.PhaseRollingBack, requeue: DefaultPollInterval,
+		},
+		"source unreachable: wait, keep the original error": {
+			m: m(), obs: newObs(sourceError(ErrorTransient, "VCenterBusy")),
+			phase: v1alpha1.PhaseRollingBack, requeue: DefaultWaitInterval,
+			check: func(t *testing.T, d Decision) {
+				wantLastError(t, d, v1alpha1.PhaseTransferringDisks, ReasonTransferFailed)
+				wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, "VCenterBusy")
+			},
+		},
+		"source gone: nothing to restore": {
+			m: m(), obs: newObs(sourceError(ErrorPermanent, ReasonSourceVMNotFound)),
+			phase: v1alpha1.PhaseFailed,
+			check: func(t *testing.T, d Decision) {
+				failed("could not be restored")(t, d)
+				if !hasEvent(d, ReasonSourceVMNotFound) {
+					t.Errorf("no event for the lost source")
+				}
+			},
+		},
+		"snapshot recorded and present: remove it": {
+			m: m(restored, withSnapshot), obs: newObs(sourceOn(true), sourceSnapshots(snapName, "user-snap")),
+			phase: v1alpha1.PhaseRollingBack, action: ActionRemoveSnapshot, name: snapName,
+		},
+		"snapshot recorded, source not read: remove it (idempotent)": {
+			m:     m(restored, withSnapshot),
+			phase: v1alpha1.PhaseRollingBack, action: ActionRemoveSnapshot, name: snapName,
+		},
+		"snapshot gone: recorded, then Failed": {
+			m: m(restored, withSnapshot), obs: newObs(sourceOn(true), sourceSnapshots("user-snap")),
+			phase: v1alpha1.PhaseFailed,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "removedAt", d.Status.SourceControl.Snapshots[0].RemovedAt, 0)
+			},
+		},
+	})
+}
+
+func TestDeletion(t *testing.T) {
+	nonTerminal := []v1alpha1.Phase{
+		v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseQueued,
+		v1alpha1.PhaseStoppingSource, v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting, v1alpha1.PhaseImporting,
+		v1alpha1.PhaseCreatingVM, v1alpha1.PhaseStarting, v1alpha1.PhaseCleaningUp, v1alpha1.PhaseRollingBack,
+	}
+	cases := map[string]decideCase{}
+	for _, p := range nonTerminal {
+		cases["deleted during "+string(p)+": Cancelling"] = decideCase{
+			m: newMigration(reached(p), deleted), obs: newObs(sourceOff, targetVM(true, RunStrategyAlways), claims(stagingClaims()...)),
+			phase: v1alpha1.PhaseCancelling, action: ActionNone, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				if !hasEvent(d, ReasonCancelled) {
+					t.Errorf("no Cancelled event: %+v", d.Events)
+				}
+			},
+		}
+	}
+	cancelling := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseCancelling), deleted}, opts...)...)
+	}
+	children := []obsOpt{claims(stagingClaims()...), jobs(naming.TransferJob(testName, 1)), childDVs(dvNames()[0])}
+	restored := withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoredAt = tp(-time.Second) })
+	for name, tc := range map[string]decideCase{
+		"deleted while paused: cancellation still runs": {
+			m:     newMigration(reached(v1alpha1.PhaseImporting), paused, deleted),
+			phase: v1alpha1.PhaseCancelling,
+		},
+		"Cancelling: our VM is deleted first": {
+			m: cancelling(), obs: newObs(append(children, sourceOff, targetVM(true, RunStrategyAlways))...),
+			phase: v1alpha1.PhaseCancelling, action: ActionDeleteVM, name: defaultTarget,
+		},
+		"Cancelling: a VM not ours is kept, children deleted": {
+			m: cancelling(), obs: newObs(append(children, sourceOff, targetVM(false, RunStrategyAlways))...),
+			phase: v1alpha1.PhaseCancelling, action: ActionDeleteChildren,
+		},
+		"Cancelling: children deleted while they exist": {
+			m: cancelling(), obs: newObs(sourceOff, childDVs(dvNames()...)),
+			phase: v1alpha1.PhaseCancelling, action: ActionDeleteChildren,
+		},
+		"Cancelling: the source is powered on again": {
+			m: cancelling(), obs: newObs(sourceOff),
+			phase: v1alpha1.PhaseCancelling, action: ActionPowerOnSource,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "restoreRequestedAt", d.Status.SourceControl.RestoreRequestedAt, 0)
+			},
+		},
+		"Cancelling: a snapshot is removed": {
+			m: cancelling(restored, withSnapshot), obs: newObs(sourceOn(true), sourceSnapshots(snapName)),
+			phase: v1alpha1.PhaseCancelling, action: ActionRemoveSnapshot, name: snapName,
+		},
+		"Cancelling: all done, release the finalizer": {
+			m: cancelling(restored), obs: newObs(sourceOn(true)),
+			phase: v1alpha1.PhaseCancelling, action: ActionRemoveFinalizer, name: v1alpha1.FinalizerName,
+		},
+		"Cancelling, source originally off: release the finalizer": {
+			m:     cancelling(withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.OriginalPowerState = PowerStateOff })),
+			obs:   newObs(sourceOff),
+			phase: v1alpha1.PhaseCancelling, action: ActionRemoveFinalizer,
+		},
+		"Succeeded: the migrated VM is never deleted, children are": {
+			m: newMigration(reached(v1alpha1.PhaseSucceeded), deleted), obs: newObs(append(children, sourceOff, targetVM(true, RunStrategyAlways))...),
+			phase: v1alpha1.PhaseSucceeded, action: ActionDeleteChildren,
+		},
+		"Succeeded: the source stays off, the finalizer is released": {
+			m: newMigration(reached(v1alpha1.PhaseSucceeded), deleted), obs: newObs(sourceOff, targetVM(true, RunStrategyAlways)),
+			phase: v1alpha1.PhaseSucceeded, action: ActionRemoveFinalizer,
+		},
+		"Failed: children deleted": {
+			m: newMigration(reached(v1alpha1.PhaseFailed), deleted), obs: newObs(children...),
+			phase: v1alpha1.PhaseFailed, action: ActionDeleteChildren,
+		},
+		"Failed: finalizer released": {
+			m:     newMigration(reached(v1alpha1.PhaseFailed), deleted),
+			phase: v1alpha1.PhaseFailed, action: ActionRemoveFinalizer,
+		},
+		"no finalizer: nothing to do": {
+			m: newMigration(reached(v1alpha1.PhaseTransferringDisks), deleted, withoutFinalizer), obs: newObs(children...),
+			phase: v1alpha1.PhaseTransferringDisks, action: ActionNone,
+		},
+		"Cancelling without deletion (restored from a backup): waits": {
+			m:     newMigration(reached(v1alpha1.PhaseCancelling)),
+			phase: v1alpha1.PhaseCancelling, action: ActionNone,
+		},
+	} {
+		cases[name] = tc
+	}
+	runCases(t, cases)
+}
+
+func TestPaused(t *testing.T) {
+	cases := map[string]decideCase{}
+	obs := newObs(sourceOn(true), slot(true), claims(stagingClaims()...), dataVolumes(DataVolumeSucceeded, "100.0%", true), targetVM(true, RunStrategyHalted))
+	for _, p := range append(slicesWithout(phaseOrder, v1alpha1.PhaseSucceeded), v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseRollingBack) {
+		cases[string(p)] = decideCase{
+			m: newMigration(reached(p), paused), obs: obs,
+			phase: p, action: ActionNone, requeue: -1,
+			check: func(t *testing.T, d Decision) {
+				c := wantCond(t, d, ConditionPaused, metav1.ConditionTrue, ReasonPaused)
+				if !strings.Contains(c.Message, string(p)) {
+					t.Errorf("Paused message %q does not name the phase", c.Message)
+				}
+				wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, ReasonPaused)
+				wantNoCond(t, d, ConditionStalled)
+			},
+		}
+	}
+	cases["unpaused: the condition turns false"] = decideCase{
+		m: newMigration(reached(v1alpha1.PhaseImporting), withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+			s.Conditions = []metav1.Condition{{Type: ConditionPaused, Status: metav1.ConditionTrue, Reason: ReasonPaused, LastTransitionTime: at(-time.Hour)}}
+		})),
+		phase: v1alpha1.PhaseImporting, action: ActionCreateDataVolumes,
+		check: func(t *testing.T, d Decision) {
+			c := wantCond(t, d, ConditionPaused, metav1.ConditionFalse, ReasonNotPaused)
+			if !c.LastTransitionTime.Equal(ptrTime(at(0))) {
+				t.Errorf("lastTransitionTime = %s, want now", c.LastTransitionTime)
+			}
+		},
+	}
+	runCases(t, cases)
+}
+
+func slicesWithout(ps []v1alpha1.Phase, drop v1alpha1.Phase) []v1alpha1.Phase {
+	var out []v1alpha1.Phase
+	for _, p := range ps {
+		if p != drop {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func TestTerminal(t *testing.T) {
+	cases := map[string]decideCase{}
+	obs := newObs(sourceOff, targetVM(true, RunStrategyAlways), transferJob(JobObservation{Name: "x", Failed: true}), claims(stagingClaims()...))
+	for _, p := range []v1alpha1.Phase{v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed} {
+		for _, mod := range []struct {
+			name string
+			opt  migrationOpt
+		}{{"", func(*v1alpha1.VirtualMachineMigration) {}}, {" paused", paused}, {" generation changed", withGeneration(5)}} {
+			cases[string(p)+mod.name] = decideCase{
+				m: newMigration(reached(p), mod.opt), obs: obs,
+				phase: p, action: ActionNone, requeue: -1,
+				check: func(t *testing.T, d Decision) {
+					wantTime(t, "completionTime", d.Status.CompletionTime, -time.Minute)
+					wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, string(p))
+				},
+			}
+		}
+	}
+	runCases(t, cases)
+}
+
+func TestUnknownPhaseFails(t *testing.T) {
+	d := decide(newMigration(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Phase = "Verifying" })), newObs())
+	if d.Status.Phase != v1alpha1.PhaseRollingBack {
+		t.Fatalf("phase = %s, want RollingBack", d.Status.Phase)
+	}
+	wantLastError(t, d, "Verifying", ReasonFailed)
+}

@@ -75,4 +75,3 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	}
 	return dec.RequeueAfter, nil
 }
-

@@ -1,0 +1,143 @@
+package transfer
+
+import (
+	"crypto/sha256"
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+)
+
+// checkpointVersion is bumped when the checkpoint format changes; an older
+// checkpoint is then ignored (the copy starts over).
+const checkpointVersion = 1
+
+// crcTable is CRC-32C, hardware-assisted: cheap enough to checksum every chunk.
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// checkpoint is the resume state of one disk, kept next to its image.
+type checkpoint struct {
+	// Version of the format.
+	Version int `json:"version"`
+	// Source identifies what is copied: descriptor path, extent files, sizes
+	// and validators. A different source means starting over.
+	Source string `json:"source"`
+	// Capacity of the image.
+	Capacity int64 `json:"capacity"`
+	// Offset is how many bytes of the image are written and hashed.
+	Offset int64 `json:"offset"`
+	// HashState is the SHA-256 state after Offset bytes.
+	HashState []byte `json:"hashState"`
+	// ChunkStart is where the last chunk before Offset starts.
+	ChunkStart int64 `json:"chunkStart"`
+	// ChunkCRC is the CRC-32C of the image's bytes [ChunkStart, Offset).
+	ChunkCRC uint32 `json:"chunkCRC"`
+}
+
+// checkpointPath is the default checkpoint of a file image:
+// ".disk.img.checkpoint" beside "disk.img".
+func checkpointPath(image string) string {
+	return filepath.Join(filepath.Dir(image), "."+filepath.Base(image)+".checkpoint")
+}
+
+// saveCheckpoint writes the checkpoint atomically: a temporary file in the
+// same directory, renamed over the old one.
+func saveCheckpoint(path string, cp *checkpoint) error {
+	data, err := json.Marshal(cp)
+	if err != nil {
+		return fmt.Errorf("encoding checkpoint: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("writing checkpoint: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("writing checkpoint: %w", err)
+	}
+	return nil
+}
+
+// loadCheckpoint reads a checkpoint; a missing one is (nil, nil).
+func loadCheckpoint(path string) (*checkpoint, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading checkpoint: %w", err)
+	}
+	var cp checkpoint
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return nil, fmt.Errorf("decoding checkpoint %s: %w", path, err)
+	}
+	return &cp, nil
+}
+
+// removeCheckpoint deletes the checkpoint and any temporary left beside it.
+func removeCheckpoint(path string) error {
+	for _, p := range []string{path, path + ".tmp"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing checkpoint: %w", err)
+		}
+	}
+	return nil
+}
+
+// hashState saves a SHA-256 state.
+func hashState(h hash.Hash) ([]byte, error) {
+	m, ok := h.(encoding.BinaryMarshaler)
+	if !ok {
+		return nil, errors.New("hash state cannot be saved")
+	}
+	return m.MarshalBinary()
+}
+
+// resumeFrom checks a checkpoint against the source and the image and,
+// when it holds, returns the hash restored to its offset. A checkpoint
+// that does not hold returns a reason and a nil hash: the copy starts over.
+func resumeFrom(cp *checkpoint, source string, capacity int64, dst *destination, buf []byte) (hash.Hash, string) {
+	switch {
+	case cp.Version != checkpointVersion:
+		return nil, fmt.Sprintf("checkpoint version %d, want %d", cp.Version, checkpointVersion)
+	case cp.Source != source:
+		return nil, "the source changed since the checkpoint"
+	case cp.Capacity != capacity:
+		return nil, fmt.Sprintf("checkpoint capacity %d, want %d", cp.Capacity, capacity)
+	case cp.Offset <= 0 || cp.Offset > capacity || cp.ChunkStart < 0 || cp.ChunkStart > cp.Offset:
+		return nil, "checkpoint offsets are inconsistent"
+	}
+	size, err := dst.size()
+	if err != nil {
+		return nil, fmt.Sprintf("sizing the image: %v", err)
+	}
+	if size < cp.Offset {
+		return nil, fmt.Sprintf("the image is %d bytes, shorter than the checkpoint's %d", size, cp.Offset)
+	}
+	// Re-read the last chunk written and compare its checksum.
+	var crc uint32
+	for off := cp.ChunkStart; off < cp.Offset; {
+		n := min(int64(len(buf)), cp.Offset-off)
+		if err := dst.readAt(buf[:n], off); err != nil {
+			return nil, err.Error()
+		}
+		crc = crc32.Update(crc, crcTable, buf[:n])
+		off += n
+	}
+	if crc != cp.ChunkCRC {
+		return nil, "the image's last checkpointed chunk does not match its checksum"
+	}
+	h := sha256.New()
+	u, ok := h.(encoding.BinaryUnmarshaler)
+	if !ok {
+		return nil, "hash state cannot be restored"
+	}
+	if err := u.UnmarshalBinary(cp.HashState); err != nil {
+		return nil, fmt.Sprintf("restoring the hash state: %v", err)
+	}
+	return h, ""
+}

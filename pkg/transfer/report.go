@@ -1,0 +1,126 @@
+package transfer
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Kinds of the JSON documents the command writes, one per line on stdout.
+const (
+	// KindProgress marks a Progress document.
+	KindProgress = "progress"
+	// KindResult marks a Result document.
+	KindResult = "result"
+)
+
+// Disk states in progress documents.
+const (
+	// StateWaiting: the disk waits for a free transfer slot.
+	StateWaiting = "Waiting"
+	// StateCopying: the disk's bytes are being copied.
+	StateCopying = "Copying"
+	// StateDone: the disk is copied and verified.
+	StateDone = "Done"
+	// StateFailed: the disk's copy failed.
+	StateFailed = "Failed"
+)
+
+// Progress is a snapshot of the transfer while it runs.
+type Progress struct {
+	// Kind is KindProgress.
+	Kind string `json:"kind"`
+	// Time the snapshot was taken.
+	Time time.Time `json:"time"`
+	// Disks in job spec order.
+	Disks []DiskProgress `json:"disks"`
+}
+
+// DiskProgress is one disk's progress.
+type DiskProgress struct {
+	// Key is the disk's device key.
+	Key int32 `json:"key"`
+	// State is one of the State constants.
+	State string `json:"state"`
+	// BytesDone is how much of the image is written and hashed.
+	BytesDone int64 `json:"bytesDone"`
+	// TotalBytes is the image's size.
+	TotalBytes int64 `json:"totalBytes"`
+	// RateBytesPerSecond is the rate since the previous snapshot.
+	RateBytesPerSecond int64 `json:"rateBytesPerSecond"`
+	// ETASeconds is the estimated time left at that rate, when it is known.
+	ETASeconds *int64 `json:"etaSeconds,omitempty"`
+	// ResumedFrom is the offset this run resumed from (0 for a fresh copy).
+	ResumedFrom int64 `json:"resumedFrom,omitempty"`
+}
+
+// Result is the outcome of a run, written once at the end: to stdout and
+// to the termination message, where the controller reads it from the Pod's
+// status. Kept compact: a termination message holds at most 4096 bytes.
+type Result struct {
+	// Kind is KindResult.
+	Kind string `json:"kind"`
+	// Succeeded says every disk was copied and verified.
+	Succeeded bool `json:"succeeded"`
+	// Error is the first failure, for a person, when not Succeeded.
+	Error string `json:"error,omitempty"`
+	// Reason classifies the failure as a CamelCase constant.
+	Reason string `json:"reason,omitempty"`
+	// Disks in job spec order; a disk not finished has no SHA256.
+	Disks []DiskResult `json:"disks"`
+}
+
+// DiskResult is one disk's outcome.
+type DiskResult struct {
+	// Key is the disk's device key.
+	Key int32 `json:"key"`
+	// Bytes is the image's size (or, unfinished, what was done).
+	Bytes int64 `json:"bytes"`
+	// SHA256 of the whole image, zeros included, hex; empty unless done.
+	SHA256 string `json:"sha256,omitempty"`
+	// DurationSeconds this run spent on the disk.
+	DurationSeconds float64 `json:"durationSeconds"`
+	// ResumedFrom is the offset this run resumed from.
+	ResumedFrom int64 `json:"resumedFrom,omitempty"`
+	// Error says why the disk failed.
+	Error string `json:"error,omitempty"`
+}
+
+// ParseResult decodes a termination message written by the command.
+func ParseResult(data []byte) (*Result, error) {
+	var r Result
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("decoding transfer result: %w", err)
+	}
+	if r.Kind != KindResult {
+		return nil, fmt.Errorf("decoding transfer result: kind %q, want %q", r.Kind, KindResult)
+	}
+	return &r, nil
+}
+
+// WriteFileAtomic replaces path with data: a temporary file in the same
+// directory, renamed over it, so a reader never sees half a document.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Chmod(tmp.Name(), 0o644)
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		_ = os.Remove(tmp.Name())
+		return werr
+	}
+	return nil
+}

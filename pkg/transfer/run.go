@@ -1,0 +1,63 @@
+package transfer
+
+import (
+	"context"
+	"sync"
+)
+
+// Run copies the planned disks, at most opts.Parallel at once, reporting
+// progress to opts.ProgressSinks. A failed disk does not stop the others:
+// what they copy is checkpointed for the next attempt. The result lists
+// every disk in plan order; its Error and Reason are the first failure's.
+func Run(ctx context.Context, plans []DiskPlan, opts Options) *Result {
+	opts = opts.withDefaults()
+	trackers := make([]*tracker, len(plans))
+	for i, p := range plans {
+		trackers[i] = newTracker(p.Spec.Key, p.Spec.CapacityBytes)
+	}
+	rep := &reporter{trackers: trackers, sinks: opts.ProgressSinks, interval: opts.ProgressInterval, logf: opts.Logf, now: timeNow}
+	stop := make(chan struct{})
+	repDone := make(chan struct{})
+	go func() {
+		defer close(repDone)
+		rep.run(ctx, stop)
+	}()
+
+	results := make([]DiskResult, len(plans))
+	errs := make([]error, len(plans))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(opts.Parallel, len(plans)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// One set of buffers per worker, reused disk after disk.
+			bufs := make([][]byte, opts.Buffers)
+			for i := range bufs {
+				bufs[i] = make([]byte, opts.ChunkSize)
+			}
+			for i := range next {
+				c := &diskCopy{opts: opts, plan: &plans[i], t: trackers[i], bufs: bufs}
+				results[i], errs[i] = c.run(ctx)
+			}
+		}()
+	}
+	for i := range plans {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(stop)
+	<-repDone
+
+	res := &Result{Kind: KindResult, Succeeded: true, Disks: results}
+	for _, err := range errs {
+		if err != nil {
+			res.Succeeded = false
+			res.Error = err.Error()
+			res.Reason = Reason(err)
+			break
+		}
+	}
+	return res
+}

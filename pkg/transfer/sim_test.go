@@ -1,0 +1,305 @@
+package transfer_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"platform.example/vm-migration/pkg/steps/vsphere"
+	"platform.example/vm-migration/pkg/transfer"
+)
+
+const (
+	testUser     = "xfer@vsphere.local"
+	testPassword = "Pw-Transfer-Secret-71!"
+	mib          = 1 << 20
+)
+
+// faults says how the proxy in front of vcsim mangles flat-extent GETs.
+type faults struct {
+	// cutAfter aborts the connection once this many body bytes of flat
+	// extents were served in all (0: never). It fires once.
+	cutAfter int64
+	// onCut, when set, runs instead of aborting; the response then stalls
+	// until the client goes away.
+	onCut func()
+	// contentRange replaces the Content-Range header of 206 answers.
+	contentRange string
+	// extra appends bytes to the body (sent chunked, without a length).
+	extra []byte
+	// delay sleeps before each write of a flat extent's body.
+	delay time.Duration
+	// dropRange removes the Range header of requests, so the server sends 200.
+	dropRange bool
+}
+
+// simEnv is vcsim behind a TLS proxy that checks the session cookie on
+// /folder (real hosts do, vcsim does not), counts the bytes of flat extents
+// it serves, and injects faults.
+type simEnv struct {
+	model  *simulator.Model
+	server *simulator.Server
+	proxy  *httptest.Server
+	ep     vsphere.Endpoint
+	creds  vsphere.Credentials
+
+	served  atomic.Int64 // body bytes of flat extents sent
+	mu      sync.Mutex
+	faults  faults
+	session *vsphere.Session
+	client  *vim25.Client
+	vm      *object.VirtualMachine
+	ds      *object.Datastore
+}
+
+func newSim(t testing.TB) *simEnv {
+	t.Helper()
+	m := simulator.VPX()
+	require.NoError(t, m.Create())
+	m.Service.TLS = new(tls.Config)
+	m.Service.Listen = &url.URL{User: url.UserPassword(testUser, testPassword)}
+	s := m.Service.NewServer()
+	e := &simEnv{model: m, server: s}
+
+	target := &url.URL{Scheme: "https", Host: s.URL.Host}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	rp.ErrorLog = nil
+	rp.ModifyResponse = e.modifyResponse
+	e.proxy = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/folder/") {
+			if c, err := r.Cookie(soap.SessionCookieName); err != nil || c.Value == "" {
+				http.Error(w, "no session", http.StatusUnauthorized)
+				return
+			}
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "-flat.vmdk") {
+				e.mu.Lock()
+				if e.faults.dropRange {
+					r.Header.Del("Range")
+				}
+				e.mu.Unlock()
+				w = &countingWriter{ResponseWriter: w, e: e, ctx: r.Context()}
+			}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	// The SOAP client's first handshake of a connection fails by design when
+	// it verifies by thumbprint: keep the server's complaints out of the log.
+	e.proxy.Config.ErrorLog = log.New(io.Discard, "", 0)
+	e.proxy.StartTLS()
+	e.ep = vsphere.Endpoint{URL: "https://" + e.proxy.Listener.Addr().String() + "/sdk", Datacenter: "DC0"}
+	e.creds = vsphere.Credentials{Username: testUser, Password: testPassword, Thumbprint: soap.ThumbprintSHA256(e.proxy.Certificate())}
+	t.Cleanup(func() {
+		e.proxy.Close()
+		s.Close()
+		m.Remove()
+	})
+
+	ctx := context.Background()
+	sess, err := vsphere.Connect(ctx, e.ep, e.creds)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sess.Logout(context.Background()) })
+	e.session, e.client = sess, sess.Client()
+	f := find.NewFinder(e.client, true)
+	dc, err := f.Datacenter(ctx, "DC0")
+	require.NoError(t, err)
+	f.SetDatacenter(dc)
+	e.vm, err = f.VirtualMachine(ctx, "DC0_H0_VM0")
+	require.NoError(t, err)
+	e.ds, err = f.Datastore(ctx, "LocalDS_0")
+	require.NoError(t, err)
+	task, err := e.vm.PowerOff(ctx)
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
+	return e
+}
+
+func (e *simEnv) setFaults(f faults) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.faults = f
+}
+
+func (e *simEnv) modifyResponse(res *http.Response) error {
+	if !strings.HasSuffix(res.Request.URL.Path, "-flat.vmdk") || res.Request.Method != http.MethodGet {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.faults.contentRange != "" && res.StatusCode == http.StatusPartialContent {
+		res.Header.Set("Content-Range", e.faults.contentRange)
+	}
+	if len(e.faults.extra) > 0 {
+		res.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(res.Body, bytes.NewReader(e.faults.extra)), res.Body}
+		res.ContentLength = -1
+		res.Header.Del("Content-Length")
+	}
+	return nil
+}
+
+// countingWriter counts flat-extent bytes and cuts the stream on request.
+type countingWriter struct {
+	http.ResponseWriter
+	e   *simEnv
+	ctx context.Context
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.e.mu.Lock()
+	cut, onCut, delay := w.e.faults.cutAfter, w.e.faults.onCut, w.e.faults.delay
+	w.e.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	if cut > 0 {
+		left := cut - w.e.served.Load()
+		if left < int64(len(p)) {
+			n, _ := w.ResponseWriter.Write(p[:max(left, 0)])
+			w.e.served.Add(int64(n))
+			if f, ok := w.ResponseWriter.(http.Flusher); ok {
+				f.Flush()
+			}
+			w.e.mu.Lock()
+			w.e.faults.cutAfter, w.e.faults.onCut = 0, nil
+			w.e.mu.Unlock()
+			if onCut != nil {
+				onCut()
+				<-w.ctx.Done()
+			}
+			return n, fmt.Errorf("test proxy: cut after %d bytes", cut)
+		}
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.e.served.Add(int64(n))
+	return n, err
+}
+
+func (w *countingWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// testDisk adds a disk of size bytes to the VM and lays it out as ESXi
+// does: a text descriptor name.vmdk and its flat extent name-flat.vmdk,
+// both uploaded through the datastore HTTP interface.
+func (e *simEnv) testDisk(t testing.TB, name string, data []byte) transfer.DiskSpec {
+	t.Helper()
+	ctx := context.Background()
+	devices, err := e.vm.Device(ctx)
+	require.NoError(t, err)
+	ctrl, err := devices.FindDiskController("")
+	require.NoError(t, err)
+	fileName := fmt.Sprintf("[LocalDS_0] DC0_H0_VM0/%s.vmdk", name)
+	disk := devices.CreateDisk(ctrl, e.ds.Reference(), fileName)
+	disk.CapacityInKB = int64(len(data)) / 1024
+	require.NoError(t, e.vm.AddDevice(ctx, disk))
+	devices, err = e.vm.Device(ctx)
+	require.NoError(t, err)
+	var key int32
+	for _, d := range devices.SelectByBackingInfo(&types.VirtualDiskFlatVer2BackingInfo{VirtualDeviceFileBackingInfo: types.VirtualDeviceFileBackingInfo{FileName: fileName}}) {
+		key = d.GetVirtualDevice().Key
+	}
+	require.NotZero(t, key, "new disk not found")
+	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s.vmdk", name), []byte(descriptor(name, int64(len(data)))))
+	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s-flat.vmdk", name), data)
+	return transfer.DiskSpec{Key: key, FileName: fileName, CapacityBytes: int64(len(data))}
+}
+
+func (e *simEnv) upload(t testing.TB, path string, data []byte) {
+	t.Helper()
+	p := soap.DefaultUpload
+	p.ContentLength = int64(len(data))
+	require.NoError(t, e.ds.Upload(context.Background(), bytes.NewReader(data), path, &p))
+}
+
+// descriptor is an ESXi-style descriptor of a flat disk.
+func descriptor(name string, size int64) string {
+	return fmt.Sprintf(`# Disk DescriptorFile
+version=1
+encoding="UTF-8"
+CID=fffffffe
+parentCID=ffffffff
+createType="vmfs"
+
+# Extent description
+RW %d VMFS "%s-flat.vmdk"
+
+# The Disk Data Base
+#DDB
+
+ddb.adapterType = "lsilogic"
+ddb.geometry.cylinders = "1"
+ddb.geometry.heads = "255"
+ddb.geometry.sectors = "63"
+ddb.thinProvisioned = "1"
+ddb.uuid = "60 00 C2 9a 6b 1f 3c 4e-9d 11 22 33 44 55 66 77"
+ddb.virtualHWVersion = "19"
+`, size/transfer.SectorSize, name)
+}
+
+// diskData is size bytes of random data with zero runs: whole zero
+// chunks, zero blocks inside data, and a zero tail.
+func diskData(size int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := make([]byte, size)
+	for i := 0; i+8 <= size; i += 8 {
+		v := r.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	zero := func(from, to int) {
+		clear(b[max(from, 0):min(to, size)])
+	}
+	zero(2*mib, 5*mib)                 // whole chunks
+	zero(6*mib+128<<10, 6*mib+512<<10) // blocks inside a chunk
+	zero(size-3*mib, size)             // the tail
+	zero(7*mib+100, 7*mib+200)         // a short run: stays data
+	return b
+}
+
+// jobSpec is a spec for the sim's VM with the given disks.
+func (e *simEnv) jobSpec(disks ...transfer.DiskSpec) *transfer.JobSpec {
+	return &transfer.JobSpec{
+		Version:  transfer.SpecVersion,
+		Endpoint: transfer.EndpointSpec{URL: e.ep.URL, Datacenter: "DC0"},
+		VMMoRef:  e.vm.Reference().Value,
+		Disks:    disks,
+	}
+}
+
+// plan resolves a spec through the planner.
+func (e *simEnv) plan(t testing.TB, spec *transfer.JobSpec) []transfer.DiskPlan {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p := &transfer.Planner{Client: e.client, DatacenterPath: "DC0"}
+	plans, err := p.Plan(ctx, spec)
+	require.NoError(t, err)
+	return plans
+}

@@ -1,0 +1,289 @@
+package transfer_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"platform.example/vm-migration/pkg/transfer"
+)
+
+const testChunk = 1 * mib
+
+// testSize is several MiB and not a whole number of chunks.
+const testSize = 20*mib + 192<<10
+
+func testOptions(t *testing.T) transfer.Options {
+	return transfer.Options{
+		ChunkSize:        testChunk,
+		Buffers:          3,
+		Parallel:         2,
+		Retries:          -1,
+		RetryDelay:       10 * time.Millisecond,
+		ProgressInterval: 50 * time.Millisecond,
+		Logf:             t.Logf,
+	}
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// checkImage asserts the image holds exactly want, is sparse where want
+// has whole zero blocks, and is alone in its directory.
+func checkImage(t *testing.T, path string, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, len(want), len(got), "image size")
+	require.True(t, bytes.Equal(want, got), "image content differs")
+	var st syscall.Stat_t
+	require.NoError(t, syscall.Stat(path, &st))
+	allocated := st.Blocks * 512
+	// diskData has at least 6 MiB of zeros in whole 64 KiB blocks.
+	require.Less(t, allocated, int64(len(want))-6*mib, "image is not sparse: %d bytes allocated of %d", allocated, len(want))
+	entries, err := os.ReadDir(filepath.Dir(path))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "only the image may remain beside it: %v", entries)
+}
+
+func TestTransferFromVcsim(t *testing.T) {
+	e := newSim(t)
+	data := diskData(testSize, 1)
+	data2 := diskData(12*mib, 2)
+	d1 := e.testDisk(t, "web", data)
+	d2 := e.testDisk(t, "web_1", data2)
+	d1.Destination = filepath.Join(t.TempDir(), "disk.img")
+	d2.Destination = filepath.Join(t.TempDir(), "disk.img")
+	plans := e.plan(t, e.jobSpec(d1, d2))
+
+	var mu sync.Mutex
+	var snaps []transfer.Progress
+	opts := testOptions(t)
+	opts.ProgressSinks = []transfer.ProgressSink{transfer.ProgressSinkFunc(func(_ context.Context, p transfer.Progress) error {
+		mu.Lock()
+		defer mu.Unlock()
+		snaps = append(snaps, p)
+		return nil
+	})}
+	res := transfer.Run(context.Background(), plans, opts)
+	require.True(t, res.Succeeded, res.Error)
+	require.Len(t, res.Disks, 2)
+	require.Equal(t, transfer.DiskResult{Key: d1.Key, Bytes: int64(len(data)), SHA256: sha(data), DurationSeconds: res.Disks[0].DurationSeconds}, res.Disks[0])
+	require.Equal(t, sha(data2), res.Disks[1].SHA256)
+	checkImage(t, d1.Destination, data)
+	checkImage(t, d2.Destination, data2)
+	require.Equal(t, int64(len(data)+len(data2)), e.served.Load(), "bytes served")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, snaps)
+	last := snaps[len(snaps)-1]
+	for i, d := range last.Disks {
+		require.Equal(t, transfer.StateDone, d.State)
+		require.Equal(t, d.TotalBytes, d.BytesDone)
+		require.Equal(t, res.Disks[i].Key, d.Key)
+	}
+}
+
+// TestResume kills a transfer, then runs it again: the second run resumes
+// from the checkpoint and the image ends identical.
+func TestResume(t *testing.T) {
+	for name, cutAfter := range map[string]int64{
+		"server dies mid-chunk":     7*mib + 300<<10,
+		"server dies on a boundary": 9 * mib,
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newSim(t)
+			data := diskData(testSize, 3)
+			d := e.testDisk(t, "db", data)
+			d.Destination = filepath.Join(t.TempDir(), "disk.img")
+			plans := e.plan(t, e.jobSpec(d))
+
+			e.setFaults(faults{cutAfter: cutAfter})
+			res := transfer.Run(context.Background(), plans, testOptions(t))
+			require.False(t, res.Succeeded)
+			require.Equal(t, transfer.ReasonBadResponse, res.Reason, res.Error)
+			first := e.served.Load()
+			require.Equal(t, cutAfter, first)
+			require.FileExists(t, filepath.Join(filepath.Dir(d.Destination), ".disk.img.checkpoint"))
+
+			e.served.Store(0)
+			res = transfer.Run(context.Background(), e.plan(t, e.jobSpec(d)), testOptions(t))
+			require.True(t, res.Succeeded, res.Error)
+			require.Equal(t, sha(data), res.Disks[0].SHA256)
+			resent := first + e.served.Load() - int64(len(data))
+			t.Logf("first run served %d, second %d (resumed from %d): %d bytes re-sent", first, e.served.Load(), res.Disks[0].ResumedFrom, resent)
+			require.GreaterOrEqual(t, resent, int64(0))
+			require.LessOrEqual(t, resent, int64(testChunk), "re-sent more than one chunk")
+			checkImage(t, d.Destination, data)
+		})
+	}
+}
+
+// TestResumeAfterCancel stops a run the way SIGTERM does (its context),
+// mid-stream: every chunk already received is kept, and the next run
+// resumes from there.
+func TestResumeAfterCancel(t *testing.T) {
+	e := newSim(t)
+	data := diskData(testSize, 10)
+	d := e.testDisk(t, "can", data)
+	d.Destination = filepath.Join(t.TempDir(), "disk.img")
+	plans := e.plan(t, e.jobSpec(d))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var doneAtCancel int64
+	var servedAtCancel int64
+	opts := testOptions(t)
+	opts.ProgressInterval = 5 * time.Millisecond
+	opts.ProgressSinks = []transfer.ProgressSink{transfer.ProgressSinkFunc(func(_ context.Context, p transfer.Progress) error {
+		if doneAtCancel == 0 && p.Disks[0].BytesDone >= 9*mib {
+			doneAtCancel, servedAtCancel = p.Disks[0].BytesDone, e.served.Load()
+			cancel()
+		}
+		return nil
+	})}
+	// Slow the stream down so the cancellation lands mid-transfer.
+	e.setFaults(faults{delay: 2 * time.Millisecond})
+	res := transfer.Run(ctx, plans, opts)
+	require.False(t, res.Succeeded)
+	require.Equal(t, transfer.ReasonCancelled, res.Reason, res.Error)
+	require.NotZero(t, doneAtCancel)
+	first := e.served.Load()
+
+	e.setFaults(faults{})
+	e.served.Store(0)
+	res = transfer.Run(context.Background(), e.plan(t, e.jobSpec(d)), testOptions(t))
+	require.True(t, res.Succeeded, res.Error)
+	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	t.Logf("cancelled with %d bytes written, %d served (%d by the end); resumed from %d; %d bytes re-sent",
+		doneAtCancel, servedAtCancel, first, res.Disks[0].ResumedFrom, first+e.served.Load()-int64(len(data)))
+	require.GreaterOrEqual(t, res.Disks[0].ResumedFrom, doneAtCancel, "progress made before the cancellation was lost")
+	checkImage(t, d.Destination, data)
+}
+
+func TestRetryInProcess(t *testing.T) {
+	e := newSim(t)
+	data := diskData(testSize, 4)
+	d := e.testDisk(t, "app", data)
+	d.Destination = filepath.Join(t.TempDir(), "disk.img")
+	plans := e.plan(t, e.jobSpec(d))
+	e.setFaults(faults{cutAfter: 5*mib + 777})
+	opts := testOptions(t)
+	opts.Retries = 2
+	res := transfer.Run(context.Background(), plans, opts)
+	require.True(t, res.Succeeded, res.Error)
+	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	require.LessOrEqual(t, e.served.Load()-int64(len(data)), int64(testChunk))
+	checkImage(t, d.Destination, data)
+}
+
+func TestBadResponsesAreDetected(t *testing.T) {
+	tests := map[string]struct {
+		first  faults // a first run cut short, to make the second a resume
+		faults faults
+	}{
+		"truncated body":          {faults: faults{cutAfter: 3*mib + 1}},
+		"wrong content-range":     {faults: faults{contentRange: "bytes 0-99/" + "21168128"}},
+		"body runs long":          {faults: faults{extra: []byte("trailing garbage")}},
+		"range ignored on resume": {first: faults{cutAfter: 4 * mib}, faults: faults{dropRange: true}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newSim(t)
+			data := diskData(testSize, 5)
+			d := e.testDisk(t, "bad", data)
+			d.Destination = filepath.Join(t.TempDir(), "disk.img")
+			plans := e.plan(t, e.jobSpec(d))
+			if tc.first.cutAfter > 0 {
+				e.setFaults(tc.first)
+				require.False(t, transfer.Run(context.Background(), plans, testOptions(t)).Succeeded)
+			}
+			e.setFaults(tc.faults)
+			res := transfer.Run(context.Background(), plans, testOptions(t))
+			require.False(t, res.Succeeded, "a bad response must fail the run")
+			require.Equal(t, transfer.ReasonBadResponse, res.Reason, res.Error)
+			require.Empty(t, res.Disks[0].SHA256)
+			t.Log(res.Error)
+		})
+	}
+}
+
+func TestCorruptImageRestartsFromScratch(t *testing.T) {
+	e := newSim(t)
+	data := diskData(testSize, 6)
+	d := e.testDisk(t, "cor", data)
+	d.Destination = filepath.Join(t.TempDir(), "disk.img")
+	plans := e.plan(t, e.jobSpec(d))
+	e.setFaults(faults{cutAfter: 10*mib + 10})
+	require.False(t, transfer.Run(context.Background(), plans, testOptions(t)).Succeeded)
+
+	// Damage the last checkpointed chunk: the checkpoint no longer holds.
+	f, err := os.OpenFile(d.Destination, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("damage"), 9*mib+10)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	e.served.Store(0)
+	res := transfer.Run(context.Background(), plans, testOptions(t))
+	require.True(t, res.Succeeded, res.Error)
+	require.Zero(t, res.Disks[0].ResumedFrom)
+	require.Equal(t, int64(len(data)), e.served.Load(), "a fresh copy re-reads everything")
+	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	checkImage(t, d.Destination, data)
+}
+
+func TestPlanRefuses(t *testing.T) {
+	e := newSim(t)
+	data := diskData(12*mib, 7)
+	good := e.testDisk(t, "ok", data)
+	good.Destination = "/nonexistent/disk.img"
+	delta := e.testDisk(t, "snap", diskData(12*mib, 8))
+	e.upload(t, "DC0_H0_VM0/snap.vmdk", []byte(`# Disk DescriptorFile
+version=1
+CID=12345678
+parentCID=fffffffe
+createType="vmfsSparse"
+parentFileNameHint="snap-base.vmdk"
+RW 24576 VMFSSPARSE "snap-delta.vmdk"
+`))
+	short := e.testDisk(t, "short", diskData(12*mib, 9))
+	e.upload(t, "DC0_H0_VM0/short-flat.vmdk", diskData(11*mib, 9))
+
+	tests := map[string]struct {
+		mutate func(s *transfer.JobSpec)
+		want   error
+		msg    string
+	}{
+		"unknown disk key": {mutate: func(s *transfer.JobSpec) { s.Disks[0].Key = 4242 }, want: transfer.ErrInvalidSource, msg: "no disk with key 4242"},
+		"wrong backing":    {mutate: func(s *transfer.JobSpec) { s.Disks[0].FileName = "[LocalDS_0] other/x.vmdk" }, want: transfer.ErrInvalidSource, msg: "backing file"},
+		"wrong capacity":   {mutate: func(s *transfer.JobSpec) { s.Disks[0].CapacityBytes += 1024 }, want: transfer.ErrInvalidSource, msg: "capacity"},
+		"unknown vm":       {mutate: func(s *transfer.JobSpec) { s.VMMoRef = "vm-999999" }, want: transfer.ErrInvalidSource, msg: "not found"},
+		"snapshot delta":   {mutate: func(s *transfer.JobSpec) { s.Disks[0] = delta }, want: transfer.ErrSnapshotDelta},
+		"extent too short": {mutate: func(s *transfer.JobSpec) { s.Disks[0] = short }, want: transfer.ErrBadResponse, msg: "descriptor says"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			spec := e.jobSpec(good)
+			tc.mutate(spec)
+			_, err := (&transfer.Planner{Client: e.client, DatacenterPath: "DC0"}).Plan(context.Background(), spec)
+			require.Error(t, err)
+			require.True(t, errors.Is(err, tc.want), "%v is not %v", err, tc.want)
+			require.Contains(t, err.Error(), tc.msg)
+			t.Log(err)
+		})
+	}
+}

@@ -1,0 +1,223 @@
+package statemachine
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+)
+
+func TestConditionsCarryObservedGeneration(t *testing.T) {
+	m := newMigration(withGeneration(7), reached(v1alpha1.PhaseTransferringDisks), insecure, paused)
+	m.Status.ObservedGeneration = 6
+	d := decide(m, newObs())
+	if d.Status.ObservedGeneration != 7 {
+		t.Errorf("observedGeneration = %d, want 7", d.Status.ObservedGeneration)
+	}
+	if len(d.Status.Conditions) < 4 {
+		t.Fatalf("conditions = %+v", d.Status.Conditions)
+	}
+	for _, c := range d.Status.Conditions {
+		if c.ObservedGeneration != 7 {
+			t.Errorf("%s observedGeneration = %d, want 7", c.Type, c.ObservedGeneration)
+		}
+	}
+}
+
+func TestLastTransitionTimeMovesOnlyOnFlips(t *testing.T) {
+	m := newMigration(reached(v1alpha1.PhaseValidating))
+	d := decide(m, newObs(sourceInventory)) // Validating -> Queued
+	ready := cond(t, d, ConditionReady)
+	progressing := cond(t, d, ConditionProgressing)
+
+	// Queued, waiting for a slot, a minute later: Ready stays False (its
+	// reason changes), Progressing flips to False.
+	m = after(m, d)
+	d = decideAt(m, newObs(slot(false)), time.Minute)
+	if c := cond(t, d, ConditionReady); !c.LastTransitionTime.Equal(&ready.LastTransitionTime) || c.Reason != string(v1alpha1.PhaseQueued) {
+		t.Errorf("Ready = %+v: transition time moved without a flip (was %s)", c, ready.LastTransitionTime)
+	}
+	if c := cond(t, d, ConditionProgressing); c.Status != metav1.ConditionFalse || !c.LastTransitionTime.Equal(ptrTime(at(time.Minute))) {
+		t.Errorf("Progressing = %+v, want flipped to False at t0+1m (was %+v)", c, progressing)
+	}
+
+	// The same again, later: nothing moves.
+	m = after(m, d)
+	d2 := decideAt(m, newObs(slot(false)), 2*time.Minute)
+	if !semanticEqual(d2.Status, m.Status) {
+		t.Errorf("an unchanged wait rewrote the status:\n%+v\n%+v", m.Status.Conditions, d2.Status.Conditions)
+	}
+}
+
+func TestSpecChangeIgnored(t *testing.T) {
+	base := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseTransferringDisks)}, opts...)...)
+	}
+	cases := map[string]struct {
+		m      *v1alpha1.VirtualMachineMigration
+		fields []string // nil: no condition
+	}{
+		"no change": {m: base()},
+		"spec.target.name changed": {
+			m:      base(withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "other" })),
+			fields: []string{"spec.target"},
+		},
+		"shutdown mode and conversion changed": {
+			m: base(withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) {
+				s.Policy.Shutdown.Mode = v1alpha1.ShutdownModePowerOff
+				s.Conversion.Skip = true
+			})),
+			fields: []string{"spec.conversion", "spec.policy.shutdown"},
+		},
+		"only live fields changed": {
+			m: base(withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) {
+				s.Policy.Paused = true
+				s.Policy.Retry.Limit = ptr.To[int32](10)
+				s.Policy.Retry.Deadline = &metav1.Duration{Duration: time.Hour}
+				s.Policy.Cleanup = v1alpha1.CleanupPolicyRetain
+				s.Policy.StallTimeout = &metav1.Duration{Duration: time.Hour}
+			})),
+		},
+		"before the cutover nothing is ignored": {
+			m: newMigration(reached(v1alpha1.PhaseQueued), withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "other" })),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := decide(tc.m, newObs())
+			if tc.fields == nil {
+				wantNoCond(t, d, ConditionSpecChangeIgnored)
+				return
+			}
+			c := wantCond(t, d, ConditionSpecChangeIgnored, metav1.ConditionTrue, ReasonSpecChangeIgnored)
+			for _, f := range tc.fields {
+				if !strings.Contains(c.Message, f) {
+					t.Errorf("message %q does not name %s", c.Message, f)
+				}
+			}
+			if d.Status.AppliedSpec.Target.Name != "" {
+				t.Errorf("appliedSpec changed: %+v", d.Status.AppliedSpec.Target)
+			}
+		})
+	}
+
+	// Reverting the change turns the condition false.
+	m := base(withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "other" }))
+	d := decide(m, newObs())
+	m = after(m, d)
+	m.Spec.Target.Name = ""
+	d = decideAt(m, newObs(), time.Minute)
+	wantCond(t, d, ConditionSpecChangeIgnored, metav1.ConditionFalse, ReasonSpecApplied)
+}
+
+// The spec in force after the cutover is status.appliedSpec: a changed
+// target name does not rename the DataVolumes or the VM.
+func TestAppliedSpecIsInForce(t *testing.T) {
+	m := newMigration(reached(v1alpha1.PhaseCreatingVM), withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "renamed" }))
+	d := decide(m, newObs())
+	if d.Action.Type != ActionCreateVM || d.Action.Name != defaultTarget {
+		t.Errorf("action = %+v, want CreateVM %s", d.Action, defaultTarget)
+	}
+}
+
+func TestInsecureConnection(t *testing.T) {
+	m := newMigration(insecure)
+	d := decide(m, newObs())
+	wantCond(t, d, ConditionInsecureConnection, metav1.ConditionTrue, ReasonInsecureSkipVerify)
+	if !hasEvent(d, ReasonInsecureSkipVerify) {
+		t.Errorf("no warning event on the transition: %+v", d.Events)
+	}
+	m = after(m, d)
+	d = decideAt(m, newObs(), time.Second)
+	if hasEvent(d, ReasonInsecureSkipVerify) {
+		t.Errorf("warning event repeated without a transition")
+	}
+	m = after(m, d)
+	m.Spec.Source.InsecureSkipVerify = false
+	d = decideAt(m, newObs(), 2*time.Second)
+	wantCond(t, d, ConditionInsecureConnection, metav1.ConditionFalse, ReasonVerifiedTLS)
+	if hasEvent(d, ReasonInsecureSkipVerify) {
+		t.Errorf("warning event when TLS verification is back on")
+	}
+
+	// Never set: no condition at all.
+	d = decide(newMigration(), newObs())
+	wantNoCond(t, d, ConditionInsecureConnection)
+}
+
+func TestStalled(t *testing.T) {
+	running := newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: naming.TransferJob(testName, 1)}))
+	withTransfer := withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		s.Transfer = &v1alpha1.JobStatus{JobName: naming.TransferJob(testName, 1), Attempt: 1}
+	})
+	idleFor := func(d time.Duration) migrationOpt {
+		return withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.LastProgressTime = tp(-d) })
+	}
+	runCases(t, map[string]decideCase{
+		"no progress for the stall timeout": {
+			m:   newMigration(reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(30*time.Minute)),
+			obs: running, phase: v1alpha1.PhaseTransferringDisks, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				c := wantCond(t, d, ConditionStalled, metav1.ConditionTrue, ReasonNoProgress)
+				if !strings.Contains(c.Message, "TransferringDisks") {
+					t.Errorf("Stalled message %q", c.Message)
+				}
+			},
+		},
+		"custom stall timeout": {
+			m: newMigration(func(m *v1alpha1.VirtualMachineMigration) {
+				m.Spec.Policy.StallTimeout = &metav1.Duration{Duration: 2 * time.Minute}
+			}, reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(3*time.Minute)),
+			obs: running, phase: v1alpha1.PhaseTransferringDisks,
+			check: func(t *testing.T, d Decision) {
+				wantCond(t, d, ConditionStalled, metav1.ConditionTrue, ReasonNoProgress)
+			},
+		},
+		"stall timeout close: look again then": {
+			m:   newMigration(reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(30*time.Minute-time.Second)),
+			obs: running, phase: v1alpha1.PhaseTransferringDisks, requeue: time.Second,
+			check: func(t *testing.T, d Decision) { wantNoCond(t, d, ConditionStalled) },
+		},
+		"progress again: Stalled turns false": {
+			m: newMigration(reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(time.Hour), withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.Conditions = []metav1.Condition{{Type: ConditionStalled, Status: metav1.ConditionTrue, Reason: ReasonNoProgress, LastTransitionTime: at(-30 * time.Minute)}}
+			})),
+			obs: newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: naming.TransferJob(testName, 1),
+				Progress: []DiskProgress{{Key: diskKey0, BytesDone: 1}}})),
+			phase: v1alpha1.PhaseTransferringDisks,
+			check: func(t *testing.T, d Decision) {
+				wantCond(t, d, ConditionStalled, metav1.ConditionFalse, ReasonProgressing)
+			},
+		},
+		"waiting on a person does not stall": {
+			m:   newMigration(reached(v1alpha1.PhaseValidating), idleFor(time.Hour)),
+			obs: newObs(sourceError(ErrorNeedsUser, "CredentialsSecretMissing")), phase: v1alpha1.PhaseValidating,
+			check: func(t *testing.T, d Decision) { wantNoCond(t, d, ConditionStalled) },
+		},
+	})
+}
+
+// A spec change made while the migration is paused before the cutover is
+// validated once it is unpaused.
+func TestSpecChangeWhilePausedBeforeCutoverIsValidated(t *testing.T) {
+	for _, p := range []v1alpha1.Phase{v1alpha1.PhaseQueued, v1alpha1.PhaseAwaitingApproval} {
+		t.Run(string(p), func(t *testing.T) {
+			m := newMigration(requireApproval, reached(p))
+			// Pause (generation 2), change the target while paused (3), unpause (4).
+			m.Spec.Policy.Paused, m.Generation = true, 2
+			m = after(m, decideAt(m, newObs(), time.Second))
+			m.Spec.Target.Name, m.Generation = "renamed", 3
+			m = after(m, decideAt(m, newObs(), 2*time.Second))
+			m.Spec.Policy.Paused, m.Generation = false, 4
+			d := decideAt(m, newObs(slot(true), sourceOn(true)), 3*time.Second)
+			if d.Status.Phase != v1alpha1.PhaseValidating {
+				t.Errorf("phase = %s, want Validating: the target changed while paused", d.Status.Phase)
+			}
+		})
+	}
+}

@@ -489,7 +489,7 @@ func (s *Session) relogin(ctx context.Context, gen int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.loggedOut {
-		return errors.New("session was logged out")
+		return ErrSessionClosed
 	}
 	if s.relogins != gen {
 		return nil // another caller already logged in again

@@ -76,6 +76,9 @@ func Classify(err error) Class {
 	if errors.As(err, &nf) {
 		return ClassNotFound
 	}
+	if errors.Is(err, ErrSessionClosed) {
+		return ClassTransient
+	}
 	if errors.Is(err, ErrToolsNotRunning) {
 		return ClassInvalidState
 	}

@@ -50,7 +50,10 @@ type reloginRoundTripper struct {
 func (r *reloginRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
 	gen := r.s.Relogins()
 	err := r.next.RoundTrip(ctx, req, res)
-	if err == nil || !isNotAuthenticated(err) {
+	switch {
+	case err == nil && !missingNotAuthenticated(res):
+		return nil
+	case err != nil && !isNotAuthenticated(err):
 		return err
 	}
 	if lerr := r.s.relogin(ctx, gen); lerr != nil {
@@ -58,6 +61,36 @@ func (r *reloginRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFa
 	}
 	resetBody(res)
 	return r.next.RoundTrip(ctx, req, res)
+}
+
+// missingNotAuthenticated says a property collector answer has no values
+// because the session is gone: vCenter (and vcsim) answer RetrieveProperties
+// without a session with each property in the missing set and a
+// NotAuthenticated fault, not with a SOAP fault.
+func missingNotAuthenticated(res soap.HasFault) bool {
+	var objs []types.ObjectContent
+	switch b := res.(type) {
+	case *methods.RetrievePropertiesBody:
+		if b.Res != nil {
+			objs = b.Res.Returnval
+		}
+	case *methods.RetrievePropertiesExBody:
+		if b.Res != nil && b.Res.Returnval != nil {
+			objs = b.Res.Returnval.Objects
+		}
+	case *methods.ContinueRetrievePropertiesExBody:
+		if b.Res != nil {
+			objs = b.Res.Returnval.Objects
+		}
+	}
+	for _, o := range objs {
+		for _, m := range o.MissingSet {
+			if _, ok := m.Fault.Fault.(*types.NotAuthenticated); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // resetBody zeroes a response body so a repeated call does not see the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -69,6 +70,23 @@ func (c Credentials) String() string {
 
 // GoString describes the credentials without the password (for %#v).
 func (c Credentials) GoString() string { return c.String() }
+
+// MarshalLog gives structured loggers (logr, klog) a copy without the
+// password.
+func (c Credentials) MarshalLog() any {
+	return struct {
+		Username   string
+		Password   string
+		CACertPEM  int
+		Thumbprint string
+	}{c.Username, redacted(c.Password), len(c.CACertPEM), c.Thumbprint}
+}
+
+// MarshalJSON writes the credentials without the password, so they cannot
+// leak through an object dumped as JSON.
+func (c Credentials) MarshalJSON() ([]byte, error) {
+	return json.Marshal(c.MarshalLog())
+}
 
 func redacted(s string) string {
 	if s == "" {

@@ -1,0 +1,216 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
+	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/preflight"
+	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps/vsphere"
+)
+
+// DefaultCallTimeout bounds each operation on the source, connection included.
+const DefaultCallTimeout = 2 * time.Minute
+
+// Observation and failure reasons of the source.
+const (
+	ReasonCredentialsSecretNotFound  = "CredentialsSecretNotFound"
+	ReasonCredentialsSecretForbidden = "CredentialsSecretForbidden"
+	ReasonCredentialsInvalid         = "CredentialsInvalid"
+	ReasonSourceVMNotFound           = "SourceVMNotFound"
+	ReasonSourceAuthFailed           = "SourceAuthenticationFailed"
+	ReasonSourcePermissionDenied     = "SourcePermissionDenied"
+	ReasonSourceUnavailable          = "SourceUnavailable"
+	ReasonSourceError                = "SourceError"
+)
+
+// Step implements the controller's SourceStep on vSphere.
+type Step struct {
+	// Kube reads the credentials Secret and the storage classes.
+	Kube kubernetes.Interface
+	// KubeVirt checks whether the target VM name is taken.
+	KubeVirt kvclient.Interface
+	// Sessions reuses vSphere sessions across reconciles.
+	Sessions *vsphere.SessionCache
+	// CallTimeout bounds each operation; zero means DefaultCallTimeout.
+	CallTimeout time.Duration
+}
+
+func (s *Step) timeout() time.Duration {
+	if s.CallTimeout > 0 {
+		return s.CallTimeout
+	}
+	return DefaultCallTimeout
+}
+
+// connect reads the Secret, gets a session and finds the VM. Once the VM
+// was inventoried it is found by its managed object reference, so that a
+// renamed or re-created namesake is never taken for it.
+func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (*vsphere.Session, *object.VirtualMachine, *statemachine.ObservedError) {
+	ref := m.Spec.Source.CredentialsSecretRef.Name
+	secret, err := s.Kube.CoreV1().Secrets(m.Namespace).Get(ctx, ref, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil, &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonCredentialsSecretNotFound,
+			Message: fmt.Sprintf("credentials Secret %q not found in namespace %q: create it with the keys username and password (optionally ca.crt or thumbprint)", ref, m.Namespace)}
+	case apierrors.IsForbidden(err):
+		return nil, nil, &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonCredentialsSecretForbidden,
+			Message: fmt.Sprintf("the controller may not read Secret %q in namespace %q: check its RBAC", ref, m.Namespace)}
+	case err != nil:
+		return nil, nil, &statemachine.ObservedError{Class: statemachine.ErrorTransient, Reason: ReasonSourceUnavailable,
+			Message: fmt.Sprintf("reading credentials Secret %q: %v", ref, err)}
+	}
+	if _, err := vsphere.CredentialsFromSecret(secret); err != nil {
+		return nil, nil, &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonCredentialsInvalid,
+			Message: fmt.Sprintf("credentials Secret %q: %v", ref, err)}
+	}
+	ep := vsphere.Endpoint{URL: m.Spec.Source.URL, Datacenter: m.Spec.Source.Datacenter, InsecureSkipVerify: m.Spec.Source.InsecureSkipVerify}
+	sess, err := s.Sessions.Get(ctx, ep, secret)
+	if err != nil {
+		return nil, nil, classify(fmt.Errorf("connecting to %s: %w", m.Spec.Source.URL, err))
+	}
+	sel := m.Spec.Source.VM
+	if src := m.Status.Source; src != nil && src.MoRef != "" {
+		sel = v1alpha1.VMSelector{MoRef: src.MoRef}
+	}
+	vm, err := vsphere.FindVM(ctx, sess, sel)
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	return sess, vm, nil
+}
+
+// classify maps a vSphere error onto the state machine's error classes.
+func classify(err error) *statemachine.ObservedError {
+	msg := err.Error()
+	switch vsphere.Classify(err) {
+	case vsphere.ClassNotFound:
+		return &statemachine.ObservedError{Class: statemachine.ErrorPermanent, Reason: ReasonSourceVMNotFound, Message: msg}
+	case vsphere.ClassAuth:
+		return &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonSourceAuthFailed,
+			Message: msg + ": fix the username and password in the credentials Secret"}
+	case vsphere.ClassPermission:
+		return &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonSourcePermissionDenied,
+			Message: msg + ": grant the vSphere user the missing privilege"}
+	case vsphere.ClassTransient, vsphere.ClassInvalidState:
+		return &statemachine.ObservedError{Class: statemachine.ErrorTransient, Reason: ReasonSourceUnavailable, Message: msg}
+	default:
+		return &statemachine.ObservedError{Class: statemachine.ErrorPermanent, Reason: ReasonSourceError, Message: msg}
+	}
+}
+
+// Observe reads what the decision needs of the source VM.
+func (s *Step) Observe(ctx context.Context, m *v1alpha1.VirtualMachineMigration, need statemachine.SourceNeed) statemachine.SourceObservation {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout())
+	defer cancel()
+	sess, vm, oerr := s.connect(ctx, m)
+	if oerr != nil {
+		return statemachine.SourceObservation{Error: oerr}
+	}
+	obs := statemachine.SourceObservation{Observed: true}
+	if need == statemachine.SourceNeedInventory {
+		inv, err := vsphere.Inventory(ctx, sess, vm)
+		if err != nil {
+			return statemachine.SourceObservation{Error: classify(err)}
+		}
+		obs.Inventory = inv
+		obs.Snapshots = inv.Snapshots
+	}
+	power, err := vsphere.ObservePower(ctx, vm)
+	if err != nil {
+		return statemachine.SourceObservation{Error: classify(err)}
+	}
+	obs.PowerState, obs.ToolsRunning = string(power.State), power.ToolsRunning
+	if need == statemachine.SourceNeedState && m.Status.SourceControl != nil {
+		for _, snap := range m.Status.SourceControl.Snapshots {
+			_, err := vsphere.FindSnapshot(ctx, vm, snap.Name)
+			var nf *vsphere.NotFoundError
+			switch {
+			case err == nil:
+				obs.Snapshots = append(obs.Snapshots, snap.Name)
+			case !errors.As(err, &nf):
+				return statemachine.SourceObservation{Error: classify(err)}
+			}
+		}
+	}
+	return obs
+}
+
+// Preflight runs the preflight rules with the cluster's facts.
+func (s *Step) Preflight(ctx context.Context, m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) ([]v1alpha1.PreflightFinding, error) {
+	facts := preflight.ClusterFacts{StorageClasses: map[string]bool{}}
+	classes, err := s.Kube.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing storage classes: %w", err)
+	}
+	for _, sc := range classes.Items {
+		facts.StorageClasses[sc.Name] = true
+		if sc.Annotations["storageclass.kubernetes.io/is-default-class"] == "true" {
+			facts.DefaultStorageClass = sc.Name
+		}
+	}
+	facts.TargetName = m.Spec.Target.Name
+	if facts.TargetName == "" {
+		facts.TargetName = naming.DNS1123Label(inv.Name)
+	}
+	vm, err := s.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace).Get(ctx, facts.TargetName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("checking whether VirtualMachine %s exists: %w", facts.TargetName, err)
+	default:
+		facts.TargetNameTaken = vm.Labels[v1alpha1.LabelMigrationUID] != string(m.UID)
+	}
+	if sc := m.Status.SourceControl; sc != nil {
+		for _, snap := range sc.Snapshots {
+			facts.ControllerSnapshots = append(facts.ControllerSnapshots, snap.Name)
+		}
+	}
+	return preflight.Check(&m.Spec, inv, facts), nil
+}
+
+// act runs one operation on the source VM.
+func (s *Step) act(ctx context.Context, m *v1alpha1.VirtualMachineMigration, what string, op func(context.Context, *object.VirtualMachine) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout())
+	defer cancel()
+	_, vm, oerr := s.connect(ctx, m)
+	if oerr != nil {
+		return fmt.Errorf("%s: %s", what, oerr.Message)
+	}
+	if err := op(ctx, vm); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+// ShutdownGuest asks the guest OS to shut down.
+func (s *Step) ShutdownGuest(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error {
+	return s.act(ctx, m, "guest shutdown", vsphere.ShutdownGuest)
+}
+
+// PowerOff powers the source VM off.
+func (s *Step) PowerOff(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error {
+	return s.act(ctx, m, "power-off", vsphere.PowerOff)
+}
+
+// PowerOn powers the source VM on.
+func (s *Step) PowerOn(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error {
+	return s.act(ctx, m, "power-on", vsphere.PowerOn)
+}
+
+// RemoveSnapshot removes a snapshot the controller made.
+func (s *Step) RemoveSnapshot(ctx context.Context, m *v1alpha1.VirtualMachineMigration, name string) error {
+	return s.act(ctx, m, "removing snapshot "+name, func(ctx context.Context, vm *object.VirtualMachine) error {
+		return vsphere.RemoveSnapshot(ctx, vm, name)
+	})
+}

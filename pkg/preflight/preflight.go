@@ -301,27 +301,51 @@ func (c *checker) storageMapping() {
 }
 
 func (c *checker) storageClasses() {
-	missing := map[string][]string{}
+	type use struct {
+		where string
+		keys  []string
+	}
+	missing := map[string][]*use{}
 	var order []string
-	need := func(class, where string) {
+	need := func(class, where, key string) {
 		if class == "" || c.cluster.StorageClasses[class] {
 			return
 		}
 		if _, seen := missing[class]; !seen {
 			order = append(order, class)
 		}
-		missing[class] = append(missing[class], where)
+		for _, u := range missing[class] {
+			if u.where == where {
+				if key != "" {
+					u.keys = append(u.keys, key)
+				}
+				return
+			}
+		}
+		u := &use{where: where}
+		if key != "" {
+			u.keys = append(u.keys, key)
+		}
+		missing[class] = append(missing[class], u)
 	}
 	for _, d := range c.inv.Disks {
 		if t, where, ok := c.storageTarget(d); ok {
-			need(t.StorageClassName, where+" for "+diskName(d))
+			need(t.StorageClassName, where, fmt.Sprint(d.Key))
 		}
 	}
-	need(c.spec.Staging.StorageClassName, "spec.staging.storageClassName")
+	need(c.spec.Staging.StorageClassName, "spec.staging.storageClassName", "")
 	for _, class := range order {
+		var uses []string
+		for _, u := range missing[class] {
+			if len(u.keys) > 0 {
+				uses = append(uses, fmt.Sprintf("%s for disk keys %s", u.where, strings.Join(u.keys, ", ")))
+			} else {
+				uses = append(uses, u.where)
+			}
+		}
 		c.add(blocking(ReasonStorageClassMissing, fmt.Sprintf(
 			"storage class %q does not exist in the cluster (used by %s): create it or name an existing one",
-			class, strings.Join(missing[class], "; "))))
+			class, strings.Join(uses, "; "))))
 	}
 }
 

@@ -122,7 +122,7 @@ func TestCheck(t *testing.T) {
 				s.Target.Storage.Default.StorageClassName = "gold"
 				s.Staging.StorageClassName = "gold"
 			}},
-			want: []want{{ReasonStorageClassMissing, v1alpha1.SeverityBlocking, []string{`"gold"`, "spec.target.storage.default for Hard disk 1", "spec.staging.storageClassName"}}},
+			want: []want{{ReasonStorageClassMissing, v1alpha1.SeverityBlocking, []string{`"gold"`, "spec.target.storage.default for disk keys 2000, 2001", "spec.staging.storageClassName"}}},
 		},
 		"per-disk class missing wins over an existing default": {
 			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) {

@@ -224,9 +224,19 @@ func (d *decider) observedError(e *ObservedError) {
 	case e.Class == ErrorNeedsUser:
 		d.recordError(e.Reason, e.Message)
 		d.wait(e.Reason, e.Message, d.cfg.WaitInterval)
+		d.requeueAtDeadline()
 	default:
 		d.recordError(e.Reason, e.Message)
 		d.wait(e.Reason, e.Message, d.cfg.PollInterval)
+		d.requeueAtDeadline()
+	}
+}
+
+// requeueAtDeadline asks to look again no later than when the retry
+// deadline passes, so that a wait fails on time.
+func (d *decider) requeueAtDeadline() {
+	if d.st.StartTime != nil {
+		d.requeue(d.st.StartTime.Add(d.spec.Policy.RetryDeadline()).Sub(d.now.Time))
 	}
 }
 

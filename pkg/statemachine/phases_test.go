@@ -97,6 +97,11 @@ func TestValidating(t *testing.T) {
 				}
 			},
 		},
+		"transient error close to the retry deadline: look again at the deadline": {
+			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.StartTime = tp(-24*time.Hour + 5*time.Second) })),
+			obs:   newObs(sourceError(ErrorNeedsUser, "CredentialsSecretMissing")),
+			phase: v1alpha1.PhaseValidating, requeue: 5 * time.Second,
+		},
 		"transient error past a custom retry deadline fails": {
 			m:     m(withRetryDeadline(30 * time.Minute)),
 			obs:   newObs(sourceError(ErrorTransient, "VCenterBusy")),

@@ -1,0 +1,555 @@
+package statemachine
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+)
+
+// Property tests: a seeded generator of inputs over every phase and every
+// shape of observation. A failure prints the seed and case number; the
+// generator is deterministic, so the case replays.
+
+const propertyCases = 4000
+
+// propertySeed is fixed so that runs are reproducible; set
+// STATEMACHINE_PROPERTY_SEED to explore other inputs.
+var propertySeed = func() int64 {
+	if s, err := strconv.ParseInt(os.Getenv("STATEMACHINE_PROPERTY_SEED"), 10, 64); err == nil {
+		return s
+	}
+	return 20250301
+}()
+
+var allPhases = []v1alpha1.Phase{
+	"", v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseQueued,
+	v1alpha1.PhaseStoppingSource, v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting, v1alpha1.PhaseImporting,
+	v1alpha1.PhaseCreatingVM, v1alpha1.PhaseStarting, v1alpha1.PhaseCleaningUp, v1alpha1.PhaseRollingBack,
+	v1alpha1.PhaseCancelling, v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed,
+}
+
+type gen struct{ r *rand.Rand }
+
+func (g gen) chance(p float64) bool { return g.r.Float64() < p }
+
+func pick[T any](g gen, xs ...T) T { return xs[g.r.Intn(len(xs))] }
+
+// dur is a random duration in [0, max).
+func (g gen) dur(max time.Duration) time.Duration { return time.Duration(g.r.Int63n(int64(max))) }
+
+// optTime is nil or a time up to max before t0.
+func (g gen) optTime(max time.Duration) *metav1.Time {
+	if g.chance(0.4) {
+		return nil
+	}
+	return tp(-g.dur(max))
+}
+
+func (g gen) migration() *v1alpha1.VirtualMachineMigration {
+	var before, afterOpts []migrationOpt
+	for _, o := range []struct {
+		p   float64
+		opt migrationOpt
+	}{
+		{0.2, requireApproval}, {0.3, approved}, {0.2, insecure}, {0.2, skipConversion}, {0.2, retain},
+		{0.15, noStart}, {0.2, waitForAgent}, {0.3, powerOffMode}, {0.2, withTargetName("web-new")},
+	} {
+		if g.chance(o.p) {
+			before = append(before, o.opt)
+		}
+	}
+	limit := int32(g.r.Intn(5))
+	if g.chance(0.8) {
+		before = append(before, withRetryLimit(limit))
+	} else {
+		limit = v1alpha1.DefaultRetryLimit
+	}
+	if g.chance(0.2) {
+		before = append(before, withRetryDeadline(time.Duration(1+g.r.Intn(48))*time.Hour))
+	}
+	if g.chance(0.2) {
+		before = append(before, func(m *v1alpha1.VirtualMachineMigration) {
+			m.Spec.Policy.StallTimeout = &metav1.Duration{Duration: time.Duration(1+g.r.Intn(60)) * time.Minute}
+		})
+	}
+	phase := pick(g, allPhases...)
+	before = append(before, reached(phase))
+	if phase == "" {
+		before = append(before, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+			*s = v1alpha1.VirtualMachineMigrationStatus{}
+		}))
+	}
+	for _, o := range []struct {
+		p   float64
+		opt migrationOpt
+	}{
+		{0.1, withoutFinalizer}, {0.15, deleted}, {0.1, paused}, {0.15, withGeneration(2)},
+		{0.1, withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "changed" })},
+		{0.1, withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Policy.Approved = !s.Policy.Approved })},
+		{0.3, withRetries(int32(g.r.Intn(int(limit) + 2)))},
+		{0.3, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+			s.PhaseStartTime, s.LastProgressTime = g.optTime(time.Hour), g.optTime(time.Hour)
+		})},
+		{0.2, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.StartTime = g.optTime(30 * time.Hour) })},
+		{0.15, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+			s.StartTime = tp(-v1alpha1.DefaultRetryDeadline + g.dur(time.Minute))
+		})},
+		{0.3, withSourceControl(func(sc *v1alpha1.SourceControlStatus) {
+			sc.OriginalPowerState = pick(g, "", PowerStateOn, PowerStateOff, PowerStateSuspended)
+			sc.ShutdownRequestedAt = g.optTime(10 * time.Minute)
+			sc.PowerOffRequestedAt = g.optTime(time.Minute)
+			sc.RestoreRequestedAt = g.optTime(time.Minute)
+			sc.RestoredAt = g.optTime(time.Minute)
+		})},
+		{0.15, withSnapshot},
+		{0.1, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Disks = nil })},
+		{0.1, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target = nil })},
+		{0.1, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Source = nil })},
+		{0.1, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+			a := int32(1 + g.r.Intn(3))
+			s.Transfer = &v1alpha1.JobStatus{JobName: naming.TransferJob(testName, a), Attempt: a}
+		})},
+		{0.1, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Conversion = conversionAttempt(testName, 1) })},
+		{0.1, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+			for i := range s.Disks {
+				s.Disks[i].DataVolume = dvNames()[i]
+				s.Disks[i].ImportPhase = pick(g, "", DataVolumeFailed, "ImportInProgress")
+			}
+		})},
+	} {
+		if g.chance(o.p) {
+			afterOpts = append(afterOpts, o.opt)
+		}
+	}
+	return newMigration(append(before, afterOpts...)...)
+}
+
+func (g gen) job(name string) *JobObservation {
+	if g.chance(0.3) {
+		return nil
+	}
+	j := &JobObservation{Name: name}
+	switch g.r.Intn(4) {
+	case 0:
+		j.Failed, j.Message = true, "boom"
+		j.Reason = pick(g, "", ConversionInspectionFailed, ConversionUnsupportedGuest)
+	case 1:
+		j.Succeeded, j.OperatingSystem = true, "rhel 9.4"
+		j.Results = goodResults()
+		if g.chance(0.3) {
+			j.Results = j.Results[:g.r.Intn(2)]
+		} else if g.chance(0.2) {
+			j.Results[1].SHA256 = ""
+		}
+	default:
+		if g.chance(0.7) {
+			j.Progress = []DiskProgress{
+				{Key: diskKey0, BytesDone: g.r.Int63n(diskCap0 + 1), RateBytesPerSecond: g.r.Int63n(200 << 20)},
+				{Key: diskKey1, BytesDone: g.r.Int63n(diskCap1 + 1), RateBytesPerSecond: g.r.Int63n(200 << 20)},
+			}
+		}
+	}
+	return j
+}
+
+func (g gen) observation(m *v1alpha1.VirtualMachineMigration) Observation {
+	var o Observation
+	switch g.r.Intn(6) {
+	case 0:
+	case 1:
+		o.Source.Error = &ObservedError{Class: pick(g, ErrorTransient, ErrorNeedsUser, ErrorPermanent), Reason: "SourceTrouble", Message: "trouble"}
+	case 2:
+		sourceInventory(&o)
+	default:
+		o.Source.Observed = true
+		o.Source.PowerState = pick(g, PowerStateOn, PowerStateOff, PowerStateSuspended)
+		o.Source.ToolsRunning = g.chance(0.5)
+	}
+	if o.Source.Observed && g.chance(0.3) {
+		o.Source.Snapshots = []string{snapName}
+	}
+	for range g.r.Intn(3) {
+		o.Preflight = append(o.Preflight, v1alpha1.PreflightFinding{Reason: "Rule", Severity: pick(g, v1alpha1.SeverityWarning, v1alpha1.SeverityBlocking), Message: "found"})
+	}
+	o.TransferSlot.Available = g.chance(0.6)
+	cl := stagingClaims()
+	o.Children.StagingClaims = cl[:g.r.Intn(len(cl)+1)]
+	if g.chance(0.3) {
+		o.Children.Jobs = []string{naming.TransferJob(testName, 1)}
+	}
+	if g.chance(0.2) {
+		o.Children.ConfigMaps = []string{naming.ConversionConfigMap(testName, 1)}
+	}
+	if g.chance(0.2) {
+		o.Children.DataVolumes = dvNames()[:1]
+	}
+	tname, cname := naming.TransferJob(testName, 1), naming.ConversionJob(testName, 1)
+	if t := m.Status.Transfer; t != nil {
+		tname = t.JobName
+	}
+	if c := m.Status.Conversion; c != nil && c.JobName != "" {
+		cname = c.JobName
+	}
+	o.TransferJob, o.ConversionJob = g.job(tname), g.job(cname)
+	if g.chance(0.7) {
+		o.DataVolumes = map[string]DataVolumeObservation{}
+		for _, n := range dvNames()[:1+g.r.Intn(2)] {
+			o.DataVolumes[n] = DataVolumeObservation{
+				Phase:     pick(g, "", "ImportScheduled", "ImportInProgress", DataVolumeSucceeded, DataVolumeFailed),
+				Progress:  pick(g, "", "N/A", "12.50%", "100.0%", "junk"),
+				OwnedByVM: g.chance(0.5),
+			}
+		}
+	}
+	if g.chance(0.6) {
+		o.VM = &VMObservation{Ours: g.chance(0.8), UID: targetUID, RunStrategy: pick(g, RunStrategyAlways, RunStrategyHalted, "")}
+	}
+	if g.chance(0.5) {
+		o.VMI = &VMIObservation{Phase: pick(g, "Scheduling", VMIRunning, VMIFailed), AgentConnected: g.chance(0.5)}
+	}
+	return o
+}
+
+func (g gen) input() Input {
+	m := g.migration()
+	return Input{Migration: m, Observation: g.observation(m), Now: at(g.dur(time.Minute))}
+}
+
+// forEachInput runs f on propertyCases generated inputs.
+func forEachInput(t *testing.T, f func(t *testing.T, i int, in Input)) {
+	g := gen{rand.New(rand.NewSource(propertySeed))}
+	for i := range propertyCases {
+		in := g.input()
+		f(t, i, in)
+		if t.Failed() {
+			t.Fatalf("failed on case %d (seed %d): phase %q, deleted %v, paused %v", i, propertySeed,
+				in.Migration.Status.Phase, in.Migration.DeletionTimestamp != nil, in.Migration.Spec.Policy.Paused)
+		}
+	}
+}
+
+func cloneInput(in Input) Input {
+	in.Migration = in.Migration.DeepCopy()
+	return in
+}
+
+// (a) Deciding twice on the same input gives the same decision, and the
+// input is never mutated.
+func TestPropertyDeterministic(t *testing.T) {
+	forEachInput(t, func(t *testing.T, i int, in Input) {
+		orig := cloneInput(in)
+		d1 := Decide(cloneInput(in))
+		d2 := Decide(in)
+		if !reflect.DeepEqual(d1, d2) {
+			t.Errorf("two decisions differ:\n%+v\n%+v", d1, d2)
+		}
+		if !reflect.DeepEqual(orig.Migration, in.Migration) || !reflect.DeepEqual(orig.Observation, in.Observation) {
+			t.Errorf("Decide mutated its input")
+		}
+	})
+}
+
+// allowedNext lists, per phase, where a decision may move it without
+// deletion (besides staying, and RollingBack from any phase that works).
+var allowedNext = map[v1alpha1.Phase][]v1alpha1.Phase{
+	v1alpha1.PhasePending:           {v1alpha1.PhaseValidating},
+	v1alpha1.PhaseValidating:        {v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseQueued},
+	v1alpha1.PhaseAwaitingApproval:  {v1alpha1.PhaseQueued, v1alpha1.PhaseValidating},
+	v1alpha1.PhaseQueued:            {v1alpha1.PhaseStoppingSource, v1alpha1.PhaseValidating, v1alpha1.PhaseAwaitingApproval},
+	v1alpha1.PhaseStoppingSource:    {v1alpha1.PhaseTransferringDisks},
+	v1alpha1.PhaseTransferringDisks: {v1alpha1.PhaseConverting},
+	v1alpha1.PhaseConverting:        {v1alpha1.PhaseImporting, v1alpha1.PhaseTransferringDisks},
+	v1alpha1.PhaseImporting:         {v1alpha1.PhaseCreatingVM},
+	v1alpha1.PhaseCreatingVM:        {v1alpha1.PhaseStarting},
+	v1alpha1.PhaseStarting:          {v1alpha1.PhaseCleaningUp},
+	v1alpha1.PhaseCleaningUp:        {v1alpha1.PhaseSucceeded},
+	v1alpha1.PhaseRollingBack:       {v1alpha1.PhaseFailed},
+	v1alpha1.PhaseCancelling:        {},
+	v1alpha1.PhaseSucceeded:         {},
+	v1alpha1.PhaseFailed:            {},
+}
+
+// forward reports whether to is the next checkpoint after from on the way
+// to success: the move that must record from's evidence.
+func forward(from, to v1alpha1.Phase) bool {
+	switch {
+	case from == v1alpha1.PhaseValidating && to == v1alpha1.PhaseAwaitingApproval,
+		from == v1alpha1.PhaseAwaitingApproval && to == v1alpha1.PhaseQueued:
+		return true
+	case from == v1alpha1.PhaseAwaitingApproval:
+		return false
+	}
+	i := phaseIndex(from)
+	return i >= 0 && i+1 < len(phaseOrder) && phaseOrder[i+1] == to
+}
+
+// (b) No decision skips a checkpoint, and every forward move records the
+// evidence of the checkpoint it leaves.
+func TestPropertyNoCheckpointSkipped(t *testing.T) {
+	forEachInput(t, func(t *testing.T, i int, in Input) {
+		from := in.Migration.Status.Phase
+		if from == "" {
+			from = v1alpha1.PhasePending
+		}
+		d := Decide(in)
+		to := d.Status.Phase
+		if to == from {
+			return
+		}
+		deleting := in.Migration.DeletionTimestamp != nil
+		switch {
+		case deleting:
+			if to != v1alpha1.PhaseCancelling || IsTerminal(from) {
+				t.Errorf("deletion moved %s to %s, want Cancelling", from, to)
+			}
+		case to == v1alpha1.PhaseRollingBack:
+			if IsTerminal(from) || from == v1alpha1.PhaseCancelling {
+				t.Errorf("%s moved to RollingBack", from)
+			}
+		case !slices.Contains(allowedNext[from], to):
+			t.Errorf("%s moved to %s; allowed: %v", from, to, allowedNext[from])
+		}
+		if forward(from, to) {
+			ev := evidenceFor(d.Status, from)
+			if ev == nil || !ev.ReachedAt.Equal(&in.Now) || ev.Observed == "" {
+				t.Errorf("%s -> %s without evidence for %s recorded now: %+v", from, to, from, ev)
+			}
+		}
+		if to == v1alpha1.PhaseRollingBack && d.Status.LastError == nil {
+			t.Errorf("%s -> RollingBack without lastError", from)
+		}
+		if d.Status.PhaseStartTime == nil || !d.Status.PhaseStartTime.Equal(&in.Now) {
+			t.Errorf("%s -> %s: phaseStartTime %v, want now", from, to, d.Status.PhaseStartTime)
+		}
+	})
+}
+
+// (c) Terminal phases stay terminal: without deletion nothing changes phase
+// and no action is asked for; with deletion only cleanup actions.
+func TestPropertyTerminalStaysTerminal(t *testing.T) {
+	forEachInput(t, func(t *testing.T, i int, in Input) {
+		from := in.Migration.Status.Phase
+		if !IsTerminal(from) {
+			return
+		}
+		d := Decide(in)
+		if d.Status.Phase != from {
+			t.Errorf("terminal %s moved to %s", from, d.Status.Phase)
+		}
+		if in.Migration.DeletionTimestamp == nil {
+			if d.Action.Type != ActionNone {
+				t.Errorf("terminal %s asked for %+v", from, d.Action)
+			}
+			return
+		}
+		if !slices.Contains([]ActionType{ActionNone, ActionDeleteChildren, ActionRemoveFinalizer}, d.Action.Type) {
+			t.Errorf("deleting a %s migration asked for %+v", from, d.Action)
+		}
+	})
+}
+
+// (e) An unchanged sync writes no status. From any input, deciding again
+// and again on the same observation at the same instant reaches a status
+// that the next decision leaves unchanged (no ping-pong); deciding on that
+// status later, before the decision's own RequeueAfter, with the same
+// observation, still changes nothing. Changes once RequeueAfter passed are
+// by design: timers (guest-shutdown and start timeouts, stall timeout,
+// re-requested power operations, throttled progress) fire then.
+func TestPropertyUnchangedSyncWritesNoStatus(t *testing.T) {
+	forEachInput(t, func(t *testing.T, i int, in Input) {
+		m := in.Migration
+		var d Decision
+		for step := 0; ; step++ {
+			if step == 100 {
+				t.Fatalf("no fixpoint after 100 decisions on the same observation; phase %s", d.Status.Phase)
+			}
+			d = Decide(Input{Migration: m, Observation: in.Observation, Now: in.Now})
+			if semanticEqual(d.Status, m.Status) {
+				break
+			}
+			m = after(m, d)
+		}
+		horizon := d.RequeueAfter
+		if horizon == 0 {
+			horizon = 24 * time.Hour
+		}
+		later := metav1.NewTime(in.Now.Add(1 + time.Duration(rand.New(rand.NewSource(int64(i))).Int63n(int64(horizon)-1))))
+		d2 := Decide(Input{Migration: m, Observation: in.Observation, Now: later})
+		if !semanticEqual(d2.Status, m.Status) {
+			t.Errorf("phase %s: deciding %s later (requeueAfter %s) rewrote the status:\nwas %s\nnow %s", m.Status.Phase,
+				later.Sub(in.Now.Time), d.RequeueAfter, statusDiff(m.Status, d2.Status), statusDiff(d2.Status, m.Status))
+		}
+	})
+}
+
+// statusDiff names the top-level status fields of a that differ from b.
+func statusDiff(a, b v1alpha1.VirtualMachineMigrationStatus) string {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	out := ""
+	for i := range va.NumField() {
+		if !semanticEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			out += fmt.Sprintf("%s=%+v ", va.Type().Field(i).Name, ptrDeref(va.Field(i)))
+		}
+	}
+	return out
+}
+
+func ptrDeref(v reflect.Value) any {
+	if v.Kind() == reflect.Pointer && !v.IsNil() {
+		return v.Elem().Interface()
+	}
+	return v.Interface()
+}
+
+// world plays vSphere and Kubernetes for a migration driven through
+// repeated decisions: each action takes effect at once.
+type world struct {
+	finalizer     bool
+	sourceOn      bool
+	claims        bool
+	jobs          map[string]bool // created Jobs, by name
+	transferFails bool
+	dvs           bool
+	vm            *VMObservation
+	deletedStage  bool
+	created       []string // transfer Jobs, in creation order
+}
+
+func (w *world) observe(m *v1alpha1.VirtualMachineMigration) Observation {
+	o := newObs(sourceInventory, slot(true))
+	if !w.sourceOn {
+		o.Source.PowerState, o.Source.ToolsRunning = PowerStateOff, false
+	}
+	if w.claims {
+		o.Children.StagingClaims = stagingClaims()
+	}
+	for name := range w.jobs {
+		o.Children.Jobs = append(o.Children.Jobs, name)
+	}
+	slices.Sort(o.Children.Jobs)
+	if t := m.Status.Transfer; t != nil && w.jobs[t.JobName] {
+		o.TransferJob = &JobObservation{Name: t.JobName, Succeeded: !w.transferFails, Failed: w.transferFails, Message: "stream reset", Results: goodResults()}
+	}
+	if c := m.Status.Conversion; c != nil && w.jobs[c.JobName] {
+		o.ConversionJob = &JobObservation{Name: c.JobName, Succeeded: true, OperatingSystem: "rhel 9.4"}
+	}
+	if w.dvs {
+		o.DataVolumes = map[string]DataVolumeObservation{}
+		for _, n := range dvNames() {
+			o.DataVolumes[n] = DataVolumeObservation{Phase: DataVolumeSucceeded, Progress: "100.0%", OwnedByVM: w.vm != nil}
+		}
+	}
+	o.VM = w.vm
+	if w.vm != nil && w.vm.RunStrategy == RunStrategyAlways {
+		o.VMI = &VMIObservation{Phase: VMIRunning}
+	}
+	return o
+}
+
+func (w *world) apply(m *v1alpha1.VirtualMachineMigration, a Action) {
+	switch a.Type {
+	case ActionAddFinalizer:
+		m.Finalizers = append(m.Finalizers, v1alpha1.FinalizerName)
+	case ActionShutdownGuest, ActionPowerOffSource:
+		w.sourceOn = false
+	case ActionPowerOnSource:
+		w.sourceOn = true
+	case ActionCreateStagingClaims:
+		w.claims = true
+	case ActionCreateTransferJob:
+		w.jobs[a.Name] = true
+		w.created = append(w.created, a.Name)
+	case ActionCreateConversionJob:
+		w.jobs[a.Name] = true
+	case ActionCreateDataVolumes:
+		w.dvs = true
+	case ActionCreateVM:
+		w.vm = &VMObservation{Ours: true, UID: targetUID, RunStrategy: RunStrategyHalted}
+	case ActionStartVM:
+		w.vm.RunStrategy = RunStrategyAlways
+	case ActionDeleteStaging:
+		w.claims, w.jobs = false, map[string]bool{}
+	case ActionNone, ActionAdoptDataVolumes:
+	default:
+		panic("the world does not play " + string(a.Type))
+	}
+}
+
+// drive decides, executes and feeds the status back until a terminal phase.
+func drive(t *testing.T, m *v1alpha1.VirtualMachineMigration, w *world) *v1alpha1.VirtualMachineMigration {
+	t.Helper()
+	now := time.Duration(0)
+	for step := 0; step < 500; step++ {
+		d := decideAt(m, w.observe(m), now)
+		m = after(m, d)
+		w.apply(m, d.Action)
+		if IsTerminal(m.Status.Phase) {
+			return m
+		}
+		now += max(d.RequeueAfter, time.Second)
+	}
+	t.Fatalf("no terminal phase after 500 decisions: %s", m.Status.Phase)
+	return nil
+}
+
+// (d) A migration whose transfer Job always fails ends Failed, in
+// TransferringDisks with TransferFailed, after exactly limit retries, with
+// one Job per attempt, and its source powered on again.
+func TestPropertyAlwaysFailingTransferFailsAfterTheBudget(t *testing.T) {
+	for limit := int32(0); limit <= 5; limit++ {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			m := newMigration(withoutFinalizer, withRetryLimit(limit))
+			w := &world{sourceOn: true, jobs: map[string]bool{}, transferFails: true}
+			m = drive(t, m, w)
+			s := m.Status
+			if s.Phase != v1alpha1.PhaseFailed || s.Retries != limit {
+				t.Fatalf("phase %s, retries %d; want Failed after %d retries", s.Phase, s.Retries, limit)
+			}
+			wantLastError(t, Decision{Status: s}, v1alpha1.PhaseTransferringDisks, ReasonTransferFailed)
+			if len(w.created) != int(limit)+1 {
+				t.Errorf("transfer jobs created: %v, want %d", w.created, limit+1)
+			}
+			for i, name := range w.created {
+				if want := naming.TransferJob(testName, int32(i+1)); name != want {
+					t.Errorf("job %d = %s, want %s", i, name, want)
+				}
+			}
+			if !w.sourceOn || s.SourceControl.RestoredAt == nil {
+				t.Errorf("source not restored: on=%v, %+v", w.sourceOn, s.SourceControl)
+			}
+		})
+	}
+}
+
+// The happy path, driven the same way, reaches Succeeded through every
+// checkpoint with its evidence.
+func TestDriveToSuccess(t *testing.T) {
+	m := newMigration(withoutFinalizer, func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Target.PreserveMACAddresses = ptr.To(true) })
+	w := &world{sourceOn: true, jobs: map[string]bool{}}
+	m = drive(t, m, w)
+	if m.Status.Phase != v1alpha1.PhaseSucceeded {
+		t.Fatalf("phase %s, lastError %+v", m.Status.Phase, m.Status.LastError)
+	}
+	for _, p := range phaseOrder[:len(phaseOrder)-1] {
+		if evidenceFor(m.Status, p) == nil {
+			t.Errorf("no evidence for %s", p)
+		}
+	}
+	if w.claims || len(w.jobs) != 0 || w.vm == nil || w.sourceOn {
+		t.Errorf("world after success: %+v", w)
+	}
+	if m.Status.Retries != 0 || m.Status.Progress != "100%" || m.Status.Target.UID != targetUID {
+		t.Errorf("status: retries %d, progress %q, target %+v", m.Status.Retries, m.Status.Progress, m.Status.Target)
+	}
+}

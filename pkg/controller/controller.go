@@ -133,8 +133,9 @@ func New(clients Clients, inf Informers, steps Steps, recorder record.EventRecor
 	return c, nil
 }
 
-// Run waits for the caches, then runs the workers until ctx ends.
-func (c *Controller) Run(ctx context.Context) error {
+// Run waits for the caches, then runs the workers until ctx ends. ready,
+// when not nil, is closed once the workers run.
+func (c *Controller) Run(ctx context.Context, ready chan<- struct{}) error {
 	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx)
 	logger.Info("starting migration controller", "workers", c.cfg.Workers)
@@ -150,6 +151,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		}()
 	}
 	logger.Info("migration controller started")
+	if ready != nil {
+		close(ready)
+	}
 	<-ctx.Done()
 	logger.Info("shutting down migration controller")
 	c.queue.ShutDown()

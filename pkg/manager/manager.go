@@ -1,0 +1,145 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/controller"
+	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
+	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
+	migclient "platform.example/vm-migration/pkg/generated/migration/clientset/versioned"
+	migscheme "platform.example/vm-migration/pkg/generated/migration/clientset/versioned/scheme"
+	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps/source"
+	"platform.example/vm-migration/pkg/steps/vsphere"
+)
+
+// Options configure a controller run.
+type Options struct {
+	// Namespace limits the controller to one namespace; empty means all.
+	Namespace string
+	// Workers is how many migrations are reconciled in parallel.
+	Workers int
+	// MaxTransfersPerHost and MaxTransfersPerDatastore bound concurrent
+	// transfers from one ESXi host or datastore; 0 means no bound.
+	MaxTransfersPerHost, MaxTransfersPerDatastore int
+	// VSphereCallTimeout bounds each vSphere operation.
+	VSphereCallTimeout time.Duration
+	// Decisions tunes the state machine.
+	Decisions statemachine.Config
+	// Pipeline creates the Kubernetes-side objects of the data path.
+	Pipeline controller.PipelineStep
+	// Registerer receives the controller's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Ready, when set, is closed once the caches synced and workers run.
+	Ready chan<- struct{}
+}
+
+// Run runs the controller until ctx ends. It fails at once, with one line
+// that says what is missing, when the API server lacks a needed API.
+func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	clients, err := NewClients(cfg)
+	if err != nil {
+		return err
+	}
+	if err := CheckAPIs(clients.Kube); err != nil {
+		return err
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	if err := migscheme.AddToScheme(scheme.Scheme); err != nil {
+		return fmt.Errorf("registering the migration API in the event scheme: %w", err)
+	}
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vm-migration-controller"})
+
+	sessions := vsphere.NewSessionCache()
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := sessions.Close(closeCtx); err != nil {
+			klog.FromContext(ctx).Error(err, "logging out of vSphere")
+		}
+	}()
+	factories := controller.NewFactories(clients, opts.Namespace, 10*time.Hour)
+	c, err := controller.New(clients, factories.Informers(), controller.Steps{
+		Source: &source.Step{
+			Kube: clients.Kube, KubeVirt: clients.KubeVirt, Sessions: sessions, CallTimeout: opts.VSphereCallTimeout,
+		},
+		Pipeline: opts.Pipeline,
+	}, recorder, controller.Config{
+		Workers:                  opts.Workers,
+		MaxTransfersPerHost:      opts.MaxTransfersPerHost,
+		MaxTransfersPerDatastore: opts.MaxTransfersPerDatastore,
+		Decisions:                opts.Decisions,
+	})
+	if err != nil {
+		return err
+	}
+	if opts.Registerer != nil {
+		if err := c.RegisterMetrics(opts.Registerer); err != nil {
+			return fmt.Errorf("registering metrics: %w", err)
+		}
+	}
+	factories.Start(ctx)
+	defer factories.Shutdown()
+	return c.Run(ctx, opts.Ready)
+}
+
+// NewClients builds every client the controller uses.
+func NewClients(cfg *rest.Config) (controller.Clients, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return controller.Clients{}, fmt.Errorf("building kubernetes client: %w", err)
+	}
+	mig, err := migclient.NewForConfig(cfg)
+	if err != nil {
+		return controller.Clients{}, fmt.Errorf("building migration client: %w", err)
+	}
+	kv, err := kvclient.NewForConfig(cfg)
+	if err != nil {
+		return controller.Clients{}, fmt.Errorf("building kubevirt client: %w", err)
+	}
+	cdi, err := cdiclient.NewForConfig(cfg)
+	if err != nil {
+		return controller.Clients{}, fmt.Errorf("building cdi client: %w", err)
+	}
+	return controller.Clients{Kube: kube, Migration: mig, KubeVirt: kv, CDI: cdi}, nil
+}
+
+// requiredAPIs are the resources the controller watches.
+var requiredAPIs = []struct{ groupVersion, resource, install string }{
+	{v1alpha1.SchemeGroupVersion.String(), "virtualmachinemigrations", "kubectl apply -k manifests/"},
+	{"kubevirt.io/v1", "virtualmachines", "install KubeVirt"},
+	{"kubevirt.io/v1", "virtualmachineinstances", "install KubeVirt"},
+	{"cdi.kubevirt.io/v1beta1", "datavolumes", "install CDI (Containerized Data Importer)"},
+}
+
+// CheckAPIs fails with a readable error when an API the controller needs
+// is not served.
+func CheckAPIs(kube kubernetes.Interface) error {
+	for _, api := range requiredAPIs {
+		list, err := kube.Discovery().ServerResourcesForGroupVersion(api.groupVersion)
+		found := false
+		if err == nil {
+			for _, r := range list.APIResources {
+				found = found || r.Name == api.resource
+			}
+		}
+		if !found {
+			return fmt.Errorf("the API server does not serve %s in %s: %s first", api.resource, api.groupVersion, api.install)
+		}
+	}
+	return nil
+}

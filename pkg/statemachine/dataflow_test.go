@@ -43,6 +43,9 @@ func TestTransferringDisks(t *testing.T) {
 			if !hasEvent(d, ReasonRetrying) {
 				t.Errorf("no Retrying event: %+v", d.Events)
 			}
+			if d.Status.Progress != "0%" {
+				t.Errorf("progress = %q after a failed attempt, want 0%%", d.Status.Progress)
+			}
 			if evidenceFor(d.Status, v1alpha1.PhaseTransferringDisks) != nil {
 				t.Errorf("evidence recorded for a failed transfer")
 			}
@@ -262,8 +265,8 @@ func TestConverting(t *testing.T) {
 				if c := d.Status.Conversion; c.Attempt != 2 || c.JobName != naming.ConversionJob(testName, 2) || c.ConfigMapName != naming.ConversionConfigMap(testName, 2) {
 					t.Errorf("conversion = %+v, want attempt 2", c)
 				}
-				if d.Status.Disks[0].SHA256 != "" {
-					t.Errorf("disks keep the transfer evidence of the converted images")
+				if d.Status.Disks[0].SHA256 != "" || d.Status.Progress != "0%" {
+					t.Errorf("disks keep the transfer evidence of the converted images (progress %q)", d.Status.Progress)
 				}
 			},
 		},

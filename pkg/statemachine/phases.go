@@ -257,12 +257,13 @@ func (d *decider) missingStagingClaims() []string {
 }
 
 // nextTransferAttempt starts a fresh transfer under a new Job name, and
-// forgets the disks' transfer evidence.
+// forgets the disks' transfer evidence and the overall progress.
 func (d *decider) nextTransferAttempt() {
 	t := d.st.Transfer
 	t.Attempt++
 	t.JobName = naming.TransferJob(d.m.Name, t.Attempt)
 	t.CompletedAt = nil
+	d.st.Progress = "0%"
 	for i := range d.st.Disks {
 		disk := &d.st.Disks[i]
 		disk.BytesTransferred, disk.RateBytesPerSecond, disk.ETASeconds = 0, 0, nil

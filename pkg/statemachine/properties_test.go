@@ -553,3 +553,51 @@ func TestDriveToSuccess(t *testing.T) {
 		t.Errorf("status: retries %d, progress %q, target %+v", m.Status.Retries, m.Status.Progress, m.Status.Target)
 	}
 }
+
+// NeedsSource covers what Decide reads: with what it says is not needed
+// taken out of the observation, the decision is the same.
+func TestPropertyNeedsSourceCoversDecide(t *testing.T) {
+	forEachInput(t, func(t *testing.T, i int, in Input) {
+		need := NeedsSource(in.Migration)
+		stripped := cloneInput(in)
+		switch need {
+		case SourceNeedInventory:
+			return
+		case SourceNeedState:
+			stripped.Observation.Source.Inventory = nil
+		case SourceNeedNothing:
+			stripped.Observation.Source = SourceObservation{}
+		}
+		stripped.Observation.Preflight = nil
+		if d1, d2 := Decide(in), Decide(stripped); !reflect.DeepEqual(d1, d2) {
+			t.Errorf("NeedsSource = %d for phase %q, but Decide read more of the source:\n%+v\n%+v", need, in.Migration.Status.Phase, d1.Action, d2.Action)
+		}
+	})
+}
+
+func TestNeedsSource(t *testing.T) {
+	touched := withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoredAt = nil })
+	for name, tc := range map[string]struct {
+		m    *v1alpha1.VirtualMachineMigration
+		want SourceNeed
+	}{
+		"Pending":                           {newMigration(), SourceNeedNothing},
+		"Validating":                        {newMigration(reached(v1alpha1.PhaseValidating)), SourceNeedInventory},
+		"Queued":                            {newMigration(reached(v1alpha1.PhaseQueued)), SourceNeedState},
+		"StoppingSource":                    {newMigration(reached(v1alpha1.PhaseStoppingSource)), SourceNeedState},
+		"TransferringDisks":                 {newMigration(reached(v1alpha1.PhaseTransferringDisks)), SourceNeedNothing},
+		"RollingBack, source to restore":    {newMigration(reached(v1alpha1.PhaseRollingBack)), SourceNeedState},
+		"RollingBack, source was off":       {newMigration(reached(v1alpha1.PhaseRollingBack), withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.OriginalPowerState = PowerStateOff })), SourceNeedNothing},
+		"CleaningUp with a snapshot":        {newMigration(reached(v1alpha1.PhaseCleaningUp), withSnapshot), SourceNeedState},
+		"CleaningUp, source was off":        {newMigration(reached(v1alpha1.PhaseCleaningUp), withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.OriginalPowerState = PowerStateOff })), SourceNeedNothing},
+		"paused":                            {newMigration(reached(v1alpha1.PhaseValidating), paused), SourceNeedNothing},
+		"Failed":                            {newMigration(reached(v1alpha1.PhaseFailed)), SourceNeedNothing},
+		"deleted, source to restore":        {newMigration(reached(v1alpha1.PhaseCancelling), deleted, touched), SourceNeedState},
+		"deleted, nothing touched":          {newMigration(reached(v1alpha1.PhaseValidating), deleted), SourceNeedNothing},
+		"deleted after success, a snapshot": {newMigration(reached(v1alpha1.PhaseSucceeded), deleted, withSnapshot), SourceNeedNothing},
+	} {
+		if got := NeedsSource(tc.m); got != tc.want {
+			t.Errorf("%s: NeedsSource = %d, want %d", name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,274 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/manager"
+	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/test/framework"
+)
+
+// Bounds of the controller's API traffic while a migration waits for its
+// credentials Secret, over quietWindow.
+const (
+	quietWindow = 10 * time.Second
+	// maxQuietWrites allows an event aggregation patch or one status
+	// refresh; a hot loop makes hundreds.
+	maxQuietWrites = 3
+	// maxQuietSecretReads: the test shortens the wait interval to 2s, so
+	// about 5 re-checks fit in the window.
+	maxQuietSecretReads = 8
+)
+
+// TestControllerWaitsForMissingCredentialsSecret runs the controller
+// in-process (manager.Run, as cmd/migration-controller does) against the
+// real API server, as its ServiceAccount with the RBAC from manifests/.
+// A migration whose credentials Secret is missing must get a condition
+// naming the Secret, the controller must neither crash nor hot-loop while
+// it waits (its writes are counted), and creating the Secret must let it
+// move on without a Secret watch.
+func TestControllerWaitsForMissingCredentialsSecret(t *testing.T) {
+	env := framework.Env(t)
+	saConfig, _ := controllerIdentity(t, env)
+	ns := env.Namespace(t)
+
+	counter := &requestCounter{}
+	cfg := rest.CopyConfig(saConfig)
+	cfg.Wrap(counter.wrap)
+	cfg.UserAgent = "vm-migration-controller-under-test"
+
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- manager.Run(ctx, cfg, manager.Options{
+			Namespace:          ns,
+			Workers:            2,
+			VSphereCallTimeout: 5 * time.Second,
+			Decisions:          statemachine.Config{WaitInterval: 2 * time.Second},
+			Pipeline:           nil, // the vSphere side fails first; no pipeline step may run
+			Ready:              ready,
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the controller returned an error on shutdown: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("the controller did not stop within 20s of its context ending")
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("the controller stopped before it was ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the controller's caches did not sync within 30s")
+	}
+
+	client := migrationClient(t, env).MigrationV1alpha1().VirtualMachineMigrations(ns)
+	tctx := testContext(t)
+	createAndGet(t, env, ns, newMigration("web-01",
+		set("spec.source.url", "https://127.0.0.1:1/sdk"),
+		set("spec.source.credentialsSecretRef.name", "vcenter-credentials"),
+	))
+
+	// The condition names the Secret and says what to do.
+	var cond *metav1.Condition
+	var last *v1alpha1.VirtualMachineMigration
+	err := wait.PollUntilContextTimeout(tctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		m, err := client.Get(ctx, "web-01", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = m
+		cond = conditionWithReason(m.Status.Conditions, "CredentialsSecretNotFound")
+		return cond != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("no condition with reason CredentialsSecretNotFound within 30s; status: %s", describeStatus(last))
+	}
+	t.Logf("condition %s=%s reason %s: %s (phase %s)", cond.Type, cond.Status, cond.Reason, cond.Message, last.Status.Phase)
+	if !strings.Contains(cond.Message, `"vcenter-credentials"`) || !strings.Contains(cond.Message, ns) {
+		t.Errorf("the condition's message does not name the Secret and its namespace: %q", cond.Message)
+	}
+	if last.Status.Phase == v1alpha1.PhaseFailed {
+		t.Errorf("a missing Secret failed the migration; it should wait for the user")
+	}
+	if !slices.Contains(last.Finalizers, v1alpha1.FinalizerName) {
+		t.Errorf("finalizer %s not set: %v", v1alpha1.FinalizerName, last.Finalizers)
+	}
+	events, err := env.Kubernetes(t).CoreV1().Events(ns).List(tctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		t.Logf("event %s %s x%d: %s", e.Type, e.Reason, e.Count, e.Message)
+	}
+
+	// While it waits, the controller re-reads the Secret now and then and
+	// writes (almost) nothing.
+	before := counter.snapshot()
+	time.Sleep(quietWindow)
+	select {
+	case err := <-done:
+		t.Fatalf("the controller stopped while waiting: %v", err)
+	default:
+	}
+	delta := counter.snapshot().since(before)
+	t.Logf("API requests over %s while waiting:\n%s", quietWindow, delta)
+	if w := delta.writes(); w > maxQuietWrites {
+		t.Errorf("%d writes in %s while waiting for a Secret, want at most %d: a hot loop", w, quietWindow, maxQuietWrites)
+	}
+	if r := delta.matching(http.MethodGet, "/secrets/vcenter-credentials"); r > maxQuietSecretReads {
+		t.Errorf("%d reads of the Secret in %s, want at most %d: a hot loop", r, quietWindow, maxQuietSecretReads)
+	}
+
+	// The Secret appears: without a Secret watch, the next re-check sees it
+	// and the migration moves on (here to an unreachable endpoint).
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "vcenter-credentials", Namespace: ns},
+		StringData: map[string]string{"username": "migration@vsphere.local", "password": "secret"},
+	}
+	if _, err := env.Kubernetes(t).CoreV1().Secrets(ns).Create(tctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(tctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		m, err := client.Get(ctx, "web-01", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = m
+		return conditionWithReason(m.Status.Conditions, "CredentialsSecretNotFound") == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the controller still reports the Secret missing 30s after it was created; status: %s", describeStatus(last))
+	}
+	t.Logf("after the Secret was created: %s", describeStatus(last))
+}
+
+// conditionWithReason returns the first condition with reason.
+func conditionWithReason(conds []metav1.Condition, reason string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Reason == reason {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func describeStatus(m *v1alpha1.VirtualMachineMigration) string {
+	if m == nil {
+		return "<never read>"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "phase %q", m.Status.Phase)
+	for _, c := range m.Status.Conditions {
+		fmt.Fprintf(&b, "; %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	if e := m.Status.LastError; e != nil {
+		fmt.Fprintf(&b, "; lastError %s: %s", e.Reason, e.Message)
+	}
+	return b.String()
+}
+
+// requestCounter counts the requests a client makes, by method and path.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		key := r.Method + " " + r.URL.Path
+		if r.URL.Query().Get("watch") == "true" {
+			key = "WATCH " + r.URL.Path
+		}
+		c.mu.Lock()
+		if c.counts == nil {
+			c.counts = map[string]int{}
+		}
+		c.counts[key]++
+		c.mu.Unlock()
+		return rt.RoundTrip(r)
+	})
+}
+
+// requestCounts maps "METHOD /path" to a number of requests.
+type requestCounts map[string]int
+
+func (c *requestCounter) snapshot() requestCounts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := requestCounts{}
+	for k, v := range c.counts {
+		s[k] = v
+	}
+	return s
+}
+
+func (s requestCounts) since(earlier requestCounts) requestCounts {
+	d := requestCounts{}
+	for k, v := range s {
+		if n := v - earlier[k]; n > 0 {
+			d[k] = n
+		}
+	}
+	return d
+}
+
+// writes counts the requests that change something (not GET or WATCH).
+func (s requestCounts) writes() int {
+	n := 0
+	for k, v := range s {
+		if !strings.HasPrefix(k, "GET ") && !strings.HasPrefix(k, "WATCH ") {
+			n += v
+		}
+	}
+	return n
+}
+
+func (s requestCounts) matching(method, pathSuffix string) int {
+	n := 0
+	for k, v := range s {
+		if strings.HasPrefix(k, method+" ") && strings.HasSuffix(k, pathSuffix) {
+			n += v
+		}
+	}
+	return n
+}
+
+func (s requestCounts) String() string {
+	if len(s) == 0 {
+		return "  (none)"
+	}
+	var lines []string
+	for k, v := range s {
+		lines = append(lines, fmt.Sprintf("  %4d %s", v, k))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}

@@ -29,7 +29,9 @@ func (d *decider) cancel() {
 		d.out.Events = append(d.out.Events, Event{Reason: ReasonCancelled, Message: "cancelling: deleting children and restoring the source"})
 		return
 	}
-	if d.st.Phase == v1alpha1.PhaseCancelling {
+	// A target VM of a migration that did not succeed is an unfinished
+	// copy: it goes with the migration. A migrated VM never does.
+	if d.st.Phase != v1alpha1.PhaseSucceeded {
 		if vm := d.obs.VM; vm != nil && vm.Ours {
 			d.act(ActionDeleteVM, d.targetName(), 0)
 			d.working("deleting the unfinished target VirtualMachine", d.cfg.PollInterval)

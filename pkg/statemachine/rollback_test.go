@@ -210,6 +210,14 @@ func TestDeletion(t *testing.T) {
 			m: newMigration(reached(v1alpha1.PhaseFailed), deleted), obs: newObs(children...),
 			phase: v1alpha1.PhaseFailed, action: ActionDeleteChildren,
 		},
+		"Failed: its unfinished target VM is deleted first": {
+			m: newMigration(reached(v1alpha1.PhaseFailed), deleted), obs: newObs(append(children, targetVM(true, RunStrategyHalted))...),
+			phase: v1alpha1.PhaseFailed, action: ActionDeleteVM,
+		},
+		"Failed: a VM that is not ours is left alone": {
+			m: newMigration(reached(v1alpha1.PhaseFailed), deleted), obs: newObs(targetVM(false, RunStrategyAlways)),
+			phase: v1alpha1.PhaseFailed, action: ActionRemoveFinalizer,
+		},
 		"Failed: finalizer released": {
 			m:     newMigration(reached(v1alpha1.PhaseFailed), deleted),
 			phase: v1alpha1.PhaseFailed, action: ActionRemoveFinalizer,

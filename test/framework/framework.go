@@ -200,7 +200,7 @@ func (e *Environment) Stop() {
 	e.stopOnce.Do(func() {
 		// Reverse start order: controller manager, API server, etcd.
 		for i := len(e.processes) - 1; i >= 0; i-- {
-			e.processes[i].stop()
+			e.processes[i].stop(stopGrace)
 		}
 		e.spawner.close()
 		if os.Getenv(EnvKeep) != "" {

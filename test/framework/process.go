@@ -112,8 +112,8 @@ func (p *process) exited() (bool, error) {
 }
 
 // stop sends SIGTERM to the process group, and SIGKILL when it has not
-// exited after stopGrace. It returns once the process has been reaped.
-func (p *process) stop() {
+// exited after grace. It returns once the process has been reaped.
+func (p *process) stop(grace time.Duration) {
 	if ok, _ := p.exited(); ok {
 		// The leader is gone; make sure nothing it started outlives it.
 		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
@@ -122,7 +122,7 @@ func (p *process) stop() {
 	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
 	select {
 	case <-p.done:
-	case <-time.After(stopGrace):
+	case <-time.After(grace):
 		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
 		<-p.done
 	}

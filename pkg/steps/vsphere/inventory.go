@@ -91,7 +91,10 @@ func inventoryRequest(pc types.ManagedObjectReference, vm types.ManagedObjectRef
 				Skip: types.NewBool(false),
 				SelectSet: []types.BaseSelectionSpec{
 					&types.TraversalSpec{SelectionSpec: types.SelectionSpec{Name: parent}, Type: "ManagedEntity", Path: "parent", Skip: types.NewBool(false), SelectSet: toParent},
-					&types.TraversalSpec{Type: "VirtualMachine", Path: "parentVApp", Skip: types.NewBool(false), SelectSet: toParent},
+					&types.TraversalSpec{Type: "VirtualMachine", Path: "parentVApp", Skip: types.NewBool(false), SelectSet: []types.BaseSelectionSpec{
+						&types.SelectionSpec{Name: parent}, &types.SelectionSpec{Name: "vappFolder"},
+					}},
+					&types.TraversalSpec{SelectionSpec: types.SelectionSpec{Name: "vappFolder"}, Type: "VirtualApp", Path: "parentFolder", Skip: types.NewBool(false), SelectSet: toParent},
 					&types.TraversalSpec{Type: "VirtualMachine", Path: "datastore", Skip: types.NewBool(false)},
 					&types.TraversalSpec{Type: "VirtualMachine", Path: "network", Skip: types.NewBool(false)},
 				},

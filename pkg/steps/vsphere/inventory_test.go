@@ -6,7 +6,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -190,4 +193,79 @@ func TestInventoryDefaultVM(t *testing.T) {
 			assert.NotEmpty(t, inv.NICs[0].Network)
 		})
 	}
+}
+
+func TestInventoryPathInVApp(t *testing.T) {
+	env := newSim(t, vpx, nil)
+	s := env.connect(t)
+	ctx := testCtx(t)
+	dc, err := s.Datacenter(ctx)
+	require.NoError(t, err)
+	folders, err := dc.Folders(ctx)
+	require.NoError(t, err)
+	apps, err := folders.VmFolder.CreateFolder(ctx, "apps")
+	require.NoError(t, err)
+	pool, err := object.NewVirtualMachine(s.Client(), firstVM(t, s).ref).ResourcePool(ctx)
+	require.NoError(t, err)
+	vapp, err := pool.CreateVApp(ctx, "shop", vappResources(), simulator.NewVAppConfigSpec(), apps)
+	require.NoError(t, err)
+	task, err := vapp.CreateChildVM(ctx, types.VirtualMachineConfigSpec{
+		Name: "shop-db", GuestId: string(types.VirtualMachineGuestOsIdentifierOtherGuest),
+		Files: &types.VirtualMachineFileInfo{VmPathName: "[LocalDS_0]"},
+	}, nil)
+	require.NoError(t, err)
+	info, err := task.WaitForResult(ctx, nil)
+	require.NoError(t, err)
+	vm := object.NewVirtualMachine(s.Client(), info.Result.(types.ManagedObjectReference))
+
+	inv, err := Inventory(ctx, s, vm)
+	require.NoError(t, err)
+	// govmomi's own ancestry walk is the reference (vcsim parents a vApp
+	// child VM to the vApp's folder; vCenter leaves parent unset and sets
+	// parentVApp, which the inventory follows too).
+	want, err := find.InventoryPath(ctx, s.Client(), vm.Reference())
+	require.NoError(t, err)
+	assert.Equal(t, want, inv.InventoryPath)
+	assert.Equal(t, "DC0", inv.Datacenter)
+	found, err := FindVM(ctx, s, v1alpha1.VMSelector{InventoryPath: inv.InventoryPath})
+	require.NoError(t, err)
+	assert.Equal(t, vm.Reference(), found.Reference())
+}
+
+func vappResources() types.ResourceConfigSpec {
+	alloc := func() *types.ResourceAllocationInfo {
+		return &types.ResourceAllocationInfo{
+			Reservation: types.NewInt64(0), ExpandableReservation: types.NewBool(true), Limit: types.NewInt64(-1),
+			Shares: &types.SharesInfo{Level: types.SharesLevelNormal},
+		}
+	}
+	return types.ResourceConfigSpec{CpuAllocation: *alloc(), MemoryAllocation: *alloc()}
+}
+
+// TestInventoryPathVAppChildAsVCenterModelsIt checks the path of a VM whose
+// parent is unset and whose parentVApp is set, as vCenter reports a vApp
+// child (vcsim sets parent instead).
+func TestInventoryPathVAppChildAsVCenterModelsIt(t *testing.T) {
+	ref := func(typ, v string) types.ManagedObjectReference {
+		return types.ManagedObjectReference{Type: typ, Value: v}
+	}
+	ptr := func(r types.ManagedObjectReference) *types.ManagedObjectReference { return &r }
+	me := func(self types.ManagedObjectReference, name string, parent *types.ManagedObjectReference) mo.ManagedEntity {
+		return mo.ManagedEntity{ExtensibleManagedObject: mo.ExtensibleManagedObject{Self: self}, Name: name, Parent: parent}
+	}
+	vmRef, vapp, pool := ref("VirtualMachine", "vm-1"), ref("VirtualApp", "resgroup-v9"), ref("ResourcePool", "resgroup-8")
+	apps, vmFolder, dc, root := ref("Folder", "group-v7"), ref("Folder", "group-v3"), ref("Datacenter", "datacenter-2"), ref("Folder", "group-d1")
+	objs := []any{
+		mo.VirtualMachine{ManagedEntity: me(vmRef, "shop-db", nil), ParentVApp: ptr(vapp)},
+		mo.VirtualApp{ResourcePool: mo.ResourcePool{ManagedEntity: me(vapp, "shop", ptr(pool))}, ParentFolder: ptr(apps)},
+		mo.ResourcePool{ManagedEntity: me(pool, "Resources", nil)},
+		mo.Folder{ManagedEntity: me(apps, "apps", ptr(vmFolder))},
+		mo.Folder{ManagedEntity: me(vmFolder, "vm", ptr(dc))},
+		mo.Datacenter{ManagedEntity: me(dc, "DC0", ptr(root))},
+		mo.Folder{ManagedEntity: me(root, "Datacenters", nil)},
+	}
+	r := newInventoryResult(vmRef, objs)
+	require.NotNil(t, r.vm)
+	assert.Equal(t, "/DC0/vm/apps/shop/shop-db", r.inventoryPath())
+	assert.Equal(t, "DC0", r.datacenter)
 }

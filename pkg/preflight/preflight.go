@@ -38,6 +38,9 @@ const (
 	ReasonUnsupportedFirmware = "UnsupportedFirmware"
 	// ReasonTargetNameTaken: a VirtualMachine with the target name exists.
 	ReasonTargetNameTaken = "TargetNameTaken"
+	// ReasonSourceSuspended: the VM is suspended; powering it off would
+	// discard its suspended memory state, which cannot be restored.
+	ReasonSourceSuspended = "SourceSuspended"
 )
 
 // ClusterFacts is what the controller observed in the cluster for one
@@ -75,6 +78,7 @@ func Check(spec *v1alpha1.VirtualMachineMigrationSpec, inv *v1alpha1.SourceInven
 		c.snapshots,
 		c.encryption,
 		c.vtpm,
+		c.suspended,
 		c.firmware,
 		c.networks,
 		c.storageMapping,
@@ -204,6 +208,14 @@ func (c *checker) encryption() {
 		c.add(blocking(ReasonEncryptedVM,
 			"the source VM is encrypted (VM encryption): its disk files cannot be read through the datastore. "+
 				"Decrypt it in vSphere (VM Policies > Edit VM Storage Policies, choose a policy without encryption) and retry"))
+	}
+}
+
+func (c *checker) suspended() {
+	if c.inv.PowerState == "suspended" {
+		c.add(blocking(ReasonSourceSuspended,
+			"the source VM is suspended: stopping it would discard its memory state, which a failed or cancelled migration could not give back. "+
+				"Resume it (it is then shut down gracefully) or power it off, then create the migration again"))
 	}
 }
 

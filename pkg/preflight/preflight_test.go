@@ -164,6 +164,10 @@ func TestCheck(t *testing.T) {
 			}},
 			want: []want{{ReasonVTPM, v1alpha1.SeverityWarning, []string{"virtual TPM", "recovery keys"}}},
 		},
+		"suspended source": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.PowerState = "suspended" }},
+			want: []want{{ReasonSourceSuspended, v1alpha1.SeverityBlocking, []string{"suspended", "Resume it"}}},
+		},
 		"secure boot without EFI": {
 			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.SecureBoot = true }},
 			want: []want{{ReasonUnsupportedFirmware, v1alpha1.SeverityBlocking, []string{"BIOS", "needs EFI"}}},

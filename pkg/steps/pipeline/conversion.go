@@ -1,0 +1,351 @@
+package pipeline
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+)
+
+// Conversion Job layout.
+const (
+	// ConversionContainer is the conversion Job's container name.
+	ConversionContainer = "convert"
+	// DomainXMLKey and ConvertScriptKey are the keys of the conversion ConfigMap.
+	DomainXMLKey     = "domain.xml"
+	ConvertScriptKey = "convert.sh"
+	// conversionConfigDir is where the ConfigMap is mounted, disksRoot where
+	// the staging volumes are (disksRoot/<disk name>), conversionWorkDir the
+	// writable scratch space of libguestfs.
+	conversionConfigDir = "/etc/virt-v2v"
+	disksRoot           = "/mnt/disks"
+	conversionWorkDir   = "/var/tmp"
+	// KVMResource is the KubeVirt device plugin's /dev/kvm resource.
+	KVMResource corev1.ResourceName = "devices.kubevirt.io/kvm"
+)
+
+// domainXML is the subset of a libvirt domain virt-v2v's libvirtxml input reads.
+type domainXML struct {
+	XMLName xml.Name    `xml:"domain"`
+	Type    string      `xml:"type,attr"`
+	Name    string      `xml:"name"`
+	UUID    string      `xml:"uuid,omitempty"`
+	Memory  xmlQuantity `xml:"memory"`
+	VCPU    int32       `xml:"vcpu"`
+	CPU     domainCPU   `xml:"cpu"`
+	OS      domainOS    `xml:"os"`
+	Disks   []diskXML   `xml:"devices>disk"`
+}
+
+type xmlQuantity struct {
+	Unit  string `xml:"unit,attr"`
+	Value int64  `xml:",chardata"`
+}
+
+type domainCPU struct {
+	Topology struct {
+		Sockets int32 `xml:"sockets,attr"`
+		Cores   int32 `xml:"cores,attr"`
+		Threads int32 `xml:"threads,attr"`
+	} `xml:"topology"`
+}
+
+type domainOS struct {
+	Firmware     string          `xml:"firmware,attr,omitempty"`
+	Type         osType          `xml:"type"`
+	FirmwareInfo *osFirmwareInfo `xml:"firmware,omitempty"`
+}
+
+type osType struct {
+	Arch  string `xml:"arch,attr"`
+	Value string `xml:",chardata"`
+}
+
+type osFirmwareInfo struct {
+	Features []osFirmwareFeature `xml:"feature"`
+}
+
+type osFirmwareFeature struct {
+	Enabled string `xml:"enabled,attr"`
+	Name    string `xml:"name,attr"`
+}
+
+type diskXML struct {
+	Type   string `xml:"type,attr"`
+	Device string `xml:"device,attr"`
+	Driver struct {
+		Name string `xml:"name,attr"`
+		Type string `xml:"type,attr"`
+	} `xml:"driver"`
+	Source struct {
+		File string `xml:"file,attr"`
+	} `xml:"source"`
+	Target struct {
+		Dev string `xml:"dev,attr"`
+		Bus string `xml:"bus,attr"`
+	} `xml:"target"`
+}
+
+// stagedImage is where the conversion pod sees a disk's image.
+func stagedImage(diskName string) string { return path.Join(disksRoot, diskName, ImageFile) }
+
+// diskNameAt is a disk's name in the VM: the one in status, or the deterministic one.
+func diskNameAt(d v1alpha1.DiskStatus, i int) string {
+	if d.Name != "" {
+		return d.Name
+	}
+	return naming.DiskName(i)
+}
+
+// RenderDomainXML renders the libvirt domain virt-v2v-in-place converts:
+// the source VM's name, UUID, memory (KiB), vCPUs and topology, firmware
+// (<os firmware='efi'> with the secure-boot feature when the source has
+// it), and one raw file disk per staged disk, in source order. A disk's
+// target keeps the source bus (ide as hdX, sata as sdX on sata, the rest
+// as sdX on scsi) so that virt-v2v maps the guest's device names right.
+func RenderDomainXML(m *v1alpha1.VirtualMachineMigration) ([]byte, error) {
+	inv := m.Status.Source
+	if inv == nil {
+		return nil, errors.New("the source VM is not inventoried yet (status.source)")
+	}
+	if len(m.Status.Disks) == 0 {
+		return nil, errors.New("no disks recorded in status.disks yet")
+	}
+	sockets, cores, err := topology(inv)
+	if err != nil {
+		return nil, err
+	}
+	if inv.MemoryMiB <= 0 {
+		return nil, fmt.Errorf("the inventory has no memory size (%d MiB)", inv.MemoryMiB)
+	}
+	dom := domainXML{
+		Type:   "kvm",
+		Name:   inv.Name,
+		Memory: xmlQuantity{Unit: "KiB", Value: inv.MemoryMiB * 1024},
+		VCPU:   sockets * cores,
+		OS:     domainOS{Type: osType{Arch: "x86_64", Value: "hvm"}},
+	}
+	if dom.Name == "" {
+		dom.Name = m.Name
+	}
+	if u, ok := canonicalUUID(inv.BIOSUUID); ok {
+		dom.UUID = u
+	}
+	dom.CPU.Topology.Sockets, dom.CPU.Topology.Cores, dom.CPU.Topology.Threads = sockets, cores, 1
+	switch inv.Firmware {
+	case v1alpha1.FirmwareEFI:
+		dom.OS.Firmware = "efi"
+		if inv.SecureBoot {
+			dom.OS.FirmwareInfo = &osFirmwareInfo{Features: []osFirmwareFeature{{Enabled: "yes", Name: "secure-boot"}}}
+		}
+	case v1alpha1.FirmwareBIOS, "":
+	default:
+		return nil, fmt.Errorf("unsupported firmware %q", inv.Firmware)
+	}
+	var sd, hd int
+	for i, d := range m.Status.Disks {
+		var x diskXML
+		x.Type, x.Device = "file", "disk"
+		x.Driver.Name, x.Driver.Type = "qemu", "raw"
+		x.Source.File = stagedImage(diskNameAt(d, i))
+		bus := "scsi"
+		if src := sourceDisk(inv, d.Key); src != nil {
+			switch strings.ToLower(src.ControllerType) {
+			case "ide":
+				bus = "ide"
+			case "sata":
+				bus = "sata"
+			}
+		}
+		if bus == "ide" {
+			x.Target.Dev, x.Target.Bus = "hd"+driveLetters(hd), bus
+			hd++
+		} else {
+			x.Target.Dev, x.Target.Bus = "sd"+driveLetters(sd), bus
+			sd++
+		}
+		dom.Disks = append(dom.Disks, x)
+	}
+	out, err := xml.MarshalIndent(dom, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding the domain XML: %w", err)
+	}
+	return append(out, '\n'), nil
+}
+
+// driveLetters is the letter suffix of the n-th drive: a..z, aa..zz, ...
+func driveLetters(n int) string {
+	s := ""
+	for n++; n > 0; n = (n - 1) / 26 {
+		s = string(rune('a'+(n-1)%26)) + s
+	}
+	return s
+}
+
+// topology is the source's sockets and cores per socket.
+func topology(inv *v1alpha1.SourceInventory) (int32, int32, error) {
+	sockets, cores := inv.CPU.Sockets, inv.CPU.CoresPerSocket
+	if cores < 1 {
+		cores = 1
+	}
+	if sockets < 1 {
+		return 0, 0, fmt.Errorf("the inventory has no CPU topology (%d sockets)", sockets)
+	}
+	return sockets, cores, nil
+}
+
+// convertScript runs virt-v2v-in-place and leaves its inspection document
+// as the termination message. On failure the message file stays empty and
+// the kubelet takes the end of the log instead (FallbackToLogsOnError),
+// where virt-v2v wrote its error.
+const convertScript = `#!/bin/sh
+# Rendered by the VM migration controller: convert the staged disks in place
+# and leave the inspection document as the container's termination message.
+set -u
+virt-v2v-in-place -i libvirtxml ` + conversionConfigDir + "/" + DomainXMLKey + ` -O ` + conversionWorkDir + `/inspection.xml
+rc=$?
+if [ "$rc" -eq 0 ] && [ -s ` + conversionWorkDir + `/inspection.xml ]; then
+  cat ` + conversionWorkDir + `/inspection.xml > ` + corev1.TerminationMessagePathDefault + `
+fi
+exit "$rc"
+`
+
+// RenderConversionConfigMap renders the ConfigMap of a conversion attempt:
+// the domain XML and the script that runs virt-v2v-in-place on it.
+func RenderConversionConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int32) (*corev1.ConfigMap, error) {
+	dom, err := RenderDomainXML(m)
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: childMeta(m, naming.ConversionConfigMap(m.Name, attempt), componentConversion, true),
+		Data:       map[string]string{DomainXMLKey: string(dom), ConvertScriptKey: convertScript},
+	}, nil
+}
+
+// defaultConversionResources leave room for the libguestfs appliance
+// (1280 MiB by default, plus qemu's overhead) beside virt-v2v itself.
+func defaultConversionResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("4Gi")},
+	}
+}
+
+// RenderConversionJob renders the conversion Job of an attempt:
+// virt-v2v-in-place over the staging volumes, from the domain XML of the
+// attempt's ConfigMap, with spec.conversion.image or the configured default.
+//
+// What the pod needs, and why it asks for no more:
+//   - uid/gid 107 and fsGroup 107 (StagingUID), non-root: the user virt-v2v
+//     images run as, and the owner of the images the transfer wrote, which
+//     the conversion rewrites in place. Nothing in virt-v2v-in-place needs root.
+//   - no privilege escalation, every capability dropped, no service account
+//     token, a read-only root file system: libguestfs runs its appliance
+//     as an unprivileged qemu and writes only to /tmp and /var/tmp
+//     (emptyDirs) and to the staging volumes.
+//   - seccomp RuntimeDefault, unless Config.ConversionSeccompProfile says
+//     otherwise: where the image's libguestfs networks its appliance with
+//     passt, passt calls unshare(CLONE_NEWUSER), which RuntimeDefault
+//     refuses; a Localhost profile that allows it is then the least to ask
+//     (never Unconfined). A container runtime's default AppArmor profile may
+//     also interfere (unconfirmed).
+//   - /dev/kvm is optional: with Config.ConversionKVM the pod requests
+//     devices.kubevirt.io/kvm: 1 (from KubeVirt's device plugin, no
+//     privilege); without it libguestfs falls back to software emulation
+//     (TCG), slower but working.
+//   - LIBGUESTFS_BACKEND=direct: no libvirt daemon in the pod; libguestfs
+//     keeps its appliance cache in /var/tmp and its sockets in /tmp.
+//   - FallbackToLogsOnError: on success the script writes the inspection
+//     document as the termination message; on failure virt-v2v's last log
+//     lines (its error) become the message ReadJob classifies.
+func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg Config) (*batchv1.Job, error) {
+	spec := specInForce(m)
+	image := spec.Conversion.Image
+	if image == "" {
+		image = cfg.ConversionImage
+	}
+	if image == "" {
+		return nil, errors.New("no conversion image: set spec.conversion.image or configure a default")
+	}
+	if len(m.Status.Disks) == 0 {
+		return nil, errors.New("no disks recorded in status.disks yet")
+	}
+	resources := defaultConversionResources()
+	if cfg.ConversionResources != nil {
+		resources = *cfg.ConversionResources.DeepCopy()
+	}
+	if cfg.ConversionKVM {
+		if resources.Limits == nil {
+			resources.Limits = corev1.ResourceList{}
+		}
+		resources.Limits[KVMResource] = resource.MustParse("1")
+	}
+	timeout := cfg.ConversionTimeout
+	if timeout <= 0 {
+		timeout = DefaultConversionTimeout
+	}
+	cmName := naming.ConversionConfigMap(m.Name, attempt)
+	volumes := []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cmName}, DefaultMode: ptr.To[int32](0o444)}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("1Gi"))}}},
+		{Name: "var-tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("8Gi"))}}},
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: "config", MountPath: conversionConfigDir, ReadOnly: true},
+		{Name: "tmp", MountPath: "/tmp"},
+		{Name: "var-tmp", MountPath: conversionWorkDir},
+	}
+	for i, d := range m.Status.Disks {
+		vol := stagingVolumeName(d.Key)
+		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: stagingClaimName(m, d)}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: path.Join(disksRoot, diskNameAt(d, i))})
+	}
+	meta, podMeta := jobMeta(m, naming.ConversionJob(m.Name, attempt), componentConversion)
+	return &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: meta,
+		Spec: batchv1.JobSpec{
+			BackoffLimit:          ptr.To[int32](0),
+			ActiveDeadlineSeconds: ptr.To(int64(timeout.Seconds())),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: podMeta,
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					SecurityContext:              stagingPodSecurity(cfg.ConversionSeccompProfile),
+					Containers: []corev1.Container{{
+						Name:            ConversionContainer,
+						Image:           image,
+						ImagePullPolicy: cfg.ImagePullPolicy,
+						Command:         []string{"/bin/sh", path.Join(conversionConfigDir, ConvertScriptKey)},
+						Env: []corev1.EnvVar{
+							{Name: "LIBGUESTFS_BACKEND", Value: "direct"},
+							{Name: "HOME", Value: conversionWorkDir},
+						},
+						Resources:                resources,
+						VolumeMounts:             mounts,
+						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						SecurityContext:          restrictedContainer(),
+					}},
+					Volumes: volumes,
+				},
+			},
+		},
+	}, nil
+}

@@ -1,0 +1,365 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/transfer"
+)
+
+// Pod labels the Job controller sets: the current one and the legacy one.
+const (
+	labelJobName       = "batch.kubernetes.io/job-name"
+	labelLegacyJobName = "job-name"
+)
+
+// maxMessage bounds the messages an observation carries into status.
+const maxMessage = 1024
+
+// ObserveJob turns a Job, its pods and (for a transfer) the data of its
+// ConfigMap into what the state machine needs. It is pure: ReadJob does
+// the reading. Succeeded and Failed come from the Job's conditions only;
+// the pod's termination message adds the transfer's per-disk results, the
+// conversion's inspected OS, and the failure's message and class.
+func ObserveJob(job *batchv1.Job, pods []corev1.Pod, configMapData map[string]string) statemachine.JobObservation {
+	o := statemachine.JobObservation{Name: job.Name}
+	var condMessage string
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			o.Succeeded = true
+		case batchv1.JobFailed:
+			o.Failed = true
+			condMessage = joinNonEmpty(": ", c.Reason, c.Message)
+		}
+	}
+	component := job.Labels[v1alpha1.LabelComponent]
+	container := TransferContainer
+	if component == componentConversion {
+		container = ConversionContainer
+	}
+	pod := latestPod(pods)
+	term, waiting := containerState(pod, container)
+	msg := ""
+	if term != nil {
+		msg = term.Message
+	}
+	switch component {
+	case componentConversion:
+		observeConversion(&o, msg, term != nil && term.ExitCode == 0)
+	default:
+		observeTransfer(&o, msg, configMapData)
+	}
+	switch {
+	case o.Failed && o.Message == "":
+		o.Message = joinNonEmpty("; ", condMessage, podProblem(pod, term))
+	case o.Failed:
+		o.Message = joinNonEmpty("; ", o.Message, condMessage)
+	case !o.Succeeded && waiting != nil && waiting.Reason != "" && waiting.Reason != "ContainerCreating":
+		o.Message = "waiting: " + joinNonEmpty(": ", waiting.Reason, waiting.Message)
+	}
+	o.Message = truncate(o.Message, maxMessage)
+	return o
+}
+
+// observeTransfer reads the vm-transfer result (termination message, or
+// the ConfigMap's result key when the pod is gone) and its latest progress
+// (the ConfigMap's progress key, written when the pod may).
+func observeTransfer(o *statemachine.JobObservation, msg string, cm map[string]string) {
+	res, err := transfer.ParseResult([]byte(strings.TrimSpace(msg)))
+	if err != nil && cm[transfer.ConfigMapKeyResult] != "" {
+		res, err = transfer.ParseResult([]byte(cm[transfer.ConfigMapKeyResult]))
+	}
+	if err == nil {
+		for _, d := range res.Disks {
+			o.Results = append(o.Results, statemachine.DiskResult{Key: d.Key, Bytes: d.Bytes, SHA256: d.SHA256})
+		}
+		if !res.Succeeded {
+			o.Message = joinNonEmpty(": ", res.Reason, oneLine(res.Error))
+		}
+	} else if o.Succeeded {
+		o.Message = "the transfer reported no result"
+	}
+	if data := cm[transfer.ConfigMapKeyProgress]; data != "" && !o.Succeeded && !o.Failed {
+		var p transfer.Progress
+		if json.Unmarshal([]byte(data), &p) == nil && p.Kind == transfer.KindProgress {
+			for _, d := range p.Disks {
+				o.Progress = append(o.Progress, statemachine.DiskProgress{
+					Key: d.Key, BytesDone: d.BytesDone, BytesTotal: d.TotalBytes, RateBytesPerSecond: d.RateBytesPerSecond,
+				})
+			}
+		}
+	}
+}
+
+// observeConversion reads the inspected OS of a successful conversion, and
+// classifies a failed one from virt-v2v's error.
+func observeConversion(o *statemachine.JobObservation, msg string, exitedZero bool) {
+	if o.Succeeded || exitedZero {
+		o.OperatingSystem = InspectedOS([]byte(msg))
+		return
+	}
+	if !o.Failed {
+		return
+	}
+	o.Reason = ClassifyConversionFailure(msg)
+	o.Message = conversionError(msg)
+}
+
+// ClassifyConversionFailure classifies virt-v2v's output of a failed run:
+// statemachine.ConversionInspectionFailed when it found no guest to
+// convert, statemachine.ConversionUnsupportedGuest when it cannot convert
+// the guest it found, "" for anything else (worth another attempt).
+func ClassifyConversionFailure(output string) string {
+	s := strings.ToLower(strings.Join(strings.Fields(output), " "))
+	switch {
+	case strings.Contains(s, "inspection could not detect the source guest"),
+		strings.Contains(s, "no root device found"):
+		return statemachine.ConversionInspectionFailed
+	case strings.Contains(s, "unable to convert this guest type"),
+		strings.Contains(s, "multi-boot operating systems are not supported"),
+		strings.Contains(s, "not supported by virt-v2v"):
+		return statemachine.ConversionUnsupportedGuest
+	}
+	return ""
+}
+
+// conversionError keeps virt-v2v's last error (from its "error:" line to
+// the end) or, without one, the last lines of the output.
+func conversionError(output string) string {
+	lines := strings.Split(strings.TrimSpace(output), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "error:") {
+			return oneLine(strings.Join(lines[i:], " "))
+		}
+	}
+	if len(lines) > 3 {
+		lines = lines[len(lines)-3:]
+	}
+	return oneLine(strings.Join(lines, " "))
+}
+
+// InspectedOS reads virt-v2v's inspection document (-O) into a short
+// description, "rhel 9.4 (Red Hat Enterprise Linux 9.4 (Plow))". A
+// truncated document (a termination message keeps 4 KiB) gives what was
+// read before the cut; a document without an operating system gives "".
+func InspectedOS(doc []byte) string {
+	dec := xml.NewDecoder(strings.NewReader(string(doc)))
+	dec.Strict = false
+	fields := map[string]string{}
+	var stack []string
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && len(fields) == 0 {
+				return ""
+			}
+			break
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			stack = append(stack, t.Name.Local)
+		case xml.EndElement:
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case xml.CharData:
+			if n := len(stack); n >= 2 && stack[n-2] == "operatingsystem" {
+				if v := strings.TrimSpace(string(t)); v != "" {
+					fields[stack[n-1]] += v
+				}
+			}
+		}
+	}
+	os := fields["distro"]
+	if os == "" {
+		os = fields["name"]
+	}
+	if v := fields["major_version"]; v != "" {
+		os = joinNonEmpty(" ", os, v+"."+orDefault(fields["minor_version"], "0"))
+	}
+	if p := fields["product_name"]; p != "" {
+		if os == "" {
+			return truncate(p, 256)
+		}
+		os += " (" + p + ")"
+	}
+	return truncate(os, 256)
+}
+
+// latestPod picks the pod to read: the newest one that terminated, else the newest.
+func latestPod(pods []corev1.Pod) *corev1.Pod {
+	if len(pods) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(pods)
+	slices.SortStableFunc(sorted, func(a, b corev1.Pod) int {
+		at, bt := podTerminated(&a), podTerminated(&b)
+		if at != bt {
+			if at {
+				return -1
+			}
+			return 1
+		}
+		return b.CreationTimestamp.Compare(a.CreationTimestamp.Time)
+	})
+	return &sorted[0]
+}
+
+func podTerminated(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// containerState is the named container's terminated state (current or
+// last) and its waiting state.
+func containerState(pod *corev1.Pod, name string) (*corev1.ContainerStateTerminated, *corev1.ContainerStateWaiting) {
+	if pod == nil {
+		return nil, nil
+	}
+	for i := range pod.Status.ContainerStatuses {
+		cs := &pod.Status.ContainerStatuses[i]
+		if cs.Name != name {
+			continue
+		}
+		if cs.State.Terminated != nil {
+			return cs.State.Terminated, nil
+		}
+		if cs.LastTerminationState.Terminated != nil {
+			return cs.LastTerminationState.Terminated, cs.State.Waiting
+		}
+		return nil, cs.State.Waiting
+	}
+	return nil, nil
+}
+
+// podProblem says why a pod ended without a result: eviction, a deadline,
+// a kill, a non-zero exit.
+func podProblem(pod *corev1.Pod, term *corev1.ContainerStateTerminated) string {
+	if pod == nil {
+		return ""
+	}
+	var parts []string
+	if pod.Status.Reason != "" || pod.Status.Message != "" {
+		parts = append(parts, "pod "+pod.Name+": "+joinNonEmpty(": ", pod.Status.Reason, pod.Status.Message))
+	}
+	if term != nil {
+		parts = append(parts, fmt.Sprintf("container %s: %s (exit code %d)", pod.Name, orDefault(term.Reason, "terminated"), term.ExitCode))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// jobPodSelector selects a Job's pods by the Job controller's label.
+func jobPodSelector(key, job string) string {
+	return labels.SelectorFromSet(labels.Set{key: job}).String()
+}
+
+// ownedBy keeps the pods a Job (by UID) controls; with no UID, all.
+func ownedBy(pods []corev1.Pod, job *batchv1.Job) []corev1.Pod {
+	if job.UID == "" {
+		return pods
+	}
+	return slices.DeleteFunc(pods, func(p corev1.Pod) bool {
+		c := metav1.GetControllerOf(&p)
+		return c != nil && c.UID != job.UID
+	})
+}
+
+// ReadJob reads a Job's pods and, for a transfer, its ConfigMap, and
+// observes them (ObserveJob). A failure to read them leaves the Job's
+// conditions as the observation, with the failure in its message.
+func (s *Step) ReadJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, job *batchv1.Job) statemachine.JobObservation {
+	pods, podErr := s.jobPods(ctx, job)
+	var data map[string]string
+	// Only a pod with a service account writes progress and the result
+	// into its ConfigMap: without one there is nothing to read there.
+	if job.Labels[v1alpha1.LabelComponent] == componentTransfer && job.Spec.Template.Spec.ServiceAccountName != "" {
+		data = s.transferConfigMapData(ctx, m, job)
+	}
+	o := ObserveJob(job, pods, data)
+	if podErr != nil && o.Message == "" {
+		o.Message = podErr.Error()
+	}
+	return o
+}
+
+// jobPods lists a Job's pods, by the current label, else the legacy one.
+func (s *Step) jobPods(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, error) {
+	for _, key := range []string{labelJobName, labelLegacyJobName} {
+		list, err := s.Kube.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{LabelSelector: jobPodSelector(key, job.Name)})
+		if err != nil {
+			return nil, fmt.Errorf("listing the pods of job %s: %w", job.Name, err)
+		}
+		if pods := ownedBy(list.Items, job); len(pods) > 0 {
+			return pods, nil
+		}
+	}
+	return nil, nil
+}
+
+// transferConfigMapData reads the transfer's ConfigMap (the one its pod
+// mounts as the job spec) when it is this migration's; nil otherwise.
+func (s *Step) transferConfigMapData(ctx context.Context, m *v1alpha1.VirtualMachineMigration, job *batchv1.Job) map[string]string {
+	name := ""
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		if v.Name == "spec" && v.ConfigMap != nil {
+			name = v.ConfigMap.Name
+		}
+	}
+	if name == "" {
+		return nil
+	}
+	cm, err := s.Kube.CoreV1().ConfigMaps(job.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || !ours(cm, m.UID) {
+		return nil
+	}
+	return cm.Data
+}
+
+func joinNonEmpty(sep string, parts ...string) string {
+	var keep []string
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" {
+			keep = append(keep, p)
+		}
+	}
+	return strings.Join(keep, sep)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// truncate cuts s to at most n bytes, on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - 3
+	for cut > 0 && !utf8RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

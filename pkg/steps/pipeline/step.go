@@ -1,0 +1,279 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/controller"
+	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
+	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
+)
+
+// DefaultConversionTimeout bounds a conversion Job's run
+// (activeDeadlineSeconds): a hung libguestfs appliance fails the attempt
+// instead of holding the migration forever.
+const DefaultConversionTimeout = 4 * time.Hour
+
+// Config holds what the rendered objects need beyond the migration.
+type Config struct {
+	// TransferImage runs the vm-transfer command (the controller's image).
+	TransferImage string
+	// TransferCommand is the transfer command's path in TransferImage;
+	// empty means DefaultTransferCommand.
+	TransferCommand string
+	// ConversionImage is the default virt-v2v image, used when
+	// spec.conversion.image is empty.
+	ConversionImage string
+	// ImagePullPolicy of both Jobs; empty means the cluster default.
+	ImagePullPolicy corev1.PullPolicy
+	// TransferServiceAccount, when set, runs the transfer pod under this
+	// ServiceAccount (which must exist in the migration's namespace and may
+	// get and patch ConfigMaps there) with its token mounted, and has the
+	// command report progress into the job spec ConfigMap. Empty mounts no
+	// token: progress is then only known when the pod ends.
+	TransferServiceAccount string
+	// TransferResources of the transfer container; nil means defaults.
+	TransferResources *corev1.ResourceRequirements
+	// ConversionResources of the conversion container; nil means defaults.
+	ConversionResources *corev1.ResourceRequirements
+	// ConversionKVM requests /dev/kvm (devices.kubevirt.io/kvm) for the
+	// conversion: much faster, and only schedulable where KubeVirt's
+	// device plugin offers it.
+	ConversionKVM bool
+	// ConversionSeccompProfile replaces RuntimeDefault for the conversion
+	// pod, for images whose libguestfs runs passt, which needs
+	// unshare(CLONE_NEWUSER): a Localhost profile allowing it.
+	ConversionSeccompProfile *corev1.SeccompProfile
+	// ConversionTimeout bounds a conversion run; zero means DefaultConversionTimeout.
+	ConversionTimeout time.Duration
+}
+
+// Step implements the controller's PipelineStep against the API server.
+type Step struct {
+	// Kube creates staging volumes, ConfigMaps and Jobs and reads pods.
+	Kube kubernetes.Interface
+	// KubeVirt creates and patches the target VirtualMachine.
+	KubeVirt kvclient.Interface
+	// CDI creates and patches the target DataVolumes.
+	CDI cdiclient.Interface
+	// Config of the rendered objects.
+	Config Config
+}
+
+var _ controller.PipelineStep = (*Step)(nil)
+
+// CreateStagingClaims creates the staging volume of every disk that has
+// none. It does not wait for them to bind.
+func (s *Step) CreateStagingClaims(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error {
+	claims, err := RenderStagingClaims(m)
+	if err != nil {
+		return fmt.Errorf("rendering staging volumes: %w", err)
+	}
+	api := s.Kube.CoreV1().PersistentVolumeClaims(m.Namespace)
+	for _, pvc := range claims {
+		err := createIfAbsent(ctx, m, "staging volume", pvc.Name,
+			func(ctx context.Context) (*corev1.PersistentVolumeClaim, error) {
+				return api.Create(ctx, pvc, metav1.CreateOptions{})
+			},
+			func(ctx context.Context) (*corev1.PersistentVolumeClaim, error) {
+				return api.Get(ctx, pvc.Name, metav1.GetOptions{})
+			})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CreateTransferJob creates the job spec ConfigMap and the transfer Job of
+// an attempt.
+func (s *Step) CreateTransferJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error {
+	if attempt < 1 {
+		return fmt.Errorf("transfer attempt %d: attempts count from 1", attempt)
+	}
+	cm, err := RenderTransferConfigMap(m, attempt)
+	if err != nil {
+		return fmt.Errorf("rendering the transfer job spec: %w", err)
+	}
+	job, err := RenderTransferJob(m, attempt, s.Config)
+	if err != nil {
+		return fmt.Errorf("rendering the transfer job: %w", err)
+	}
+	return s.createJob(ctx, m, cm, job)
+}
+
+// CreateConversionJob creates the domain ConfigMap and the conversion Job
+// of an attempt.
+func (s *Step) CreateConversionJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error {
+	if attempt < 1 {
+		return fmt.Errorf("conversion attempt %d: attempts count from 1", attempt)
+	}
+	cm, err := RenderConversionConfigMap(m, attempt)
+	if err != nil {
+		return fmt.Errorf("rendering the conversion domain: %w", err)
+	}
+	job, err := RenderConversionJob(m, attempt, s.Config)
+	if err != nil {
+		return fmt.Errorf("rendering the conversion job: %w", err)
+	}
+	return s.createJob(ctx, m, cm, job)
+}
+
+// createJob creates a Job's ConfigMap, then the Job.
+func (s *Step) createJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, cm *corev1.ConfigMap, job *batchv1.Job) error {
+	cms := s.Kube.CoreV1().ConfigMaps(m.Namespace)
+	err := createIfAbsent(ctx, m, "config map", cm.Name,
+		func(ctx context.Context) (*corev1.ConfigMap, error) {
+			return cms.Create(ctx, cm, metav1.CreateOptions{})
+		},
+		func(ctx context.Context) (*corev1.ConfigMap, error) {
+			return cms.Get(ctx, cm.Name, metav1.GetOptions{})
+		})
+	if err != nil {
+		return err
+	}
+	jobs := s.Kube.BatchV1().Jobs(m.Namespace)
+	return createIfAbsent(ctx, m, "job", job.Name,
+		func(ctx context.Context) (*batchv1.Job, error) { return jobs.Create(ctx, job, metav1.CreateOptions{}) },
+		func(ctx context.Context) (*batchv1.Job, error) { return jobs.Get(ctx, job.Name, metav1.GetOptions{}) })
+}
+
+// CreateDataVolumes creates the target DataVolumes that do not exist.
+func (s *Step) CreateDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error {
+	dvs, err := RenderDataVolumes(m)
+	if err != nil {
+		return fmt.Errorf("rendering data volumes: %w", err)
+	}
+	api := s.CDI.CdiV1beta1().DataVolumes(m.Namespace)
+	for _, dv := range dvs {
+		err := createIfAbsent(ctx, m, "data volume", dv.Name,
+			func(ctx context.Context) (*cdiv1.DataVolume, error) {
+				return api.Create(ctx, dv, metav1.CreateOptions{})
+			},
+			func(ctx context.Context) (*cdiv1.DataVolume, error) {
+				return api.Get(ctx, dv.Name, metav1.GetOptions{})
+			})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CreateVM creates the target VirtualMachine, halted.
+func (s *Step) CreateVM(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error {
+	vm, err := RenderVirtualMachine(m)
+	if err != nil {
+		return fmt.Errorf("rendering the virtual machine: %w", err)
+	}
+	api := s.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace)
+	return createIfAbsent(ctx, m, "virtual machine", vm.Name,
+		func(ctx context.Context) (*kubevirtv1.VirtualMachine, error) {
+			return api.Create(ctx, vm, metav1.CreateOptions{})
+		},
+		func(ctx context.Context) (*kubevirtv1.VirtualMachine, error) {
+			return api.Get(ctx, vm.Name, metav1.GetOptions{})
+		})
+}
+
+// ourVM reads the target VM and checks it is this migration's.
+func (s *Step) ourVM(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (*kubevirtv1.VirtualMachine, error) {
+	name, err := targetName(m)
+	if err != nil {
+		return nil, err
+	}
+	vm, err := s.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading virtual machine %s/%s: %w", m.Namespace, name, err)
+	}
+	if !ours(vm, m.UID) {
+		return nil, fmt.Errorf("virtual machine %s/%s does not belong to migration %s", m.Namespace, name, m.Name)
+	}
+	return vm, nil
+}
+
+// AdoptDataVolumes makes the target VM the controller owner of each of its
+// DataVolumes, so that they live and die with it. A DataVolume already
+// controlled by the VM is left alone; one controlled by anything else, or
+// not this migration's, is an error.
+func (s *Step) AdoptDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error {
+	vm, err := s.ourVM(ctx, m)
+	if err != nil {
+		return err
+	}
+	yes := true
+	owner := metav1.OwnerReference{
+		APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine",
+		Name: vm.Name, UID: vm.UID, Controller: &yes, BlockOwnerDeletion: &yes,
+	}
+	api := s.CDI.CdiV1beta1().DataVolumes(m.Namespace)
+	for i, d := range m.Status.Disks {
+		name := dataVolumeName(vm.Name, d, i)
+		dv, err := api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading data volume %s/%s: %w", m.Namespace, name, err)
+		}
+		if !ours(dv, m.UID) {
+			return fmt.Errorf("data volume %s/%s does not belong to migration %s", m.Namespace, name, m.Name)
+		}
+		if c := metav1.GetControllerOf(dv); c != nil {
+			if c.UID == vm.UID {
+				continue
+			}
+			return fmt.Errorf("data volume %s/%s is already controlled by %s %s", m.Namespace, name, c.Kind, c.Name)
+		}
+		refs := append(slices.Clone(dv.OwnerReferences), owner)
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"ownerReferences": refs, "resourceVersion": dv.ResourceVersion,
+		}})
+		if err != nil {
+			return fmt.Errorf("encoding the owner patch of data volume %s: %w", name, err)
+		}
+		if _, err := api.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("handing data volume %s/%s to virtual machine %s: %w", m.Namespace, name, vm.Name, err)
+		}
+	}
+	return nil
+}
+
+// SetRunStrategy sets the target VM's run strategy; a VM that already has
+// it is left alone.
+func (s *Step) SetRunStrategy(ctx context.Context, m *v1alpha1.VirtualMachineMigration, strategy string) error {
+	switch kubevirtv1.VirtualMachineRunStrategy(strategy) {
+	case kubevirtv1.RunStrategyAlways, kubevirtv1.RunStrategyHalted, kubevirtv1.RunStrategyManual,
+		kubevirtv1.RunStrategyRerunOnFailure, kubevirtv1.RunStrategyOnce:
+	default:
+		return fmt.Errorf("unknown run strategy %q", strategy)
+	}
+	vm, err := s.ourVM(ctx, m)
+	if err != nil {
+		return err
+	}
+	if vm.Spec.RunStrategy != nil && string(*vm.Spec.RunStrategy) == strategy && vm.Spec.Running == nil {
+		return nil
+	}
+	// spec.running is cleared with it: the webhook rejects both set.
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": vm.ResourceVersion},
+		"spec":     map[string]any{"runStrategy": strategy, "running": nil},
+	})
+	if err != nil {
+		return fmt.Errorf("encoding the run strategy patch: %w", err)
+	}
+	if _, err := s.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace).Patch(ctx, vm.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("setting the run strategy of virtual machine %s/%s to %s: %w", m.Namespace, vm.Name, strategy, err)
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package pipeline
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/transfer"
+)
+
+// Transfer Job layout.
+const (
+	// DefaultTransferCommand is vm-transfer's path in the controller image.
+	DefaultTransferCommand = "/usr/local/bin/vm-transfer"
+	// TransferContainer is the transfer Job's container name.
+	TransferContainer = "transfer"
+	// TransferSpecKey is the job spec's key in the transfer ConfigMap.
+	TransferSpecKey = "transfer-spec.json"
+	// transferSpecDir, transferCredentialsDir and stagingRoot are where
+	// the job spec, the credentials Secret and the staging volumes
+	// (stagingRoot/<disk key>) are mounted.
+	transferSpecDir        = "/etc/vm-transfer/spec"
+	transferCredentialsDir = "/etc/vm-transfer/credentials"
+	stagingRoot            = "/staging"
+	// ImageFile is the disk image's name at the root of a staging volume.
+	ImageFile = "disk.img"
+)
+
+// TransferConfigMap is the name of the ConfigMap holding the job spec of a
+// transfer attempt (and, when the pod may write to it, its progress).
+func TransferConfigMap(migration string, attempt int32) string {
+	return naming.Child(migration, "transfer", strconv.Itoa(int(attempt)), "spec")
+}
+
+// RenderTransferSpec renders the vm-transfer job spec: the endpoint, the
+// inventoried VM and, per disk in status order, its backing file and the
+// image path in its staging volume. It holds no credentials.
+func RenderTransferSpec(m *v1alpha1.VirtualMachineMigration) (*transfer.JobSpec, error) {
+	inv := m.Status.Source
+	if inv == nil || inv.MoRef == "" {
+		return nil, errors.New("the source VM is not inventoried yet (status.source)")
+	}
+	if len(m.Status.Disks) == 0 {
+		return nil, errors.New("no disks recorded in status.disks yet")
+	}
+	spec := specInForce(m)
+	dc := inv.Datacenter
+	if dc == "" {
+		dc = spec.Source.Datacenter
+	}
+	js := &transfer.JobSpec{
+		Version:  transfer.SpecVersion,
+		Endpoint: transfer.EndpointSpec{URL: spec.Source.URL, Datacenter: dc, InsecureSkipVerify: spec.Source.InsecureSkipVerify},
+		VMMoRef:  inv.MoRef,
+	}
+	for _, d := range m.Status.Disks {
+		src := sourceDisk(inv, d.Key)
+		if src == nil || src.FileName == "" {
+			return nil, fmt.Errorf("disk %d has no backing file in the inventory", d.Key)
+		}
+		js.Disks = append(js.Disks, transfer.DiskSpec{
+			Key:           d.Key,
+			FileName:      src.FileName,
+			CapacityBytes: d.CapacityBytes,
+			Destination:   path.Join(stagingMount(d.Key), ImageFile),
+		})
+	}
+	if err := js.Validate(); err != nil {
+		return nil, err
+	}
+	return js, nil
+}
+
+// sourceDisk finds an inventoried disk by key.
+func sourceDisk(inv *v1alpha1.SourceInventory, key int32) *v1alpha1.SourceDisk {
+	for i := range inv.Disks {
+		if inv.Disks[i].Key == key {
+			return &inv.Disks[i]
+		}
+	}
+	return nil
+}
+
+func stagingMount(key int32) string { return path.Join(stagingRoot, strconv.Itoa(int(key))) }
+
+// RenderTransferConfigMap renders the ConfigMap with the job spec of an attempt.
+func RenderTransferConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int32) (*corev1.ConfigMap, error) {
+	js, err := RenderTransferSpec(m)
+	if err != nil {
+		return nil, err
+	}
+	data, err := json.MarshalIndent(js, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding the transfer job spec: %w", err)
+	}
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: childMeta(m, TransferConfigMap(m.Name, attempt), componentTransfer, true),
+		Data:       map[string]string{TransferSpecKey: string(data) + "\n"},
+	}, nil
+}
+
+// defaultTransferResources fit the command's defaults: 2 disks at once,
+// 3 chunks of 8 MiB in flight each, plus TLS and hashing.
+func defaultTransferResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+	}
+}
+
+// restrictedContainer is the container security context of the restricted
+// Pod Security profile, with a read-only root file system.
+func restrictedContainer() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+// stagingPodSecurity is the pod security context of both Jobs: non-root as
+// StagingUID, volumes group-owned by it, seccomp as given.
+func stagingPodSecurity(seccomp *corev1.SeccompProfile) *corev1.PodSecurityContext {
+	if seccomp == nil {
+		seccomp = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	}
+	onRootMismatch := corev1.FSGroupChangeOnRootMismatch
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:        ptr.To(true),
+		RunAsUser:           ptr.To(StagingUID),
+		RunAsGroup:          ptr.To(StagingUID),
+		FSGroup:             ptr.To(StagingUID),
+		FSGroupChangePolicy: &onRootMismatch,
+		SeccompProfile:      seccomp,
+	}
+}
+
+// stagingVolumeName is the pod volume name of a disk's staging volume.
+func stagingVolumeName(key int32) string { return "staging-" + strconv.Itoa(int(key)) }
+
+// jobMeta is the metadata of a Job and of its pod template.
+func jobMeta(m *v1alpha1.VirtualMachineMigration, name, component string) (metav1.ObjectMeta, metav1.ObjectMeta) {
+	return childMeta(m, name, component, true), metav1.ObjectMeta{Labels: childLabels(m, component)}
+}
+
+// RenderTransferJob renders the transfer Job of an attempt: one run of
+// vm-transfer (backoffLimit 0: a failed attempt is retried by the
+// controller under a new name), the job spec and the credentials Secret
+// mounted read-only, one staging volume per disk, the result as the
+// termination message, under the restricted Pod Security profile.
+func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg Config) (*batchv1.Job, error) {
+	if cfg.TransferImage == "" {
+		return nil, errors.New("no transfer image is configured")
+	}
+	if len(m.Status.Disks) == 0 {
+		return nil, errors.New("no disks recorded in status.disks yet")
+	}
+	spec := specInForce(m)
+	secret := spec.Source.CredentialsSecretRef.Name
+	if secret == "" {
+		return nil, errors.New("spec.source.credentialsSecretRef.name is empty")
+	}
+	command := cfg.TransferCommand
+	if command == "" {
+		command = DefaultTransferCommand
+	}
+	cmName := TransferConfigMap(m.Name, attempt)
+	args := []string{
+		"--spec=" + path.Join(transferSpecDir, TransferSpecKey),
+		"--credentials-dir=" + transferCredentialsDir,
+		"--termination-log=" + corev1.TerminationMessagePathDefault,
+	}
+	automount := false
+	if cfg.TransferServiceAccount != "" {
+		automount = true
+		args = append(args, "--progress-configmap="+m.Namespace+"/"+cmName)
+	}
+	resources := defaultTransferResources()
+	if cfg.TransferResources != nil {
+		resources = *cfg.TransferResources.DeepCopy()
+	}
+	volumes := []corev1.Volume{
+		{Name: "spec", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cmName}, DefaultMode: ptr.To[int32](0o444)}}},
+		{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: secret, DefaultMode: ptr.To[int32](0o440)}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("64Mi"))}}},
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: "spec", MountPath: transferSpecDir, ReadOnly: true},
+		{Name: "credentials", MountPath: transferCredentialsDir, ReadOnly: true},
+		{Name: "tmp", MountPath: "/tmp"},
+	}
+	for _, d := range m.Status.Disks {
+		vol := stagingVolumeName(d.Key)
+		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: stagingClaimName(m, d)}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: stagingMount(d.Key)})
+	}
+	meta, podMeta := jobMeta(m, naming.TransferJob(m.Name, attempt), componentTransfer)
+	return &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: meta,
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](0),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: podMeta,
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					ServiceAccountName:           cfg.TransferServiceAccount,
+					AutomountServiceAccountToken: ptr.To(automount),
+					EnableServiceLinks:           ptr.To(false),
+					SecurityContext:              stagingPodSecurity(nil),
+					Containers: []corev1.Container{{
+						Name:                     TransferContainer,
+						Image:                    cfg.TransferImage,
+						ImagePullPolicy:          cfg.ImagePullPolicy,
+						Command:                  []string{command},
+						Args:                     args,
+						Resources:                resources,
+						VolumeMounts:             mounts,
+						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+						SecurityContext:          restrictedContainer(),
+					}},
+					Volumes: volumes,
+				},
+			},
+		},
+	}, nil
+}

@@ -1,13 +1,13 @@
 package transfer
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 )
@@ -15,9 +15,6 @@ import (
 // checkpointVersion is bumped when the checkpoint format changes; an older
 // checkpoint is then ignored (the copy starts over).
 const checkpointVersion = 1
-
-// crcTable is CRC-32C, hardware-assisted: cheap enough to checksum every chunk.
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // checkpoint is the resume state of one disk, kept next to its image.
 type checkpoint struct {
@@ -34,8 +31,10 @@ type checkpoint struct {
 	HashState []byte `json:"hashState"`
 	// ChunkStart is where the last chunk before Offset starts.
 	ChunkStart int64 `json:"chunkStart"`
-	// ChunkCRC is the CRC-32C of the image's bytes [ChunkStart, Offset).
-	ChunkCRC uint32 `json:"chunkCRC"`
+	// ChunkStartHashState is the SHA-256 state after ChunkStart bytes: the
+	// image's bytes [ChunkStart, Offset) hashed onto it must give HashState.
+	// It verifies the last chunk on resume at no cost during the copy.
+	ChunkStartHashState []byte `json:"chunkStartHashState"`
 }
 
 // checkpointPath is the default checkpoint of a file image:
@@ -97,6 +96,19 @@ func hashState(h hash.Hash) ([]byte, error) {
 	return m.MarshalBinary()
 }
 
+// restoreHash is a SHA-256 in a saved state.
+func restoreHash(state []byte) (hash.Hash, error) {
+	h := sha256.New()
+	u, ok := h.(encoding.BinaryUnmarshaler)
+	if !ok {
+		return nil, errors.New("hash state cannot be restored")
+	}
+	if err := u.UnmarshalBinary(state); err != nil {
+		return nil, fmt.Errorf("restoring the hash state: %w", err)
+	}
+	return h, nil
+}
+
 // resumeFrom checks a checkpoint against the source and the image and,
 // when it holds, returns the hash restored to its offset. A checkpoint
 // that does not hold returns a reason and a nil hash: the copy starts over.
@@ -118,26 +130,26 @@ func resumeFrom(cp *checkpoint, source string, capacity int64, dst *destination,
 	if size < cp.Offset {
 		return nil, fmt.Sprintf("the image is %d bytes, shorter than the checkpoint's %d", size, cp.Offset)
 	}
-	// Re-read the last chunk written and compare its checksum.
-	var crc uint32
+	// Re-read the last chunk written, hash it onto the state before it,
+	// and compare with the state after it.
+	h, err := restoreHash(cp.ChunkStartHashState)
+	if err != nil {
+		return nil, err.Error()
+	}
 	for off := cp.ChunkStart; off < cp.Offset; {
 		n := min(int64(len(buf)), cp.Offset-off)
 		if err := dst.readAt(buf[:n], off); err != nil {
 			return nil, err.Error()
 		}
-		crc = crc32.Update(crc, crcTable, buf[:n])
+		h.Write(buf[:n])
 		off += n
 	}
-	if crc != cp.ChunkCRC {
-		return nil, "the image's last checkpointed chunk does not match its checksum"
+	state, err := hashState(h)
+	if err != nil {
+		return nil, err.Error()
 	}
-	h := sha256.New()
-	u, ok := h.(encoding.BinaryUnmarshaler)
-	if !ok {
-		return nil, "hash state cannot be restored"
-	}
-	if err := u.UnmarshalBinary(cp.HashState); err != nil {
-		return nil, fmt.Sprintf("restoring the hash state: %v", err)
+	if !bytes.Equal(state, cp.HashState) {
+		return nil, "the image's last checkpointed chunk does not match the checkpoint"
 	}
 	return h, ""
 }

@@ -47,6 +47,7 @@ type commandFlags struct {
 	progressConfigMap string
 	terminationLog    string
 	allowPoweredOn    bool
+	bufferedIO        bool
 }
 
 // parseFlags reads the command line.
@@ -64,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (*commandFlags, error) {
 	fs.StringVar(&f.progressFile, "progress-file", "", "file rewritten atomically with the latest progress (JSON)")
 	fs.StringVar(&f.progressConfigMap, "progress-configmap", "", "NAMESPACE/NAME of a ConfigMap to patch with progress and the result (in-cluster credentials)")
 	fs.StringVar(&f.terminationLog, "termination-log", DefaultTerminationLog, "file the final result is written to (the container's termination message)")
+	fs.BoolVar(&f.bufferedIO, "buffered-io", false, "write through the page cache even where direct I/O works")
 	fs.BoolVar(&f.allowPoweredOn, "allow-powered-on", false, "copy the disks of a running VM (inconsistent copy: by hand, knowingly)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -173,6 +175,7 @@ func execute(ctx context.Context, f *commandFlags, stdout io.Writer, logf func(s
 		Buffers:          f.buffers,
 		Parallel:         f.parallel,
 		Retries:          retries,
+		BufferedIO:       f.bufferedIO,
 		ProgressInterval: f.progressInterval,
 		ProgressSinks:    sinks,
 		Logf:             logf,

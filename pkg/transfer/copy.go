@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"hash/crc32"
 	"io"
 	"time"
 )
@@ -15,9 +14,9 @@ import (
 // Defaults of Options.
 const (
 	// DefaultChunkSize is the unit of reading, hashing, writing and checkpointing.
-	DefaultChunkSize = 8 << 20
+	DefaultChunkSize = 4 << 20
 	// DefaultBuffers is how many chunks one disk has in flight.
-	DefaultBuffers = 3
+	DefaultBuffers = 4
 	// DefaultParallel is how many disks are copied at once.
 	DefaultParallel = 2
 	// DefaultRetries is how many times a failed read is retried in-process
@@ -39,6 +38,9 @@ type Options struct {
 	Retries int
 	// RetryDelay is the first wait before a retry; it doubles each time.
 	RetryDelay time.Duration
+	// BufferedIO turns direct I/O off: every write then goes through the
+	// page cache (direct I/O is used only where the file system allows it).
+	BufferedIO bool
 	// ProgressInterval is the time between progress snapshots.
 	ProgressInterval time.Duration
 	// ProgressSinks receive the snapshots.
@@ -99,10 +101,8 @@ func retriable(err error) bool {
 
 // copyState is where one disk's copy stands.
 type copyState struct {
-	off        int64
-	h          hash.Hash
-	chunkStart int64
-	chunkCRC   uint32
+	off int64
+	h   hash.Hash
 }
 
 // diskCopy copies one disk.
@@ -182,7 +182,7 @@ func (c *diskCopy) run(ctx context.Context) (DiskResult, error) {
 func (c *diskCopy) prepare() error {
 	spec := c.plan.Spec
 	var err error
-	if c.dst, err = openDestination(spec.Destination, spec.CapacityBytes); err != nil {
+	if c.dst, err = openDestination(spec.Destination, spec.CapacityBytes, !c.opts.BufferedIO); err != nil {
 		return fmt.Errorf("disk %d: %w", spec.Key, err)
 	}
 	if c.plan.Checkpoint == "" {
@@ -198,7 +198,7 @@ func (c *diskCopy) prepare() error {
 			if h == nil {
 				c.opts.Logf("disk %d: starting over: %s", spec.Key, why)
 			} else {
-				c.st = copyState{off: cp.Offset, h: h, chunkStart: cp.ChunkStart, chunkCRC: cp.ChunkCRC}
+				c.st = copyState{off: cp.Offset, h: h}
 				c.opts.Logf("disk %d: resuming at byte %d of %d", spec.Key, cp.Offset, spec.CapacityBytes)
 			}
 		}
@@ -299,31 +299,37 @@ func readChunks(ctx context.Context, body io.Reader, want int64, free chan []byt
 	}
 }
 
-// consume hashes, writes and checkpoints one chunk.
+// consume hashes, writes and checkpoints one chunk. The hash and the
+// write run side by side: both are a full pass over the chunk.
 func (c *diskCopy) consume(b []byte) error {
-	c.st.h.Write(b)
-	if err := c.dst.writeChunk(b, c.st.off); err != nil {
+	before, err := hashState(c.st.h)
+	if err != nil {
 		return err
 	}
-	c.st.chunkStart = c.st.off
-	c.st.chunkCRC = crc32.Checksum(b, crcTable)
+	start := c.st.off
+	written := make(chan error, 1)
+	go func() { written <- c.dst.writeChunk(b, start) }()
+	c.st.h.Write(b)
+	if err := <-written; err != nil {
+		return err
+	}
 	c.st.off += int64(len(b))
 	c.t.done.Store(c.st.off)
 	if c.plan.Checkpoint == "" || c.st.off == c.plan.Spec.CapacityBytes {
 		return nil
 	}
-	state, err := hashState(c.st.h)
+	after, err := hashState(c.st.h)
 	if err != nil {
 		return err
 	}
 	return saveCheckpoint(c.plan.Checkpoint, &checkpoint{
-		Version:    checkpointVersion,
-		Source:     c.plan.Source,
-		Capacity:   c.plan.Spec.CapacityBytes,
-		Offset:     c.st.off,
-		HashState:  state,
-		ChunkStart: c.st.chunkStart,
-		ChunkCRC:   c.st.chunkCRC,
+		Version:             checkpointVersion,
+		Source:              c.plan.Source,
+		Capacity:            c.plan.Spec.CapacityBytes,
+		Offset:              c.st.off,
+		HashState:           after,
+		ChunkStart:          start,
+		ChunkStartHashState: before,
 	})
 }
 

@@ -34,7 +34,7 @@ func Run(ctx context.Context, plans []DiskPlan, opts Options) *Result {
 			// One set of buffers per worker, reused disk after disk.
 			bufs := make([][]byte, opts.Buffers)
 			for i := range bufs {
-				bufs[i] = make([]byte, opts.ChunkSize)
+				bufs[i] = alignedBuffer(opts.ChunkSize)
 			}
 			for i := range next {
 				c := &diskCopy{opts: opts, plan: &plans[i], t: trackers[i], bufs: bufs}

@@ -1,0 +1,203 @@
+// Command benchsim serves one large disk from an in-process vcsim on
+// 127.0.0.1 for hack/bench-transfer.sh: it adds a disk to a powered-off VM,
+// lays it out as ESXi does (text descriptor + flat extent, written straight
+// into the simulator's datastore directory), writes a transfer job spec and
+// a credentials directory, prints shell assignments describing all that,
+// and serves until it receives SIGTERM or SIGINT. The simulator's
+// directories, the disk included, are removed on exit.
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"platform.example/vm-migration/pkg/steps/vsphere"
+	"platform.example/vm-migration/pkg/transfer"
+)
+
+const (
+	user     = "bench@vsphere.local"
+	password = "bench-password"
+)
+
+func main() {
+	sizeMiB := flag.Int64("size-mib", 2048, "disk size in MiB")
+	zeroMiB := flag.Int64("zero-mib", 64, "MiB of zeros in the middle of the disk (the rest is random)")
+	workDir := flag.String("work-dir", "", "directory for the job spec, credentials and destination (required)")
+	flag.Parse()
+	if *workDir == "" {
+		fmt.Fprintln(os.Stderr, "benchsim: --work-dir is required")
+		os.Exit(2)
+	}
+	if err := run(*sizeMiB<<20, *zeroMiB<<20, *workDir); err != nil {
+		fmt.Fprintf(os.Stderr, "benchsim: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(size, zeros int64, workDir string) error {
+	m := simulator.VPX()
+	if err := m.Create(); err != nil {
+		return err
+	}
+	defer m.Remove()
+	m.Service.TLS = new(tls.Config)
+	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(user, password)}
+	s := m.Service.NewServer()
+	defer s.Close()
+
+	ctx := context.Background()
+	thumb := soap.ThumbprintSHA256(s.Certificate())
+	ep := vsphere.Endpoint{URL: "https://" + s.URL.Host + "/sdk", Datacenter: "DC0"}
+	sess, err := vsphere.Connect(ctx, ep, vsphere.Credentials{Username: user, Password: password, Thumbprint: thumb})
+	if err != nil {
+		return err
+	}
+	c := sess.Client()
+	f := find.NewFinder(c, true)
+	dc, err := f.Datacenter(ctx, "DC0")
+	if err != nil {
+		return err
+	}
+	f.SetDatacenter(dc)
+	vm, err := f.VirtualMachine(ctx, "DC0_H0_VM0")
+	if err != nil {
+		return err
+	}
+	ds, err := f.Datastore(ctx, "LocalDS_0")
+	if err != nil {
+		return err
+	}
+	task, err := vm.PowerOff(ctx)
+	if err != nil {
+		return err
+	}
+	if err := task.Wait(ctx); err != nil {
+		return err
+	}
+	devices, err := vm.Device(ctx)
+	if err != nil {
+		return err
+	}
+	ctrl, err := devices.FindDiskController("")
+	if err != nil {
+		return err
+	}
+	fileName := "[LocalDS_0] DC0_H0_VM0/bench.vmdk"
+	disk := devices.CreateDisk(ctrl, ds.Reference(), fileName)
+	disk.CapacityInKB = size / 1024
+	if err := vm.AddDevice(ctx, disk); err != nil {
+		return err
+	}
+	devices, err = vm.Device(ctx)
+	if err != nil {
+		return err
+	}
+	var key int32
+	for _, d := range devices.SelectByBackingInfo(&types.VirtualDiskFlatVer2BackingInfo{VirtualDeviceFileBackingInfo: types.VirtualDeviceFileBackingInfo{FileName: fileName}}) {
+		key = d.GetVirtualDevice().Key
+	}
+
+	var dsMo mo.Datastore
+	if err := ds.Properties(ctx, ds.Reference(), []string{"summary"}, &dsMo); err != nil {
+		return err
+	}
+	dir := filepath.Join(dsMo.Summary.Url, "DC0_H0_VM0")
+	desc := fmt.Sprintf("# Disk DescriptorFile\nversion=1\nencoding=\"UTF-8\"\nCID=fffffffe\nparentCID=ffffffff\ncreateType=\"vmfs\"\n\nRW %d VMFS \"bench-flat.vmdk\"\n\nddb.adapterType = \"lsilogic\"\n", size/transfer.SectorSize)
+	if err := os.WriteFile(filepath.Join(dir, "bench.vmdk"), []byte(desc), 0o644); err != nil {
+		return err
+	}
+	if err := writeFlat(filepath.Join(dir, "bench-flat.vmdk"), size, zeros); err != nil {
+		return err
+	}
+
+	credDir := filepath.Join(workDir, "credentials")
+	if err := os.MkdirAll(credDir, 0o700); err != nil {
+		return err
+	}
+	for k, v := range map[string]string{"username": user, "password": password, "thumbprint": thumb} {
+		if err := os.WriteFile(filepath.Join(credDir, k), []byte(v), 0o600); err != nil {
+			return err
+		}
+	}
+	dest := filepath.Join(workDir, "staging")
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return err
+	}
+	spec := transfer.JobSpec{
+		Version:  transfer.SpecVersion,
+		Endpoint: transfer.EndpointSpec{URL: ep.URL, Datacenter: "DC0"},
+		VMMoRef:  vm.Reference().Value,
+		Disks:    []transfer.DiskSpec{{Key: key, FileName: fileName, CapacityBytes: size, Destination: filepath.Join(dest, "disk.img")}},
+	}
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return err
+	}
+	specPath := filepath.Join(workDir, "job.json")
+	if err := os.WriteFile(specPath, data, 0o644); err != nil {
+		return err
+	}
+	flatURL := object.NewDatastoreURL(*c.URL(), "DC0", "LocalDS_0", "DC0_H0_VM0/bench-flat.vmdk")
+	cookie := c.SessionCookie()
+	if cookie == nil {
+		return fmt.Errorf("no session cookie")
+	}
+	fmt.Printf("SPEC=%q\nCREDS=%q\nIMAGE=%q\nFLAT_URL=%q\nCOOKIE=%q\nSIZE=%d\nREADY=1\n",
+		specPath, credDir, spec.Disks[0].Destination, flatURL.String(), soap.SessionCookieName+"="+cookie.Value, size)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	<-sig
+	return nil
+}
+
+// writeFlat writes size bytes of random data with a run of zeros in the middle.
+func writeFlat(path string, size, zeros int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 4<<20)
+	r := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 1<<20)
+	zeroFrom, zeroTo := (size-zeros)/2, (size+zeros)/2
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		if off >= zeroFrom && off < zeroTo {
+			clear(buf)
+		} else {
+			for i := 0; i < len(buf); i += 8 {
+				v := r.Uint64()
+				for j := range 8 {
+					buf[i+j] = byte(v >> (8 * j))
+				}
+			}
+		}
+		if _, err := w.Write(buf[:min(int64(len(buf)), size-off)]); err != nil {
+			_ = f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -162,8 +162,11 @@ func conversionError(output string) string {
 func InspectedOS(doc []byte) string {
 	dec := xml.NewDecoder(strings.NewReader(string(doc)))
 	dec.Strict = false
+	// A field counts once its element is closed: a cut document gives
+	// no half values.
 	fields := map[string]string{}
 	var stack []string
+	var text strings.Builder
 	for {
 		tok, err := dec.Token()
 		if err != nil {
@@ -175,16 +178,19 @@ func InspectedOS(doc []byte) string {
 		switch t := tok.(type) {
 		case xml.StartElement:
 			stack = append(stack, t.Name.Local)
+			text.Reset()
 		case xml.EndElement:
+			if n := len(stack); n >= 2 && stack[n-2] == "operatingsystem" {
+				if v := strings.TrimSpace(text.String()); v != "" {
+					fields[stack[n-1]] = v
+				}
+			}
 			if len(stack) > 0 {
 				stack = stack[:len(stack)-1]
 			}
+			text.Reset()
 		case xml.CharData:
-			if n := len(stack); n >= 2 && stack[n-2] == "operatingsystem" {
-				if v := strings.TrimSpace(string(t)); v != "" {
-					fields[stack[n-1]] += v
-				}
-			}
+			text.Write(t)
 		}
 	}
 	os := fields["distro"]

@@ -1,0 +1,295 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/transfer"
+)
+
+const inspectionRHEL = `<?xml version='1.0' encoding='utf-8'?>
+<v2v-inspection>
+  <program>virt-v2v-in-place</program>
+  <disks>
+    <disk index='0'/>
+  </disks>
+  <operatingsystem>
+    <name>linux</name>
+    <distro>rhel</distro>
+    <osinfo>rhel9.4</osinfo>
+    <arch>x86_64</arch>
+    <major_version>9</major_version>
+    <minor_version>4</minor_version>
+    <product_name>Red Hat Enterprise Linux 9.4 (Plow)</product_name>
+    <mountpoints>
+      <mountpoint dev='/dev/sda2'>/</mountpoint>
+    </mountpoints>
+  </operatingsystem>
+  <firmware type='bios'/>
+</v2v-inspection>
+`
+
+// jobBuilder renders a migration's Job (so the labels and volumes are the
+// real ones), gives it a UID, and applies modifiers.
+func jobBuilder(t *testing.T, component string, mods ...func(*batchv1.Job)) *batchv1.Job {
+	t.Helper()
+	m := linuxBIOS()
+	var job *batchv1.Job
+	var err error
+	if component == componentConversion {
+		job, err = RenderConversionJob(m, 1, testConfig)
+	} else {
+		cfg := testConfig
+		cfg.TransferServiceAccount = "vm-transfer"
+		job, err = RenderTransferJob(m, 1, cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.UID = types.UID("job-uid-" + component)
+	for _, mod := range mods {
+		mod(job)
+	}
+	return job
+}
+
+func condition(typ batchv1.JobConditionType, reason, msg string) func(*batchv1.Job) {
+	return func(j *batchv1.Job) {
+		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: typ, Status: corev1.ConditionTrue, Reason: reason, Message: msg})
+	}
+}
+
+// pod builds a pod of job whose container ended (or waits) as given.
+func pod(job *batchv1.Job, name, labelKey string, created time.Time, state corev1.ContainerState) *corev1.Pod {
+	yes := true
+	container := TransferContainer
+	if job.Labels["migration.platform.example/component"] == componentConversion {
+		container = ConversionContainer
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: job.Namespace, CreationTimestamp: metav1.NewTime(created),
+			Labels:          map[string]string{labelKey: job.Name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: &yes}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: container, State: state}}},
+	}
+	if t := state.Terminated; t != nil {
+		p.Status.Phase = corev1.PodSucceeded
+		if t.ExitCode != 0 {
+			p.Status.Phase = corev1.PodFailed
+		}
+	}
+	return p
+}
+
+func terminated(code int32, reason, msg string) corev1.ContainerState {
+	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg}}
+}
+
+func resultMessage(t *testing.T, r *transfer.Result) string {
+	t.Helper()
+	return string(transfer.TerminationMessage(r))
+}
+
+var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+func TestReadJob(t *testing.T) {
+	ctx := context.Background()
+	m := linuxBIOS()
+	sum := strings.Repeat("ab", 32)
+	okResult := &transfer.Result{Kind: transfer.KindResult, Succeeded: true, Disks: []transfer.DiskResult{{Key: 2000, Bytes: 20 * gib, SHA256: sum, DurationSeconds: 12.5}}}
+	failResult := &transfer.Result{Kind: transfer.KindResult, Reason: transfer.ReasonNotAuthorized,
+		Error: "vSphere refused the credentials:\n ServerFaultCode: Cannot complete login", Disks: []transfer.DiskResult{{Key: 2000}}}
+	progress, _ := json.Marshal(transfer.Progress{Kind: transfer.KindProgress, Time: t0, Disks: []transfer.DiskProgress{
+		{Key: 2000, State: transfer.StateCopying, BytesDone: 5 * gib, TotalBytes: 20 * gib, RateBytesPerSecond: 100 << 20}}})
+	okJSON, _ := json.Marshal(okResult)
+	cmName := TransferConfigMap(m.Name, 1)
+	progressCM := func(data map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: childMeta(m, cmName, componentTransfer, true), Data: data}
+	}
+
+	tests := map[string]struct {
+		job     *batchv1.Job
+		objects func(job *batchv1.Job) []runtime.Object
+		want    statemachine.JobObservation
+	}{
+		"transfer succeeded": {
+			job: jobBuilder(t, componentTransfer, condition(batchv1.JobComplete, "", "")),
+			objects: func(j *batchv1.Job) []runtime.Object {
+				return []runtime.Object{pod(j, "p1", labelJobName, t0, terminated(0, "Completed", resultMessage(t, okResult)))}
+			},
+			want: statemachine.JobObservation{Succeeded: true, Results: []statemachine.DiskResult{{Key: 2000, Bytes: 20 * gib, SHA256: sum}}},
+		},
+		"transfer succeeded, pod gone, result in the config map": {
+			job: jobBuilder(t, componentTransfer, condition(batchv1.JobComplete, "", "")),
+			objects: func(*batchv1.Job) []runtime.Object {
+				return []runtime.Object{progressCM(map[string]string{transfer.ConfigMapKeyResult: string(okJSON)})}
+			},
+			want: statemachine.JobObservation{Succeeded: true, Results: []statemachine.DiskResult{{Key: 2000, Bytes: 20 * gib, SHA256: sum}}},
+		},
+		"transfer succeeded without a result": {
+			job: jobBuilder(t, componentTransfer, condition(batchv1.JobComplete, "", "")),
+			objects: func(j *batchv1.Job) []runtime.Object {
+				return []runtime.Object{pod(j, "p1", labelJobName, t0, terminated(0, "Completed", ""))}
+			},
+			want: statemachine.JobObservation{Succeeded: true, Message: "the transfer reported no result"},
+		},
+		"transfer failed with a result": {
+			job: jobBuilder(t, componentTransfer, condition(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
+			objects: func(j *batchv1.Job) []runtime.Object {
+				return []runtime.Object{pod(j, "p1", labelJobName, t0, terminated(1, "Error", resultMessage(t, failResult)))}
+			},
+			want: statemachine.JobObservation{Failed: true, Results: []statemachine.DiskResult{{Key: 2000}},
+				Message: "NotAuthorized: vSphere refused the credentials: ServerFaultCode: Cannot complete login; BackoffLimitExceeded: Job has reached the specified backoff limit"},
+		},
+		"transfer killed without a result": {
+			job: jobBuilder(t, componentTransfer, condition(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
+			objects: func(j *batchv1.Job) []runtime.Object {
+				return []runtime.Object{pod(j, "p1", labelJobName, t0, terminated(137, "OOMKilled", ""))}
+			},
+			want: statemachine.JobObservation{Failed: true,
+				Message: "BackoffLimitExceeded: Job has reached the specified backoff limit; container p1: OOMKilled (exit code 137)"},
+		},
+		"transfer running with progress": {
+			job: jobBuilder(t, componentTransfer),
+			objects: func(j *batchv1.Job) []runtime.Object {
+				return []runtime.Object{
+					pod(j, "p1", labelJobName, t0, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}),
+					progressCM(map[string]string{TransferSpecKey: "{}", transfer.ConfigMapKeyProgress: string(progress)}),
+				}
+			},
+			want: statemachine.JobObservation{Progress: []statemachine.DiskProgress{{Key: 2000, BytesDone: 5 * gib, BytesTotal: 20 * gib, RateBytesPerSecond: 100 << 20}}},
+		},
+		"transfer progress of a foreign config map is ignored": {
+			job: jobBuilder(t, componentTransfer),
+			objects: func(*batchv1.Job) []runtime.Object {
+				cm := progressCM(map[string]string{transfer.ConfigMapKeyProgress: string(progress)})
+				cm.Labels = nil
+				return []runtime.Object{cm}
+			},
+			want: statemachine.JobObservation{},
+		},
+		"transfer pod cannot pull its image": {
+			job: jobBuilder(t, componentTransfer),
+			objects: func(j *batchv1.Job) []runtime.Object {
+				return []runtime.Object{pod(j, "p1", labelJobName, t0, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+					Reason: "ImagePullBackOff", Message: "Back-off pulling image"}})}
+			},
+			want: statemachine.JobObservation{Message: "waiting: ImagePullBackOff: Back-off pulling image"},
+		},
+		"legacy job-name label, newest terminated pod, other job's pod ignored": {
+			job: jobBuilder(t, componentTransfer, condition(batchv1.JobComplete, "", "")),
+			objects: func(j *batchv1.Job) []runtime.Object {
+				stale := pod(j, "p0", labelLegacyJobName, t0.Add(time.Hour), terminated(0, "Completed", resultMessage(t, failResult)))
+				stale.OwnerReferences[0].UID = "previous-job-with-same-name"
+				return []runtime.Object{
+					stale,
+					pod(j, "p1", labelLegacyJobName, t0, terminated(1, "Error", resultMessage(t, failResult))),
+					pod(j, "p2", labelLegacyJobName, t0.Add(time.Minute), terminated(0, "Completed", resultMessage(t, okResult))),
+					pod(j, "p3", labelLegacyJobName, t0.Add(2*time.Minute), corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}),
+				}
+			},
+			want: statemachine.JobObservation{Succeeded: true, Results: []statemachine.DiskResult{{Key: 2000, Bytes: 20 * gib, SHA256: sum}}},
+		},
+		"conversion succeeded": {
+			job: jobBuilder(t, componentConversion, condition(batchv1.JobComplete, "", "")),
+			objects: func(j *batchv1.Job) []runtime.Object {
+				return []runtime.Object{pod(j, "c1", labelJobName, t0, terminated(0, "Completed", inspectionRHEL))}
+			},
+			want: statemachine.JobObservation{Succeeded: true, OperatingSystem: "rhel 9.4 (Red Hat Enterprise Linux 9.4 (Plow))"},
+		},
+		"conversion found no guest": {
+			job: jobBuilder(t, componentConversion, condition(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
+			objects: func(j *batchv1.Job) []runtime.Object {
+				return []runtime.Object{pod(j, "c1", labelJobName, t0, terminated(1, "Error",
+					"[   1.0] Setting up the source\n[  20.3] Opening the source\nvirt-v2v-in-place: error: inspection could not detect the source guest (or \nphysical machine).\n\nAssuming that you are running virt-v2v/virt-p2v on a source which is \nsupported (and not, for example, a blank disk), then this should not \nhappen.\n\nNo root device found in this operating system image.\n\nIf reporting bugs, run virt-v2v with debugging enabled and include the \ncomplete output:\n\n  virt-v2v -v -x [...]\n"))}
+			},
+			want: statemachine.JobObservation{Failed: true, Reason: statemachine.ConversionInspectionFailed},
+		},
+		"conversion of an unsupported guest": {
+			job: jobBuilder(t, componentConversion, condition(batchv1.JobFailed, "BackoffLimitExceeded", "")),
+			objects: func(j *batchv1.Job) []runtime.Object {
+				return []runtime.Object{pod(j, "c1", labelJobName, t0, terminated(1, "Error",
+					"virt-v2v-in-place: error: virt-v2v is unable to convert this guest type \n(linux/debian)\n"))}
+			},
+			want: statemachine.JobObservation{Failed: true, Reason: statemachine.ConversionUnsupportedGuest,
+				Message: "virt-v2v-in-place: error: virt-v2v is unable to convert this guest type (linux/debian); BackoffLimitExceeded"},
+		},
+		"conversion failed otherwise": {
+			job: jobBuilder(t, componentConversion, condition(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline")),
+			objects: func(j *batchv1.Job) []runtime.Object {
+				return []runtime.Object{pod(j, "c1", labelJobName, t0, terminated(137, "Error", "libguestfs: error: appliance closed the connection unexpectedly\n"))}
+			},
+			want: statemachine.JobObservation{Failed: true,
+				Message: "libguestfs: error: appliance closed the connection unexpectedly; DeadlineExceeded: Job was active longer than specified deadline"},
+		},
+		"conversion running": {
+			job:     jobBuilder(t, componentConversion),
+			objects: func(*batchv1.Job) []runtime.Object { return nil },
+			want:    statemachine.JobObservation{},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFakes(tc.objects(tc.job), nil, nil)
+			got := f.step.ReadJob(ctx, m, tc.job)
+			want := tc.want
+			want.Name = tc.job.Name
+			if name == "conversion found no guest" {
+				// The whole error, on one line, is kept.
+				if !strings.HasPrefix(got.Message, "virt-v2v-in-place: error: inspection could not detect the source guest (or physical machine).") ||
+					!strings.Contains(got.Message, "No root device found") {
+					t.Errorf("message %q", got.Message)
+				}
+				want.Message = got.Message
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("ReadJob:\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestInspectedOS(t *testing.T) {
+	tests := map[string]string{
+		inspectionRHEL: "rhel 9.4 (Red Hat Enterprise Linux 9.4 (Plow))",
+		`<v2v-inspection><operatingsystem><name>windows</name><distro>windows</distro><major_version>10</major_version><minor_version>0</minor_version><product_name>Windows Server 2019 Standard</product_name>`: "windows 10.0 (Windows Server 2019 Standard)",
+		inspectionRHEL[:strings.Index(inspectionRHEL, "<product_name>")+20]: "rhel 9.4",
+		"<v2v-inspection><disks/></v2v-inspection>":                         "",
+		"":           "",
+		"not xml <<": "",
+	}
+	for doc, want := range tests {
+		if got := InspectedOS([]byte(doc)); got != want {
+			t.Errorf("InspectedOS(%.40q...) = %q, want %q", doc, got, want)
+		}
+	}
+}
+
+func TestClassifyConversionFailure(t *testing.T) {
+	tests := map[string]string{
+		"virt-v2v-in-place: error: inspection could not detect the source guest (or physical machine).": statemachine.ConversionInspectionFailed,
+		"No root device found in this operating system image.":                                          statemachine.ConversionInspectionFailed,
+		"virt-v2v: error: virt-v2v is unable to convert this guest type (linux/gentoo)":                 statemachine.ConversionUnsupportedGuest,
+		"virt-v2v: error: multi-boot operating systems are \nnot supported by virt-v2v. Use the --root": statemachine.ConversionUnsupportedGuest,
+		"virt-v2v: warning: there are no virtio drivers available for this version of Windows":          "",
+		"libguestfs: error: /usr/bin/supermin exited with error status 1":                               "",
+	}
+	for out, want := range tests {
+		if got := ClassifyConversionFailure(out); got != want {
+			t.Errorf("ClassifyConversionFailure(%q) = %q, want %q", out, got, want)
+		}
+	}
+}

@@ -21,8 +21,9 @@ import (
 const (
 	// ConversionContainer is the conversion Job's container name.
 	ConversionContainer = "convert"
-	// DomainXMLKey and ConvertScriptKey are the keys of the conversion ConfigMap.
-	DomainXMLKey     = "domain.xml"
+	// DomainXMLKey holds the libvirt domain XML in the conversion ConfigMap.
+	DomainXMLKey = "domain.xml"
+	// ConvertScriptKey holds the script the conversion container runs.
 	ConvertScriptKey = "convert.sh"
 	// conversionConfigDir is where the ConfigMap is mounted, disksRoot where
 	// the staging volumes are (disksRoot/<disk name>), conversionWorkDir the

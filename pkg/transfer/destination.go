@@ -84,6 +84,7 @@ func openImage(path string, capacity int64) (*destination, error) {
 	if err := unix.Access(dir, unix.W_OK); err != nil {
 		return nil, fmt.Errorf("%w: directory %s is not writable: %v", ErrDestination, dir, err)
 	}
+	created := errors.Is(err, os.ErrNotExist)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDestination, err)
@@ -91,6 +92,9 @@ func openImage(path string, capacity int64) (*destination, error) {
 	d := &destination{path: path, f: f}
 	if err := d.checkSpace(capacity); err != nil {
 		_ = f.Close()
+		if created {
+			_ = os.Remove(path)
+		}
 		return nil, err
 	}
 	return d, nil

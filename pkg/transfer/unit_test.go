@@ -1,0 +1,202 @@
+package transfer
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseDescriptor(t *testing.T) {
+	base := "# Disk DescriptorFile\nversion=1\nCID=1a2b3c4d\nparentCID=ffffffff\ncreateType=\"%s\"\n\n%s\n\nddb.adapterType = \"lsilogic\"\n"
+	tests := []struct {
+		name    string
+		text    string
+		wantErr error
+		extents []Extent
+	}{
+		{name: "vmfs flat", text: fmtDesc(base, "vmfs", `RW 2048 VMFS "web-flat.vmdk"`), extents: []Extent{{File: "web-flat.vmdk", Sectors: 2048}}},
+		{name: "file name with spaces", text: fmtDesc(base, "vmfs", `RW 8 VMFS "my disk-flat.vmdk"`), extents: []Extent{{File: "my disk-flat.vmdk", Sectors: 8}}},
+		{name: "two flat extents with offset", text: fmtDesc(base, "twoGbMaxExtentFlat", "RW 4 FLAT \"a-f001.vmdk\" 0\nRW 4 FLAT \"a-f002.vmdk\" 2"),
+			extents: []Extent{{File: "a-f001.vmdk", Sectors: 4}, {File: "a-f002.vmdk", Sectors: 4, OffsetSectors: 2}}},
+		{name: "vmfsSparse delta", text: fmtDesc(base, "vmfsSparse", `RW 2048 VMFSSPARSE "web-000001-delta.vmdk"`), wantErr: ErrSnapshotDelta},
+		{name: "seSparse delta", text: fmtDesc(base, "seSparse", `RW 2048 SESPARSE "web-000001-sesparse.vmdk"`), wantErr: ErrSnapshotDelta},
+		{name: "parent hint", text: fmtDesc(base, "vmfs", `RW 2048 VMFS "web-flat.vmdk"`) + "parentFileNameHint=\"web.vmdk\"\n", wantErr: ErrSnapshotDelta},
+		{name: "parent CID", text: strings.Replace(fmtDesc(base, "vmfs", `RW 2048 VMFS "web-flat.vmdk"`), "parentCID=ffffffff", "parentCID=1a2b3c4c", 1), wantErr: ErrSnapshotDelta},
+		{name: "raw device mapping", text: fmtDesc(base, "vmfsPassthroughRawDeviceMap", `RW 2048 VMFSRDM "web-rdm.vmdk"`), wantErr: ErrUnsupportedDisk},
+		{name: "stream optimized", text: fmtDesc(base, "streamOptimized", `RW 2048 SPARSE "x.vmdk"`), wantErr: ErrSnapshotDelta},
+		{name: "no extent", text: fmtDesc(base, "vmfs", ""), wantErr: ErrUnsupportedDisk},
+		{name: "no create type", text: "version=1\nRW 8 VMFS \"x-flat.vmdk\"\n", wantErr: ErrUnsupportedDisk},
+		{name: "binary sparse", text: "KDMV\x01\x00\x00\x00", wantErr: ErrUnsupportedDisk},
+		{name: "bad size", text: fmtDesc(base, "vmfs", `RW many VMFS "x-flat.vmdk"`), wantErr: errors.New("no valid size")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := ParseDescriptor([]byte(tc.text))
+			if tc.wantErr != nil {
+				if err == nil || (!errors.Is(err, tc.wantErr) && !strings.Contains(err.Error(), tc.wantErr.Error())) {
+					t.Fatalf("error %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(d.Extents) != len(tc.extents) {
+				t.Fatalf("extents %+v, want %+v", d.Extents, tc.extents)
+			}
+			for i := range d.Extents {
+				if d.Extents[i] != tc.extents[i] {
+					t.Fatalf("extent %d: %+v, want %+v", i, d.Extents[i], tc.extents[i])
+				}
+			}
+		})
+	}
+}
+
+func fmtDesc(base, createType, extents string) string {
+	return strings.Replace(strings.Replace(base, "%s", createType, 1), "%s", extents, 1)
+}
+
+func TestParseDatastorePath(t *testing.T) {
+	tests := map[string]struct {
+		in, ds, path string
+		bad          bool
+	}{
+		"plain":       {in: "[ds1] web/web.vmdk", ds: "ds1", path: "web/web.vmdk"},
+		"spaces":      {in: "[SAN LUN 1] my vm/my vm.vmdk", ds: "SAN LUN 1", path: "my vm/my vm.vmdk"},
+		"no brackets": {in: "ds1/web.vmdk", bad: true},
+		"no file":     {in: "[ds1] ", bad: true},
+		"escape":      {in: "[ds1] web/../../etc/passwd", bad: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, err := ParseDatastorePath(tc.in)
+			if tc.bad != (err != nil) {
+				t.Fatalf("error %v, bad %v", err, tc.bad)
+			}
+			if !tc.bad && (p.Datastore != tc.ds || p.Path != tc.path) {
+				t.Fatalf("got %+v", p)
+			}
+		})
+	}
+	p, _ := ParseDatastorePath("[ds1] web/web.vmdk")
+	if _, err := p.Sibling("../x-flat.vmdk"); err == nil {
+		t.Fatal("an extent outside the descriptor's directory was accepted")
+	}
+}
+
+func TestParseContentRange(t *testing.T) {
+	tests := map[string]struct {
+		in                 string
+		first, last, total int64
+		bad                bool
+	}{
+		"full":          {in: "bytes 0-99/100", first: 0, last: 99, total: 100},
+		"unknown total": {in: "bytes 5-9/*", first: 5, last: 9, total: -1},
+		"past the end":  {in: "bytes 0-100/100", bad: true},
+		"reversed":      {in: "bytes 9-5/100", bad: true},
+		"not bytes":     {in: "items 0-1/2", bad: true},
+		"garbage":       {in: "bytes x-y/z", bad: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f, l, n, err := parseContentRange(tc.in)
+			if tc.bad != (err != nil) {
+				t.Fatalf("error %v, bad %v", err, tc.bad)
+			}
+			if !tc.bad && (f != tc.first || l != tc.last || n != tc.total) {
+				t.Fatalf("got %d-%d/%d", f, l, n)
+			}
+		})
+	}
+}
+
+func TestJobSpecValidation(t *testing.T) {
+	good := `version: v1
+endpoint: {url: "https://vc.example.com/sdk", datacenter: DC0}
+vmMoRef: vm-42
+disks:
+- {key: 2000, fileName: "[ds1] web/web.vmdk", capacityBytes: 1048576, destination: /staging/2000/disk.img}
+`
+	if _, err := ParseJobSpec([]byte(good)); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct{ from, to, want string }{
+		"unknown field":      {from: "vmMoRef:", to: "vmName: web\nvmMoRef:", want: "unknown field"},
+		"duplicate key":      {from: "disks:\n", to: "disks:\n- {key: 2000, fileName: \"[ds1] a.vmdk\", capacityBytes: 512, destination: /s/b/disk.img}\n", want: "duplicate key"},
+		"odd capacity":       {from: "1048576", to: "1000", want: "multiple of 512"},
+		"relative dest":      {from: "/staging/2000/disk.img", to: "disk.img", want: "not an absolute path"},
+		"no datastore":       {from: "[ds1] web/web.vmdk", to: "web/web.vmdk", want: "does not start with [datastore]"},
+		"wrong version":      {from: "version: v1", to: "version: v2", want: "version"},
+		"endpoint not a URL": {from: "https://vc.example.com/sdk", to: "vc.example.com", want: "not an http(s) URL"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseJobSpec([]byte(strings.Replace(good, tc.from, tc.to, 1)))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTerminationMessageFits(t *testing.T) {
+	res := &Result{Kind: KindResult, Error: strings.Repeat("x", 3000), Reason: ReasonBadResponse}
+	for i := range 16 {
+		res.Disks = append(res.Disks, DiskResult{Key: int32(2000 + i), Bytes: math.MaxInt64, SHA256: strings.Repeat("a", 64), DurationSeconds: 12345.678, Error: strings.Repeat("e", 200)})
+	}
+	msg := TerminationMessage(res)
+	if len(msg) > MaxTerminationMessage {
+		t.Fatalf("termination message is %d bytes", len(msg))
+	}
+	back, err := ParseResult(msg)
+	if err != nil || len(back.Disks) != 16 || back.Disks[15].SHA256 != res.Disks[15].SHA256 {
+		t.Fatalf("checksums lost: %v", err)
+	}
+}
+
+// TestBlockDestinationZeroes writes through the block-device path (on a
+// file standing in for a device): zero blocks must overwrite old content.
+func TestBlockDestinationZeroes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev")
+	old := bytes.Repeat([]byte{0xEE}, 1<<20)
+	if err := os.WriteFile(path, old, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, direct := range []bool{false, true} {
+		d, err := openDestination(path, 1<<20, direct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.block = true
+		chunk := alignedBuffer(1 << 20)
+		copy(chunk[300<<10:], bytes.Repeat([]byte{7}, 100<<10))
+		if err := d.writeChunk(chunk, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.finish(); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(path)
+		if !bytes.Equal(got, chunk) {
+			t.Fatalf("direct=%v: the device does not hold the chunk", direct)
+		}
+		copy(chunk, old) // dirty it again for the next round
+		_ = os.WriteFile(path, old, 0o600)
+	}
+}
+
+func TestDestinationNeedsSpace(t *testing.T) {
+	dir := t.TempDir()
+	_, err := openDestination(filepath.Join(dir, "disk.img"), 1<<60, true)
+	if !errors.Is(err, ErrDestination) || !strings.Contains(err.Error(), "not enough space") {
+		t.Fatalf("error %v, want not enough space", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("a refused destination left %v behind", entries)
+	}
+}

@@ -292,9 +292,9 @@ func ownedBy(pods []corev1.Pod, job *batchv1.Job) []corev1.Pod {
 func (s *Step) ReadJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, job *batchv1.Job) statemachine.JobObservation {
 	pods, podErr := s.jobPods(ctx, job)
 	var data map[string]string
-	// Only a pod with a service account writes progress and the result
-	// into its ConfigMap: without one there is nothing to read there.
-	if job.Labels[v1alpha1.LabelComponent] == componentTransfer && job.Spec.Template.Spec.ServiceAccountName != "" {
+	// Only a pod given a progress ConfigMap writes progress and the result
+	// there (transferConfigMapData finds none otherwise).
+	if job.Labels[v1alpha1.LabelComponent] == componentTransfer {
 		data = s.transferConfigMapData(ctx, m, job)
 	}
 	o := ObserveJob(job, pods, data)
@@ -318,13 +318,18 @@ func (s *Step) jobPods(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, err
 	return nil, nil
 }
 
-// transferConfigMapData reads the transfer's ConfigMap (the one its pod
-// mounts as the job spec) when it is this migration's; nil otherwise.
+// transferConfigMapData reads the transfer's progress ConfigMap (the one
+// its --progress-configmap flag names) when it is this migration's; nil
+// otherwise.
 func (s *Step) transferConfigMapData(ctx context.Context, m *v1alpha1.VirtualMachineMigration, job *batchv1.Job) map[string]string {
 	name := ""
-	for _, v := range job.Spec.Template.Spec.Volumes {
-		if v.Name == "spec" && v.ConfigMap != nil {
-			name = v.ConfigMap.Name
+	for _, c := range job.Spec.Template.Spec.Containers {
+		for _, a := range c.Args {
+			if ref, ok := strings.CutPrefix(a, "--progress-configmap="); ok {
+				if ns, n, ok := strings.Cut(ref, "/"); ok && ns == job.Namespace {
+					name = n
+				}
+			}
 		}
 	}
 	if name == "" {

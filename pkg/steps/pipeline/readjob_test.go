@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"platform.example/vm-migration/pkg/statemachine"
+	transferaccess "platform.example/vm-migration/pkg/steps/transfer"
 	"platform.example/vm-migration/pkg/transfer"
 )
 
@@ -51,7 +52,7 @@ func jobBuilder(t *testing.T, component string, mods ...func(*batchv1.Job)) *bat
 		job, err = RenderConversionJob(m, 1, testConfig)
 	} else {
 		cfg := testConfig
-		cfg.TransferServiceAccount = "vm-transfer"
+		cfg.TransferProgress = true
 		job, err = RenderTransferJob(m, 1, cfg)
 	}
 	if err != nil {
@@ -115,7 +116,7 @@ func TestReadJob(t *testing.T) {
 	progress, _ := json.Marshal(transfer.Progress{Kind: transfer.KindProgress, Time: t0, Disks: []transfer.DiskProgress{
 		{Key: 2000, State: transfer.StateCopying, BytesDone: 5 * gib, TotalBytes: 20 * gib, RateBytesPerSecond: 100 << 20}}})
 	okJSON, _ := json.Marshal(okResult)
-	cmName := TransferConfigMap(m.Name, 1)
+	cmName := transferaccess.ProgressConfigMapName(m.Name, 1)
 	progressCM := func(data map[string]string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: childMeta(m, cmName, componentTransfer, true), Data: data}
 	}
@@ -167,7 +168,7 @@ func TestReadJob(t *testing.T) {
 			objects: func(j *batchv1.Job) []runtime.Object {
 				return []runtime.Object{
 					pod(j, "p1", labelJobName, t0, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}),
-					progressCM(map[string]string{TransferSpecKey: "{}", transfer.ConfigMapKeyProgress: string(progress)}),
+					progressCM(map[string]string{transfer.ConfigMapKeyProgress: string(progress)}),
 				}
 			},
 			want: statemachine.JobObservation{Progress: []statemachine.DiskProgress{{Key: 2000, BytesDone: 5 * gib, BytesTotal: 20 * gib, RateBytesPerSecond: 100 << 20}}},

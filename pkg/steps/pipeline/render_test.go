@@ -126,7 +126,7 @@ func TestDiskNamesFromStatus(t *testing.T) {
 func TestJobConfig(t *testing.T) {
 	m := linuxBIOS()
 	cfg := testConfig
-	cfg.TransferServiceAccount = "vm-transfer"
+	cfg.TransferProgress = true
 	cfg.TransferCommand = "/bin/vm-transfer"
 	cfg.ImagePullPolicy = corev1.PullAlways
 	job, err := RenderTransferJob(m, 3, cfg)
@@ -135,8 +135,8 @@ func TestJobConfig(t *testing.T) {
 	}
 	pod := job.Spec.Template.Spec
 	c := pod.Containers[0]
-	if pod.ServiceAccountName != "vm-transfer" || !*pod.AutomountServiceAccountToken ||
-		!slices.Contains(c.Args, "--progress-configmap=apps/web-01-migration-transfer-3-spec") {
+	if pod.ServiceAccountName != "web-01-migration-transfer-3" || !*pod.AutomountServiceAccountToken ||
+		!slices.Contains(c.Args, "--progress-configmap=apps/web-01-migration-transfer-3-progress") {
 		t.Errorf("service account %q automount %v args %v: want progress reported into the ConfigMap", pod.ServiceAccountName, *pod.AutomountServiceAccountToken, c.Args)
 	}
 	if c.Command[0] != "/bin/vm-transfer" || c.ImagePullPolicy != corev1.PullAlways || job.Name != "web-01-migration-transfer-3" {

@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -19,6 +20,7 @@ import (
 	"platform.example/vm-migration/pkg/controller"
 	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
 	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
+	transferaccess "platform.example/vm-migration/pkg/steps/transfer"
 )
 
 // DefaultConversionTimeout bounds a conversion Job's run
@@ -38,12 +40,15 @@ type Config struct {
 	ConversionImage string
 	// ImagePullPolicy of both Jobs; empty means the cluster default.
 	ImagePullPolicy corev1.PullPolicy
-	// TransferServiceAccount, when set, runs the transfer pod under this
-	// ServiceAccount (which must exist in the migration's namespace and may
-	// get and patch ConfigMaps there) with its token mounted, and has the
-	// command report progress into the job spec ConfigMap. Empty mounts no
-	// token: progress is then only known when the pod ends.
-	TransferServiceAccount string
+	// TransferProgress gives each transfer attempt a live progress channel
+	// (package steps/transfer): a progress ConfigMap, and a ServiceAccount
+	// whose Role may only get and patch it, which the pod runs as with its
+	// token mounted. Off, the pod mounts no token and the transfer's
+	// progress is only known when it ends (from its termination message).
+	// On, the controller must be allowed to create ServiceAccounts, Roles
+	// and RoleBindings, and to patch ConfigMaps (a Role cannot grant more
+	// than its creator holds).
+	TransferProgress bool
 	// TransferResources of the transfer container; nil means defaults.
 	TransferResources *corev1.ResourceRequirements
 	// ConversionResources of the conversion container; nil means defaults.
@@ -111,6 +116,11 @@ func (s *Step) CreateTransferJob(ctx context.Context, m *v1alpha1.VirtualMachine
 	if err != nil {
 		return fmt.Errorf("rendering the transfer job: %w", err)
 	}
+	if s.Config.TransferProgress {
+		if err := s.createProgressAccess(ctx, m, attempt); err != nil {
+			return err
+		}
+	}
 	return s.createJob(ctx, m, cm, job)
 }
 
@@ -129,6 +139,53 @@ func (s *Step) CreateConversionJob(ctx context.Context, m *v1alpha1.VirtualMachi
 		return fmt.Errorf("rendering the conversion job: %w", err)
 	}
 	return s.createJob(ctx, m, cm, job)
+}
+
+// createProgressAccess creates the progress ConfigMap, ServiceAccount,
+// Role and RoleBinding of a transfer attempt.
+func (s *Step) createProgressAccess(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error {
+	a, err := transferaccess.RenderProgressAccess(m, attempt)
+	if err != nil {
+		return err
+	}
+	cms := s.Kube.CoreV1().ConfigMaps(m.Namespace)
+	if err := createIfAbsent(ctx, m, "config map", a.ConfigMap.Name,
+		func(ctx context.Context) (*corev1.ConfigMap, error) {
+			return cms.Create(ctx, a.ConfigMap, metav1.CreateOptions{})
+		},
+		func(ctx context.Context) (*corev1.ConfigMap, error) {
+			return cms.Get(ctx, a.ConfigMap.Name, metav1.GetOptions{})
+		}); err != nil {
+		return err
+	}
+	sas := s.Kube.CoreV1().ServiceAccounts(m.Namespace)
+	if err := createIfAbsent(ctx, m, "service account", a.ServiceAccount.Name,
+		func(ctx context.Context) (*corev1.ServiceAccount, error) {
+			return sas.Create(ctx, a.ServiceAccount, metav1.CreateOptions{})
+		},
+		func(ctx context.Context) (*corev1.ServiceAccount, error) {
+			return sas.Get(ctx, a.ServiceAccount.Name, metav1.GetOptions{})
+		}); err != nil {
+		return err
+	}
+	roles := s.Kube.RbacV1().Roles(m.Namespace)
+	if err := createIfAbsent(ctx, m, "role", a.Role.Name,
+		func(ctx context.Context) (*rbacv1.Role, error) {
+			return roles.Create(ctx, a.Role, metav1.CreateOptions{})
+		},
+		func(ctx context.Context) (*rbacv1.Role, error) {
+			return roles.Get(ctx, a.Role.Name, metav1.GetOptions{})
+		}); err != nil {
+		return err
+	}
+	bindings := s.Kube.RbacV1().RoleBindings(m.Namespace)
+	return createIfAbsent(ctx, m, "role binding", a.RoleBinding.Name,
+		func(ctx context.Context) (*rbacv1.RoleBinding, error) {
+			return bindings.Create(ctx, a.RoleBinding, metav1.CreateOptions{})
+		},
+		func(ctx context.Context) (*rbacv1.RoleBinding, error) {
+			return bindings.Get(ctx, a.RoleBinding.Name, metav1.GetOptions{})
+		})
 }
 
 // createJob creates a Job's ConfigMap, then the Job.

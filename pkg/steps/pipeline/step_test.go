@@ -313,3 +313,37 @@ func TestSetRunStrategy(t *testing.T) {
 		t.Fatalf("error %v, want does not belong", err)
 	}
 }
+
+// TestTransferWithProgress: with a progress channel the attempt also gets
+// its progress ConfigMap and narrow RBAC, each created once, and the pod
+// runs as that ServiceAccount.
+func TestTransferWithProgress(t *testing.T) {
+	ctx := context.Background()
+	m := linuxBIOS()
+	f := newFakes(nil, nil, nil)
+	f.step.Config.TransferProgress = true
+	for range 2 {
+		if err := f.step.CreateTransferJob(ctx, m, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for resource, want := range map[string]int{"configmaps": 4, "serviceaccounts": 2, "roles": 2, "rolebindings": 2, "jobs": 2} {
+		if n := creates(f.kube.Actions(), resource); n != want {
+			t.Errorf("%s: %d creates, want %d (half of them AlreadyExists)", resource, n, want)
+		}
+	}
+	cms, _ := f.kube.CoreV1().ConfigMaps("apps").List(ctx, metav1.ListOptions{})
+	if len(cms.Items) != 2 {
+		t.Errorf("%d config maps, want the job spec and the progress one", len(cms.Items))
+	}
+	job, err := f.kube.BatchV1().Jobs("apps").Get(ctx, "web-01-migration-transfer-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sa := job.Spec.Template.Spec.ServiceAccountName; sa != "web-01-migration-transfer-2" {
+		t.Errorf("service account %q", sa)
+	}
+	if _, err := f.kube.RbacV1().Roles("apps").Get(ctx, "web-01-migration-transfer-2", metav1.GetOptions{}); err != nil {
+		t.Errorf("role: %v", err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
+	transferaccess "platform.example/vm-migration/pkg/steps/transfer"
 	"platform.example/vm-migration/pkg/transfer"
 )
 
@@ -37,7 +38,7 @@ const (
 )
 
 // TransferConfigMap is the name of the ConfigMap holding the job spec of a
-// transfer attempt (and, when the pod may write to it, its progress).
+// transfer attempt. Progress goes to another one (package steps/transfer).
 func TransferConfigMap(migration string, attempt int32) string {
 	return naming.Child(migration, "transfer", strconv.Itoa(int(attempt)), "spec")
 }
@@ -182,10 +183,15 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 		"--credentials-dir=" + transferCredentialsDir,
 		"--termination-log=" + corev1.TerminationMessagePathDefault,
 	}
-	automount := false
-	if cfg.TransferServiceAccount != "" {
-		automount = true
-		args = append(args, "--progress-configmap="+m.Namespace+"/"+cmName)
+	automount, serviceAccount := false, ""
+	if cfg.TransferProgress {
+		access, err := transferaccess.RenderProgressAccess(m, attempt)
+		if err != nil {
+			return nil, err
+		}
+		// The ServiceAccount mounts no token by default: this pod opts in.
+		automount, serviceAccount = true, access.ServiceAccount.Name
+		args = append(args, access.PodArgs()...)
 	}
 	resources := defaultTransferResources()
 	if cfg.TransferResources != nil {
@@ -219,7 +225,7 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 				ObjectMeta: podMeta,
 				Spec: corev1.PodSpec{
 					RestartPolicy:                corev1.RestartPolicyNever,
-					ServiceAccountName:           cfg.TransferServiceAccount,
+					ServiceAccountName:           serviceAccount,
 					AutomountServiceAccountToken: ptr.To(automount),
 					EnableServiceLinks:           ptr.To(false),
 					SecurityContext:              stagingPodSecurity(nil),

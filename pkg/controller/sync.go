@@ -15,6 +15,10 @@ import (
 	"platform.example/vm-migration/pkg/statemachine"
 )
 
+// conflictRequeue is when a reconcile that met a write conflict looks
+// again, in case the informer event that resolves it was already handled.
+const conflictRequeue = time.Second
+
 // sync reconciles one migration: read, observe, decide, write status if it
 // changed, act once. It returns when to look again while waiting.
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
@@ -50,6 +54,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		if apierrors.IsNotFound(err) {
 			return 0, nil
 		}
+		if apierrors.IsConflict(err) {
+			// The cache is behind the server: the informer brings the newer
+			// object and a new reconcile; nothing was done on stale data.
+			return conflictRequeue, nil
+		}
 		if err != nil {
 			return 0, fmt.Errorf("writing status: %w", err)
 		}
@@ -67,7 +76,11 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	}
 	if dec.Action.Type != statemachine.ActionNone {
 		logger.V(2).Info("acting", "action", dec.Action.Type, "name", dec.Action.Name, "attempt", dec.Action.Attempt)
-		if err := c.execute(ctx, cur, dec.Action); err != nil {
+		err := c.execute(ctx, cur, dec.Action)
+		if apierrors.IsConflict(err) {
+			return conflictRequeue, nil
+		}
+		if err != nil {
 			c.recorder.Eventf(cur, corev1.EventTypeWarning, statemachine.ReasonActionFailed, "%s failed: %v", dec.Action.Type, err)
 			return 0, fmt.Errorf("%s: %w", dec.Action.Type, err)
 		}

@@ -77,7 +77,7 @@ func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration)
 	ep := vsphere.Endpoint{URL: m.Spec.Source.URL, Datacenter: m.Spec.Source.Datacenter, InsecureSkipVerify: m.Spec.Source.InsecureSkipVerify}
 	sess, err := s.Sessions.Get(ctx, ep, secret)
 	if err != nil {
-		return nil, nil, classify(fmt.Errorf("connecting to %s: %w", m.Spec.Source.URL, err))
+		return nil, nil, classify(err)
 	}
 	sel := m.Spec.Source.VM
 	if src := m.Status.Source; src != nil && src.MoRef != "" {

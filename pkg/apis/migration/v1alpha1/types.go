@@ -53,10 +53,12 @@ type VirtualMachineMigrationSpec struct {
 }
 
 // SourceSpec names the vSphere endpoint and the virtual machine to migrate.
+// +kubebuilder:validation:XValidation:rule="has(self.datacenter) == has(oldSelf.datacenter)",message="source.datacenter is immutable: it cannot be added or removed once the migration exists"
 type SourceSpec struct {
 	// URL of the vCenter or ESXi SDK endpoint, for example https://vcenter.example.com/sdk.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() == 'https' && url(self).getHostname() != ''",message="source.url must be an https URL with a host, for example https://vcenter.example.com/sdk"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^https://[^/]*@')",message="source.url must not carry credentials: put them in the credentials Secret"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="source.url is immutable: create a new migration to migrate from another endpoint"
 	URL string `json:"url"`
 	// CredentialsSecretRef names a Secret in the migration's namespace with
@@ -121,7 +123,7 @@ type TargetSpec struct {
 	// VM's name.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="target.name must be a DNS-1123 label: lower case letters, digits and '-', starting and ending with a letter or digit"
 	Name string `json:"name,omitempty"`
 	// Start the VirtualMachine once it is created.
 	// +optional
@@ -315,13 +317,13 @@ type PolicySpec struct {
 	// condition is set.
 	// +optional
 	// +kubebuilder:default="30m"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$')",message="must be a positive duration such as 90s, 5m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$') && !self.matches('^([0]+(\\\\.[0]+)?(ms|s|m|h))+$')",message="must be a positive duration such as 90s, 5m or 1h30m"
 	StallTimeout *metav1.Duration `json:"stallTimeout,omitempty"`
 	// StartTimeout is how long the new VM may take to run (and, when asked,
 	// to connect its guest agent) before verification fails.
 	// +optional
 	// +kubebuilder:default="10m"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$')",message="must be a positive duration such as 90s, 5m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$') && !self.matches('^([0]+(\\\\.[0]+)?(ms|s|m|h))+$')",message="must be a positive duration such as 90s, 5m or 1h30m"
 	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
 }
 
@@ -334,7 +336,7 @@ type ShutdownPolicy struct {
 	// Timeout of the guest shutdown before the VM is powered off.
 	// +optional
 	// +kubebuilder:default="5m"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$')",message="must be a positive duration such as 90s, 5m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$') && !self.matches('^([0]+(\\\\.[0]+)?(ms|s|m|h))+$')",message="must be a positive duration such as 90s, 5m or 1h30m"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
@@ -351,7 +353,7 @@ type RetryPolicy struct {
 	// before a failing step is no longer retried.
 	// +optional
 	// +kubebuilder:default="24h"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$')",message="must be a positive duration such as 90s, 5m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$') && !self.matches('^([0]+(\\\\.[0]+)?(ms|s|m|h))+$')",message="must be a positive duration such as 90s, 5m or 1h30m"
 	Deadline *metav1.Duration `json:"deadline,omitempty"`
 }
 

@@ -41,9 +41,6 @@ type faults struct {
 	// cutAfter aborts the connection once this many body bytes of flat
 	// extents were served in all (0: never). It fires once.
 	cutAfter int64
-	// onCut, when set, runs instead of aborting; the response then stalls
-	// until the client goes away.
-	onCut func()
 	// contentRange replaces the Content-Range header of 206 answers.
 	contentRange string
 	// extra appends bytes to the body (sent chunked, without a length).
@@ -99,7 +96,7 @@ func newSim(t testing.TB) *simEnv {
 					r.Header.Del("Range")
 				}
 				e.mu.Unlock()
-				w = &countingWriter{ResponseWriter: w, e: e, ctx: r.Context()}
+				w = &countingWriter{ResponseWriter: w, e: e}
 			}
 		}
 		rp.ServeHTTP(w, r)
@@ -164,13 +161,12 @@ func (e *simEnv) modifyResponse(res *http.Response) error {
 // countingWriter counts flat-extent bytes and cuts the stream on request.
 type countingWriter struct {
 	http.ResponseWriter
-	e   *simEnv
-	ctx context.Context
+	e *simEnv
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
 	w.e.mu.Lock()
-	cut, onCut, delay := w.e.faults.cutAfter, w.e.faults.onCut, w.e.faults.delay
+	cut, delay := w.e.faults.cutAfter, w.e.faults.delay
 	w.e.mu.Unlock()
 	if delay > 0 {
 		time.Sleep(delay)
@@ -184,12 +180,8 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 				f.Flush()
 			}
 			w.e.mu.Lock()
-			w.e.faults.cutAfter, w.e.faults.onCut = 0, nil
+			w.e.faults.cutAfter = 0
 			w.e.mu.Unlock()
-			if onCut != nil {
-				onCut()
-				<-w.ctx.Done()
-			}
 			return n, fmt.Errorf("test proxy: cut after %d bytes", cut)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -39,6 +40,7 @@ type flags struct {
 	metricsAddr        string
 	healthAddr         string
 	vsphereCallTimeout time.Duration
+	seccompProfile     string
 }
 
 func parseFlags(args []string) (*flags, error) {
@@ -53,6 +55,11 @@ func parseFlags(args []string) (*flags, error) {
 	fs.DurationVar(&f.vsphereCallTimeout, "vsphere-call-timeout", 2*time.Minute, "deadline of each vSphere operation")
 	fs.DurationVar(&f.opts.Decisions.PollInterval, "poll-interval", statemachine.DefaultPollInterval, "how often vSphere and running jobs are looked at")
 	fs.DurationVar(&f.opts.Decisions.WaitInterval, "wait-interval", statemachine.DefaultWaitInterval, "how often a waiting migration is looked at")
+	fs.StringVar(&f.opts.Pipeline.TransferImage, "transfer-image", "vm-migration-controller:latest", "image of the transfer Jobs: the controller's own image, which carries vm-transfer")
+	fs.StringVar(&f.opts.Pipeline.ConversionImage, "conversion-image", "", "default virt-v2v image of the conversion Jobs, for migrations without spec.conversion.image")
+	fs.BoolVar(&f.opts.Pipeline.TransferProgress, "transfer-progress", true, "give each transfer attempt a progress ConfigMap it may patch (through its own ServiceAccount and Role) for live progress")
+	fs.BoolVar(&f.opts.Pipeline.ConversionKVM, "conversion-kvm", false, "request /dev/kvm (devices.kubevirt.io/kvm) for the conversion Jobs")
+	fs.StringVar(&f.seccompProfile, "conversion-seccomp-profile", "", "Localhost seccomp profile for conversion pods whose libguestfs runs passt (empty: RuntimeDefault)")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease")
 	fs.StringVar(&f.leaseNamespace, "leader-election-namespace", "vm-migration-system", "namespace of the leader election Lease")
 	fs.StringVar(&f.leaseName, "leader-election-id", "vm-migration-controller", "name of the leader election Lease")
@@ -71,6 +78,13 @@ func parseFlags(args []string) (*flags, error) {
 		return nil, errors.New("--max-transfers-per-host and --max-transfers-per-datastore must not be negative")
 	}
 	f.opts.VSphereCallTimeout = f.vsphereCallTimeout
+	if f.opts.Pipeline.TransferImage == "" {
+		return nil, errors.New("--transfer-image must name the controller's image")
+	}
+	if f.seccompProfile != "" {
+		profile := f.seccompProfile
+		f.opts.Pipeline.ConversionSeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &profile}
+	}
 	return f, nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps/transfer"
 )
 
 // execute carries out the one action a decision asked for.
@@ -171,6 +172,9 @@ func (c *Controller) deleteChildren(ctx context.Context, m *v1alpha1.VirtualMach
 			return fmt.Errorf("deleting staging claim %s: %w", name, err)
 		}
 	}
+	if err := c.deleteTransferAccess(ctx, m); err != nil {
+		return err
+	}
 	if !all {
 		return nil
 	}
@@ -195,6 +199,33 @@ func (c *Controller) deleteVM(ctx context.Context, m *v1alpha1.VirtualMachineMig
 	}
 	if err := ignoreGone(c.clients.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace).Delete(ctx, name, deleteOptions(vm.UID))); err != nil {
 		return fmt.Errorf("deleting virtual machine %s: %w", name, err)
+	}
+	return nil
+}
+
+// deleteTransferAccess deletes the ServiceAccount, Role and RoleBinding of
+// every transfer attempt, found by their deterministic names (the
+// controller may not list them).
+func (c *Controller) deleteTransferAccess(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error {
+	if m.Status.Transfer == nil {
+		return nil
+	}
+	for attempt := int32(1); attempt <= m.Status.Transfer.Attempt; attempt++ {
+		name := transfer.AccessName(m.Name, attempt)
+		deletes := []func() error{
+			func() error {
+				return c.clients.Kube.RbacV1().RoleBindings(m.Namespace).Delete(ctx, name, deleteOptions(""))
+			},
+			func() error { return c.clients.Kube.RbacV1().Roles(m.Namespace).Delete(ctx, name, deleteOptions("")) },
+			func() error {
+				return c.clients.Kube.CoreV1().ServiceAccounts(m.Namespace).Delete(ctx, name, deleteOptions(""))
+			},
+		}
+		for _, del := range deletes {
+			if err := ignoreGone(del()); err != nil {
+				return fmt.Errorf("deleting transfer access %s: %w", name, err)
+			}
+		}
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,6 +44,7 @@ type fixture struct {
 	source   *fakeSource
 	c        *Controller
 	migInf   miginformers.SharedInformerFactory
+	kubeInf  kubeinformers.SharedInformerFactory
 }
 
 func newFixture(t *testing.T, migrations ...*v1alpha1.VirtualMachineMigration) *fixture {
@@ -60,6 +63,7 @@ func newFixture(t *testing.T, migrations ...*v1alpha1.VirtualMachineMigration) *
 	}
 	f.migInf = miginformers.NewSharedInformerFactory(f.mig, 0)
 	kubeInf := kubeinformers.NewSharedInformerFactory(f.kube, 0)
+	f.kubeInf = kubeInf
 	kv := kvfake.NewSimpleClientset()
 	cdi := cdifake.NewSimpleClientset()
 	kvInf := kvinformers.NewSharedInformerFactory(kv, 0)
@@ -379,4 +383,37 @@ func drainEvents(r *record.FakeRecorder) []string {
 			return out
 		}
 	}
+}
+
+func TestCleanupDeletesStagingAndTransferAccess(t *testing.T) {
+	m := newMigration(withFinalizer, inPhase(v1alpha1.PhaseCleaningUp), func(m *v1alpha1.VirtualMachineMigration) {
+		m.Status.Transfer = &v1alpha1.JobStatus{JobName: "web-01-transfer-2", Attempt: 2}
+	})
+	f := newFixture(t, m)
+	labels := map[string]string{v1alpha1.LabelMigrationUID: "uid-1", v1alpha1.LabelMigrationName: "web-01", v1alpha1.LabelComponent: ComponentStaging}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "web-01-staging-2000", Namespace: "ns", Labels: labels}}
+	_, err := f.kube.CoreV1().PersistentVolumeClaims("ns").Create(context.Background(), pvc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, f.kubeInf.Core().V1().PersistentVolumeClaims().Informer().GetIndexer().Add(pvc))
+	for _, attempt := range []string{"1", "2"} {
+		name := "web-01-transfer-" + attempt
+		meta := metav1.ObjectMeta{Name: name, Namespace: "ns"}
+		_, err := f.kube.CoreV1().ServiceAccounts("ns").Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: meta}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = f.kube.RbacV1().Roles("ns").Create(context.Background(), &rbacv1.Role{ObjectMeta: meta}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = f.kube.RbacV1().RoleBindings("ns").Create(context.Background(), &rbacv1.RoleBinding{ObjectMeta: meta}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	f.sync(m)
+	ctx := context.Background()
+	claims, _ := f.kube.CoreV1().PersistentVolumeClaims("ns").List(ctx, metav1.ListOptions{})
+	sas, _ := f.kube.CoreV1().ServiceAccounts("ns").List(ctx, metav1.ListOptions{})
+	roles, _ := f.kube.RbacV1().Roles("ns").List(ctx, metav1.ListOptions{})
+	bindings, _ := f.kube.RbacV1().RoleBindings("ns").List(ctx, metav1.ListOptions{})
+	assert.Empty(t, claims.Items, "staging claims deleted")
+	assert.Empty(t, sas.Items, "transfer service accounts deleted")
+	assert.Empty(t, roles.Items, "transfer roles deleted")
+	assert.Empty(t, bindings.Items, "transfer role bindings deleted")
 }

@@ -21,6 +21,7 @@ import (
 	migclient "platform.example/vm-migration/pkg/generated/migration/clientset/versioned"
 	migscheme "platform.example/vm-migration/pkg/generated/migration/clientset/versioned/scheme"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps/pipeline"
 	"platform.example/vm-migration/pkg/steps/source"
 	"platform.example/vm-migration/pkg/steps/vsphere"
 )
@@ -38,8 +39,9 @@ type Options struct {
 	VSphereCallTimeout time.Duration
 	// Decisions tunes the state machine.
 	Decisions statemachine.Config
-	// Pipeline creates the Kubernetes-side objects of the data path.
-	Pipeline controller.PipelineStep
+	// Pipeline configures the Kubernetes-side objects of the data path
+	// (images, progress channel, conversion pod needs).
+	Pipeline pipeline.Config
 	// Registerer receives the controller's metrics; nil registers none.
 	Registerer prometheus.Registerer
 	// Ready, when set, is closed once the caches synced and workers run.
@@ -77,7 +79,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		Source: &source.Step{
 			Kube: clients.Kube, KubeVirt: clients.KubeVirt, Sessions: sessions, CallTimeout: opts.VSphereCallTimeout,
 		},
-		Pipeline: opts.Pipeline,
+		Pipeline: &pipeline.Step{Kube: clients.Kube, KubeVirt: clients.KubeVirt, CDI: clients.CDI, Config: opts.Pipeline},
 	}, recorder, controller.Config{
 		Workers:                  opts.Workers,
 		MaxTransfersPerHost:      opts.MaxTransfersPerHost,

@@ -62,7 +62,6 @@ func TestControllerWaitsForMissingCredentialsSecret(t *testing.T) {
 			Workers:            2,
 			VSphereCallTimeout: 5 * time.Second,
 			Decisions:          statemachine.Config{WaitInterval: 2 * time.Second},
-			Pipeline:           nil, // the vSphere side fails first; no pipeline step may run
 			Ready:              ready,
 		})
 	}()

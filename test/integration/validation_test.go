@@ -438,3 +438,22 @@ func createAndGet(t *testing.T, env *framework.Environment, ns string, obj *unst
 	}
 	return got
 }
+
+// TestMigrationNameIsALabel checks that a migration's name must fit in a
+// label value: every child carries it in LabelMigrationName.
+func TestMigrationNameIsALabel(t *testing.T) {
+	env := framework.Env(t)
+	client := migrations(t, env, env.Namespace(t))
+	for _, name := range []string{"web.01", strings.Repeat("a", 64)} {
+		_, err := client.Create(testContext(t), newMigration(name), metav1.CreateOptions{})
+		if err == nil {
+			t.Fatalf("migration %q accepted; want it rejected", name)
+		}
+		if missing := missingSubstrings(err.Error(), []string{"must be a DNS-1123 label (at most 63"}); len(missing) > 0 {
+			t.Errorf("migration %q: error message lacks %q: %v", name, missing, err)
+		}
+	}
+	if _, err := client.Create(testContext(t), newMigration(strings.Repeat("a", 63)), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a 63-character name was rejected: %v", err)
+	}
+}

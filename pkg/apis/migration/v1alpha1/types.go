@@ -16,6 +16,7 @@ import (
 // +kubebuilder:printcolumn:name="Target VM",type=string,JSONPath=`.status.target.name`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="the migration's name must be a DNS-1123 label (at most 63 lower case letters, digits and '-'): it is carried in the labels of every object the migration creates"
 
 // VirtualMachineMigration asks the controller to move one virtual machine
 // from VMware vSphere into KubeVirt, in the migration's namespace.

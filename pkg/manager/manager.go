@@ -78,6 +78,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	c, err := controller.New(clients, factories.Informers(), controller.Steps{
 		Source: &source.Step{
 			Kube: clients.Kube, KubeVirt: clients.KubeVirt, Sessions: sessions, CallTimeout: opts.VSphereCallTimeout,
+			DefaultConversionImage: opts.Pipeline.ConversionImage,
 		},
 		Pipeline: &pipeline.Step{Kube: clients.Kube, KubeVirt: clients.KubeVirt, CDI: clients.CDI, Config: opts.Pipeline},
 	}, recorder, controller.Config{

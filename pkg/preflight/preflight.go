@@ -38,6 +38,9 @@ const (
 	ReasonUnsupportedFirmware = "UnsupportedFirmware"
 	// ReasonTargetNameTaken: a VirtualMachine with the target name exists.
 	ReasonTargetNameTaken = "TargetNameTaken"
+	// ReasonNoConversionImage: the guest is to be converted but no
+	// virt-v2v image is known.
+	ReasonNoConversionImage = "NoConversionImage"
 	// ReasonSourceSuspended: the VM is suspended; powering it off would
 	// discard its suspended memory state, which cannot be restored.
 	ReasonSourceSuspended = "SourceSuspended"
@@ -57,6 +60,9 @@ type ClusterFacts struct {
 	// TargetNameTaken says a VirtualMachine named TargetName already exists
 	// in the namespace and does not belong to this migration.
 	TargetNameTaken bool
+	// DefaultConversionImage is the controller's default virt-v2v image
+	// (its --conversion-image flag); empty when it has none.
+	DefaultConversionImage string
 	// ControllerSnapshots are snapshots this migration made itself (from
 	// status); they do not count as existing snapshots.
 	ControllerSnapshots []string
@@ -79,6 +85,7 @@ func Check(spec *v1alpha1.VirtualMachineMigrationSpec, inv *v1alpha1.SourceInven
 		c.encryption,
 		c.vtpm,
 		c.suspended,
+		c.conversionImage,
 		c.firmware,
 		c.networks,
 		c.storageMapping,
@@ -208,6 +215,15 @@ func (c *checker) encryption() {
 		c.add(blocking(ReasonEncryptedVM,
 			"the source VM is encrypted (VM encryption): its disk files cannot be read through the datastore. "+
 				"Decrypt it in vSphere (VM Policies > Edit VM Storage Policies, choose a policy without encryption) and retry"))
+	}
+}
+
+func (c *checker) conversionImage() {
+	conv := c.spec.Conversion
+	if !conv.Skip && conv.Image == "" && c.cluster.DefaultConversionImage == "" {
+		c.add(blocking(ReasonNoConversionImage,
+			"the guest is to be converted but no virt-v2v image is known: set spec.conversion.image, start the controller with --conversion-image, "+
+				"or set spec.conversion.skip: true when the guest already has virtio drivers"))
 	}
 }
 

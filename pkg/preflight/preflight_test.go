@@ -39,8 +39,9 @@ func cleanInventory() *v1alpha1.SourceInventory {
 
 func cleanCluster() ClusterFacts {
 	return ClusterFacts{
-		StorageClasses: map[string]bool{"fast": true, "slow": true},
-		TargetName:     "web-01",
+		StorageClasses:         map[string]bool{"fast": true, "slow": true},
+		TargetName:             "web-01",
+		DefaultConversionImage: "virt-v2v:test",
 	}
 }
 
@@ -163,6 +164,11 @@ func TestCheck(t *testing.T) {
 				i.Firmware = v1alpha1.FirmwareEFI
 			}},
 			want: []want{{ReasonVTPM, v1alpha1.SeverityWarning, []string{"virtual TPM", "recovery keys"}}},
+		},
+		"conversion without an image": {
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Conversion = v1alpha1.ConversionSpec{} },
+				cluster: func(c *ClusterFacts) { c.DefaultConversionImage = "" }},
+			want: []want{{ReasonNoConversionImage, v1alpha1.SeverityBlocking, []string{"spec.conversion.image", "--conversion-image", "skip"}}},
 		},
 		"suspended source": {
 			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.PowerState = "suspended" }},

@@ -44,6 +44,9 @@ type Step struct {
 	Sessions *vsphere.SessionCache
 	// CallTimeout bounds each operation; zero means DefaultCallTimeout.
 	CallTimeout time.Duration
+	// DefaultConversionImage is the controller's default virt-v2v image,
+	// for the preflight rule that a conversion has an image.
+	DefaultConversionImage string
 }
 
 func (s *Step) timeout() time.Duration {
@@ -148,7 +151,7 @@ func (s *Step) Observe(ctx context.Context, m *v1alpha1.VirtualMachineMigration,
 
 // Preflight runs the preflight rules with the cluster's facts.
 func (s *Step) Preflight(ctx context.Context, m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) ([]v1alpha1.PreflightFinding, error) {
-	facts := preflight.ClusterFacts{StorageClasses: map[string]bool{}}
+	facts := preflight.ClusterFacts{StorageClasses: map[string]bool{}, DefaultConversionImage: s.DefaultConversionImage}
 	classes, err := s.Kube.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing storage classes: %w", err)

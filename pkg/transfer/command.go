@@ -171,11 +171,13 @@ func execute(ctx context.Context, f *commandFlags, stdout io.Writer, logf func(s
 		retries = -1 // in Options, zero means the default and negative means none
 	}
 	return Run(ctx, plans, Options{
-		ChunkSize:        f.chunkMiB << 20,
-		Buffers:          f.buffers,
-		Parallel:         f.parallel,
-		Retries:          retries,
-		BufferedIO:       f.bufferedIO,
+		ChunkSize:  f.chunkMiB << 20,
+		Buffers:    f.buffers,
+		Parallel:   f.parallel,
+		Retries:    retries,
+		BufferedIO: f.bufferedIO,
+		// A SOAP call on an expired session logs in again (vsphere.Session).
+		RefreshSession:   func(ctx context.Context) error { return Touch(ctx, sess.Client()) },
 		ProgressInterval: f.progressInterval,
 		ProgressSinks:    sinks,
 		Logf:             logf,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net/http"
 	"time"
 )
 
@@ -45,6 +46,10 @@ type Options struct {
 	ProgressInterval time.Duration
 	// ProgressSinks receive the snapshots.
 	ProgressSinks []ProgressSink
+	// RefreshSession, when set, renews the vSphere session after the
+	// datastore answered 401 (the session expired or was ended): the read
+	// is then retried, within Retries.
+	RefreshSession func(ctx context.Context) error
 	// Logf reports what a person may want to know (retries, restarts).
 	Logf func(format string, args ...any)
 }
@@ -99,6 +104,12 @@ func retriable(err error) bool {
 	return true
 }
 
+// unauthorized says the datastore refused the session.
+func unauthorized(err error) bool {
+	var st *StatusError
+	return errors.As(err, &st) && st.Code == http.StatusUnauthorized
+}
+
 // copyState is where one disk's copy stands.
 type copyState struct {
 	off int64
@@ -148,6 +159,14 @@ func (c *diskCopy) run(ctx context.Context) (DiskResult, error) {
 		}
 		if c.st.off > before {
 			failures = 0
+		}
+		if ctx.Err() == nil && failures < c.opts.Retries && unauthorized(err) && c.opts.RefreshSession != nil {
+			failures++
+			c.opts.Logf("disk %d: %v; renewing the session, retry %d of %d from byte %d", spec.Key, err, failures, c.opts.Retries, c.st.off)
+			if rerr := c.opts.RefreshSession(ctx); rerr != nil {
+				return done(fmt.Errorf("disk %d: %w (renewing the session: %v)", spec.Key, err, rerr))
+			}
+			continue
 		}
 		if ctx.Err() != nil || !retriable(err) || failures >= c.opts.Retries {
 			return done(fmt.Errorf("disk %d: %w", spec.Key, err))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -21,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/soap"
@@ -45,6 +47,10 @@ type faults struct {
 	contentRange string
 	// extra appends bytes to the body (sent chunked, without a length).
 	extra []byte
+	// revokeAt ends the client's vSphere session once this many body bytes
+	// were served, and cuts the stream: the proxy then refuses the old
+	// cookie with 401, as a real host does.
+	revokeAt int64
 	// delay sleeps before each write of a flat extent's body.
 	delay time.Duration
 	// dropRange removes the Range header of requests, so the server sends 200.
@@ -64,6 +70,7 @@ type simEnv struct {
 	served  atomic.Int64 // body bytes of flat extents sent
 	mu      sync.Mutex
 	faults  faults
+	revoked map[string]bool // session cookies the proxy refuses
 	session *vsphere.Session
 	client  *vim25.Client
 	vm      *object.VirtualMachine
@@ -77,7 +84,7 @@ func newSim(t testing.TB) *simEnv {
 	m.Service.TLS = new(tls.Config)
 	m.Service.Listen = &url.URL{User: url.UserPassword(testUser, testPassword)}
 	s := m.Service.NewServer()
-	e := &simEnv{model: m, server: s}
+	e := &simEnv{model: m, server: s, revoked: map[string]bool{}}
 
 	target := &url.URL{Scheme: "https", Host: s.URL.Host}
 	rp := httputil.NewSingleHostReverseProxy(target)
@@ -86,7 +93,11 @@ func newSim(t testing.TB) *simEnv {
 	rp.ModifyResponse = e.modifyResponse
 	e.proxy = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/folder/") {
-			if c, err := r.Cookie(soap.SessionCookieName); err != nil || c.Value == "" {
+			c, err := r.Cookie(soap.SessionCookieName)
+			e.mu.Lock()
+			refused := err != nil || c.Value == "" || e.revoked[c.Value]
+			e.mu.Unlock()
+			if refused {
 				http.Error(w, "no session", http.StatusUnauthorized)
 				return
 			}
@@ -96,7 +107,7 @@ func newSim(t testing.TB) *simEnv {
 					r.Header.Del("Range")
 				}
 				e.mu.Unlock()
-				w = &countingWriter{ResponseWriter: w, e: e}
+				w = &countingWriter{ResponseWriter: w, e: e, cookie: c.Value}
 			}
 		}
 		rp.ServeHTTP(w, r)
@@ -132,6 +143,20 @@ func newSim(t testing.TB) *simEnv {
 	return e
 }
 
+// endSession ends a session in vcsim from another session, as an
+// administrator (or an idle timeout) would.
+func (e *simEnv) endSession(key string) {
+	ctx := context.Background()
+	admin, err := vsphere.Connect(ctx, e.ep, e.creds)
+	if err != nil {
+		panic(err)
+	}
+	defer func() { _ = admin.Logout(ctx) }()
+	if err := session.NewManager(admin.Client()).TerminateSession(ctx, []string{key}); err != nil {
+		panic(err)
+	}
+}
+
 func (e *simEnv) setFaults(f faults) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -161,13 +186,22 @@ func (e *simEnv) modifyResponse(res *http.Response) error {
 // countingWriter counts flat-extent bytes and cuts the stream on request.
 type countingWriter struct {
 	http.ResponseWriter
-	e *simEnv
+	e      *simEnv
+	cookie string
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
 	w.e.mu.Lock()
-	cut, delay := w.e.faults.cutAfter, w.e.faults.delay
+	cut, delay, revokeAt := w.e.faults.cutAfter, w.e.faults.delay, w.e.faults.revokeAt
 	w.e.mu.Unlock()
+	if revokeAt > 0 && w.e.served.Load()+int64(len(p)) > revokeAt {
+		w.e.mu.Lock()
+		w.e.faults.revokeAt = 0
+		w.e.revoked[w.cookie] = true
+		w.e.mu.Unlock()
+		w.e.endSession(w.cookie)
+		return 0, errors.New("test proxy: session ended")
+	}
 	if delay > 0 {
 		time.Sleep(delay)
 	}

@@ -190,6 +190,36 @@ func TestRetryInProcess(t *testing.T) {
 	checkImage(t, d.Destination, data)
 }
 
+// TestSessionEndsMidTransfer ends the session mid-stream: the datastore
+// answers 401, the copy renews the session (a SOAP call logs in again) and
+// resumes where it stopped.
+func TestSessionEndsMidTransfer(t *testing.T) {
+	e := newSim(t)
+	data := diskData(testSize, 13)
+	d := e.testDisk(t, "sess", data)
+	d.Destination = filepath.Join(t.TempDir(), "disk.img")
+	plans := e.plan(t, e.jobSpec(d))
+	before := e.session.Relogins()
+	e.setFaults(faults{revokeAt: 6*mib + 1})
+	opts := testOptions(t)
+	opts.Retries = 3
+	opts.RefreshSession = func(ctx context.Context) error { return transfer.Touch(ctx, e.client) }
+	res := transfer.Run(context.Background(), plans, opts)
+	require.True(t, res.Succeeded, res.Error)
+	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	require.Greater(t, e.session.Relogins(), before, "the session was not renewed")
+	require.LessOrEqual(t, e.served.Load()-int64(len(data)), int64(testChunk))
+	checkImage(t, d.Destination, data)
+
+	// Without a way to renew it, the same failure is a clear NotAuthorized.
+	e.served.Store(0)
+	e.setFaults(faults{revokeAt: 3 * mib})
+	opts.RefreshSession = nil
+	res = transfer.Run(context.Background(), e.plan(t, e.jobSpec(d)), opts)
+	require.False(t, res.Succeeded)
+	require.Equal(t, transfer.ReasonNotAuthorized, res.Reason, res.Error)
+}
+
 func TestBadResponsesAreDetected(t *testing.T) {
 	tests := map[string]struct {
 		first  faults // a first run cut short, to make the second a resume

@@ -160,19 +160,20 @@ func (c *diskCopy) run(ctx context.Context) (DiskResult, error) {
 		if c.st.off > before {
 			failures = 0
 		}
-		if ctx.Err() == nil && failures < c.opts.Retries && unauthorized(err) && c.opts.RefreshSession != nil {
-			failures++
+		// A 401 is worth a retry once the session is renewed.
+		renew := unauthorized(err) && c.opts.RefreshSession != nil
+		if ctx.Err() != nil || !(renew || retriable(err)) || failures >= c.opts.Retries {
+			return done(fmt.Errorf("disk %d: %w", spec.Key, err))
+		}
+		failures++
+		if renew {
 			c.opts.Logf("disk %d: %v; renewing the session, retry %d of %d from byte %d", spec.Key, err, failures, c.opts.Retries, c.st.off)
 			if rerr := c.opts.RefreshSession(ctx); rerr != nil {
 				return done(fmt.Errorf("disk %d: %w (renewing the session: %v)", spec.Key, err, rerr))
 			}
 			continue
 		}
-		if ctx.Err() != nil || !retriable(err) || failures >= c.opts.Retries {
-			return done(fmt.Errorf("disk %d: %w", spec.Key, err))
-		}
-		delay := c.opts.RetryDelay << failures
-		failures++
+		delay := c.opts.RetryDelay << (failures - 1)
 		c.opts.Logf("disk %d: %v; retry %d of %d from byte %d in %s", spec.Key, err, failures, c.opts.Retries, c.st.off, delay)
 		select {
 		case <-ctx.Done():

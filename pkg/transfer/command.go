@@ -211,8 +211,8 @@ func failed(spec *JobSpec, err error, reason string) *Result {
 // report writes the result: a JSON line on stdout, the termination log,
 // and the progress ConfigMap when there is one.
 func report(ctx context.Context, f *commandFlags, res *Result, stdout io.Writer, logf func(string, ...any), cmSink *ConfigMapSink) {
-	var mu sync.Mutex
-	if err := writeJSONLine(&mu, stdout, res); err != nil {
+	// The reporter has stopped: nothing else writes to stdout now.
+	if err := writeJSONLine(stdout, res); err != nil {
 		logf("writing the result to stdout: %v", err)
 	}
 	if f.terminationLog != "" {

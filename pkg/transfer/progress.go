@@ -32,7 +32,9 @@ type JSONLinesSink struct {
 
 // Report writes one line.
 func (s *JSONLinesSink) Report(_ context.Context, p Progress) error {
-	return writeJSONLine(&s.mu, s.W, p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return writeJSONLine(s.W, p)
 }
 
 // FileSink atomically rewrites Path with the latest snapshot.
@@ -53,17 +55,18 @@ func (s FileSink) Report(_ context.Context, p Progress) error {
 	return nil
 }
 
-// writeJSONLine marshals v as one line on w.
-func writeJSONLine(mu *sync.Mutex, w io.Writer, v any) error {
+// writeJSONLine marshals v as one line on w, in a single write.
+func writeJSONLine(w io.Writer, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	_, err = w.Write(append(data, '\n'))
 	return err
 }
+
+// timeNow is the reporter's clock.
+var timeNow = time.Now
 
 // tracker is one disk's live counters, shared by its copy and the reporter.
 type tracker struct {

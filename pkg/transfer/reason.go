@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 )
-
-// timeNow is the clock; tests may replace it.
-var timeNow = time.Now
 
 // Failure reasons, as CamelCase constants for the controller's status.
 const (

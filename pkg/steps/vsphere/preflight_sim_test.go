@@ -69,9 +69,10 @@ func TestPreflightOnRuleBreakingVM(t *testing.T) {
 				},
 			}
 			findings := preflight.Check(spec, inv, preflight.ClusterFacts{
-				StorageClasses:  map[string]bool{"fast": true},
-				TargetName:      "breaker",
-				TargetNameTaken: true,
+				StorageClasses:         map[string]bool{"fast": true},
+				TargetName:             "breaker",
+				TargetNameTaken:        true,
+				DefaultConversionImage: "virt-v2v:test",
 			})
 			got := map[string]v1alpha1.Severity{}
 			for _, f := range findings {

@@ -12,13 +12,13 @@
 # both tools are CPU-bound, and the transfer does more work per byte (it
 # hashes and writes what curl throws away).
 #
-# Environment: SIZE_MIB (default 2048), ROUNDS (default 2), XFER_FLAGS (extra
+# Environment: SIZE_MIB (default 2048), ROUNDS (default 3), XFER_FLAGS (extra
 # flags for vm-transfer, for example "--chunk-mib 8 --buffers 3").
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 SIZE_MIB=${SIZE_MIB:-2048}
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-3}
 XFER_FLAGS=${XFER_FLAGS:-}
 
 for tool in curl /usr/bin/time; do

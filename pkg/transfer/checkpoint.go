@@ -43,19 +43,14 @@ func checkpointPath(image string) string {
 	return filepath.Join(filepath.Dir(image), "."+filepath.Base(image)+".checkpoint")
 }
 
-// saveCheckpoint writes the checkpoint atomically: a temporary file in the
-// same directory, renamed over the old one.
+// saveCheckpoint writes the checkpoint atomically (WriteFileAtomic: its
+// temporary is removeCheckpoint's path+".tmp").
 func saveCheckpoint(path string, cp *checkpoint) error {
 	data, err := json.Marshal(cp)
 	if err != nil {
 		return fmt.Errorf("encoding checkpoint: %w", err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("writing checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
+	if err := WriteFileAtomic(path, data, 0o600); err != nil {
 		return fmt.Errorf("writing checkpoint: %w", err)
 	}
 	return nil

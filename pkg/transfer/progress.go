@@ -49,7 +49,7 @@ func (s FileSink) Report(_ context.Context, p Progress) error {
 	if err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(s.Path, append(data, '\n')); err != nil {
+	if err := WriteFileAtomic(s.Path, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing progress file: %w", err)
 	}
 	return nil

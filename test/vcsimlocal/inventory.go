@@ -1,0 +1,308 @@
+package vcsimlocal
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"path"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// MiB is a mebibyte.
+const MiB = int64(1) << 20
+
+// VMSpec describes a VM to create.
+type VMSpec struct {
+	// Name of the VM; also its folder on the datastore.
+	Name string
+	// Sockets and CoresPerSocket make the vCPUs.
+	Sockets, CoresPerSocket int32
+	// MemoryMiB of the VM.
+	MemoryMiB int64
+	// Firmware is "efi" or "bios".
+	Firmware string
+	// SecureBoot turns EFI secure boot on.
+	SecureBoot bool
+	// Disks in order; each gets its own unit on one paravirtual SCSI controller.
+	Disks []DiskSpec
+	// NICs in order.
+	NICs []NICSpec
+	// PoweredOn leaves the VM running once created.
+	PoweredOn bool
+}
+
+// DiskSpec is a disk of a VM and the content it holds.
+type DiskSpec struct {
+	// SizeBytes is the capacity, a whole number of MiB.
+	SizeBytes int64
+	// Seed makes the content (DiskBytes).
+	Seed uint64
+}
+
+// NICSpec is a network adapter.
+type NICSpec struct {
+	// Network is NetworkVM or NetworkDVPG.
+	Network string
+	// MAC is a manual MAC address, "00:50:56:..".
+	MAC string
+}
+
+// VM is a created VM.
+type VM struct {
+	// Name and MoRef of the VM.
+	Name, MoRef string
+	// Disks in order.
+	Disks []Disk
+	// MACs of the NICs, in order.
+	MACs []string
+	// Spec it was created from.
+	Spec VMSpec
+}
+
+// Disk is a created disk.
+type Disk struct {
+	// Key is the device key.
+	Key int32
+	// FileName is the descriptor's datastore path, "[LocalDS_0] vm/vm.vmdk".
+	FileName string
+	// SizeBytes is the capacity.
+	SizeBytes int64
+	// SHA256 of the disk's bytes (hex).
+	SHA256 string
+}
+
+// SampleVM is the sample inventory's VM: 2 sockets of 2 cores, 2 GiB,
+// EFI with secure boot, three disks (8, 6 and 4 MiB of random data with
+// runs of zeros) and two NICs, one on each network.
+func SampleVM(name string, seed uint64) VMSpec {
+	return VMSpec{
+		Name: name, Sockets: 2, CoresPerSocket: 2, MemoryMiB: 2048,
+		Firmware: "efi", SecureBoot: true,
+		Disks: []DiskSpec{{SizeBytes: 8 * MiB, Seed: seed}, {SizeBytes: 6 * MiB, Seed: seed + 1}, {SizeBytes: 4 * MiB, Seed: seed + 2}},
+		NICs: []NICSpec{
+			{Network: NetworkVM, MAC: macFor(seed, 1)},
+			{Network: NetworkDVPG, MAC: macFor(seed, 2)},
+		},
+		PoweredOn: true,
+	}
+}
+
+// macFor is a MAC address in VMware's manual range, made from seed and n.
+func macFor(seed uint64, n int) string {
+	v := (seed*31 + uint64(n)) & 0x3fffff
+	return fmt.Sprintf("00:50:56:%02x:%02x:%02x", byte(v>>16)&0x3f, byte(v>>8), byte(v))
+}
+
+// DiskBytes is the content of a disk: pseudo-random bytes from seed with
+// runs of zeros (a whole zero MiB, zero blocks inside data, a zero tail),
+// so that sparse handling is exercised. size is a whole number of MiB, at
+// least 2.
+func DiskBytes(size int64, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed^0x5bd1e9955bd1e995))
+	b := make([]byte, size)
+	for i := 0; i+8 <= len(b); i += 8 {
+		v := r.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	zero := func(from, to int64) { clear(b[max(from, 0):min(to, size)]) }
+	zero(MiB, 2*MiB)                  // a whole zero chunk
+	zero(2*MiB+64<<10, 2*MiB+320<<10) // zero blocks inside data
+	zero(size-MiB/2, size)            // a zero tail
+	zero(2*MiB+1000, 2*MiB+1100)      // a short run that stays data
+	return b
+}
+
+// AddVM creates a VM with its disks laid out as descriptor plus flat
+// extent, filled with DiskBytes, and powers it on when asked.
+func (s *Server) AddVM(ctx context.Context, spec VMSpec) (*VM, error) {
+	if spec.Name == "" || len(spec.Disks) == 0 {
+		return nil, fmt.Errorf("a VM needs a name and at least one disk")
+	}
+	for i, d := range spec.Disks {
+		if d.SizeBytes < 2*MiB || d.SizeBytes%MiB != 0 {
+			return nil, fmt.Errorf("disk %d of %s: %d bytes is not a whole number of MiB of at least 2", i, spec.Name, d.SizeBytes)
+		}
+	}
+	f, dc, err := s.finder(ctx)
+	if err != nil {
+		return nil, err
+	}
+	folders, err := dc.Folders(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the datacenter's folders: %w", err)
+	}
+	host, err := f.HostSystem(ctx, Host)
+	if err != nil {
+		return nil, fmt.Errorf("finding host %s: %w", Host, err)
+	}
+	pool, err := host.ResourcePool(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("finding the resource pool of %s: %w", Host, err)
+	}
+	ds, err := f.Datastore(ctx, Datastore)
+	if err != nil {
+		return nil, fmt.Errorf("finding datastore %s: %w", Datastore, err)
+	}
+
+	var devices object.VirtualDeviceList
+	ctrl, err := devices.CreateSCSIController("pvscsi")
+	if err != nil {
+		return nil, err
+	}
+	devices = append(devices, ctrl)
+	var changes []types.BaseVirtualDeviceConfigSpec
+	changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationAdd, Device: ctrl})
+	fileNames := make([]string, len(spec.Disks))
+	for i, d := range spec.Disks {
+		fileNames[i] = fmt.Sprintf("[%s] %s/%s", Datastore, spec.Name, diskBase(spec.Name, i)+".vmdk")
+		disk := devices.CreateDisk(ctrl.(types.BaseVirtualController), ds.Reference(), fileNames[i])
+		disk.CapacityInKB = d.SizeBytes / 1024
+		disk.CapacityInBytes = d.SizeBytes
+		devices = append(devices, disk)
+		changes = append(changes, &types.VirtualDeviceConfigSpec{
+			Operation: types.VirtualDeviceConfigSpecOperationAdd, FileOperation: types.VirtualDeviceConfigSpecFileOperationCreate, Device: disk})
+	}
+	for i, n := range spec.NICs {
+		ref, err := f.Network(ctx, n.Network)
+		if err != nil {
+			return nil, fmt.Errorf("finding network %s: %w", n.Network, err)
+		}
+		backing, err := ref.EthernetCardBackingInfo(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("network %s: %w", n.Network, err)
+		}
+		nic, err := devices.CreateEthernetCard("vmxnet3", backing)
+		if err != nil {
+			return nil, err
+		}
+		card := nic.(types.BaseVirtualEthernetCard).GetVirtualEthernetCard()
+		card.AddressType = string(types.VirtualEthernetCardMacTypeManual)
+		card.MacAddress = n.MAC
+		card.Key = -200 - int32(i)
+		devices = append(devices, nic)
+		changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationAdd, Device: nic})
+	}
+	secure := spec.SecureBoot
+	cfg := types.VirtualMachineConfigSpec{
+		Name:              spec.Name,
+		GuestId:           "rhel9_64Guest",
+		NumCPUs:           spec.Sockets * spec.CoresPerSocket,
+		NumCoresPerSocket: &spec.CoresPerSocket,
+		MemoryMB:          spec.MemoryMiB,
+		Firmware:          spec.Firmware,
+		Files:             &types.VirtualMachineFileInfo{VmPathName: fmt.Sprintf("[%s] %s", Datastore, spec.Name)},
+		DeviceChange:      changes,
+	}
+	if spec.Firmware == "efi" {
+		cfg.BootOptions = &types.VirtualMachineBootOptions{EfiSecureBootEnabled: &secure}
+	}
+	task, err := folders.VmFolder.CreateVM(ctx, cfg, pool, host)
+	if err != nil {
+		return nil, fmt.Errorf("creating VM %s: %w", spec.Name, err)
+	}
+	info, err := task.WaitForResult(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("creating VM %s: %w", spec.Name, err)
+	}
+	vm := object.NewVirtualMachine(s.client.Client, info.Result.(types.ManagedObjectReference))
+	out := &VM{Name: spec.Name, MoRef: vm.Reference().Value, Spec: spec}
+	created, err := vm.Device(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the devices of %s: %w", spec.Name, err)
+	}
+	for i, d := range spec.Disks {
+		var key int32
+		for _, dev := range created.SelectByType((*types.VirtualDisk)(nil)) {
+			if b, ok := dev.GetVirtualDevice().Backing.(*types.VirtualDiskFlatVer2BackingInfo); ok && b.FileName == fileNames[i] {
+				key = dev.GetVirtualDevice().Key
+			}
+		}
+		if key == 0 {
+			return nil, fmt.Errorf("VM %s: disk %s not found after creation", spec.Name, fileNames[i])
+		}
+		data := DiskBytes(d.SizeBytes, d.Seed)
+		base := path.Join(spec.Name, diskBase(spec.Name, i))
+		if err := upload(ctx, ds, base+".vmdk", []byte(descriptor(diskBase(spec.Name, i), d.SizeBytes))); err != nil {
+			return nil, err
+		}
+		if err := upload(ctx, ds, base+"-flat.vmdk", data); err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(data)
+		out.Disks = append(out.Disks, Disk{Key: key, FileName: fileNames[i], SizeBytes: d.SizeBytes, SHA256: hex.EncodeToString(sum[:])})
+	}
+	for _, n := range spec.NICs {
+		out.MACs = append(out.MACs, n.MAC)
+	}
+	if spec.PoweredOn {
+		task, err := vm.PowerOn(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("powering on %s: %w", spec.Name, err)
+		}
+		if err := task.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("powering on %s: %w", spec.Name, err)
+		}
+	}
+	s.mu.Lock()
+	s.vms[spec.Name] = out
+	s.mu.Unlock()
+	return out, nil
+}
+
+// VMs are the VMs AddVM created.
+func (s *Server) VMs() []*VM {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*VM, 0, len(s.vms))
+	for _, v := range s.vms {
+		out = append(out, v)
+	}
+	return out
+}
+
+// diskBase is the base name of a VM's i-th disk, as ESXi names them:
+// vm, vm_1, vm_2...
+func diskBase(vm string, i int) string {
+	if i == 0 {
+		return vm
+	}
+	return fmt.Sprintf("%s_%d", vm, i)
+}
+
+func upload(ctx context.Context, ds *object.Datastore, name string, data []byte) error {
+	p := soap.DefaultUpload
+	p.ContentLength = int64(len(data))
+	if err := ds.Upload(ctx, bytes.NewReader(data), name, &p); err != nil {
+		return fmt.Errorf("uploading %s: %w", name, err)
+	}
+	return nil
+}
+
+// descriptor is the text descriptor of a flat disk, as ESXi writes it.
+func descriptor(base string, size int64) string {
+	return fmt.Sprintf(`# Disk DescriptorFile
+version=1
+encoding="UTF-8"
+CID=fffffffe
+parentCID=ffffffff
+createType="vmfs"
+
+# Extent description
+RW %d VMFS "%s-flat.vmdk"
+
+# The Disk Data Base
+#DDB
+
+ddb.adapterType = "pvscsi"
+ddb.thinProvisioned = "1"
+ddb.virtualHWVersion = "19"
+`, size/512, base)
+}

@@ -1,0 +1,254 @@
+package vcsimlocal
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/soap"
+)
+
+// Names in the simulator's inventory (govmomi's VPX model).
+const (
+	// Datacenter is the datacenter every VM is created in.
+	Datacenter = "DC0"
+	// Host is the standalone ESXi host the VMs run on.
+	Host = "DC0_H0"
+	// Datastore holds the VMs' files.
+	Datastore = "LocalDS_0"
+	// NetworkVM is the standard port group "VM Network".
+	NetworkVM = "VM Network"
+	// NetworkDVPG is the distributed port group of the model.
+	NetworkDVPG = "DC0_DVPG0"
+	// Username is the login the simulator accepts.
+	Username = "migration@vsphere.local"
+)
+
+// Options configure Start.
+type Options struct {
+	// Address to listen on, host:port; empty means 127.0.0.1 and a free port.
+	// Only loopback addresses are accepted.
+	Address string
+	// Password of Username; empty means a random one.
+	Password string
+}
+
+// Server is a running simulator.
+type Server struct {
+	// URL of the SDK endpoint, https://127.0.0.1:port/sdk.
+	URL string
+	// Thumbprint is the SHA-256 thumbprint of the server certificate
+	// (uppercase hex with colons), for the credentials Secret.
+	Thumbprint string
+	// Username and Password log in.
+	Username, Password string
+
+	model  *simulator.Model
+	server *simulator.Server
+	client *govmomi.Client
+
+	mu     sync.Mutex
+	faults map[string]*extentFault // by VM folder name
+	vms    map[string]*VM
+}
+
+// extentFault fails the flat-extent reads of the first sessions of a VM.
+type extentFault struct {
+	sessions int             // how many distinct sessions fail; negative: all
+	failed   map[string]bool // session cookies chosen to fail
+	count    int             // requests refused
+}
+
+// Start creates the simulator's inventory and serves it.
+func Start(ctx context.Context, opts Options) (s *Server, err error) {
+	host := "127.0.0.1:0"
+	if opts.Address != "" {
+		host = opts.Address
+	}
+	if h, _, err := net.SplitHostPort(host); err != nil || !net.ParseIP(h).IsLoopback() {
+		return nil, fmt.Errorf("listen address %q is not an IP address on loopback", host)
+	}
+	password := opts.Password
+	if password == "" {
+		password, err = randomPassword()
+		if err != nil {
+			return nil, err
+		}
+	}
+	m := simulator.VPX()
+	m.Machine = 1
+	if err := m.Create(); err != nil {
+		return nil, fmt.Errorf("creating the simulator inventory: %w", err)
+	}
+	m.Service.TLS = new(tls.Config)
+	m.Service.Listen = &url.URL{Host: host, User: url.UserPassword(Username, password)}
+	srv := m.Service.NewServer()
+	s = &Server{
+		URL:        "https://" + srv.URL.Host + "/sdk",
+		Thumbprint: soap.ThumbprintSHA256(srv.Certificate()),
+		Username:   Username,
+		Password:   password,
+		model:      m,
+		server:     srv,
+		faults:     map[string]*extentFault{},
+		vms:        map[string]*VM{},
+	}
+	// No request has reached the server yet: its handler can still be
+	// wrapped with the session check and the fault injection.
+	srv.Config.Handler = s.wrap(srv.Config.Handler)
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	u, err := soap.ParseURL(s.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", s.URL, err)
+	}
+	u.User = url.UserPassword(Username, password)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := govmomi.NewClient(cctx, u, true)
+	if err != nil {
+		return nil, fmt.Errorf("logging in to the simulator: %w", err)
+	}
+	s.client = c
+	return s, nil
+}
+
+// randomPassword is 24 random hex characters with a suffix that meets
+// usual complexity rules.
+func randomPassword() (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating a password: %w", err)
+	}
+	return hex.EncodeToString(b) + "-Vc!", nil
+}
+
+// Close stops the server and removes the simulator's files.
+func (s *Server) Close() {
+	if s.client != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.client.Logout(ctx)
+		cancel()
+	}
+	s.server.Close()
+	s.model.Remove()
+}
+
+// wrap refuses /folder requests without a session cookie (real hosts do)
+// and injects the configured extent faults.
+func (s *Server) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/folder/") {
+			c, err := r.Cookie(soap.SessionCookieName)
+			if err != nil || c.Value == "" {
+				http.Error(w, "no session", http.StatusUnauthorized)
+				return
+			}
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "-flat.vmdk") && s.refuse(r.URL.Path, c.Value) {
+				http.Error(w, "injected fault: datastore unavailable", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// refuse decides whether a flat-extent read fails.
+func (s *Server) refuse(path, cookie string) bool {
+	rest := strings.TrimPrefix(path, "/folder/")
+	folder, _, ok := strings.Cut(rest, "/")
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.faults[folder]
+	if f == nil {
+		return false
+	}
+	if !f.failed[cookie] {
+		if f.sessions >= 0 && len(f.failed) >= f.sessions {
+			return false
+		}
+		f.failed[cookie] = true
+	}
+	f.count++
+	return true
+}
+
+// FailExtentReads makes the flat-extent downloads of a VM fail with 503:
+// every download of the first sessions (vSphere logins) that read one,
+// or of all sessions when sessions is negative. Zero removes the fault.
+// A transfer command logs in once per run, so sessions counts transfer runs.
+func (s *Server) FailExtentReads(vm string, sessions int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sessions == 0 {
+		delete(s.faults, vm)
+		return
+	}
+	s.faults[vm] = &extentFault{sessions: sessions, failed: map[string]bool{}}
+}
+
+// RefusedReads is how many flat-extent downloads of a VM were refused.
+func (s *Server) RefusedReads(vm string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f := s.faults[vm]; f != nil {
+		return f.count
+	}
+	return 0
+}
+
+// finder is a finder set to the datacenter.
+func (s *Server) finder(ctx context.Context) (*find.Finder, *object.Datacenter, error) {
+	f := find.NewFinder(s.client.Client, true)
+	dc, err := f.Datacenter(ctx, Datacenter)
+	if err != nil {
+		return nil, nil, fmt.Errorf("finding datacenter %s: %w", Datacenter, err)
+	}
+	f.SetDatacenter(dc)
+	return f, dc, nil
+}
+
+// vm finds a VM by name.
+func (s *Server) vm(ctx context.Context, name string) (*object.VirtualMachine, error) {
+	f, _, err := s.finder(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vm, err := f.VirtualMachine(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("finding VM %s: %w", name, err)
+	}
+	return vm, nil
+}
+
+// PowerState is the VM's power state as vSphere names it (poweredOn,
+// poweredOff, suspended).
+func (s *Server) PowerState(ctx context.Context, name string) (string, error) {
+	vm, err := s.vm(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	st, err := vm.PowerState(ctx)
+	if err != nil {
+		return "", fmt.Errorf("reading the power state of %s: %w", name, err)
+	}
+	return string(st), nil
+}

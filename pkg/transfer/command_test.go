@@ -45,9 +45,7 @@ func (c *cli) run(t *testing.T, extra ...string) (int, string, string) {
 
 func TestCommand(t *testing.T) {
 	e := newSim(t)
-	data := diskData(testSize, 11)
-	d := e.testDisk(t, "cli", data)
-	d.Destination = filepath.Join(t.TempDir(), "disk.img")
+	data, d := e.stagedDisk(t, "cli", testSize, 11)
 	c := newCLI(t, e, e.jobSpec(d), testPassword, e.creds.Thumbprint)
 
 	code, stdout, stderr := c.run(t)

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -254,6 +255,16 @@ func (e *simEnv) testDisk(t testing.TB, name string, data []byte) transfer.DiskS
 	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s.vmdk", name), []byte(descriptor(name, int64(len(data)))))
 	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s-flat.vmdk", name), data)
 	return transfer.DiskSpec{Key: key, FileName: fileName, CapacityBytes: int64(len(data))}
+}
+
+// stagedDisk adds a disk holding diskData(size, seed) and gives it a fresh
+// disk.img destination.
+func (e *simEnv) stagedDisk(t testing.TB, name string, size int, seed uint64) ([]byte, transfer.DiskSpec) {
+	t.Helper()
+	data := diskData(size, seed)
+	d := e.testDisk(t, name, data)
+	d.Destination = filepath.Join(t.TempDir(), "disk.img")
+	return data, d
 }
 
 func (e *simEnv) upload(t testing.TB, path string, data []byte) {

@@ -106,9 +106,7 @@ func TestResume(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newSim(t)
-			data := diskData(testSize, 3)
-			d := e.testDisk(t, "db", data)
-			d.Destination = filepath.Join(t.TempDir(), "disk.img")
+			data, d := e.stagedDisk(t, "db", testSize, 3)
 			plans := e.plan(t, e.jobSpec(d))
 
 			e.setFaults(faults{cutAfter: cutAfter})
@@ -137,9 +135,7 @@ func TestResume(t *testing.T) {
 // resumes from there.
 func TestResumeAfterCancel(t *testing.T) {
 	e := newSim(t)
-	data := diskData(testSize, 10)
-	d := e.testDisk(t, "can", data)
-	d.Destination = filepath.Join(t.TempDir(), "disk.img")
+	data, d := e.stagedDisk(t, "can", testSize, 10)
 	plans := e.plan(t, e.jobSpec(d))
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -176,9 +172,7 @@ func TestResumeAfterCancel(t *testing.T) {
 
 func TestRetryInProcess(t *testing.T) {
 	e := newSim(t)
-	data := diskData(testSize, 4)
-	d := e.testDisk(t, "app", data)
-	d.Destination = filepath.Join(t.TempDir(), "disk.img")
+	data, d := e.stagedDisk(t, "app", testSize, 4)
 	plans := e.plan(t, e.jobSpec(d))
 	e.setFaults(faults{cutAfter: 5*mib + 777})
 	opts := testOptions(t)
@@ -195,9 +189,7 @@ func TestRetryInProcess(t *testing.T) {
 // resumes where it stopped.
 func TestSessionEndsMidTransfer(t *testing.T) {
 	e := newSim(t)
-	data := diskData(testSize, 13)
-	d := e.testDisk(t, "sess", data)
-	d.Destination = filepath.Join(t.TempDir(), "disk.img")
+	data, d := e.stagedDisk(t, "sess", testSize, 13)
 	plans := e.plan(t, e.jobSpec(d))
 	before := e.session.Relogins()
 	e.setFaults(faults{revokeAt: 6*mib + 1})
@@ -233,9 +225,7 @@ func TestBadResponsesAreDetected(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			e := newSim(t)
-			data := diskData(testSize, 5)
-			d := e.testDisk(t, "bad", data)
-			d.Destination = filepath.Join(t.TempDir(), "disk.img")
+			_, d := e.stagedDisk(t, "bad", testSize, 5)
 			plans := e.plan(t, e.jobSpec(d))
 			if tc.first.cutAfter > 0 {
 				e.setFaults(tc.first)
@@ -253,9 +243,7 @@ func TestBadResponsesAreDetected(t *testing.T) {
 
 func TestCorruptImageRestartsFromScratch(t *testing.T) {
 	e := newSim(t)
-	data := diskData(testSize, 6)
-	d := e.testDisk(t, "cor", data)
-	d.Destination = filepath.Join(t.TempDir(), "disk.img")
+	data, d := e.stagedDisk(t, "cor", testSize, 6)
 	plans := e.plan(t, e.jobSpec(d))
 	e.setFaults(faults{cutAfter: 10*mib + 10})
 	require.False(t, transfer.Run(context.Background(), plans, testOptions(t)).Succeeded)

@@ -1,0 +1,1060 @@
+package controller_test
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	types2 "k8s.io/apimachinery/pkg/types"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/controller"
+	cdifake "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned/fake"
+	kvfake "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned/fake"
+	migfake "platform.example/vm-migration/pkg/generated/migration/clientset/versioned/fake"
+	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps/pipeline"
+	"platform.example/vm-migration/pkg/steps/source"
+	transferaccess "platform.example/vm-migration/pkg/steps/transfer"
+	"platform.example/vm-migration/pkg/steps/vsphere"
+	"platform.example/vm-migration/pkg/transfer"
+)
+
+// The walkthrough tests drive one migration through the real controller
+// sync, the real pipeline step over fake clientsets and the real source step
+// over an in-process vCenter simulator. The test plays everything that
+// cannot run here: the informers (it copies the fake clients' objects into
+// the indexers around every sync), the API server's deletion and garbage
+// collection, the Job controller and kubelet (Jobs, pods, termination
+// messages), CDI (DataVolume phases) and KubeVirt (the VMI).
+
+const (
+	walkNamespace = "apps"
+	walkName      = "web-01"
+	walkUID       = "uid-walk-1"
+	vcsimUser     = "migrator@vsphere.local"
+	vcsimPassword = "Walk-Through-Source-1!"
+)
+
+var walkStart = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+// walkFixture is one migration and every peer it talks to.
+type walkFixture struct {
+	t     *testing.T
+	ctx   context.Context
+	kube  *k8sfake.Clientset
+	mig   *migfake.Clientset
+	kv    *kvfake.Clientset
+	cdi   *cdifake.Clientset
+	clock *clocktesting.FakeClock
+	rec   *record.FakeRecorder
+	c     *controller.Controller
+	inf   controller.Informers
+
+	vcsimURL *url.URL
+	srcVM    string // the source VM's name in vcsim
+	events   []string
+	// lastWrites are the writes of the last sync.
+	lastWrites []string
+}
+
+// walkOptions vary the migration of a walk.
+type walkOptions struct {
+	skipConversion bool
+	retryLimit     *int32
+}
+
+func newWalkFixture(t *testing.T, opts walkOptions) *walkFixture {
+	t.Helper()
+	model := simulator.VPX()
+	require.NoError(t, model.Create())
+	model.Service.TLS = new(tls.Config)
+	model.Service.Listen = &url.URL{User: url.UserPassword(vcsimUser, vcsimPassword)}
+	server := model.Service.NewServer()
+	t.Cleanup(func() { server.Close(); model.Remove() })
+
+	f := &walkFixture{
+		t:        t,
+		ctx:      context.Background(),
+		clock:    clocktesting.NewFakeClock(walkStart),
+		rec:      record.NewFakeRecorder(1000),
+		vcsimURL: server.URL,
+		srcVM:    "DC0_H0_VM0",
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "vcenter-credentials", Namespace: walkNamespace},
+		Data: map[string][]byte{
+			"username":   []byte(vcsimUser),
+			"password":   []byte(vcsimPassword),
+			"thumbprint": []byte(soap.ThumbprintSHA256(server.Certificate())),
+		},
+	}
+	standard := &storagev1.StorageClass{
+		ObjectMeta:  metav1.ObjectMeta{Name: "standard", Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
+		Provisioner: "example.com/csi",
+	}
+	f.kube = k8sfake.NewSimpleClientset(secret, standard)
+	f.kv = kvfake.NewSimpleClientset()
+	f.cdi = cdifake.NewSimpleClientset()
+
+	sessions := vsphere.NewSessionCache()
+	t.Cleanup(func() { _ = sessions.Close(context.Background()) })
+	src := &source.Step{Kube: f.kube, KubeVirt: f.kv, Sessions: sessions, CallTimeout: 20 * time.Second,
+		DefaultConversionImage: "registry.example/virt-v2v:1"}
+
+	m := &v1alpha1.VirtualMachineMigration{
+		ObjectMeta: metav1.ObjectMeta{Name: walkName, Namespace: walkNamespace, UID: walkUID, Generation: 1},
+		Spec: v1alpha1.VirtualMachineMigrationSpec{
+			Source: v1alpha1.SourceSpec{
+				URL:                  "https://" + server.URL.Host + "/sdk",
+				CredentialsSecretRef: v1alpha1.SecretReference{Name: secret.Name},
+				VM:                   v1alpha1.VMSelector{Name: f.srcVM},
+			},
+			Conversion: v1alpha1.ConversionSpec{Skip: opts.skipConversion},
+			Policy:     v1alpha1.PolicySpec{RequireApproval: true, Retry: v1alpha1.RetryPolicy{Limit: opts.retryLimit}},
+		},
+	}
+	// Every source network is mapped: the first to the pod network, the
+	// others ignored, so that preflight passes.
+	obs := src.Observe(f.ctx, m, statemachine.SourceNeedInventory)
+	require.Nil(t, obs.Error, "reading the simulator's VM")
+	require.Equal(t, statemachine.PowerStateOn, obs.PowerState, "the simulator's VM starts powered on")
+	for _, nic := range obs.Inventory.NICs {
+		if slices.ContainsFunc(m.Spec.Target.Networks, func(n v1alpha1.NetworkMapping) bool { return n.Source == nic.Network }) {
+			continue
+		}
+		typ := v1alpha1.NetworkTypeIgnore
+		if len(m.Spec.Target.Networks) == 0 {
+			typ = v1alpha1.NetworkTypePod
+		}
+		m.Spec.Target.Networks = append(m.Spec.Target.Networks, v1alpha1.NetworkMapping{Source: nic.Network, Type: typ})
+	}
+	f.mig = migfake.NewSimpleClientset(m)
+	for _, cs := range []*k8stesting.Fake{&f.kube.Fake, &f.kv.Fake, &f.cdi.Fake, &f.mig.Fake} {
+		cs.PrependReactor("create", "*", assignUID)
+	}
+
+	clients := controller.Clients{Kube: f.kube, Migration: f.mig, KubeVirt: f.kv, CDI: f.cdi}
+	factories := controller.NewFactories(clients, "", 0)
+	f.inf = factories.Informers()
+	c, err := controller.New(clients, f.inf, controller.Steps{
+		Source: src,
+		Pipeline: &pipeline.Step{Kube: f.kube, KubeVirt: f.kv, CDI: f.cdi, Config: pipeline.Config{
+			TransferImage: "registry.example/vm-migration:1", ConversionImage: "registry.example/virt-v2v:1",
+			TransferProgress: true,
+		}},
+	}, f.rec, controller.Config{Clock: f.clock})
+	require.NoError(t, err)
+	f.c = c
+	f.resync()
+	f.clearActions()
+	return f
+}
+
+var uidCounter atomic.Int64
+
+// assignUID gives every created object a UID, as the API server does.
+func assignUID(a k8stesting.Action) (bool, runtime.Object, error) {
+	obj := a.(k8stesting.CreateAction).GetObject()
+	if acc, err := meta.Accessor(obj); err == nil && acc.GetUID() == "" {
+		acc.SetUID(types2.UID(fmt.Sprintf("uid-%d", uidCounter.Add(1))))
+	}
+	return false, nil, nil
+}
+
+// key is the migration's queue key.
+func (f *walkFixture) key() cache.ObjectName { return cache.NewObjectName(walkNamespace, walkName) }
+
+// sync runs one reconcile between two informer refreshes, then plays the
+// API server's deletion and garbage collection.
+func (f *walkFixture) sync() time.Duration {
+	f.t.Helper()
+	f.resync()
+	after, err := controller.SyncForTest(f.ctx, f.c, f.key())
+	require.NoError(f.t, err)
+	f.lastWrites = f.collectWrites()
+	f.drainEvents()
+	f.playAPIServer()
+	f.resync()
+	return after
+}
+
+// syncTo syncs once and requires the phase it leads to.
+func (f *walkFixture) syncTo(want v1alpha1.Phase) *v1alpha1.VirtualMachineMigration {
+	f.t.Helper()
+	f.sync()
+	m := f.migration()
+	require.NotNil(f.t, m, "the migration is gone")
+	require.Equal(f.t, want, m.Status.Phase, "phase after sync; conditions: %s", conditionSummary(m))
+	return m
+}
+
+// unchangedSyncWritesNothing syncs once more with nothing changed and
+// requires that no client wrote anything.
+func (f *walkFixture) unchangedSyncWritesNothing(where string) {
+	f.t.Helper()
+	before := f.migration()
+	f.sync()
+	assert.Empty(f.t, f.writes(), "%s: an unchanged sync wrote", where)
+	assert.Equal(f.t, before.ResourceVersion, f.migration().ResourceVersion, "%s: the migration changed", where)
+}
+
+func (f *walkFixture) drainEvents() {
+	for {
+		select {
+		case e := <-f.rec.Events:
+			f.events = append(f.events, e)
+		default:
+			return
+		}
+	}
+}
+
+// migration reads the migration from the fake API server; nil once deleted.
+func (f *walkFixture) migration() *v1alpha1.VirtualMachineMigration {
+	m, err := f.mig.MigrationV1alpha1().VirtualMachineMigrations(walkNamespace).Get(f.ctx, walkName, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// updateMigration changes the migration the way a user's write does:
+// a spec change bumps the generation.
+func (f *walkFixture) updateMigration(change func(*v1alpha1.VirtualMachineMigration)) {
+	f.t.Helper()
+	m := f.migration()
+	require.NotNil(f.t, m)
+	spec := m.Spec.DeepCopy()
+	change(m)
+	if !apiequal(spec, &m.Spec) {
+		m.Generation++
+	}
+	_, err := f.mig.MigrationV1alpha1().VirtualMachineMigrations(walkNamespace).Update(f.ctx, m, metav1.UpdateOptions{})
+	require.NoError(f.t, err)
+}
+
+func apiequal(a, b any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// deleteMigration marks the migration deleted, as the API server does for
+// an object with finalizers.
+func (f *walkFixture) deleteMigration() {
+	f.updateMigration(func(m *v1alpha1.VirtualMachineMigration) {
+		now := metav1.NewTime(f.clock.Now())
+		m.DeletionTimestamp = &now
+	})
+}
+
+// playAPIServer removes a deleted migration once its finalizers are gone,
+// and collects the garbage the API server would: pods of deleted Jobs,
+// DataVolumes and VMIs of deleted VMs.
+func (f *walkFixture) playAPIServer() {
+	f.t.Helper()
+	ctx := f.ctx
+	if m := f.migration(); m != nil && m.DeletionTimestamp != nil && len(m.Finalizers) == 0 {
+		require.NoError(f.t, f.mig.MigrationV1alpha1().VirtualMachineMigrations(walkNamespace).Delete(ctx, walkName, metav1.DeleteOptions{}))
+	}
+	jobs, err := f.kube.BatchV1().Jobs(walkNamespace).List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	pods, err := f.kube.CoreV1().Pods(walkNamespace).List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	for _, p := range pods.Items {
+		owner := metav1.GetControllerOf(&p)
+		if owner != nil && owner.Kind == "Job" && !slices.ContainsFunc(jobs.Items, func(j batchv1.Job) bool { return j.UID == owner.UID }) {
+			require.NoError(f.t, f.kube.CoreV1().Pods(walkNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{}))
+		}
+	}
+	vms, err := f.kv.KubevirtV1().VirtualMachines(walkNamespace).List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	vmExists := func(uid types2.UID, name string) bool {
+		return slices.ContainsFunc(vms.Items, func(vm kubevirtv1.VirtualMachine) bool {
+			return (uid != "" && vm.UID == uid) || (uid == "" && vm.Name == name)
+		})
+	}
+	dvs, err := f.cdi.CdiV1beta1().DataVolumes(walkNamespace).List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	for _, dv := range dvs.Items {
+		if owner := metav1.GetControllerOf(&dv); owner != nil && owner.Kind == "VirtualMachine" && !vmExists(owner.UID, owner.Name) {
+			require.NoError(f.t, f.cdi.CdiV1beta1().DataVolumes(walkNamespace).Delete(ctx, dv.Name, metav1.DeleteOptions{}))
+		}
+	}
+	vmis, err := f.kv.KubevirtV1().VirtualMachineInstances(walkNamespace).List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	for _, vmi := range vmis.Items {
+		if !vmExists("", vmi.Name) {
+			require.NoError(f.t, f.kv.KubevirtV1().VirtualMachineInstances(walkNamespace).Delete(ctx, vmi.Name, metav1.DeleteOptions{}))
+		}
+	}
+}
+
+// resync makes every informer indexer hold what the fake clients hold, as
+// the watches would (children only with the migration UID label, as the
+// factories' list options ask).
+func (f *walkFixture) resync() {
+	f.t.Helper()
+	ctx := f.ctx
+	own := metav1.ListOptions{LabelSelector: v1alpha1.LabelMigrationUID}
+	migs, err := f.mig.MigrationV1alpha1().VirtualMachineMigrations("").List(ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	replace(f.t, f.inf.Migrations.Informer().GetIndexer(), migs.Items)
+	jobs, err := f.kube.BatchV1().Jobs("").List(ctx, own)
+	require.NoError(f.t, err)
+	replace(f.t, f.inf.Jobs.Informer().GetIndexer(), jobs.Items)
+	pvcs, err := f.kube.CoreV1().PersistentVolumeClaims("").List(ctx, own)
+	require.NoError(f.t, err)
+	replace(f.t, f.inf.Claims.Informer().GetIndexer(), pvcs.Items)
+	cms, err := f.kube.CoreV1().ConfigMaps("").List(ctx, own)
+	require.NoError(f.t, err)
+	replace(f.t, f.inf.ConfigMaps.Informer().GetIndexer(), cms.Items)
+	dvs, err := f.cdi.CdiV1beta1().DataVolumes("").List(ctx, own)
+	require.NoError(f.t, err)
+	replace(f.t, f.inf.DataVolumes.Informer().GetIndexer(), dvs.Items)
+	vms, err := f.kv.KubevirtV1().VirtualMachines("").List(ctx, own)
+	require.NoError(f.t, err)
+	replace(f.t, f.inf.VMs.Informer().GetIndexer(), vms.Items)
+	vmis, err := f.kv.KubevirtV1().VirtualMachineInstances("").List(ctx, own)
+	require.NoError(f.t, err)
+	replace(f.t, f.inf.VMIs.Informer().GetIndexer(), vmis.Items)
+	f.clearActions()
+}
+
+func replace[T any](t *testing.T, idx cache.Indexer, items []T) {
+	t.Helper()
+	objs := make([]any, 0, len(items))
+	for i := range items {
+		objs = append(objs, &items[i])
+	}
+	require.NoError(t, idx.Replace(objs, ""))
+}
+
+func (f *walkFixture) clearActions() {
+	f.kube.ClearActions()
+	f.mig.ClearActions()
+	f.kv.ClearActions()
+	f.cdi.ClearActions()
+}
+
+// writes lists the writes of the last sync.
+func (f *walkFixture) writes() []string { return f.lastWrites }
+
+// collectWrites lists the non-read actions on every fake client since the
+// last clear, as "verb resource[/subresource]".
+func (f *walkFixture) collectWrites() []string {
+	var out []string
+	for _, actions := range [][]k8stesting.Action{f.kube.Actions(), f.mig.Actions(), f.kv.Actions(), f.cdi.Actions()} {
+		for _, a := range actions {
+			switch a.GetVerb() {
+			case "get", "list", "watch":
+				continue
+			}
+			what := a.GetVerb() + " " + a.GetResource().Resource
+			if a.GetSubresource() != "" {
+				what += "/" + a.GetSubresource()
+			}
+			out = append(out, what)
+		}
+	}
+	return out
+}
+
+// children lists every object in the fake clients that carries the
+// migration's UID label, as "Kind/name", sorted.
+func (f *walkFixture) children() []string {
+	f.t.Helper()
+	ctx := f.ctx
+	sel := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelMigrationUID: walkUID}).String()}
+	var out []string
+	add := func(kind string, list runtime.Object, err error) {
+		require.NoError(f.t, err)
+		items, err := meta.ExtractList(list)
+		require.NoError(f.t, err)
+		for _, it := range items {
+			acc, err := meta.Accessor(it)
+			require.NoError(f.t, err)
+			out = append(out, kind+"/"+acc.GetName())
+		}
+	}
+	l1, err := f.kube.CoreV1().PersistentVolumeClaims(walkNamespace).List(ctx, sel)
+	add("PersistentVolumeClaim", l1, err)
+	l2, err := f.kube.CoreV1().ConfigMaps(walkNamespace).List(ctx, sel)
+	add("ConfigMap", l2, err)
+	l3, err := f.kube.BatchV1().Jobs(walkNamespace).List(ctx, sel)
+	add("Job", l3, err)
+	l4, err := f.kube.CoreV1().Pods(walkNamespace).List(ctx, sel)
+	add("Pod", l4, err)
+	l5, err := f.kube.CoreV1().ServiceAccounts(walkNamespace).List(ctx, sel)
+	add("ServiceAccount", l5, err)
+	l6, err := f.kube.RbacV1().Roles(walkNamespace).List(ctx, sel)
+	add("Role", l6, err)
+	l7, err := f.kube.RbacV1().RoleBindings(walkNamespace).List(ctx, sel)
+	add("RoleBinding", l7, err)
+	l8, err := f.cdi.CdiV1beta1().DataVolumes(walkNamespace).List(ctx, sel)
+	add("DataVolume", l8, err)
+	l9, err := f.kv.KubevirtV1().VirtualMachines(walkNamespace).List(ctx, sel)
+	add("VirtualMachine", l9, err)
+	l10, err := f.kv.KubevirtV1().VirtualMachineInstances(walkNamespace).List(ctx, sel)
+	add("VirtualMachineInstance", l10, err)
+	sort.Strings(out)
+	return out
+}
+
+// requireChildren requires exactly these children.
+func (f *walkFixture) requireChildren(where string, want ...string) {
+	f.t.Helper()
+	sort.Strings(want)
+	if want == nil {
+		want = []string{}
+	}
+	got := f.children()
+	if got == nil {
+		got = []string{}
+	}
+	require.Equal(f.t, want, got, "%s: the children that exist", where)
+}
+
+// requireOwnedByMigration requires a controller owner reference to the migration.
+func (f *walkFixture) requireOwnedByMigration(obj metav1.Object) {
+	f.t.Helper()
+	owner := metav1.GetControllerOf(obj)
+	require.NotNil(f.t, owner, "%s has no controller owner", obj.GetName())
+	assert.Equal(f.t, "VirtualMachineMigration", owner.Kind, obj.GetName())
+	assert.Equal(f.t, walkName, owner.Name, obj.GetName())
+	assert.Equal(f.t, types2.UID(walkUID), owner.UID, obj.GetName())
+}
+
+// powerState reads the source VM's power state from vcsim with a client
+// of the test's own.
+func (f *walkFixture) powerState() types.VirtualMachinePowerState {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(f.ctx, 20*time.Second)
+	defer cancel()
+	c, err := govmomi.NewClient(ctx, f.vcsimURL, true)
+	require.NoError(f.t, err)
+	defer func() { _ = c.Logout(ctx) }()
+	vm, err := find.NewFinder(c.Client).VirtualMachine(ctx, f.srcVM)
+	require.NoError(f.t, err)
+	state, err := vm.PowerState(ctx)
+	require.NoError(f.t, err)
+	return state
+}
+
+// evidence returns what status recorded for a phase.
+func evidence(m *v1alpha1.VirtualMachineMigration, p v1alpha1.Phase) string {
+	for _, e := range m.Status.Evidence {
+		if e.Phase == p {
+			return e.Observed
+		}
+	}
+	return ""
+}
+
+func conditionSummary(m *v1alpha1.VirtualMachineMigration) string {
+	var parts []string
+	for _, c := range m.Status.Conditions {
+		parts = append(parts, fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message))
+	}
+	if e := m.Status.LastError; e != nil {
+		parts = append(parts, fmt.Sprintf("lastError %s/%s: %s", e.Phase, e.Reason, e.Message))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// The test plays the Job controller and the kubelet.
+
+// finishJob marks a Job finished the way the Job controller does, with a
+// pod whose container terminated with message.
+func (f *walkFixture) finishJob(name, container string, succeeded bool, message string) {
+	f.t.Helper()
+	jobs := f.kube.BatchV1().Jobs(walkNamespace)
+	job, err := jobs.Get(f.ctx, name, metav1.GetOptions{})
+	require.NoError(f.t, err)
+	podLabels := map[string]string{"batch.kubernetes.io/job-name": name, "job-name": name}
+	for k, v := range job.Spec.Template.Labels {
+		podLabels[k] = v
+	}
+	exit, phase := int32(0), corev1.PodSucceeded
+	cond := batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}
+	if !succeeded {
+		exit, phase = 1, corev1.PodFailed
+		cond = batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name + "-x7k2p", Namespace: walkNamespace, Labels: podLabels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
+		},
+		Spec: job.Spec.Template.Spec,
+		Status: corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
+			Name:  container,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Message: message}},
+		}}},
+	}
+	_, err = f.kube.CoreV1().Pods(walkNamespace).Create(f.ctx, pod, metav1.CreateOptions{})
+	require.NoError(f.t, err)
+	now := metav1.NewTime(f.clock.Now())
+	cond.LastTransitionTime = now
+	job.Status.Conditions = append(job.Status.Conditions, cond)
+	job.Status.StartTime = &now
+	if succeeded {
+		job.Status.Succeeded, job.Status.CompletionTime = 1, &now
+	} else {
+		job.Status.Failed = 1
+	}
+	_, err = jobs.UpdateStatus(f.ctx, job, metav1.UpdateOptions{})
+	require.NoError(f.t, err)
+}
+
+// transferResult is the vm-transfer result the pod writes as its
+// termination message: every disk of status.disks copied, or a failure.
+func transferResult(t *testing.T, m *v1alpha1.VirtualMachineMigration, failReason string) string {
+	t.Helper()
+	res := transfer.Result{Kind: transfer.KindResult, Succeeded: failReason == ""}
+	if failReason != "" {
+		res.Reason, res.Error = failReason, "reading disk 2000 from the datastore: connection reset by peer"
+	}
+	for _, d := range m.Status.Disks {
+		dr := transfer.DiskResult{Key: d.Key, Bytes: d.CapacityBytes, DurationSeconds: 1.5}
+		if failReason == "" {
+			dr.SHA256 = fmt.Sprintf("%064x", d.Key)
+		} else {
+			dr.Bytes = d.CapacityBytes / 2
+		}
+		res.Disks = append(res.Disks, dr)
+	}
+	data, err := json.Marshal(res)
+	require.NoError(t, err)
+	return string(data) + "\n"
+}
+
+// inspection is a virt-v2v inspection document, as the conversion pod
+// writes it as its termination message.
+const inspection = `<?xml version="1.0"?>
+<v2v-inspection>
+  <operatingsystem>
+    <name>linux</name>
+    <distro>rhel</distro>
+    <major_version>9</major_version>
+    <minor_version>4</minor_version>
+    <product_name>Red Hat Enterprise Linux 9.4 (Plow)</product_name>
+  </operatingsystem>
+</v2v-inspection>
+`
+
+// setDataVolumePhases plays CDI.
+func (f *walkFixture) setDataVolumePhases(phase cdiv1.DataVolumePhase, progress string) {
+	f.t.Helper()
+	api := f.cdi.CdiV1beta1().DataVolumes(walkNamespace)
+	list, err := api.List(f.ctx, metav1.ListOptions{})
+	require.NoError(f.t, err)
+	require.NotEmpty(f.t, list.Items)
+	for i := range list.Items {
+		dv := &list.Items[i]
+		dv.Status.Phase, dv.Status.Progress = phase, cdiv1.DataVolumeProgress(progress)
+		_, err := api.UpdateStatus(f.ctx, dv, metav1.UpdateOptions{})
+		require.NoError(f.t, err)
+	}
+}
+
+// setVMI plays KubeVirt: the VM's instance exists in this phase.
+func (f *walkFixture) setVMI(name string, phase kubevirtv1.VirtualMachineInstancePhase) {
+	f.t.Helper()
+	api := f.kv.KubevirtV1().VirtualMachineInstances(walkNamespace)
+	vm, err := f.kv.KubevirtV1().VirtualMachines(walkNamespace).Get(f.ctx, name, metav1.GetOptions{})
+	require.NoError(f.t, err)
+	vmi, err := api.Get(f.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		vmi = &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: walkNamespace, Labels: vm.Spec.Template.ObjectMeta.Labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vm, kubevirtv1.SchemeGroupVersion.WithKind("VirtualMachine"))},
+		}}
+		vmi, err = api.Create(f.ctx, vmi, metav1.CreateOptions{})
+		require.NoError(f.t, err)
+	}
+	vmi.Status.Phase = phase
+	_, err = api.Update(f.ctx, vmi, metav1.UpdateOptions{})
+	require.NoError(f.t, err)
+}
+
+// writeTransferProgress plays vm-transfer's progress report into its
+// ConfigMap: half of every disk copied.
+func (f *walkFixture) writeTransferProgress(m *v1alpha1.VirtualMachineMigration, attempt int32) {
+	f.t.Helper()
+	p := transfer.Progress{Kind: transfer.KindProgress, Time: f.clock.Now()}
+	for _, d := range m.Status.Disks {
+		p.Disks = append(p.Disks, transfer.DiskProgress{Key: d.Key, State: transfer.StateCopying,
+			BytesDone: d.CapacityBytes / 2, TotalBytes: d.CapacityBytes, RateBytesPerSecond: 1 << 20})
+	}
+	data, err := json.Marshal(p)
+	require.NoError(f.t, err)
+	api := f.kube.CoreV1().ConfigMaps(walkNamespace)
+	cm, err := api.Get(f.ctx, transferaccess.ProgressConfigMapName(walkName, attempt), metav1.GetOptions{})
+	require.NoError(f.t, err)
+	cm.Data = map[string]string{transfer.ConfigMapKeyProgress: string(data)}
+	_, err = api.Update(f.ctx, cm, metav1.UpdateOptions{})
+	require.NoError(f.t, err)
+}
+
+// stagingChildren are the objects of the transfer of attempt 1 and the
+// staging claims of m's disks.
+func transferChildren(m *v1alpha1.VirtualMachineMigration, attempt int32) []string {
+	var out []string
+	for _, d := range m.Status.Disks {
+		out = append(out, "PersistentVolumeClaim/"+d.StagingClaim)
+	}
+	access := transferaccess.AccessName(walkName, attempt)
+	return append(out,
+		"ConfigMap/"+pipeline.TransferConfigMap(walkName, attempt),
+		"ConfigMap/"+transferaccess.ProgressConfigMapName(walkName, attempt),
+		"Job/"+naming.TransferJob(walkName, attempt),
+		"ServiceAccount/"+access, "Role/"+access, "RoleBinding/"+access,
+	)
+}
+
+// walk drives the migration from Pending towards Succeeded, asserting after
+// every sync. It stops, returning true, at the first checkpoint for which
+// stop returns true; the checkpoints sit where the phase's own objects
+// exist and the migration waits on its children.
+func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) bool {
+	t := f.t
+	t.Helper()
+	if stop == nil {
+		stop = func(v1alpha1.Phase) bool { return false }
+	}
+
+	// Pending: status initialised and the finalizer added.
+	m := f.syncTo(v1alpha1.PhasePending)
+	assert.Equal(t, []string{"update virtualmachinemigrations/status", "update virtualmachinemigrations"}, f.writes())
+	assert.Contains(t, m.Finalizers, v1alpha1.FinalizerName)
+	require.NotNil(t, m.Status.StartTime)
+	assert.True(t, m.Status.StartTime.Time.Equal(walkStart))
+	f.requireChildren("Pending")
+	if stop(v1alpha1.PhasePending) {
+		return true
+	}
+
+	m = f.syncTo(v1alpha1.PhaseValidating)
+	assert.Equal(t, "finalizer set and status initialised", evidence(m, v1alpha1.PhasePending))
+	if stop(v1alpha1.PhaseValidating) {
+		return true
+	}
+
+	// Validating reads the inventory from vcsim; the spec asks for approval.
+	m = f.syncTo(v1alpha1.PhaseAwaitingApproval)
+	require.NotNil(t, m.Status.Source)
+	assert.Equal(t, f.srcVM, m.Status.Source.Name)
+	assert.NotEmpty(t, m.Status.Source.MoRef)
+	require.NotEmpty(t, m.Status.Source.Disks)
+	require.NotNil(t, m.Status.Target)
+	target := m.Status.Target.Name
+	assert.Equal(t, naming.DNS1123Label(f.srcVM), target)
+	assert.Contains(t, evidence(m, v1alpha1.PhaseValidating), "found "+f.srcVM)
+	assert.Equal(t, vsphereOn, f.powerState(), "validation does not touch the source")
+	f.requireChildren("AwaitingApproval")
+	cond := meta.FindStatusCondition(m.Status.Conditions, statemachine.ConditionApprovalRequired)
+	require.NotNil(t, cond)
+	assert.Equal(t, metav1.ConditionTrue, cond.Status)
+	// The next sync records the wait (Progressing false), the one after
+	// it finds nothing to write.
+	m = f.syncTo(v1alpha1.PhaseAwaitingApproval)
+	cond = meta.FindStatusCondition(m.Status.Conditions, statemachine.ConditionProgressing)
+	require.NotNil(t, cond)
+	assert.Equal(t, metav1.ConditionFalse, cond.Status)
+	assert.Equal(t, statemachine.ReasonAwaitingApproval, cond.Reason)
+	f.unchangedSyncWritesNothing("AwaitingApproval")
+	if stop(v1alpha1.PhaseAwaitingApproval) {
+		return true
+	}
+
+	// A person approves. The approval is a spec change (a new generation),
+	// so the source is validated again before the cutover.
+	f.updateMigration(func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Policy.Approved = true })
+	m = f.syncTo(v1alpha1.PhaseValidating)
+	m = f.syncTo(v1alpha1.PhaseQueued)
+	assert.Equal(t, int64(2), m.Status.ObservedGeneration)
+	cond = meta.FindStatusCondition(m.Status.Conditions, statemachine.ConditionApprovalRequired)
+	require.NotNil(t, cond)
+	assert.Equal(t, metav1.ConditionFalse, cond.Status)
+	if stop(v1alpha1.PhaseQueued) {
+		return true
+	}
+
+	// Queued: a slot is free; the cutover is committed.
+	m = f.syncTo(v1alpha1.PhaseStoppingSource)
+	require.NotNil(t, m.Status.AppliedSpec)
+	require.NotNil(t, m.Status.SourceControl)
+	assert.Equal(t, statemachine.PowerStateOn, m.Status.SourceControl.OriginalPowerState)
+	assert.Contains(t, evidence(m, v1alpha1.PhaseQueued), "source poweredOn")
+	assert.Equal(t, vsphereOn, f.powerState())
+
+	// StoppingSource: the intent is written, then the source stopped.
+	m = f.syncTo(v1alpha1.PhaseStoppingSource)
+	sc := m.Status.SourceControl
+	require.True(t, sc.ShutdownRequestedAt != nil || sc.PowerOffRequestedAt != nil, "the stop was recorded before the call")
+	require.Eventually(t, func() bool { return f.powerState() == vsphereOff }, 10*time.Second, 50*time.Millisecond,
+		"the controller stopped the source in vcsim")
+	if stop(v1alpha1.PhaseStoppingSource) {
+		return true
+	}
+	m = f.syncTo(v1alpha1.PhaseTransferringDisks)
+	require.NotNil(t, m.Status.SourceControl.PoweredOffAt)
+	assert.Regexp(t, "^source (shut down by the guest|powered off)$", evidence(m, v1alpha1.PhaseStoppingSource))
+	f.requireChildren("entering TransferringDisks")
+
+	// TransferringDisks: staging claims, then the transfer Job.
+	m = f.syncTo(v1alpha1.PhaseTransferringDisks)
+	require.Len(t, m.Status.Disks, len(m.Status.Source.Disks))
+	var claims []string
+	for _, d := range m.Status.Disks {
+		claims = append(claims, "PersistentVolumeClaim/"+d.StagingClaim)
+		pvc, err := f.kube.CoreV1().PersistentVolumeClaims(walkNamespace).Get(f.ctx, d.StagingClaim, metav1.GetOptions{})
+		require.NoError(t, err)
+		f.requireOwnedByMigration(pvc)
+		assert.Equal(t, "kubevirt", pvc.Annotations[pipeline.AnnotationContentType])
+	}
+	f.requireChildren("staging claims created", claims...)
+
+	m = f.syncTo(v1alpha1.PhaseTransferringDisks)
+	require.NotNil(t, m.Status.Transfer)
+	assert.Equal(t, naming.TransferJob(walkName, 1), m.Status.Transfer.JobName)
+	assert.Equal(t, int32(1), m.Status.Transfer.Attempt)
+	f.requireChildren("transfer job created", transferChildren(m, 1)...)
+	job, err := f.kube.BatchV1().Jobs(walkNamespace).Get(f.ctx, m.Status.Transfer.JobName, metav1.GetOptions{})
+	require.NoError(t, err)
+	f.requireOwnedByMigration(job)
+	for _, name := range []string{pipeline.TransferConfigMap(walkName, 1), transferaccess.ProgressConfigMapName(walkName, 1)} {
+		cm, err := f.kube.CoreV1().ConfigMaps(walkNamespace).Get(f.ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		f.requireOwnedByMigration(cm)
+	}
+
+	// The Job runs: the status says so once, then nothing is written.
+	m = f.syncTo(v1alpha1.PhaseTransferringDisks)
+	f.unchangedSyncWritesNothing("transfer running")
+	// Progress reported by the pod reaches status once the progress interval passed.
+	f.writeTransferProgress(m, 1)
+	f.clock.Step(statemachine.DefaultProgressInterval)
+	m = f.syncTo(v1alpha1.PhaseTransferringDisks)
+	for _, d := range m.Status.Disks {
+		assert.Equal(t, d.CapacityBytes/2, d.BytesTransferred, "disk %d progress", d.Key)
+	}
+	assert.Equal(t, "50%", m.Status.Progress)
+	f.unchangedSyncWritesNothing("transfer progress recorded")
+	if stop(v1alpha1.PhaseTransferringDisks) {
+		return true
+	}
+
+	f.finishJob(m.Status.Transfer.JobName, pipeline.TransferContainer, true, transferResult(t, m, ""))
+	f.clock.Step(time.Minute)
+	m = f.syncTo(v1alpha1.PhaseConverting)
+	require.NotNil(t, m.Status.Transfer.CompletedAt)
+	for _, d := range m.Status.Disks {
+		assert.Equal(t, d.CapacityBytes, d.BytesTransferred, "disk %d", d.Key)
+		assert.Equal(t, fmt.Sprintf("%064x", d.Key), d.SHA256, "disk %d", d.Key)
+		assert.NotNil(t, d.TransferredAt, "disk %d", d.Key)
+	}
+	assert.Contains(t, evidence(m, v1alpha1.PhaseTransferringDisks), "each verified by size and sha256")
+	assert.Equal(t, "100%", m.Status.Progress)
+
+	// Converting.
+	children := append(transferChildren(m, 1), "Pod/"+naming.TransferJob(walkName, 1)+"-x7k2p")
+	if opts.skipConversion {
+		m = f.syncTo(v1alpha1.PhaseImporting)
+		require.NotNil(t, m.Status.Conversion)
+		assert.True(t, m.Status.Conversion.Skipped)
+		assert.Equal(t, "conversion skipped (spec.conversion.skip)", evidence(m, v1alpha1.PhaseConverting))
+		f.requireChildren("conversion skipped", children...)
+	} else {
+		m = f.syncTo(v1alpha1.PhaseConverting)
+		require.NotNil(t, m.Status.Conversion)
+		convJob, convCM := naming.ConversionJob(walkName, 1), naming.ConversionConfigMap(walkName, 1)
+		assert.Equal(t, convJob, m.Status.Conversion.JobName)
+		assert.Equal(t, convCM, m.Status.Conversion.ConfigMapName)
+		children = append(children, "Job/"+convJob, "ConfigMap/"+convCM)
+		f.requireChildren("conversion job created", children...)
+		job, err := f.kube.BatchV1().Jobs(walkNamespace).Get(f.ctx, convJob, metav1.GetOptions{})
+		require.NoError(t, err)
+		f.requireOwnedByMigration(job)
+		cm, err := f.kube.CoreV1().ConfigMaps(walkNamespace).Get(f.ctx, convCM, metav1.GetOptions{})
+		require.NoError(t, err)
+		f.requireOwnedByMigration(cm)
+		assert.Contains(t, cm.Data[pipeline.DomainXMLKey], "<domain")
+
+		m = f.syncTo(v1alpha1.PhaseConverting)
+		f.unchangedSyncWritesNothing("conversion running")
+		if stop(v1alpha1.PhaseConverting) {
+			return true
+		}
+		f.finishJob(convJob, pipeline.ConversionContainer, true, inspection)
+		m = f.syncTo(v1alpha1.PhaseImporting)
+		require.NotNil(t, m.Status.Conversion.CompletedAt)
+		assert.Equal(t, "rhel 9.4 (Red Hat Enterprise Linux 9.4 (Plow))", m.Status.Conversion.OperatingSystem)
+		assert.Contains(t, evidence(m, v1alpha1.PhaseConverting), "converted the guest (rhel 9.4")
+		children = append(children, "Pod/"+convJob+"-x7k2p")
+	}
+
+	// Importing: DataVolumes owned by nothing, cloning the staging claims.
+	m = f.syncTo(v1alpha1.PhaseImporting)
+	var dvNames []string
+	for i, d := range m.Status.Disks {
+		require.Equal(t, naming.DataVolume(target, i), d.DataVolume)
+		dvNames = append(dvNames, "DataVolume/"+d.DataVolume)
+		dv, err := f.cdi.CdiV1beta1().DataVolumes(walkNamespace).Get(f.ctx, d.DataVolume, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Empty(t, dv.OwnerReferences, "a DataVolume is owned by nothing until the VM adopts it")
+		require.NotNil(t, dv.Spec.Source.PVC)
+		assert.Equal(t, d.StagingClaim, dv.Spec.Source.PVC.Name)
+	}
+	children = append(children, dvNames...)
+	f.requireChildren("data volumes created", children...)
+	f.setDataVolumePhases(cdiv1.ImportInProgress, "45.00%")
+	m = f.syncTo(v1alpha1.PhaseImporting)
+	for _, d := range m.Status.Disks {
+		assert.Equal(t, string(cdiv1.ImportInProgress), d.ImportPhase)
+	}
+	f.unchangedSyncWritesNothing("import running")
+	if stop(v1alpha1.PhaseImporting) {
+		return true
+	}
+	f.setDataVolumePhases(cdiv1.Succeeded, "100.0%")
+	m = f.syncTo(v1alpha1.PhaseCreatingVM)
+	assert.Equal(t, fmt.Sprintf("%d DataVolumes populated", len(m.Status.Disks)), evidence(m, v1alpha1.PhaseImporting))
+
+	// CreatingVM: the VM, owned by nothing, halted; then it adopts its disks.
+	m = f.syncTo(v1alpha1.PhaseCreatingVM)
+	vm, err := f.kv.KubevirtV1().VirtualMachines(walkNamespace).Get(f.ctx, target, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, vm.OwnerReferences, "the VM must outlive the migration")
+	require.NotNil(t, vm.Spec.RunStrategy)
+	assert.Equal(t, kubevirtv1.RunStrategyHalted, *vm.Spec.RunStrategy)
+	children = append(children, "VirtualMachine/"+target)
+	f.requireChildren("VM created", children...)
+
+	m = f.syncTo(v1alpha1.PhaseCreatingVM)
+	for _, d := range m.Status.Disks {
+		dv, err := f.cdi.CdiV1beta1().DataVolumes(walkNamespace).Get(f.ctx, d.DataVolume, metav1.GetOptions{})
+		require.NoError(t, err)
+		owner := metav1.GetControllerOf(dv)
+		require.NotNil(t, owner, "DataVolume %s adopted", d.DataVolume)
+		assert.Equal(t, "VirtualMachine", owner.Kind)
+		assert.Equal(t, vm.UID, owner.UID)
+	}
+	if stop(v1alpha1.PhaseCreatingVM) {
+		return true
+	}
+	m = f.syncTo(v1alpha1.PhaseStarting)
+	assert.Equal(t, vm.UID, m.Status.Target.UID)
+	assert.Contains(t, evidence(m, v1alpha1.PhaseCreatingVM), string(vm.UID))
+
+	// Starting: run strategy Always, then the VMI runs.
+	m = f.syncTo(v1alpha1.PhaseStarting)
+	vm, err = f.kv.KubevirtV1().VirtualMachines(walkNamespace).Get(f.ctx, target, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, kubevirtv1.RunStrategyAlways, *vm.Spec.RunStrategy)
+	f.setVMI(target, kubevirtv1.Scheduling)
+	children = append(children, "VirtualMachineInstance/"+target)
+	m = f.syncTo(v1alpha1.PhaseStarting)
+	assert.Equal(t, string(kubevirtv1.Scheduling), m.Status.Target.VMIPhase)
+	f.unchangedSyncWritesNothing("VM starting")
+	f.requireChildren("VM starting", children...)
+	if stop(v1alpha1.PhaseStarting) {
+		return true
+	}
+	f.setVMI(target, kubevirtv1.Running)
+	m = f.syncTo(v1alpha1.PhaseCleaningUp)
+	assert.Equal(t, string(kubevirtv1.Running), m.Status.Target.VMIPhase)
+	assert.Equal(t, "VirtualMachineInstance "+target+" running", evidence(m, v1alpha1.PhaseStarting))
+	if stop(v1alpha1.PhaseCleaningUp) {
+		return true
+	}
+
+	// CleaningUp: staging objects go, the VM and its disks stay.
+	m = f.syncTo(v1alpha1.PhaseCleaningUp)
+	kept := append(slices.Clone(dvNames), "VirtualMachine/"+target, "VirtualMachineInstance/"+target)
+	f.requireChildren("staging deleted", kept...)
+	m = f.syncTo(v1alpha1.PhaseSucceeded)
+	assert.Equal(t, "staging objects deleted", evidence(m, v1alpha1.PhaseCleaningUp))
+	require.NotNil(t, m.Status.CompletionTime)
+	ready := meta.FindStatusCondition(m.Status.Conditions, statemachine.ConditionReady)
+	require.NotNil(t, ready)
+	assert.Equal(t, metav1.ConditionTrue, ready.Status)
+	for _, p := range []v1alpha1.Phase{v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhaseQueued,
+		v1alpha1.PhaseStoppingSource, v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting, v1alpha1.PhaseImporting,
+		v1alpha1.PhaseCreatingVM, v1alpha1.PhaseStarting, v1alpha1.PhaseCleaningUp} {
+		assert.NotEmpty(t, evidence(m, p), "evidence for %s", p)
+	}
+	f.unchangedSyncWritesNothing("Succeeded")
+	f.requireChildren("Succeeded", kept...)
+	assert.Equal(t, vsphereOff, f.powerState(), "a migrated source stays off")
+	return false
+}
+
+const (
+	vsphereOn  = types.VirtualMachinePowerStatePoweredOn
+	vsphereOff = types.VirtualMachinePowerStatePoweredOff
+)
+
+// TestWalkThroughEveryPhase walks a migration from Pending to Succeeded,
+// with and without the conversion, then deletes it: the migrated VM and its
+// disks stay, the source stays off.
+func TestWalkThroughEveryPhase(t *testing.T) {
+	for name, opts := range map[string]walkOptions{
+		"with conversion":    {},
+		"conversion skipped": {skipConversion: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newWalkFixture(t, opts)
+			require.False(t, f.walk(opts, nil))
+			m := f.migration()
+			target := m.Status.Target.Name
+			kept := f.children()
+
+			f.deleteMigration()
+			f.sync()
+			assert.Nil(t, f.migration(), "the finalizer of a finished migration is released at once")
+			f.requireChildren("after deleting the finished migration", kept...)
+			vm, err := f.kv.KubevirtV1().VirtualMachines(walkNamespace).Get(f.ctx, target, metav1.GetOptions{})
+			require.NoError(t, err, "the migrated VM outlives its migration")
+			assert.Empty(t, vm.OwnerReferences)
+			assert.Equal(t, vsphereOff, f.powerState(), "deleting a finished migration does not restart the source")
+		})
+	}
+}
+
+// TestWalkCancelInEveryPhase deletes the migration at a checkpoint of every
+// non-terminal phase the walk reaches: every child goes (an unfinished VM
+// too), the finalizer is released and a source the controller stopped is
+// powered on again.
+func TestWalkCancelInEveryPhase(t *testing.T) {
+	phases := []v1alpha1.Phase{
+		v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseQueued,
+		v1alpha1.PhaseStoppingSource, v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting,
+		v1alpha1.PhaseImporting, v1alpha1.PhaseCreatingVM, v1alpha1.PhaseStarting, v1alpha1.PhaseCleaningUp,
+	}
+	for _, phase := range phases {
+		t.Run(string(phase), func(t *testing.T) {
+			f := newWalkFixture(t, walkOptions{})
+			require.True(t, f.walk(walkOptions{}, func(p v1alpha1.Phase) bool { return p == phase }), "the walk reaches %s", phase)
+			m := f.migration()
+			require.Equal(t, phase, m.Status.Phase)
+			stopped := m.Status.SourceControl != nil &&
+				(m.Status.SourceControl.ShutdownRequestedAt != nil || m.Status.SourceControl.PowerOffRequestedAt != nil)
+			if stopped {
+				require.Equal(t, vsphereOff, f.powerState())
+			}
+			t.Logf("cancelling in %s with children %v", phase, f.children())
+
+			f.deleteMigration()
+			m = f.syncTo(v1alpha1.PhaseCancelling)
+			assert.Contains(t, f.events, fmt.Sprintf("Normal %s cancelling: deleting children and restoring the source", statemachine.ReasonCancelled))
+			for i := 0; f.migration() != nil; i++ {
+				require.Less(t, i, 20, "the migration is still there after 20 syncs: %s", conditionSummary(f.migration()))
+				f.clock.Step(statemachine.DefaultPollInterval)
+				f.sync()
+			}
+			f.requireChildren("after cancelling in " + string(phase))
+			assert.Equal(t, vsphereOn, f.powerState(), "the source is powered on, as it was found")
+			if stopped {
+				assert.Contains(t, f.events, "Normal "+statemachine.ReasonSourceRestored+" the source VM is powered on again, as it was found")
+			}
+		})
+	}
+}
+
+// TestWalkTransferRetryBudget fails every transfer attempt: after the
+// retry limit's new attempts the migration fails in TransferringDisks with
+// the transfer's reason, and the source is powered on again.
+func TestWalkTransferRetryBudget(t *testing.T) {
+	limit := int32(2)
+	opts := walkOptions{retryLimit: &limit}
+	f := newWalkFixture(t, opts)
+	require.True(t, f.walk(opts, func(p v1alpha1.Phase) bool { return p == v1alpha1.PhaseTransferringDisks }))
+	m := f.migration()
+
+	var jobs []string
+	for attempt := int32(1); attempt <= limit+1; attempt++ {
+		require.Equal(t, v1alpha1.PhaseTransferringDisks, m.Status.Phase)
+		require.Equal(t, attempt, m.Status.Transfer.Attempt)
+		name := naming.TransferJob(walkName, attempt)
+		require.Equal(t, name, m.Status.Transfer.JobName)
+		_, err := f.kube.BatchV1().Jobs(walkNamespace).Get(f.ctx, name, metav1.GetOptions{})
+		require.NoError(t, err, "attempt %d has its Job", attempt)
+		jobs = append(jobs, name)
+		f.finishJob(name, pipeline.TransferContainer, false, transferResult(t, m, "SourceReadFailed"))
+		f.clock.Step(time.Minute)
+		m = f.syncTo(map[bool]v1alpha1.Phase{true: v1alpha1.PhaseRollingBack, false: v1alpha1.PhaseTransferringDisks}[attempt == limit+1])
+		if attempt <= limit {
+			assert.Equal(t, attempt, m.Status.Retries)
+			require.NotNil(t, m.Status.LastError)
+			assert.Equal(t, statemachine.ReasonTransferFailed, m.Status.LastError.Reason)
+			// The next attempt's Job is created under a new name.
+			m = f.syncTo(v1alpha1.PhaseTransferringDisks)
+		}
+	}
+	assert.Equal(t, limit, m.Status.Retries)
+	for i := 0; m.Status.Phase != v1alpha1.PhaseFailed; i++ {
+		require.Less(t, i, 10, "not Failed after 10 syncs: %s", conditionSummary(m))
+		f.clock.Step(statemachine.DefaultPollInterval)
+		f.sync()
+		m = f.migration()
+	}
+	require.NotNil(t, m.Status.LastError)
+	assert.Equal(t, v1alpha1.PhaseTransferringDisks, m.Status.LastError.Phase)
+	assert.Equal(t, statemachine.ReasonTransferFailed, m.Status.LastError.Reason)
+	assert.Contains(t, m.Status.LastError.Message, "SourceReadFailed")
+	assert.Contains(t, m.Status.LastError.Message, fmt.Sprintf("%d of %d retries spent", limit, limit))
+	failed := meta.FindStatusCondition(m.Status.Conditions, statemachine.ConditionFailed)
+	require.NotNil(t, failed)
+	assert.Equal(t, metav1.ConditionTrue, failed.Status)
+	assert.Equal(t, statemachine.ReasonTransferFailed, failed.Reason)
+	require.NotNil(t, m.Status.SourceControl.RestoredAt)
+	assert.Equal(t, vsphereOn, f.powerState(), "the source is powered on again after the failure")
+	assert.Len(t, jobs, int(limit)+1)
+	// Failed keeps the staging objects for inspection, and writes nothing more.
+	for _, job := range jobs {
+		assert.Contains(t, f.children(), "Job/"+job)
+	}
+	f.unchangedSyncWritesNothing("Failed")
+
+	// Deleting the failed migration removes every child.
+	f.deleteMigration()
+	for i := 0; f.migration() != nil; i++ {
+		require.Less(t, i, 10, "the failed migration is still there after 10 syncs")
+		f.sync()
+	}
+	f.requireChildren("after deleting the failed migration")
+	assert.Equal(t, vsphereOn, f.powerState())
+}

@@ -705,6 +705,7 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 	m = f.syncTo(v1alpha1.PhaseValidating)
 	m = f.syncTo(v1alpha1.PhaseQueued)
 	assert.Equal(t, int64(2), m.Status.ObservedGeneration)
+	assert.Equal(t, "cutover approved (spec.policy.approved)", evidence(m, v1alpha1.PhaseAwaitingApproval))
 	cond = meta.FindStatusCondition(m.Status.Conditions, statemachine.ConditionApprovalRequired)
 	require.NotNil(t, cond)
 	assert.Equal(t, metav1.ConditionFalse, cond.Status)
@@ -911,7 +912,7 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 	ready := meta.FindStatusCondition(m.Status.Conditions, statemachine.ConditionReady)
 	require.NotNil(t, ready)
 	assert.Equal(t, metav1.ConditionTrue, ready.Status)
-	for _, p := range []v1alpha1.Phase{v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhaseQueued,
+	for _, p := range []v1alpha1.Phase{v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseQueued,
 		v1alpha1.PhaseStoppingSource, v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting, v1alpha1.PhaseImporting,
 		v1alpha1.PhaseCreatingVM, v1alpha1.PhaseStarting, v1alpha1.PhaseCleaningUp} {
 		assert.NotEmpty(t, evidence(m, p), "evidence for %s", p)

@@ -64,8 +64,14 @@ func (d *decider) validating() {
 		d.out.Events = append(d.out.Events, Event{Warning: true, Reason: "PreflightWarning", Message: w})
 	}
 	next := v1alpha1.PhaseQueued
-	if d.spec.Policy.NeedsApproval() {
+	switch {
+	case d.spec.Policy.NeedsApproval():
 		next = v1alpha1.PhaseAwaitingApproval
+	case d.spec.Policy.RequireApproval:
+		// Approving is a spec change: it sends a waiting migration back
+		// here, never on from AwaitingApproval, so the approval's
+		// evidence is recorded here.
+		d.recordEvidence(v1alpha1.PhaseAwaitingApproval, "cutover approved (spec.policy.approved)")
 	}
 	d.advance(next, fmt.Sprintf("found %s (%s): %d vCPU, %d MiB, %s, %d disks, %d NICs, %s; %d preflight warnings",
 		inv.Name, inv.MoRef, inv.CPU.Sockets*inv.CPU.CoresPerSocket, inv.MemoryMiB, inv.Firmware,

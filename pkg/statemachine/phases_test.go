@@ -186,6 +186,11 @@ func TestValidating(t *testing.T) {
 		"approval required and already given": {
 			m: m(requireApproval, approved), obs: newObs(sourceInventory),
 			phase: v1alpha1.PhaseQueued,
+			check: func(t *testing.T, d Decision) {
+				// An approval is a spec change that comes back through
+				// Validating: the approval's evidence is recorded here.
+				wantEvidence(t, d, v1alpha1.PhaseAwaitingApproval, 0)
+			},
 		},
 	})
 }

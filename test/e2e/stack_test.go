@@ -1,0 +1,464 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
+	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
+	migclient "platform.example/vm-migration/pkg/generated/migration/clientset/versioned"
+	"platform.example/vm-migration/pkg/manager"
+	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps/pipeline"
+	"platform.example/vm-migration/test/framework"
+	"platform.example/vm-migration/test/standins"
+	"platform.example/vm-migration/test/vcsimlocal"
+)
+
+const (
+	// transferImage is what the controller puts in transfer Jobs; the
+	// kubelet stand-in runs vm-transfer for pods with this image.
+	transferImage = "platform.example/vm-migration-controller:e2e"
+	// conversionImage is the default conversion image; the stand-in
+	// simulates its pods.
+	conversionImage = "standins.platform.example/virt-v2v:simulated"
+	// credentialsSecret holds the vcsim login in each test namespace.
+	credentialsSecret = "vcsim-credentials"
+	// controllerNamespace and controllerAccount are the controller's
+	// identity from manifests/rbac.yaml.
+	controllerNamespace = "vm-migration-system"
+	controllerAccount   = "migration-controller"
+)
+
+// stackOptions tune a test's stack.
+type stackOptions struct {
+	// maxTransfersPerHost bounds concurrent transfers (0: none).
+	maxTransfersPerHost int
+	// podHook injects pod outcomes into the kubelet stand-in.
+	podHook func(*corev1.Pod) *standins.PodOutcome
+	// cloneBytesPerSecond slows the CDI stand-in down.
+	cloneBytesPerSecond int64
+	// conversionDuration is how long simulated conversions take.
+	conversionDuration time.Duration
+}
+
+// stack is one test's world: a namespace in the shared control plane,
+// its own vcsim, stand-ins and controller, all scoped to the namespace.
+type stack struct {
+	t    *testing.T
+	ctx  context.Context
+	env  *framework.Environment
+	ns   string
+	opts stackOptions
+
+	kube kubernetes.Interface
+	mig  migclient.Interface
+	kv   kvclient.Interface
+	cdi  cdiclient.Interface
+
+	vc       *vcsimlocal.Server
+	standins standins.Config
+
+	mu           sync.Mutex
+	ctrlCancel   context.CancelFunc
+	ctrlDone     chan error
+	controllerRC *rest.Config
+}
+
+var rbacOnce sync.Once
+
+// newStack starts vcsim, the stand-ins and the controller for t; t's
+// cleanup stops them all.
+func newStack(t *testing.T, opts stackOptions) *stack {
+	t.Helper()
+	env := framework.Env(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s := &stack{t: t, ctx: ctx, env: env, ns: env.Namespace(t), opts: opts}
+	cfg := env.Config()
+	s.kube = kubernetes.NewForConfigOrDie(cfg)
+	s.mig = migclient.NewForConfigOrDie(cfg)
+	s.kv = kvclient.NewForConfigOrDie(cfg)
+	s.cdi = cdiclient.NewForConfigOrDie(cfg)
+
+	var rbacErr error
+	rbacOnce.Do(func() {
+		for _, f := range []string{"manifests/namespace.yaml", "manifests/rbac.yaml"} {
+			if _, err := env.Apply(ctx, framework.RepoPath(f), ""); err != nil {
+				rbacErr = err
+			}
+		}
+	})
+	if rbacErr != nil {
+		t.Fatalf("applying the controller's RBAC: %v", rbacErr)
+	}
+	rc, err := env.ServiceAccountConfig(ctx, controllerNamespace, controllerAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.controllerRC = rc
+
+	vc, err := vcsimlocal.Start(ctx, vcsimlocal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vc.Close)
+	s.vc = vc
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: credentialsSecret, Namespace: s.ns},
+		StringData: map[string]string{"username": vc.Username, "password": vc.Password, "thumbprint": vc.Thumbprint},
+	}
+	if _, err := s.kube.CoreV1().Secrets(s.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	conv := opts.conversionDuration
+	if conv == 0 {
+		conv = 200 * time.Millisecond
+	}
+	s.standins = standins.Config{
+		RestConfig: cfg, Root: t.TempDir(), Namespace: s.ns, NodeName: "standin-" + s.ns,
+		TransferImage: transferImage, TransferBinary: transferBinary,
+		ConversionDuration: conv, CloneBytesPerSecond: opts.cloneBytesPerSecond, PodHook: opts.podHook,
+	}
+	sctx, scancel := context.WithCancel(ctx)
+	sdone := make(chan error, 1)
+	go func() { sdone <- standins.Run(sctx, s.standins) }()
+	t.Cleanup(func() {
+		scancel()
+		if err := <-sdone; err != nil {
+			t.Errorf("stand-ins: %v", err)
+		}
+	})
+	s.startController()
+	t.Cleanup(s.stopController)
+	return s
+}
+
+// startController runs the controller in-process, as its ServiceAccount.
+func (s *stack) startController() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx, cancel := context.WithCancel(s.ctx)
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	opts := manager.Options{
+		Namespace:           s.ns,
+		Workers:             4,
+		MaxTransfersPerHost: s.opts.maxTransfersPerHost,
+		VSphereCallTimeout:  30 * time.Second,
+		Decisions: statemachine.Config{
+			PollInterval: time.Second, ProgressInterval: time.Second, WaitInterval: 2 * time.Second,
+		},
+		Pipeline: pipeline.Config{
+			TransferImage: transferImage, ConversionImage: conversionImage, TransferProgress: true,
+		},
+		Ready: ready,
+	}
+	go func() { done <- manager.Run(ctx, rest.CopyConfig(s.controllerRC), opts) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		s.t.Fatalf("controller exited before it was ready: %v", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		s.t.Fatal("controller not ready after 30s")
+	}
+	s.ctrlCancel, s.ctrlDone = cancel, done
+}
+
+// stopController stops the controller and waits for it.
+func (s *stack) stopController() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctrlCancel == nil {
+		return
+	}
+	s.ctrlCancel()
+	if err := <-s.ctrlDone; err != nil && s.ctx.Err() == nil {
+		s.t.Errorf("controller: %v", err)
+	}
+	s.ctrlCancel, s.ctrlDone = nil, nil
+}
+
+// addVM creates a sample VM in vcsim.
+func (s *stack) addVM(name string, seed uint64) *vcsimlocal.VM {
+	s.t.Helper()
+	vm, err := s.vc.AddVM(s.ctx, vcsimlocal.SampleVM(name, seed))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return vm
+}
+
+// newMigration is a migration of a vcsim VM into a VM of the same name,
+// each network mapped, conversion with the default (simulated) image.
+func (s *stack) newMigration(name, vm string) *v1alpha1.VirtualMachineMigration {
+	return &v1alpha1.VirtualMachineMigration{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns},
+		Spec: v1alpha1.VirtualMachineMigrationSpec{
+			Source: v1alpha1.SourceSpec{
+				URL: s.vc.URL, CredentialsSecretRef: v1alpha1.SecretReference{Name: credentialsSecret},
+				Datacenter: vcsimlocal.Datacenter, VM: v1alpha1.VMSelector{Name: vm},
+			},
+			Target: v1alpha1.TargetSpec{
+				Name:    name,
+				Storage: v1alpha1.StorageMapping{Default: &v1alpha1.StorageTarget{StorageClassName: standins.DefaultStorageClass}},
+				Networks: []v1alpha1.NetworkMapping{
+					{Source: vcsimlocal.NetworkVM, Type: v1alpha1.NetworkTypePod},
+					{Source: vcsimlocal.NetworkDVPG, Type: v1alpha1.NetworkTypeMultus, MultusNetworkName: "default/backend"},
+				},
+			},
+			Staging: v1alpha1.StagingSpec{StorageClassName: standins.DefaultStorageClass},
+			Policy: v1alpha1.PolicySpec{
+				Shutdown: v1alpha1.ShutdownPolicy{Mode: v1alpha1.ShutdownModeGuestThenPowerOff, Timeout: &metav1.Duration{Duration: 2 * time.Second}},
+			},
+		},
+	}
+}
+
+// create creates a migration.
+func (s *stack) create(m *v1alpha1.VirtualMachineMigration) *v1alpha1.VirtualMachineMigration {
+	s.t.Helper()
+	got, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Create(s.ctx, m, metav1.CreateOptions{})
+	if err != nil {
+		s.t.Fatalf("creating migration %s: %v", m.Name, err)
+	}
+	return got
+}
+
+// get reads a migration.
+func (s *stack) get(name string) *v1alpha1.VirtualMachineMigration {
+	s.t.Helper()
+	m, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Get(s.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		s.t.Fatalf("reading migration %s: %v", name, err)
+	}
+	return m
+}
+
+// waitFor polls a migration until cond holds, failing after timeout with
+// the migration's last status.
+func (s *stack) waitFor(name string, timeout time.Duration, what string, cond func(*v1alpha1.VirtualMachineMigration) bool) *v1alpha1.VirtualMachineMigration {
+	s.t.Helper()
+	var last *v1alpha1.VirtualMachineMigration
+	err := wait.PollUntilContextTimeout(s.ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		m, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = m
+		return cond(m), nil
+	})
+	if err != nil {
+		s.t.Fatalf("migration %s: %s not reached within %s: %v\n%s", name, what, timeout, err, describe(last))
+	}
+	return last
+}
+
+// waitPhase waits for a migration's phase.
+func (s *stack) waitPhase(name string, phase v1alpha1.Phase, timeout time.Duration) *v1alpha1.VirtualMachineMigration {
+	s.t.Helper()
+	return s.waitFor(name, timeout, "phase "+string(phase), func(m *v1alpha1.VirtualMachineMigration) bool {
+		if m.Status.Phase == phase {
+			return true
+		}
+		if statemachine.IsTerminal(m.Status.Phase) && phase != m.Status.Phase {
+			s.t.Fatalf("migration %s ended %s, want %s\n%s", name, m.Status.Phase, phase, describe(m))
+		}
+		return false
+	})
+}
+
+// waitGone waits for a migration to be deleted.
+func (s *stack) waitGone(name string, timeout time.Duration) {
+	s.t.Helper()
+	err := wait.PollUntilContextTimeout(s.ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		_, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		s.t.Fatalf("migration %s still exists after %s", name, timeout)
+	}
+}
+
+// describe is a migration's status for failure messages.
+func describe(m *v1alpha1.VirtualMachineMigration) string {
+	if m == nil {
+		return "(never read)"
+	}
+	out := fmt.Sprintf("phase=%s progress=%s retries=%d", m.Status.Phase, m.Status.Progress, m.Status.Retries)
+	if m.Status.LastError != nil {
+		out += fmt.Sprintf(" lastError=%+v", *m.Status.LastError)
+	}
+	for _, c := range m.Status.Conditions {
+		out += fmt.Sprintf("\n  condition %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return out
+}
+
+// powerState reads a vcsim VM's power state.
+func (s *stack) powerState(vm string) string {
+	s.t.Helper()
+	st, err := s.vc.PowerState(s.ctx, vm)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return st
+}
+
+// fileSHA256 hashes a file.
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// claimFiles lists the files at the root of a claim's volume.
+func (s *stack) claimFiles(claim string) (string, []string) {
+	s.t.Helper()
+	dir, err := standins.ClaimDir(s.ctx, s.standins, s.ns, claim)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return dir, names
+}
+
+// leftovers lists the migration's children that still exist: staging
+// claims, Jobs, ConfigMaps, pods of its Jobs, and transfer access objects.
+func (s *stack) leftovers(m *v1alpha1.VirtualMachineMigration) []string {
+	s.t.Helper()
+	sel := metav1.ListOptions{LabelSelector: v1alpha1.LabelMigrationUID + "=" + string(m.UID)}
+	var out []string
+	pvcs, err := s.kube.CoreV1().PersistentVolumeClaims(s.ns).List(s.ctx, sel)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, p := range pvcs.Items {
+		if p.Labels[v1alpha1.LabelComponent] == "staging" {
+			out = append(out, "pvc/"+p.Name)
+		}
+	}
+	jobs, err := s.kube.BatchV1().Jobs(s.ns).List(s.ctx, sel)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		out = append(out, "job/"+j.Name)
+	}
+	cms, err := s.kube.CoreV1().ConfigMaps(s.ns).List(s.ctx, sel)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, c := range cms.Items {
+		out = append(out, "configmap/"+c.Name)
+	}
+	pods, err := s.kube.CoreV1().Pods(s.ns).List(s.ctx, sel)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		out = append(out, "pod/"+p.Name)
+	}
+	for _, kind := range []string{"serviceaccount", "role", "rolebinding"} {
+		var n int
+		switch kind {
+		case "serviceaccount":
+			l, err := s.kube.CoreV1().ServiceAccounts(s.ns).List(s.ctx, sel)
+			if err == nil {
+				n = len(l.Items)
+			}
+		case "role":
+			l, err := s.kube.RbacV1().Roles(s.ns).List(s.ctx, sel)
+			if err == nil {
+				n = len(l.Items)
+			}
+		default:
+			l, err := s.kube.RbacV1().RoleBindings(s.ns).List(s.ctx, sel)
+			if err == nil {
+				n = len(l.Items)
+			}
+		}
+		for range n {
+			out = append(out, kind)
+		}
+	}
+	return out
+}
+
+// waitNoLeftovers waits until the migration's children are all gone (the
+// garbage collector removes pods after their Jobs).
+func (s *stack) waitNoLeftovers(m *v1alpha1.VirtualMachineMigration, timeout time.Duration) {
+	s.t.Helper()
+	var left []string
+	err := wait.PollUntilContextTimeout(s.ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		left = s.leftovers(m)
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		s.t.Fatalf("children of migration %s left after %s: %v", m.Name, timeout, left)
+	}
+}
+
+// verifyTargetDisks checks that each target disk holds exactly the
+// source disk's bytes, and nothing else.
+func (s *stack) verifyTargetDisks(m *v1alpha1.VirtualMachineMigration, vm *vcsimlocal.VM) {
+	s.t.Helper()
+	if len(m.Status.Disks) != len(vm.Disks) {
+		s.t.Fatalf("%d disks in status, source has %d", len(m.Status.Disks), len(vm.Disks))
+	}
+	for i, d := range m.Status.Disks {
+		src := vm.Disks[i]
+		if d.Key != src.Key || d.SHA256 != src.SHA256 || d.BytesTransferred != src.SizeBytes {
+			s.t.Errorf("disk %d status: key %d sha256 %s bytes %d; source key %d sha256 %s bytes %d",
+				i, d.Key, d.SHA256, d.BytesTransferred, src.Key, src.SHA256, src.SizeBytes)
+		}
+		dir, files := s.claimFiles(d.DataVolume)
+		if len(files) != 1 || files[0] != pipeline.ImageFile {
+			s.t.Errorf("target volume of %s holds %v, want only %s", d.DataVolume, files, pipeline.ImageFile)
+		}
+		sum, err := fileSHA256(filepath.Join(dir, pipeline.ImageFile))
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if sum != src.SHA256 {
+			s.t.Errorf("target disk %s: sha256 %s, source %s", d.DataVolume, sum, src.SHA256)
+		} else {
+			s.t.Logf("disk %d (%d MiB): target %s matches the source (sha256 %s)", i, src.SizeBytes>>20, d.DataVolume, sum[:16])
+		}
+	}
+}

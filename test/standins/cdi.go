@@ -1,0 +1,300 @@
+package standins
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+
+	cdiinformers "platform.example/vm-migration/pkg/generated/cdi/informers/externalversions"
+	cdilisters "platform.example/vm-migration/pkg/generated/cdi/listers/core/v1beta1"
+)
+
+// CDI is the CDI stand-in; see the package documentation.
+type CDI struct {
+	cfg Config
+	c   *clients
+
+	dvs cdilisters.DataVolumeLister
+
+	mu      sync.Mutex
+	copying map[types.UID]bool
+	wg      sync.WaitGroup
+}
+
+func (d *CDI) run(ctx context.Context) error {
+	d.copying = map[types.UID]bool{}
+	factory := cdiinformers.NewSharedInformerFactoryWithOptions(d.c.cdi, time.Minute, cdiinformers.WithNamespace(d.cfg.Namespace))
+	inf := factory.Cdi().V1beta1().DataVolumes()
+	d.dvs = inf.Lister()
+	l := newLoop("standin-cdi", d.sync)
+	if _, err := inf.Informer().AddEventHandler(l.handler()); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
+		l.run(ctx, 2)
+	}
+	d.wg.Wait()
+	return nil
+}
+
+// sync moves a DataVolume one step: target claim, bind, copy, done.
+func (d *CDI) sync(ctx context.Context, key string) (time.Duration, error) {
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	dv, err := d.dvs.DataVolumes(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil || dv.DeletionTimestamp != nil {
+		return 0, err
+	}
+	switch dv.Status.Phase {
+	case cdiv1.Succeeded, cdiv1.Failed:
+		return 0, nil
+	}
+	src := dv.Spec.Source
+	if src == nil || src.PVC == nil {
+		return 0, d.setPhase(ctx, dv, cdiv1.Failed, "", "the CDI stand-in only clones PVCs (spec.source.pvc)")
+	}
+	srcNS := src.PVC.Namespace
+	if srcNS == "" {
+		srcNS = dv.Namespace
+	}
+	srcDir, ok, err := claimDir(ctx, d.c, d.cfg.Root, srcNS, src.PVC.Name)
+	if apierrors.IsNotFound(err) {
+		return time.Second, d.setPhase(ctx, dv, cdiv1.CloneScheduled, "", "waiting for source claim "+src.PVC.Name)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return time.Second, nil
+	}
+	if err := d.ensureTarget(ctx, dv, srcNS, src.PVC.Name); err != nil {
+		return 0, err
+	}
+	dstDir, ok, err := claimDir(ctx, d.c, d.cfg.Root, dv.Namespace, dv.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return 0, err
+	}
+	if !ok {
+		return time.Second, d.setPhase(ctx, dv, cdiv1.CloneScheduled, "", "waiting for target claim "+dv.Name+" to bind")
+	}
+	d.mu.Lock()
+	busy := d.copying[dv.UID]
+	if !busy {
+		d.copying[dv.UID] = true
+	}
+	d.mu.Unlock()
+	if busy {
+		return 0, nil
+	}
+	d.wg.Go(func() {
+		defer func() {
+			d.mu.Lock()
+			delete(d.copying, dv.UID)
+			d.mu.Unlock()
+		}()
+		d.clone(ctx, dv, srcDir, dstDir)
+	})
+	return 0, nil
+}
+
+// ensureTarget creates the DataVolume's claim: its name, its labels, the
+// requested storage, the source claim's size, controlled by the DataVolume.
+func (d *CDI) ensureTarget(ctx context.Context, dv *cdiv1.DataVolume, srcNS, srcName string) error {
+	api := d.c.kube.CoreV1().PersistentVolumeClaims(dv.Namespace)
+	if _, err := api.Get(ctx, dv.Name, metav1.GetOptions{}); err == nil {
+		return nil
+	}
+	src, err := d.c.kube.CoreV1().PersistentVolumeClaims(srcNS).Get(ctx, srcName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading source claim %s/%s: %w", srcNS, srcName, err)
+	}
+	spec := corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}
+	if st := dv.Spec.Storage; st != nil {
+		spec.StorageClassName = st.StorageClassName
+		spec.VolumeMode = st.VolumeMode
+		if len(st.AccessModes) > 0 {
+			spec.AccessModes = st.AccessModes
+		}
+		spec.Resources = st.Resources
+	}
+	if spec.Resources.Requests == nil {
+		spec.Resources.Requests = corev1.ResourceList{}
+	}
+	if _, ok := spec.Resources.Requests[corev1.ResourceStorage]; !ok {
+		spec.Resources.Requests[corev1.ResourceStorage] = src.Spec.Resources.Requests[corev1.ResourceStorage]
+	}
+	labels := map[string]string{}
+	for k, v := range dv.Labels {
+		labels[k] = v
+	}
+	labels["app"] = "containerized-data-importer"
+	yes := true
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: dv.Name, Namespace: dv.Namespace, Labels: labels,
+			Annotations: map[string]string{"cdi.kubevirt.io/storage.contentType": string(cdiv1.DataVolumeKubeVirt)},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: cdiv1.SchemeGroupVersion.String(), Kind: "DataVolume", Name: dv.Name, UID: dv.UID,
+				Controller: &yes, BlockOwnerDeletion: &yes,
+			}},
+		},
+		Spec: spec,
+	}
+	if _, err := api.Create(ctx, pvc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the target claim of data volume %s/%s: %w", dv.Namespace, dv.Name, err)
+	}
+	return nil
+}
+
+// clone copies the files at the root of the source volume into the target,
+// reporting progress, and ends the DataVolume Succeeded or Failed.
+func (d *CDI) clone(ctx context.Context, dv *cdiv1.DataVolume, srcDir, dstDir string) {
+	logger := klog.FromContext(ctx).WithValues("dataVolume", klog.KObj(dv))
+	if err := d.setPhase(ctx, dv, cdiv1.CloneInProgress, "0.00%", "cloning"); err != nil {
+		logger.Error(err, "reporting progress")
+	}
+	entries, err := os.ReadDir(srcDir)
+	if err != nil {
+		_ = d.setPhase(ctx, dv, cdiv1.Failed, "", "reading the source volume: "+err.Error())
+		return
+	}
+	var total int64
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			total += info.Size()
+		}
+	}
+	var done int64
+	last := time.Now()
+	report := func(n int64) {
+		done += n
+		if time.Since(last) >= 250*time.Millisecond && total > 0 {
+			last = time.Now()
+			_ = d.setPhase(ctx, dv, cdiv1.CloneInProgress, fmt.Sprintf("%.2f%%", float64(done)*100/float64(total)), "cloning")
+		}
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		if err := sparseCopy(ctx, filepath.Join(srcDir, e.Name()), filepath.Join(dstDir, e.Name()), d.cfg.CloneBytesPerSecond, report); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			_ = d.setPhase(ctx, dv, cdiv1.Failed, "", fmt.Sprintf("cloning %s: %v", e.Name(), err))
+			return
+		}
+	}
+	if err := d.setPhase(ctx, dv, cdiv1.Succeeded, "100.0%", "clone complete (simulated CDI: a local copy)"); err != nil {
+		logger.Error(err, "reporting success")
+	}
+}
+
+// sparseCopy copies src to dst, leaving holes where src has zero blocks.
+func sparseCopy(ctx context.Context, src, dst string, rate int64, report func(int64)) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	const block = 256 << 10
+	buf := make([]byte, block)
+	zero := make([]byte, block)
+	var off int64
+	start := time.Now()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, rerr := io.ReadFull(in, buf)
+		if n > 0 {
+			if !bytes.Equal(buf[:n], zero[:n]) {
+				if _, err := out.WriteAt(buf[:n], off); err != nil {
+					return err
+				}
+			}
+			off += int64(n)
+			report(int64(n))
+			if rate > 0 {
+				if ahead := time.Duration(float64(off)/float64(rate)*float64(time.Second)) - time.Since(start); ahead > 0 {
+					time.Sleep(ahead)
+				}
+			}
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+	if err := out.Truncate(off); err != nil {
+		return err
+	}
+	return out.Sync()
+}
+
+// setPhase writes a DataVolume's phase, progress and Running condition.
+func (d *CDI) setPhase(ctx context.Context, dv *cdiv1.DataVolume, phase cdiv1.DataVolumePhase, progress, message string) error {
+	api := d.c.cdi.CdiV1beta1().DataVolumes(dv.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := api.Get(ctx, dv.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != dv.UID || cur.Status.Phase == cdiv1.Succeeded || cur.Status.Phase == cdiv1.Failed {
+			return nil
+		}
+		if cur.Status.Phase == phase && string(cur.Status.Progress) == progress {
+			return nil
+		}
+		cur.Status.Phase = phase
+		if progress != "" {
+			cur.Status.Progress = cdiv1.DataVolumeProgress(progress)
+		}
+		cur.Status.ClaimName = dv.Name
+		running, ready := corev1.ConditionFalse, corev1.ConditionFalse
+		switch phase {
+		case cdiv1.CloneInProgress:
+			running = corev1.ConditionTrue
+		case cdiv1.Succeeded:
+			ready = corev1.ConditionTrue
+		}
+		now := metav1.Now()
+		cur.Status.Conditions = []cdiv1.DataVolumeCondition{
+			{Type: cdiv1.DataVolumeBound, Status: corev1.ConditionTrue, LastTransitionTime: now, LastHeartbeatTime: now},
+			{Type: cdiv1.DataVolumeRunning, Status: running, Message: message, LastTransitionTime: now, LastHeartbeatTime: now},
+			{Type: cdiv1.DataVolumeReady, Status: ready, LastTransitionTime: now, LastHeartbeatTime: now},
+		}
+		_, err = api.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

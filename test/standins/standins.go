@@ -1,0 +1,206 @@
+package standins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
+	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
+)
+
+// Defaults of Config.
+const (
+	// DefaultNodeName is the Node the kubelet stand-in registers.
+	DefaultNodeName = "standin-node"
+	// DefaultStorageClass is the default StorageClass the storage stand-in creates.
+	DefaultStorageClass = "standard"
+	// Provisioner names the storage stand-in in the StorageClass.
+	Provisioner = "standins.platform.example/hostpath"
+	// LabelStandin marks the objects the stand-ins create themselves.
+	LabelStandin = "standins.platform.example/simulated"
+)
+
+// PodOutcome ends a pod without running it (fault injection).
+type PodOutcome struct {
+	// ExitCode of the container; 0 succeeds the pod, anything else fails it.
+	ExitCode int32
+	// Message is the container's termination message.
+	Message string
+}
+
+// Config configures the stand-ins.
+type Config struct {
+	// RestConfig reaches the API server as an administrator.
+	RestConfig *rest.Config
+	// Root is the directory under which volumes and pod directories live.
+	Root string
+	// Namespace limits the stand-ins to one namespace; empty means all.
+	Namespace string
+	// NodeName of the simulated node; empty means DefaultNodeName.
+	NodeName string
+	// TransferImage is the image whose pods run TransferBinary.
+	TransferImage string
+	// TransferBinary is a built vm-transfer command.
+	TransferBinary string
+	// ConversionDuration is how long a simulated conversion "runs".
+	ConversionDuration time.Duration
+	// CloneBytesPerSecond throttles the CDI stand-in's copy (0: as fast as
+	// it goes), so that progress can be watched.
+	CloneBytesPerSecond int64
+	// VMIStartDelay is how long a VMI stays Scheduling before Running.
+	VMIStartDelay time.Duration
+	// PodHook, when set, is asked before a pod runs; a non-nil outcome ends
+	// the pod with it instead of running it.
+	PodHook func(*corev1.Pod) *PodOutcome
+}
+
+func (c *Config) defaults() error {
+	if c.RestConfig == nil {
+		return errors.New("standins: no rest config")
+	}
+	if c.Root == "" {
+		return errors.New("standins: no root directory")
+	}
+	if c.NodeName == "" {
+		c.NodeName = DefaultNodeName
+	}
+	root, err := filepath.Abs(c.Root)
+	if err != nil {
+		return fmt.Errorf("standins: %w", err)
+	}
+	c.Root = root
+	return os.MkdirAll(c.Root, 0o755)
+}
+
+// clients are the clients the stand-ins use.
+type clients struct {
+	kube kubernetes.Interface
+	kv   kvclient.Interface
+	cdi  cdiclient.Interface
+}
+
+func newClients(cfg *rest.Config) (*clients, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "vm-migration-standins"
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("standins: kubernetes client: %w", err)
+	}
+	kv, err := kvclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("standins: kubevirt client: %w", err)
+	}
+	cdi, err := cdiclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("standins: cdi client: %w", err)
+	}
+	return &clients{kube: kube, kv: kv, cdi: cdi}, nil
+}
+
+// Run runs the four stand-ins until ctx ends, and then stops every process
+// the kubelet stand-in started before it returns.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	c, err := newClients(cfg.RestConfig)
+	if err != nil {
+		return err
+	}
+	storage := &Storage{cfg: cfg, c: c}
+	if err := storage.EnsureStorageClass(ctx); err != nil {
+		return err
+	}
+	kubelet := &Kubelet{cfg: cfg, c: c}
+	if err := kubelet.register(ctx); err != nil {
+		return err
+	}
+	runners := []func(context.Context) error{storage.run, kubelet.run, (&CDI{cfg: cfg, c: c}).run, (&KubeVirt{cfg: cfg, c: c}).run}
+	var wg sync.WaitGroup
+	errs := make([]error, len(runners))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i, r := range runners {
+		wg.Go(func() {
+			errs[i] = r(ctx)
+			if errs[i] != nil {
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// loop is a work queue of object keys with a sync function, retried with
+// backoff on error.
+type loop struct {
+	name  string
+	queue workqueue.TypedRateLimitingInterface[string]
+	sync  func(ctx context.Context, key string) (time.Duration, error)
+}
+
+func newLoop(name string, sync func(ctx context.Context, key string) (time.Duration, error)) *loop {
+	return &loop{
+		name: name,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 5*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: name}),
+		sync: sync,
+	}
+}
+
+// handler enqueues the key of every added, updated or deleted object.
+func (l *loop) handler() cache.ResourceEventHandler {
+	add := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			l.queue.Add(key)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, obj any) { add(obj) }, DeleteFunc: add}
+}
+
+// run processes keys with workers until ctx ends.
+func (l *loop) run(ctx context.Context, workers int) {
+	logger := klog.FromContext(ctx).WithName(l.name)
+	go func() {
+		<-ctx.Done()
+		l.queue.ShutDown()
+	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				key, quit := l.queue.Get()
+				if quit {
+					return
+				}
+				after, err := l.sync(ctx, key)
+				switch {
+				case err != nil && ctx.Err() == nil:
+					logger.V(1).Info("retrying", "key", key, "err", err.Error())
+					l.queue.AddRateLimited(key)
+				case after > 0:
+					l.queue.Forget(key)
+					l.queue.AddAfter(key, after)
+				default:
+					l.queue.Forget(key)
+				}
+				l.queue.Done(key)
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,742 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/soap"
+	vimtypes "github.com/vmware/govmomi/vim25/types"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
+	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
+	migclient "platform.example/vm-migration/pkg/generated/migration/clientset/versioned"
+	"platform.example/vm-migration/pkg/manager"
+	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps/pipeline"
+	"platform.example/vm-migration/pkg/steps/source"
+	"platform.example/vm-migration/pkg/steps/vsphere"
+	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/test/framework"
+)
+
+// The walkthrough runs the controller in-process (manager.Run) as its
+// ServiceAccount, against the real API server and an in-process vCenter
+// simulator. The test plays what cannot run here, through the real API:
+// the Job controller and kubelet (pods with termination messages, Job
+// conditions), CDI (DataVolume phases), KubeVirt (the VMI) and the garbage
+// collector (pods of deleted Jobs, disks of a deleted VM).
+
+const (
+	walkVCUser     = "migrator@vsphere.local"
+	walkVCPassword = "Walk-Through-Integration-1!"
+	walkSourceVM   = "DC0_H0_VM0"
+	walkMigration  = "walk-01"
+	// walkQuiet is how long the controller is watched for writes while a
+	// migration waits on a child; it re-syncs every walkPoll meanwhile.
+	walkQuiet = 3 * time.Second
+	walkPoll  = 300 * time.Millisecond
+)
+
+// walkEnv is one controller, one namespace and one simulated vCenter.
+type walkEnv struct {
+	t       *testing.T
+	ns      string
+	kube    kubernetes.Interface
+	mig     migclient.Interface
+	kv      kvclient.Interface
+	cdi     cdiclient.Interface
+	counter *requestCounter
+	vcURL   *url.URL
+
+	mu sync.Mutex
+	// writeLog lists the controller's writes with their response codes.
+	writeLog []string
+}
+
+// recordWrites logs each write the controller makes and its answer.
+func (w *walkEnv) recordWrites(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(r)
+		if r.Method != http.MethodGet && !strings.Contains(r.URL.Path, "/events") {
+			code := 0
+			if resp != nil {
+				code = resp.StatusCode
+			}
+			w.mu.Lock()
+			w.writeLog = append(w.writeLog, fmt.Sprintf("%s %s %s -> %d", time.Now().Format("15:04:05.000"), r.Method, r.URL.Path, code))
+			w.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+func (w *walkEnv) writesSince(n int) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.writeLog[n:])
+}
+
+func (w *walkEnv) writeCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.writeLog)
+}
+
+func newWalkEnv(t *testing.T) *walkEnv {
+	t.Helper()
+	env := framework.Env(t)
+	saConfig, _ := controllerIdentity(t, env)
+	w := &walkEnv{t: t, ns: env.Namespace(t), kube: env.Kubernetes(t), counter: &requestCounter{}}
+	var err error
+	if w.mig, err = migclient.NewForConfig(env.Config()); err != nil {
+		t.Fatal(err)
+	}
+	if w.kv, err = kvclient.NewForConfig(env.Config()); err != nil {
+		t.Fatal(err)
+	}
+	if w.cdi, err = cdiclient.NewForConfig(env.Config()); err != nil {
+		t.Fatal(err)
+	}
+
+	model := simulator.VPX()
+	if err := model.Create(); err != nil {
+		t.Fatal(err)
+	}
+	model.Service.TLS = new(tls.Config)
+	model.Service.Listen = &url.URL{User: url.UserPassword(walkVCUser, walkVCPassword)}
+	server := model.Service.NewServer()
+	t.Cleanup(func() { server.Close(); model.Remove() })
+	w.vcURL = server.URL
+
+	ctx := testContext(t)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "vcenter-credentials", Namespace: w.ns},
+		Data: map[string][]byte{
+			"username": []byte(walkVCUser), "password": []byte(walkVCPassword),
+			"thumbprint": []byte(soap.ThumbprintSHA256(server.Certificate())),
+		},
+	}
+	if _, err := w.kube.CoreV1().Secrets(w.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A storage class of this test's own, named by the spec, so that the
+	// cluster's default is left alone for the other tests.
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: w.ns + "-standard"}, Provisioner: "example.com/csi"}
+	if _, err := w.kube.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = w.kube.StorageV1().StorageClasses().Delete(context.Background(), sc.Name, metav1.DeleteOptions{})
+	})
+
+	cfg := rest.CopyConfig(saConfig)
+	cfg.Wrap(w.counter.wrap)
+	cfg.Wrap(w.recordWrites)
+	cfg.UserAgent = "vm-migration-controller-walkthrough"
+	runCtx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- manager.Run(runCtx, cfg, manager.Options{
+			Namespace:          w.ns,
+			Ready:              ready,
+			Workers:            2,
+			VSphereCallTimeout: 20 * time.Second,
+			Decisions:          statemachine.Config{PollInterval: walkPoll, ProgressInterval: walkPoll, WaitInterval: time.Second},
+			Pipeline: pipeline.Config{
+				TransferImage: "registry.example/vm-migration:test", ConversionImage: "registry.example/virt-v2v:test",
+				TransferProgress: true,
+			},
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the controller returned an error on shutdown: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("the controller did not stop within 20s of its context ending")
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("the controller stopped before it was ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the controller's caches did not sync within 30s")
+	}
+	return w
+}
+
+// newWalkMigration is a migration of the simulator's first VM with every
+// network mapped (the first to the pod network) and the test's storage
+// class, waiting for approval.
+func (w *walkEnv) newWalkMigration() *v1alpha1.VirtualMachineMigration {
+	w.t.Helper()
+	m := &v1alpha1.VirtualMachineMigration{
+		ObjectMeta: metav1.ObjectMeta{Name: walkMigration, Namespace: w.ns},
+		Spec: v1alpha1.VirtualMachineMigrationSpec{
+			Source: v1alpha1.SourceSpec{
+				URL:                  "https://" + w.vcURL.Host + "/sdk",
+				CredentialsSecretRef: v1alpha1.SecretReference{Name: "vcenter-credentials"},
+				VM:                   v1alpha1.VMSelector{Name: walkSourceVM},
+			},
+			Target: v1alpha1.TargetSpec{Storage: v1alpha1.StorageMapping{
+				Default: &v1alpha1.StorageTarget{StorageClassName: w.ns + "-standard"}}},
+			Staging: v1alpha1.StagingSpec{StorageClassName: w.ns + "-standard"},
+			Policy:  v1alpha1.PolicySpec{RequireApproval: true},
+		},
+	}
+	// The networks are read with the source step itself, as the test's
+	// own read-only look at the simulator.
+	sessions := vsphere.NewSessionCache()
+	defer func() { _ = sessions.Close(context.Background()) }()
+	step := &source.Step{Kube: w.kube, KubeVirt: w.kv, Sessions: sessions, CallTimeout: 20 * time.Second}
+	obs := step.Observe(testContext(w.t), m, statemachine.SourceNeedInventory)
+	if obs.Error != nil {
+		w.t.Fatalf("reading the simulator's VM: %s", obs.Error.Message)
+	}
+	for _, nic := range obs.Inventory.NICs {
+		if slices.ContainsFunc(m.Spec.Target.Networks, func(n v1alpha1.NetworkMapping) bool { return n.Source == nic.Network }) {
+			continue
+		}
+		typ := v1alpha1.NetworkTypeIgnore
+		if len(m.Spec.Target.Networks) == 0 {
+			typ = v1alpha1.NetworkTypePod
+		}
+		m.Spec.Target.Networks = append(m.Spec.Target.Networks, v1alpha1.NetworkMapping{Source: nic.Network, Type: typ})
+	}
+	created, err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Create(testContext(w.t), m, metav1.CreateOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return created
+}
+
+// get reads the migration; nil once it is gone.
+func (w *walkEnv) get() *v1alpha1.VirtualMachineMigration {
+	m, err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Get(context.Background(), walkMigration, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// waitFor polls the migration until ok holds, and returns it.
+func (w *walkEnv) waitFor(what string, ok func(*v1alpha1.VirtualMachineMigration) bool) *v1alpha1.VirtualMachineMigration {
+	w.t.Helper()
+	var last *v1alpha1.VirtualMachineMigration
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		last = w.get()
+		return ok(last), nil
+	})
+	if err != nil {
+		w.t.Fatalf("%s: not within 30s; status: %s", what, describeStatus(last))
+	}
+	return last
+}
+
+// waitPhase waits for a phase and, when given, a further condition.
+func (w *walkEnv) waitPhase(p v1alpha1.Phase, and func(*v1alpha1.VirtualMachineMigration) bool) *v1alpha1.VirtualMachineMigration {
+	w.t.Helper()
+	return w.waitFor("phase "+string(p), func(m *v1alpha1.VirtualMachineMigration) bool {
+		return m != nil && m.Status.Phase == p && (and == nil || and(m))
+	})
+}
+
+// quiet requires that the controller writes nothing but events for
+// walkQuiet while the migration waits.
+func (w *walkEnv) quiet(where string) {
+	w.t.Helper()
+	// Let the controller's informers catch up with its own last write
+	// first: a sync on a stale cache may still try the same write and meet
+	// a conflict (409), which is the cache's lag, not a write of an
+	// unchanged sync.
+	time.Sleep(time.Second)
+	before := w.counter.snapshot()
+	logged := w.writeCount()
+	rv := w.get().ResourceVersion
+	time.Sleep(walkQuiet)
+	if l := w.writesSince(logged); len(l) > 0 {
+		w.t.Logf("%s: writes: %s", where, strings.Join(l, "; "))
+	}
+	delta := w.counter.snapshot().since(before)
+	writes := 0
+	for k, v := range delta {
+		if !strings.HasPrefix(k, "GET ") && !strings.HasPrefix(k, "WATCH ") && !strings.Contains(k, "/events") {
+			writes += v
+		}
+	}
+	if writes > 0 {
+		w.t.Errorf("%s: %d writes in %s while nothing changed:\n%s", where, writes, walkQuiet, delta)
+	}
+	if m := w.get(); m.ResourceVersion != rv {
+		w.t.Errorf("%s: the migration changed while nothing else did: %s", where, describeStatus(m))
+	}
+}
+
+// children lists the objects labelled with the migration's UID, as
+// "Kind/name", after playing the garbage collector.
+func (w *walkEnv) children(uid types.UID) []string {
+	w.t.Helper()
+	w.collectGarbage()
+	ctx := testContext(w.t)
+	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelMigrationUID: string(uid)}).String()}
+	var out []string
+	add := func(kind string, list runtime.Object, err error) {
+		if err != nil {
+			w.t.Fatalf("listing %s: %v", kind, err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		for _, it := range items {
+			acc, _ := meta.Accessor(it)
+			if acc.GetDeletionTimestamp() == nil {
+				out = append(out, kind+"/"+acc.GetName())
+			}
+		}
+	}
+	l1, err := w.kube.CoreV1().PersistentVolumeClaims(w.ns).List(ctx, opts)
+	add("PersistentVolumeClaim", l1, err)
+	l2, err := w.kube.CoreV1().ConfigMaps(w.ns).List(ctx, opts)
+	add("ConfigMap", l2, err)
+	l3, err := w.kube.BatchV1().Jobs(w.ns).List(ctx, opts)
+	add("Job", l3, err)
+	l4, err := w.kube.CoreV1().Pods(w.ns).List(ctx, opts)
+	add("Pod", l4, err)
+	l5, err := w.kube.CoreV1().ServiceAccounts(w.ns).List(ctx, opts)
+	add("ServiceAccount", l5, err)
+	l6, err := w.kube.RbacV1().Roles(w.ns).List(ctx, opts)
+	add("Role", l6, err)
+	l7, err := w.kube.RbacV1().RoleBindings(w.ns).List(ctx, opts)
+	add("RoleBinding", l7, err)
+	l8, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).List(ctx, opts)
+	add("DataVolume", l8, err)
+	l9, err := w.kv.KubevirtV1().VirtualMachines(w.ns).List(ctx, opts)
+	add("VirtualMachine", l9, err)
+	l10, err := w.kv.KubevirtV1().VirtualMachineInstances(w.ns).List(ctx, opts)
+	add("VirtualMachineInstance", l10, err)
+	sort.Strings(out)
+	return out
+}
+
+// collectGarbage deletes what the garbage collector would: pods of Jobs
+// that are gone, DataVolumes and VMIs of VMs that are gone. (The Job
+// controller is not running, so the Jobs' pods are the test's.)
+func (w *walkEnv) collectGarbage() {
+	w.t.Helper()
+	ctx := testContext(w.t)
+	jobs, err := w.kube.BatchV1().Jobs(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	pods, err := w.kube.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if o := metav1.GetControllerOf(&p); o != nil && o.Kind == "Job" &&
+			!slices.ContainsFunc(jobs.Items, func(j batchv1.Job) bool { return j.UID == o.UID }) {
+			_ = w.kube.CoreV1().Pods(w.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))})
+		}
+	}
+	vms, err := w.kv.KubevirtV1().VirtualMachines(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	dvs, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for _, dv := range dvs.Items {
+		if o := metav1.GetControllerOf(&dv); o != nil && o.Kind == "VirtualMachine" &&
+			!slices.ContainsFunc(vms.Items, func(vm kubevirtv1.VirtualMachine) bool { return vm.UID == o.UID }) {
+			_ = w.cdi.CdiV1beta1().DataVolumes(w.ns).Delete(ctx, dv.Name, metav1.DeleteOptions{})
+		}
+	}
+	vmis, err := w.kv.KubevirtV1().VirtualMachineInstances(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for _, vmi := range vmis.Items {
+		if !slices.ContainsFunc(vms.Items, func(vm kubevirtv1.VirtualMachine) bool { return vm.Name == vmi.Name }) {
+			_ = w.kv.KubevirtV1().VirtualMachineInstances(w.ns).Delete(ctx, vmi.Name, metav1.DeleteOptions{})
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// wantChildren requires exactly these children.
+func (w *walkEnv) wantChildren(where string, uid types.UID, want ...string) {
+	w.t.Helper()
+	sort.Strings(want)
+	got := w.children(uid)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		w.t.Fatalf("%s: children\n got %v\nwant %v", where, got, want)
+	}
+}
+
+// wantOwnedBy requires a controller owner reference to the migration.
+func (w *walkEnv) wantOwnedBy(obj metav1.Object, m *v1alpha1.VirtualMachineMigration) {
+	w.t.Helper()
+	o := metav1.GetControllerOf(obj)
+	if o == nil || o.Kind != "VirtualMachineMigration" || o.Name != m.Name || o.UID != m.UID {
+		w.t.Errorf("%s: controller owner %+v, want the migration %s (%s)", obj.GetName(), o, m.Name, m.UID)
+	}
+}
+
+// powerState reads the source VM's power state with the test's own client.
+func (w *walkEnv) powerState() vimtypes.VirtualMachinePowerState {
+	w.t.Helper()
+	ctx := testContext(w.t)
+	c, err := govmomi.NewClient(ctx, w.vcURL, true)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer func() { _ = c.Logout(ctx) }()
+	vm, err := find.NewFinder(c.Client).VirtualMachine(ctx, walkSourceVM)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	state, err := vm.PowerState(ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return state
+}
+
+// finishJob plays the Job controller and kubelet: a pod of the Job whose
+// container terminated with message, and the Job's terminal conditions.
+func (w *walkEnv) finishJob(name, container string, message string) {
+	w.t.Helper()
+	ctx := testContext(w.t)
+	job, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	podLabels := map[string]string{}
+	for k, v := range job.Spec.Template.Labels {
+		podLabels[k] = v
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name + "-p0d1", Namespace: w.ns, Labels: podLabels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
+		},
+		Spec: *job.Spec.Template.Spec.DeepCopy(),
+	}
+	pod, err = w.kube.CoreV1().Pods(w.ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		w.t.Fatalf("creating the pod of job %s: %v", name, err)
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	image := pod.Spec.Containers[0].Image
+	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: container, Image: image, ImageID: image,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 0, Reason: "Completed", Message: message, StartedAt: now, FinishedAt: now}},
+	}}}
+	if _, err := w.kube.CoreV1().Pods(w.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		w.t.Fatalf("updating the pod of job %s: %v", name, err)
+	}
+	job.Status.StartTime, job.Status.CompletionTime = &now, &now
+	job.Status.Succeeded = 1
+	job.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "CompletionsReached"},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "CompletionsReached"},
+	}
+	if _, err := w.kube.BatchV1().Jobs(w.ns).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
+		w.t.Fatalf("completing job %s: %v", name, err)
+	}
+}
+
+// setDataVolumesSucceeded plays CDI.
+func (w *walkEnv) setDataVolumesSucceeded(names []string) {
+	w.t.Helper()
+	ctx := testContext(w.t)
+	for _, name := range names {
+		dv, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		dv.Status.Phase, dv.Status.Progress = cdiv1.Succeeded, "100.0%"
+		if _, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).UpdateStatus(ctx, dv, metav1.UpdateOptions{}); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+// runVMI plays KubeVirt: the VM's instance runs.
+func (w *walkEnv) runVMI(name string) {
+	w.t.Helper()
+	ctx := testContext(w.t)
+	vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	vmi := &kubevirtv1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns, Labels: vm.Spec.Template.ObjectMeta.Labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vm, kubevirtv1.SchemeGroupVersion.WithKind("VirtualMachine"))}},
+		Spec:   vm.Spec.Template.Spec,
+		Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running},
+	}
+	if _, err := w.kv.KubevirtV1().VirtualMachineInstances(w.ns).Create(ctx, vmi, metav1.CreateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// transferDone is the vm-transfer result of a successful copy of every disk.
+func transferDone(t *testing.T, m *v1alpha1.VirtualMachineMigration) string {
+	res := transfer.Result{Kind: transfer.KindResult, Succeeded: true}
+	for _, d := range m.Status.Disks {
+		res.Disks = append(res.Disks, transfer.DiskResult{Key: d.Key, Bytes: d.CapacityBytes, SHA256: fmt.Sprintf("%064x", d.Key)})
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+const walkInspection = `<v2v-inspection><operatingsystem><name>linux</name><distro>rhel</distro>` +
+	`<major_version>9</major_version><minor_version>4</minor_version></operatingsystem></v2v-inspection>`
+
+// progressing holds once the Progressing condition's message starts with
+// prefix: the controller recorded that it waits on a child.
+func progressing(prefix string) func(*v1alpha1.VirtualMachineMigration) bool {
+	return func(m *v1alpha1.VirtualMachineMigration) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, statemachine.ConditionProgressing)
+		return c != nil && strings.HasPrefix(c.Message, prefix)
+	}
+}
+
+func walkEvidence(m *v1alpha1.VirtualMachineMigration, p v1alpha1.Phase) string {
+	for _, e := range m.Status.Evidence {
+		if e.Phase == p {
+			return e.Observed
+		}
+	}
+	return ""
+}
+
+// TestWalkthroughAgainstAPIServer walks a migration through every phase
+// with the controller running against the real API server, then deletes
+// it; the migrated VM and its disks stay, the source stays off.
+func TestWalkthroughAgainstAPIServer(t *testing.T) {
+	w := newWalkEnv(t)
+	ctx := testContext(t)
+	m := w.newWalkMigration()
+	uid := m.UID
+
+	m = w.waitPhase(v1alpha1.PhaseAwaitingApproval, func(m *v1alpha1.VirtualMachineMigration) bool {
+		c := meta.FindStatusCondition(m.Status.Conditions, statemachine.ConditionProgressing)
+		return c != nil && c.Reason == statemachine.ReasonAwaitingApproval
+	})
+	if !slices.Contains(m.Finalizers, v1alpha1.FinalizerName) {
+		t.Errorf("no finalizer: %v", m.Finalizers)
+	}
+	if m.Status.Source == nil || m.Status.Source.Name != walkSourceVM || m.Status.Target == nil {
+		t.Fatalf("no inventory or target recorded: %s", describeStatus(m))
+	}
+	target := m.Status.Target.Name
+	w.wantChildren("AwaitingApproval", uid)
+	w.quiet("AwaitingApproval")
+	if s := w.powerState(); s != vimtypes.VirtualMachinePowerStatePoweredOn {
+		t.Fatalf("the source is %s before the cutover", s)
+	}
+
+	patch := []byte(`{"spec":{"policy":{"approved":true}}}`)
+	if _, err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Patch(ctx, walkMigration, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m = w.waitPhase(v1alpha1.PhaseTransferringDisks, progressing("transferring disks"))
+	if s := w.powerState(); s != vimtypes.VirtualMachinePowerStatePoweredOff {
+		t.Fatalf("the source is %s during the transfer", s)
+	}
+	if got := walkEvidence(m, v1alpha1.PhaseAwaitingApproval); got == "" {
+		t.Errorf("no evidence of the approval")
+	}
+	var staging []string
+	for _, d := range m.Status.Disks {
+		staging = append(staging, "PersistentVolumeClaim/"+d.StagingClaim)
+		pvc, err := w.kube.CoreV1().PersistentVolumeClaims(w.ns).Get(ctx, d.StagingClaim, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.wantOwnedBy(pvc, m)
+	}
+	tjob := naming.TransferJob(walkMigration, 1)
+	access := tjob
+	transferObjs := append(slices.Clone(staging), "Job/"+tjob, "ConfigMap/"+pipeline.TransferConfigMap(walkMigration, 1),
+		"ConfigMap/"+tjob+"-progress", "ServiceAccount/"+access, "Role/"+access, "RoleBinding/"+access)
+	w.wantChildren("transfer running", uid, transferObjs...)
+	job, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, tjob, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.wantOwnedBy(job, m)
+	w.quiet("transfer running")
+
+	w.finishJob(tjob, pipeline.TransferContainer, transferDone(t, m))
+	cjob := naming.ConversionJob(walkMigration, 1)
+	m = w.waitPhase(v1alpha1.PhaseConverting, func(m *v1alpha1.VirtualMachineMigration) bool {
+		_, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, cjob, metav1.GetOptions{})
+		return err == nil
+	})
+	for _, d := range m.Status.Disks {
+		if d.SHA256 == "" || d.BytesTransferred != d.CapacityBytes {
+			t.Errorf("disk %d: no transfer evidence: %+v", d.Key, d)
+		}
+	}
+	w.finishJob(cjob, pipeline.ConversionContainer, walkInspection)
+
+	m = w.waitPhase(v1alpha1.PhaseImporting, progressing("importing disks: 0 of"))
+	if m.Status.Conversion == nil || !strings.HasPrefix(m.Status.Conversion.OperatingSystem, "rhel 9.4") {
+		t.Errorf("conversion evidence: %+v", m.Status.Conversion)
+	}
+	var dvNames, dvChildren []string
+	for _, d := range m.Status.Disks {
+		dvNames = append(dvNames, d.DataVolume)
+		dvChildren = append(dvChildren, "DataVolume/"+d.DataVolume)
+		dv, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).Get(ctx, d.DataVolume, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dv.OwnerReferences) != 0 {
+			t.Errorf("DataVolume %s is owned before the VM adopts it: %+v", dv.Name, dv.OwnerReferences)
+		}
+	}
+	w.quiet("import running")
+	w.setDataVolumesSucceeded(dvNames)
+
+	m = w.waitPhase(v1alpha1.PhaseStarting, progressing("waiting for VirtualMachine "+target+" to run"))
+	vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, target, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vm.OwnerReferences) != 0 {
+		t.Errorf("the VM has owners: %+v", vm.OwnerReferences)
+	}
+	if m.Status.Target.UID != vm.UID {
+		t.Errorf("status.target.uid %q, want %q", m.Status.Target.UID, vm.UID)
+	}
+	for _, name := range dvNames {
+		dv, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o := metav1.GetControllerOf(dv); o == nil || o.UID != vm.UID {
+			t.Errorf("DataVolume %s not adopted by the VM: %+v", name, dv.OwnerReferences)
+		}
+	}
+	w.quiet("VM starting")
+	w.runVMI(target)
+
+	m = w.waitPhase(v1alpha1.PhaseSucceeded, nil)
+	for _, p := range []v1alpha1.Phase{v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhaseAwaitingApproval,
+		v1alpha1.PhaseQueued, v1alpha1.PhaseStoppingSource, v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting,
+		v1alpha1.PhaseImporting, v1alpha1.PhaseCreatingVM, v1alpha1.PhaseStarting, v1alpha1.PhaseCleaningUp} {
+		if walkEvidence(m, p) == "" {
+			t.Errorf("no evidence for %s", p)
+		}
+	}
+	kept := append(slices.Clone(dvChildren), "VirtualMachine/"+target, "VirtualMachineInstance/"+target)
+	w.wantChildren("Succeeded", uid, kept...)
+	w.quiet("Succeeded")
+
+	if err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Delete(ctx, walkMigration, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor("the finished migration is deleted", func(m *v1alpha1.VirtualMachineMigration) bool { return m == nil })
+	w.wantChildren("after deleting the finished migration", uid, kept...)
+	if s := w.powerState(); s != vimtypes.VirtualMachinePowerStatePoweredOff {
+		t.Errorf("the source is %s after the migration; it stays off", s)
+	}
+}
+
+// TestWalkthroughCancelAgainstAPIServer deletes a migration while its VM
+// starts: every child goes, the unfinished VM too, the finalizer is
+// released and the source is powered on again.
+func TestWalkthroughCancelAgainstAPIServer(t *testing.T) {
+	w := newWalkEnv(t)
+	ctx := testContext(t)
+	m := w.newWalkMigration()
+	uid := m.UID
+	w.waitPhase(v1alpha1.PhaseAwaitingApproval, nil)
+	patch := []byte(`{"spec":{"policy":{"approved":true}}}`)
+	if _, err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Patch(ctx, walkMigration, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m = w.waitPhase(v1alpha1.PhaseTransferringDisks, func(m *v1alpha1.VirtualMachineMigration) bool {
+		_, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, naming.TransferJob(walkMigration, 1), metav1.GetOptions{})
+		return err == nil
+	})
+	w.finishJob(naming.TransferJob(walkMigration, 1), pipeline.TransferContainer, transferDone(t, m))
+	w.waitPhase(v1alpha1.PhaseConverting, func(m *v1alpha1.VirtualMachineMigration) bool {
+		_, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, naming.ConversionJob(walkMigration, 1), metav1.GetOptions{})
+		return err == nil
+	})
+	w.finishJob(naming.ConversionJob(walkMigration, 1), pipeline.ConversionContainer, walkInspection)
+	m = w.waitPhase(v1alpha1.PhaseImporting, func(m *v1alpha1.VirtualMachineMigration) bool {
+		dvs, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(dvs.Items) == len(m.Status.Disks)
+	})
+	var dvNames []string
+	for _, d := range m.Status.Disks {
+		dvNames = append(dvNames, d.DataVolume)
+	}
+	w.setDataVolumesSucceeded(dvNames)
+	m = w.waitPhase(v1alpha1.PhaseStarting, func(m *v1alpha1.VirtualMachineMigration) bool {
+		vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, m.Status.Target.Name, metav1.GetOptions{})
+		return err == nil && vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy == kubevirtv1.RunStrategyAlways
+	})
+	w.runVMI(m.Status.Target.Name)
+	t.Logf("cancelling with children %v", w.children(uid))
+	if s := w.powerState(); s != vimtypes.VirtualMachinePowerStatePoweredOff {
+		t.Fatalf("the source is %s before the cancellation", s)
+	}
+
+	if err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Delete(ctx, walkMigration, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor("the cancelled migration is deleted", func(m *v1alpha1.VirtualMachineMigration) bool { return m == nil })
+	w.wantChildren("after cancelling", uid)
+	if s := w.powerState(); s != vimtypes.VirtualMachinePowerStatePoweredOn {
+		t.Errorf("the source is %s after the cancellation, want poweredOn as it was found", s)
+	}
+}

@@ -90,6 +90,9 @@ func (c *Controller) gatherChildren(ctx context.Context, m *v1alpha1.VirtualMach
 			obs.Children.ConfigMaps = append(obs.Children.ConfigMaps, cm.Name)
 		}
 	}
+	if !readsJobs(m) {
+		return nil
+	}
 	if t := m.Status.Transfer; t != nil {
 		obs.TransferJob = c.readJob(ctx, m, t.JobName)
 	}
@@ -97,6 +100,20 @@ func (c *Controller) gatherChildren(ctx context.Context, m *v1alpha1.VirtualMach
 		obs.ConversionJob = c.readJob(ctx, m, cv.JobName)
 	}
 	return nil
+}
+
+// readsJobs reports whether the decision looks at the transfer and
+// conversion Jobs: only while they run or may run (reading a Job reads its
+// pods and progress from the API server, so finished ones are not re-read).
+func readsJobs(m *v1alpha1.VirtualMachineMigration) bool {
+	if m.DeletionTimestamp != nil || m.Spec.Policy.Paused {
+		return false
+	}
+	switch m.Status.Phase {
+	case v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting, v1alpha1.PhaseRollingBack:
+		return true
+	}
+	return false
 }
 
 // readJob observes a Job of this migration by name; nil when absent.

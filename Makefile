@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 TESTBIN := _output/testbin
 
-.PHONY: help build test test-unit test-integration bench-transfer generate verify manifests testbin fmt vet
+.PHONY: help build test test-unit test-integration test-e2e run-local bench-transfer generate verify manifests testbin fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -12,15 +12,22 @@ help: ## list the targets
 build: ## build the controller and the transfer command into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: testbin ## everything CI runs: unit tests, then integration tests against a real API server
+test: testbin ## everything CI runs: unit tests, then integration and end-to-end tests against a real API server
 	$(GO) test -count=1 ./...
 	$(MAKE) test-integration
+	$(MAKE) test-e2e
 
 test-unit: ## unit tests only (no API server needed)
 	$(GO) test -count=1 ./...
 
 test-integration: testbin ## integration tests against a real kube-apiserver and etcd
 	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags integration ./test/integration/...
+
+test-e2e: testbin ## whole migrations: real control plane, vcsim, controller and vm-transfer; simulated kubelet, storage, CDI, KubeVirt (test/standins)
+	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags e2e -timeout 15m ./test/e2e/...
+
+run-local: ## the whole stack on 127.0.0.1 with a sample migration, live progress; ONCE=1: no terminal, exit 0 only on success
+	ONCE=$(ONCE) hack/run-local.sh
 
 bench-transfer: ## transfer throughput vs curl, and peak RSS, on a 2 GiB disk served by vcsim
 	hack/bench-transfer.sh

@@ -27,8 +27,9 @@
 //     relays that file into the ConfigMap with a token issued for the pod's
 //     ServiceAccount, so the per-attempt Role is really exercised.
 //   - Storage: a default StorageClass, and for every claim a PersistentVolume
-//     backed by a local directory (hostPath), pre-bound to the claim; the
-//     real PersistentVolume controller completes the binding. Released
+//     backed by a local directory (hostPath), pre-bound to the claim, and
+//     the binding completed at once as the PersistentVolume controller
+//     would (it only notices on its periodic resync). Released
 //     volumes are deleted with their directory.
 //   - CDI: for each DataVolume cloning a PVC, creates the target claim
 //     (named after the DataVolume, its labels copied), copies the files at

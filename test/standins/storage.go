@@ -15,6 +15,7 @@ import (
 	kubeinformers "k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 )
 
 // Storage is the storage stand-in: it backs every claim with a local
@@ -105,12 +106,12 @@ func (s *Storage) syncClaim(ctx context.Context, key string) (time.Duration, err
 	if err != nil || pvc.DeletionTimestamp != nil {
 		return 0, err
 	}
-	if pvc.Spec.VolumeName != "" && !strings.HasPrefix(pvc.Spec.VolumeName, "standin-") {
+	if pvc.Spec.VolumeName != "" && !strings.HasPrefix(pvc.Spec.VolumeName, "standin-") || pvc.Status.Phase == corev1.ClaimBound {
 		return 0, nil
 	}
 	pvName := volumeName(pvc)
 	if _, err := s.volumes.Get(pvName); err == nil {
-		return 0, nil
+		return 0, s.bind(ctx, pvc, pvName)
 	}
 	dir := s.volumeDir(pvName)
 	// Pods run as whatever user the stand-in runs as; the directory is
@@ -148,7 +149,61 @@ func (s *Storage) syncClaim(ctx context.Context, key string) (time.Duration, err
 	if _, err := s.c.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return 0, fmt.Errorf("creating volume %s: %w", pvName, err)
 	}
-	return 0, nil
+	return 0, s.bind(ctx, pvc, pvName)
+}
+
+// bind completes the binding of a claim to its pre-bound volume as the
+// PersistentVolume controller does (which would otherwise only notice on
+// its periodic resync): the claim's volumeName and annotations, then both
+// statuses.
+func (s *Storage) bind(ctx context.Context, pvc *corev1.PersistentVolumeClaim, pvName string) error {
+	claims := s.c.kube.CoreV1().PersistentVolumeClaims(pvc.Namespace)
+	volumes := s.c.kube.CoreV1().PersistentVolumes()
+	var pv *corev1.PersistentVolume
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		if pv, err = volumes.Get(ctx, pvName, metav1.GetOptions{}); err != nil {
+			return err
+		}
+		if pv.Status.Phase == corev1.VolumeBound {
+			return nil
+		}
+		pv.Status.Phase = corev1.VolumeBound
+		pv, err = volumes.UpdateStatus(ctx, pv, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("marking volume %s bound: %w", pvName, err)
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := claims.Get(ctx, pvc.Name, metav1.GetOptions{})
+		if err != nil || cur.UID != pvc.UID {
+			return err
+		}
+		if cur.Spec.VolumeName == "" {
+			cur.Spec.VolumeName = pvName
+			if cur.Annotations == nil {
+				cur.Annotations = map[string]string{}
+			}
+			cur.Annotations["pv.kubernetes.io/bind-completed"] = "yes"
+			cur.Annotations["pv.kubernetes.io/bound-by-controller"] = "yes"
+			if cur, err = claims.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+		if cur.Spec.VolumeName != pvName || cur.Status.Phase == corev1.ClaimBound {
+			return nil
+		}
+		cur.Status.Phase = corev1.ClaimBound
+		cur.Status.AccessModes = pv.Spec.AccessModes
+		cur.Status.Capacity = pv.Spec.Capacity
+		_, err = claims.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("binding claim %s/%s: %w", pvc.Namespace, pvc.Name, err)
+	}
+	return nil
 }
 
 // syncVolume deletes a volume whose claim is gone, with its directory.

@@ -501,8 +501,8 @@ func (w *walkEnv) setDataVolumesSucceeded(names []string) {
 	}
 }
 
-// runVMI plays KubeVirt: the VM's instance runs.
-func (w *walkEnv) runVMI(name string) {
+// runVMI plays KubeVirt: the VM's instance is created in the given phase.
+func (w *walkEnv) runVMI(name string, phase kubevirtv1.VirtualMachineInstancePhase) {
 	w.t.Helper()
 	ctx := testContext(w.t)
 	vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, name, metav1.GetOptions{})
@@ -513,7 +513,7 @@ func (w *walkEnv) runVMI(name string) {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns, Labels: vm.Spec.Template.ObjectMeta.Labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vm, kubevirtv1.SchemeGroupVersion.WithKind("VirtualMachine"))}},
 		Spec:   vm.Spec.Template.Spec,
-		Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running},
+		Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: phase},
 	}
 	if _, err := w.kv.KubevirtV1().VirtualMachineInstances(w.ns).Create(ctx, vmi, metav1.CreateOptions{}); err != nil {
 		w.t.Fatal(err)
@@ -665,7 +665,7 @@ func TestWalkthroughAgainstAPIServer(t *testing.T) {
 		}
 	}
 	w.quiet("VM starting")
-	w.runVMI(target)
+	w.runVMI(target, kubevirtv1.Running)
 
 	m = w.waitPhase(v1alpha1.PhaseSucceeded, nil)
 	for _, p := range []v1alpha1.Phase{v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhaseAwaitingApproval,
@@ -725,7 +725,9 @@ func TestWalkthroughCancelAgainstAPIServer(t *testing.T) {
 		vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, m.Status.Target.Name, metav1.GetOptions{})
 		return err == nil && vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy == kubevirtv1.RunStrategyAlways
 	})
-	w.runVMI(m.Status.Target.Name)
+	// Scheduling, not Running: the migration must still be starting when
+	// it is deleted, or it would succeed first and keep its VM.
+	w.runVMI(m.Status.Target.Name, kubevirtv1.Scheduling)
 	t.Logf("cancelling with children %v", w.children(uid))
 	if s := w.powerState(); s != vimtypes.VirtualMachinePowerStatePoweredOff {
 		t.Fatalf("the source is %s before the cancellation", s)

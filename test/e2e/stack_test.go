@@ -58,6 +58,8 @@ type stackOptions struct {
 	cloneBytesPerSecond int64
 	// conversionDuration is how long simulated conversions take.
 	conversionDuration time.Duration
+	// vmiStartDelay keeps instances Scheduling that long.
+	vmiStartDelay time.Duration
 }
 
 // stack is one test's world: a namespace in the shared control plane,
@@ -138,6 +140,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		RestConfig: cfg, Root: t.TempDir(), Namespace: s.ns, NodeName: "standin-" + s.ns,
 		TransferImage: transferImage, TransferBinary: transferBinary,
 		ConversionDuration: conv, CloneBytesPerSecond: opts.cloneBytesPerSecond, PodHook: opts.podHook,
+		VMIStartDelay: opts.vmiStartDelay,
 	}
 	sctx, scancel := context.WithCancel(ctx)
 	sdone := make(chan error, 1)

@@ -23,6 +23,12 @@ import (
 	cdilisters "platform.example/vm-migration/pkg/generated/cdi/listers/core/v1beta1"
 )
 
+// cloneRun is a clone in progress.
+type cloneRun struct {
+	uid    types.UID
+	cancel context.CancelFunc
+}
+
 // CDI is the CDI stand-in; see the package documentation.
 type CDI struct {
 	cfg Config
@@ -31,12 +37,12 @@ type CDI struct {
 	dvs cdilisters.DataVolumeLister
 
 	mu      sync.Mutex
-	copying map[types.UID]bool
+	copying map[string]*cloneRun // by DataVolume key
 	wg      sync.WaitGroup
 }
 
 func (d *CDI) run(ctx context.Context) error {
-	d.copying = map[types.UID]bool{}
+	d.copying = map[string]*cloneRun{}
 	factory := cdiinformers.NewSharedInformerFactoryWithOptions(d.c.cdi, time.Minute, cdiinformers.WithNamespace(d.cfg.Namespace))
 	inf := factory.Cdi().V1beta1().DataVolumes()
 	d.dvs = inf.Lister()
@@ -57,11 +63,17 @@ func (d *CDI) run(ctx context.Context) error {
 func (d *CDI) sync(ctx context.Context, key string) (time.Duration, error) {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	dv, err := d.dvs.DataVolumes(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		return 0, nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return 0, err
 	}
 	if err != nil || dv.DeletionTimestamp != nil {
-		return 0, err
+		// A deleted DataVolume's clone stops.
+		d.mu.Lock()
+		if r := d.copying[key]; r != nil && (dv == nil || r.uid == dv.UID) {
+			r.cancel()
+		}
+		d.mu.Unlock()
+		return 0, nil
 	}
 	switch dv.Status.Phase {
 	case cdiv1.Succeeded, cdiv1.Failed:
@@ -96,21 +108,24 @@ func (d *CDI) sync(ctx context.Context, key string) (time.Duration, error) {
 		return time.Second, d.setPhase(ctx, dv, cdiv1.CloneScheduled, "", "waiting for target claim "+dv.Name+" to bind")
 	}
 	d.mu.Lock()
-	busy := d.copying[dv.UID]
-	if !busy {
-		d.copying[dv.UID] = true
-	}
-	d.mu.Unlock()
-	if busy {
+	if r := d.copying[key]; r != nil {
+		d.mu.Unlock()
 		return 0, nil
 	}
+	cctx, cancel := context.WithCancel(ctx)
+	run := &cloneRun{uid: dv.UID, cancel: cancel}
+	d.copying[key] = run
+	d.mu.Unlock()
 	d.wg.Go(func() {
 		defer func() {
+			cancel()
 			d.mu.Lock()
-			delete(d.copying, dv.UID)
+			if d.copying[key] == run {
+				delete(d.copying, key)
+			}
 			d.mu.Unlock()
 		}()
-		d.clone(ctx, dv, srcDir, dstDir)
+		d.clone(cctx, dv, srcDir, dstDir)
 	})
 	return 0, nil
 }

@@ -62,7 +62,8 @@ type Server struct {
 	client *govmomi.Client
 
 	mu     sync.Mutex
-	faults map[string]*extentFault // by VM folder name
+	faults map[string]*extentFault   // by VM folder name
+	holds  map[string]chan struct{} // by VM folder name; closed on release
 	vms    map[string]*VM
 }
 
@@ -105,6 +106,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		model:      m,
 		server:     srv,
 		faults:     map[string]*extentFault{},
+		holds:      map[string]chan struct{}{},
 		vms:        map[string]*VM{},
 	}
 	// No request has reached the server yet: its handler can still be
@@ -150,6 +152,12 @@ func (s *Server) Close() {
 		_ = s.client.Logout(ctx)
 		cancel()
 	}
+	s.mu.Lock()
+	for vm, ch := range s.holds {
+		close(ch)
+		delete(s.holds, vm)
+	}
+	s.mu.Unlock()
 	s.server.Close()
 	s.model.Remove()
 }
@@ -164,13 +172,56 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 				http.Error(w, "no session", http.StatusUnauthorized)
 				return
 			}
-			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "-flat.vmdk") && s.refuse(r.URL.Path, c.Value) {
-				http.Error(w, "injected fault: datastore unavailable", http.StatusServiceUnavailable)
-				return
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "-flat.vmdk") {
+				if s.refuse(r.URL.Path, c.Value) {
+					http.Error(w, "injected fault: datastore unavailable", http.StatusServiceUnavailable)
+					return
+				}
+				if hold := s.hold(r.URL.Path); hold != nil {
+					select {
+					case <-hold:
+					case <-r.Context().Done():
+						return
+					}
+				}
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// vmFolder is the VM folder of a /folder path.
+func vmFolder(path string) string {
+	folder, _, _ := strings.Cut(strings.TrimPrefix(path, "/folder/"), "/")
+	return folder
+}
+
+// hold is the channel a flat-extent read of the path's VM waits on, if any.
+func (s *Server) hold(path string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.holds[vmFolder(path)]
+}
+
+// HoldExtentReads makes the flat-extent downloads of a VM wait until the
+// returned release is called (or the client gives up), so that a transfer
+// stays in flight as long as a test needs.
+func (s *Server) HoldExtentReads(vm string) (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.holds[vm] = ch
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.holds[vm] == ch {
+				delete(s.holds, vm)
+				close(ch)
+			}
+		})
+	}
 }
 
 // refuse decides whether a flat-extent read fails.

@@ -62,7 +62,7 @@ type Server struct {
 	client *govmomi.Client
 
 	mu     sync.Mutex
-	faults map[string]*extentFault   // by VM folder name
+	faults map[string]*extentFault  // by VM folder name
 	holds  map[string]chan struct{} // by VM folder name; closed on release
 	vms    map[string]*VM
 }

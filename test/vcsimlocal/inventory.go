@@ -306,3 +306,14 @@ ddb.thinProvisioned = "1"
 ddb.virtualHWVersion = "19"
 `, size/512, base)
 }
+
+// SmallVM is a small BIOS VM: 2 vCPUs, 512 MiB, one disk of 4 MiB of real
+// bytes and one NIC on NetworkVM, for tests that run many migrations.
+func SmallVM(name string, seed uint64) VMSpec {
+	return VMSpec{
+		Name: name, Sockets: 2, CoresPerSocket: 1, MemoryMiB: 512, Firmware: "bios",
+		Disks:     []DiskSpec{{SizeBytes: 4 * MiB, Seed: seed}},
+		NICs:      []NICSpec{{Network: NetworkVM, MAC: macFor(seed, 1)}},
+		PoweredOn: true,
+	}
+}

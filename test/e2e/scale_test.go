@@ -1,0 +1,155 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/test/vcsimlocal"
+)
+
+// TestTwentyAtOnceWithTransferLimit starts twenty migrations from one ESXi
+// host with MaxTransfersPerHost=4. The downloads are held at first, so the
+// first four transfers stay in flight while the others queue; a watch on
+// the pods samples how many transfer pods run at once: never more than 4,
+// and 4 reached. Then everything completes with the right bytes.
+func TestTwentyAtOnceWithTransferLimit(t *testing.T) {
+	const n, limit = 20, 4
+	s := newStack(t, stackOptions{maxTransfersPerHost: limit})
+	vms := map[string]*vcsimlocal.VM{}
+	var releases []func()
+	for i := range n {
+		name := fmt.Sprintf("vm-%02d", i)
+		vm, err := s.vc.AddVM(s.ctx, vcsimlocal.SmallVM(name, uint64(100+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		vms[name] = vm
+		releases = append(releases, s.vc.HoldExtentReads(name))
+	}
+	releaseAll := func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	t.Cleanup(releaseAll)
+
+	counter := s.watchRunningTransfers(t)
+	for name := range vms {
+		s.create(s.newMigration(name, name))
+	}
+
+	// The first transfers hold their slots; the others wait for one.
+	s.waitFor("vm-00", 2*time.Minute, "4 transfers in flight", func(*v1alpha1.VirtualMachineMigration) bool {
+		return counter.current() == limit
+	})
+	time.Sleep(3 * time.Second) // let the queued ones try
+	list, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holding, queued := 0, 0
+	for _, m := range list.Items {
+		switch m.Status.Phase {
+		case v1alpha1.PhaseStoppingSource, v1alpha1.PhaseTransferringDisks:
+			holding++
+		case v1alpha1.PhaseQueued:
+			queued++
+		}
+	}
+	if holding != limit || queued != n-limit {
+		t.Errorf("%d migrations hold a transfer slot and %d are queued, want %d and %d", holding, queued, limit, n-limit)
+	}
+
+	releaseAll()
+	for name, vm := range vms {
+		m := s.waitPhase(name, v1alpha1.PhaseSucceeded, 4*time.Minute)
+		if len(m.Status.Disks) != 1 || m.Status.Disks[0].SHA256 != vm.Disks[0].SHA256 {
+			t.Errorf("%s: disks %+v, source sha256 %s", name, m.Status.Disks, vm.Disks[0].SHA256)
+		}
+	}
+	if maxSeen := counter.max(); maxSeen > limit || maxSeen < limit {
+		t.Errorf("at most %d transfer pods ran at once, want exactly the limit %d", maxSeen, limit)
+	}
+	t.Logf("%d migrations succeeded; at most %d transfer pods ran at once (%d pod updates seen)", n, counter.max(), counter.events())
+}
+
+// transferCounter follows the running transfer pods of a namespace.
+type transferCounter struct {
+	mu      sync.Mutex
+	running map[string]bool
+	peak    int
+	seen    int
+}
+
+func (c *transferCounter) current() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.running)
+}
+
+func (c *transferCounter) max() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.peak
+}
+
+func (c *transferCounter) events() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seen
+}
+
+// watchRunningTransfers watches the transfer pods of the namespace and
+// counts those Running, at every change.
+func (s *stack) watchRunningTransfers(t *testing.T) *transferCounter {
+	t.Helper()
+	c := &transferCounter{running: map[string]bool{}}
+	w, err := s.kube.CoreV1().Pods(s.ns).Watch(s.ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelComponent + "=transfer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		w.Stop()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				pod, isPod := ev.Object.(*corev1.Pod)
+				if !isPod {
+					continue
+				}
+				c.mu.Lock()
+				c.seen++
+				if ev.Type != watch.Deleted && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
+					c.running[pod.Name] = true
+				} else {
+					delete(c.running, pod.Name)
+				}
+				c.peak = max(c.peak, len(c.running))
+				c.mu.Unlock()
+			}
+		}
+	}()
+	return c
+}

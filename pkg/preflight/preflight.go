@@ -38,6 +38,9 @@ const (
 	ReasonUnsupportedFirmware = "UnsupportedFirmware"
 	// ReasonTargetNameTaken: a VirtualMachine with the target name exists.
 	ReasonTargetNameTaken = "TargetNameTaken"
+	// ReasonMultiplePodNICs: more than one NIC would land on the pod
+	// network, which KubeVirt allows only once.
+	ReasonMultiplePodNICs = "MultiplePodNICs"
 	// ReasonNoConversionImage: the guest is to be converted but no
 	// virt-v2v image is known.
 	ReasonNoConversionImage = "NoConversionImage"
@@ -88,6 +91,7 @@ func Check(spec *v1alpha1.VirtualMachineMigrationSpec, inv *v1alpha1.SourceInven
 		c.conversionImage,
 		c.firmware,
 		c.networks,
+		c.podNICs,
 		c.storageMapping,
 		c.storageClasses,
 		c.unusedStorageMappings,
@@ -218,6 +222,37 @@ func (c *checker) encryption() {
 	}
 }
 
+func (c *checker) podNICs() {
+	pod := map[string]bool{}
+	for _, m := range c.spec.Target.Networks {
+		if m.Type == v1alpha1.NetworkTypePod {
+			pod[m.Source] = true
+		}
+	}
+	var nics []string
+	for _, n := range c.inv.NICs {
+		if pod[n.Network] {
+			nics = append(nics, fmt.Sprintf("%s on %q", nicLabel(n), n.Network))
+		}
+	}
+	if len(nics) > 1 {
+		c.add(blocking(ReasonMultiplePodNICs, fmt.Sprintf(
+			"%d NICs would be on the pod network (%s), and a KubeVirt VM may have only one: map the others to Multus networks or Ignore",
+			len(nics), strings.Join(nics, ", "))))
+	}
+}
+
+func nicLabel(n v1alpha1.SourceNIC) string {
+	label := n.Label
+	if label == "" {
+		label = fmt.Sprintf("NIC %d", n.Key)
+	}
+	if n.MAC != "" {
+		label += " (" + n.MAC + ")"
+	}
+	return label
+}
+
 func (c *checker) conversionImage() {
 	conv := c.spec.Conversion
 	if !conv.Skip && conv.Image == "" && c.cluster.DefaultConversionImage == "" {
@@ -272,14 +307,7 @@ func (c *checker) networks() {
 		if _, seen := nicsByNet[n.Network]; !seen {
 			order = append(order, n.Network)
 		}
-		label := n.Label
-		if label == "" {
-			label = fmt.Sprintf("NIC %d", n.Key)
-		}
-		if n.MAC != "" {
-			label += " (" + n.MAC + ")"
-		}
-		nicsByNet[n.Network] = append(nicsByNet[n.Network], label)
+		nicsByNet[n.Network] = append(nicsByNet[n.Network], nicLabel(n))
 	}
 	for _, net := range order {
 		name := net

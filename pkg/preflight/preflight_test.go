@@ -165,6 +165,12 @@ func TestCheck(t *testing.T) {
 			}},
 			want: []want{{ReasonVTPM, v1alpha1.SeverityWarning, []string{"virtual TPM", "recovery keys"}}},
 		},
+		"two NICs on the pod network": {
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) {
+				s.Target.Networks = []v1alpha1.NetworkMapping{{Source: "VM Network", Type: v1alpha1.NetworkTypePod}, {Source: "backend-pg", Type: v1alpha1.NetworkTypePod}}
+			}},
+			want: []want{{ReasonMultiplePodNICs, v1alpha1.SeverityBlocking, []string{"2 NICs", "only one"}}},
+		},
 		"conversion without an image": {
 			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Conversion = v1alpha1.ConversionSpec{} },
 				cluster: func(c *ClusterFacts) { c.DefaultConversionImage = "" }},

@@ -117,13 +117,8 @@ func (d *decider) queued() {
 		d.wait(ReasonWaitingForTransferSlot, d.obs.TransferSlot.Message, d.cfg.WaitInterval)
 		return
 	}
-	src := d.obs.Source
-	if src.Error != nil {
-		d.observedError(src.Error)
-		return
-	}
-	if !src.Observed {
-		d.working("reading the source VM's power state", d.cfg.PollInterval)
+	src, ok := d.sourceState()
+	if !ok {
 		return
 	}
 	// Commit to the cutover: from here on the spec in force is this one.
@@ -132,16 +127,26 @@ func (d *decider) queued() {
 	d.advance(v1alpha1.PhaseStoppingSource, fmt.Sprintf("transfer slot available; source %s", src.PowerState))
 }
 
+// sourceState returns the observed state of the source, or handles its
+// absence (an error, or not read this time) and returns false.
+func (d *decider) sourceState() (SourceObservation, bool) {
+	src := d.obs.Source
+	switch {
+	case src.Error != nil:
+		d.observedError(src.Error)
+		return src, false
+	case !src.Observed:
+		d.working("reading the source VM's power state", d.cfg.PollInterval)
+		return src, false
+	}
+	return src, true
+}
+
 // stoppingSource: the source VM is powered off. The intent is written into
 // status in the same decision that asks for the call.
 func (d *decider) stoppingSource() {
-	src := d.obs.Source
-	if src.Error != nil {
-		d.observedError(src.Error)
-		return
-	}
-	if !src.Observed {
-		d.working("reading the source VM's power state", d.cfg.PollInterval)
+	src, ok := d.sourceState()
+	if !ok {
 		return
 	}
 	sc := d.sourceControl()

@@ -19,37 +19,39 @@ import (
 	"platform.example/vm-migration/test/framework"
 )
 
-// transferBinary is the vm-transfer command built for the suite.
-var transferBinary string
+// transferBinary and controllerBinary are the commands built for the suite.
+var transferBinary, controllerBinary string
 
 func TestMain(m *testing.M) {
 	start := time.Now()
-	bin, err := buildTransfer()
+	var err error
+	if transferBinary, err = build("vm-transfer"); err == nil {
+		controllerBinary, err = build("migration-controller")
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		os.Exit(1)
 	}
-	transferBinary = bin
-	fmt.Fprintf(os.Stderr, "e2e: vm-transfer built in %s\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "e2e: vm-transfer and migration-controller built in %s\n", time.Since(start).Round(time.Millisecond))
 	framework.Run(m,
 		framework.WithCRDs(framework.RepoPath("manifests/crd"), framework.RepoPath("test/crds")),
 		framework.WithControllerManager(),
 	)
 }
 
-// buildTransfer builds cmd/vm-transfer into _output/e2e (git-ignored), so
-// that a second run reuses Go's build cache and the binary.
-func buildTransfer() (string, error) {
+// build builds cmd/<name> into _output/e2e (git-ignored), so that a
+// second run reuses Go's build cache.
+func build(name string) (string, error) {
 	root, err := framework.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(root, "_output", "e2e", "vm-transfer")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/vm-transfer")
+	out := filepath.Join(root, "_output", "e2e", name)
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("building vm-transfer: %w", err)
+		return "", fmt.Errorf("building %s: %w", name, err)
 	}
 	return out, nil
 }

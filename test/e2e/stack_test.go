@@ -60,6 +60,8 @@ type stackOptions struct {
 	conversionDuration time.Duration
 	// vmiStartDelay keeps instances Scheduling that long.
 	vmiStartDelay time.Duration
+	// noController leaves the controller to the test.
+	noController bool
 }
 
 // stack is one test's world: a namespace in the shared control plane,
@@ -151,8 +153,10 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 			t.Errorf("stand-ins: %v", err)
 		}
 	})
-	s.startController()
-	t.Cleanup(s.stopController)
+	if !opts.noController {
+		s.startController()
+		t.Cleanup(s.stopController)
+	}
 	return s
 }
 

@@ -1,0 +1,290 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/test/vcsimlocal"
+)
+
+// TestControllerCrashes runs three migrations while the controller process
+// (the built command, as its ServiceAccount) is killed with SIGKILL at
+// random instants and started again. Every migration must succeed with the
+// right bytes, and a watch on every kind of child must see each child
+// created exactly once: a restart resumes, it never redoes or duplicates.
+func TestControllerCrashes(t *testing.T) {
+	s := newStack(t, stackOptions{
+		noController:        true,
+		cloneBytesPerSecond: 4 << 20,
+		conversionDuration:  time.Second,
+		vmiStartDelay:       time.Second,
+	})
+	names := []string{"crash-a", "crash-b", "crash-c"}
+	vms := map[string]*vcsimlocal.VM{}
+	for i, n := range names {
+		vms[n] = s.addVM(n, uint64(500+10*i))
+	}
+	creations := s.watchCreations(t)
+
+	ctrl := s.newControllerProcess(t)
+	ctrl.start()
+	for _, n := range names {
+		s.create(s.newMigration(n, n))
+	}
+
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("kill schedule seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 1))
+	deadline := time.Now().Add(4 * time.Minute)
+	kills := 0
+	var phasesAtKill []string
+	for kills < 12 && time.Now().Before(deadline) && !s.allSucceeded(names) {
+		time.Sleep(time.Duration(200+r.IntN(2300)) * time.Millisecond)
+		phasesAtKill = append(phasesAtKill, s.phases(names))
+		ctrl.kill()
+		kills++
+		if r.IntN(3) == 0 {
+			time.Sleep(time.Duration(r.IntN(1500)) * time.Millisecond) // down a while
+		}
+		ctrl.start()
+	}
+	t.Logf("killed the controller %d times; phases at each kill:\n  %s", kills, strings.Join(phasesAtKill, "\n  "))
+	for _, n := range names {
+		m := s.waitPhase(n, v1alpha1.PhaseSucceeded, 4*time.Minute)
+		s.verifyTargetDisks(m, vms[n])
+	}
+	ctrl.stop()
+
+	for _, n := range names {
+		m := s.get(n)
+		got := creations.of(string(m.UID))
+		want := map[string]int{"VirtualMachine/" + n: 1}
+		for _, d := range m.Status.Disks {
+			want["PersistentVolumeClaim/"+d.StagingClaim] = 1
+			want["DataVolume/"+d.DataVolume] = 1
+			want["PersistentVolumeClaim/"+d.DataVolume] = 1 // CDI's target claim
+		}
+		want["Job/"+m.Status.Transfer.JobName] = 1
+		want["Job/"+m.Status.Conversion.JobName] = 1
+		for key, count := range got {
+			if count != 1 {
+				t.Errorf("%s: %s created %d times", n, key, count)
+			}
+		}
+		for key := range want {
+			if got[key] == 0 {
+				t.Errorf("%s: %s never created", n, key)
+			}
+		}
+		if m.Status.Transfer.Attempt != 1 || m.Status.Retries != 0 {
+			t.Errorf("%s: transfer attempt %d, %d retries: a crash cost a retry", n, m.Status.Transfer.Attempt, m.Status.Retries)
+		}
+		t.Logf("%s: each of %d children created once", n, len(got))
+		s.waitNoLeftovers(m, time.Minute)
+	}
+}
+
+// allSucceeded reports whether every named migration succeeded.
+func (s *stack) allSucceeded(names []string) bool {
+	for _, n := range names {
+		m, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Get(s.ctx, n, metav1.GetOptions{})
+		if err != nil || m.Status.Phase != v1alpha1.PhaseSucceeded {
+			return false
+		}
+	}
+	return true
+}
+
+// phases is the current phase of each named migration, on one line.
+func (s *stack) phases(names []string) string {
+	var out []string
+	for _, n := range names {
+		m, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Get(s.ctx, n, metav1.GetOptions{})
+		if err != nil {
+			out = append(out, n+"=?")
+			continue
+		}
+		out = append(out, n+"="+string(m.Status.Phase))
+	}
+	return strings.Join(out, " ")
+}
+
+// creationCounter counts ADDED events per migration UID and kind/name.
+type creationCounter struct {
+	mu     sync.Mutex
+	counts map[string]map[string]int
+}
+
+func (c *creationCounter) of(uid string) map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.counts[uid] {
+		out[k] = v
+	}
+	return out
+}
+
+// watchCreations watches every kind of child a migration has, labelled
+// with a migration UID, and counts creations.
+func (s *stack) watchCreations(t *testing.T) *creationCounter {
+	t.Helper()
+	c := &creationCounter{counts: map[string]map[string]int{}}
+	opts := metav1.ListOptions{LabelSelector: v1alpha1.LabelMigrationUID}
+	type source struct {
+		kind  string
+		watch func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	}
+	sources := []source{
+		{"PersistentVolumeClaim", s.kube.CoreV1().PersistentVolumeClaims(s.ns).Watch},
+		{"ConfigMap", s.kube.CoreV1().ConfigMaps(s.ns).Watch},
+		{"Job", s.kube.BatchV1().Jobs(s.ns).Watch},
+		{"ServiceAccount", s.kube.CoreV1().ServiceAccounts(s.ns).Watch},
+		{"Role", s.kube.RbacV1().Roles(s.ns).Watch},
+		{"RoleBinding", s.kube.RbacV1().RoleBindings(s.ns).Watch},
+		{"DataVolume", s.cdi.CdiV1beta1().DataVolumes(s.ns).Watch},
+		{"VirtualMachine", s.kv.KubevirtV1().VirtualMachines(s.ns).Watch},
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	for _, src := range sources {
+		w, err := src.watch(ctx, opts)
+		if err != nil {
+			t.Fatalf("watching %s: %v", src.kind, err)
+		}
+		wg.Go(func() {
+			defer w.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case ev, ok := <-w.ResultChan():
+					if !ok {
+						if ctx.Err() == nil {
+							t.Errorf("the %s watch ended early", src.kind)
+						}
+						return
+					}
+					if ev.Type != watch.Added {
+						continue
+					}
+					obj, ok := ev.Object.(metav1.Object)
+					if !ok {
+						continue
+					}
+					uid := obj.GetLabels()[v1alpha1.LabelMigrationUID]
+					c.mu.Lock()
+					if c.counts[uid] == nil {
+						c.counts[uid] = map[string]int{}
+					}
+					c.counts[uid][src.kind+"/"+obj.GetName()]++
+					c.mu.Unlock()
+				}
+			}
+		})
+	}
+	return c
+}
+
+// controllerProcess is the built controller command, run and killed by pid.
+type controllerProcess struct {
+	t          *testing.T
+	s          *stack
+	kubeconfig string
+	logDir     string
+	runs       int
+	cmd        *exec.Cmd
+	done       chan struct{}
+}
+
+// newControllerProcess writes a kubeconfig for the controller's
+// ServiceAccount; t's cleanup kills a process still running.
+func (s *stack) newControllerProcess(t *testing.T) *controllerProcess {
+	t.Helper()
+	dir := t.TempDir()
+	rc := s.controllerRC
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
+	cfg.AuthInfos["controller"] = &clientcmdapi.AuthInfo{Token: rc.BearerToken}
+	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "controller"}
+	cfg.CurrentContext = "e2e"
+	path := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	p := &controllerProcess{t: t, s: s, kubeconfig: path, logDir: dir}
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *controllerProcess) start() {
+	p.t.Helper()
+	p.runs++
+	logFile, err := os.Create(filepath.Join(p.logDir, fmt.Sprintf("controller-%02d.log", p.runs)))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	cmd := exec.Command(controllerBinary,
+		"--kubeconfig="+p.kubeconfig, "--namespace="+p.s.ns, "--workers=4",
+		"--transfer-image="+transferImage, "--conversion-image="+conversionImage, "--transfer-progress=true",
+		"--poll-interval=1s", "--wait-interval=2s", "--metrics-bind-address=", "--health-probe-bind-address=")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		p.t.Fatalf("starting the controller: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(done)
+	}()
+	p.cmd, p.done = cmd, done
+}
+
+// kill sends SIGKILL to the controller's process group and waits for it.
+func (p *controllerProcess) kill() {
+	if p.cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+	p.cmd = nil
+}
+
+// stop ends the controller with SIGTERM (SIGKILL after 10s).
+func (p *controllerProcess) stop() {
+	if p.cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+	p.cmd = nil
+}

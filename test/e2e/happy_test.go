@@ -3,14 +3,17 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/transfer"
 )
 
 // TestHappyPath migrates an EFI (secure boot) VM with three disks and two
@@ -19,10 +22,10 @@ func TestHappyPath(t *testing.T) {
 	start := time.Now()
 	s := newStack(t, stackOptions{})
 	src := s.addVM("web-01", 11)
+	// The transfer pod reports into its progress ConfigMap as its own
+	// ServiceAccount, through the per-attempt Role: watch that it does.
+	reported := s.watchProgressResult(t)
 	m := s.create(s.newMigration("web-01", "web-01"))
-
-	// Transfer progress reaches the migration live through the progress
-	// ConfigMap (relayed by the kubelet stand-in as the pod's own identity).
 	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 3*time.Minute)
 	t.Logf("migration succeeded in %s", time.Since(start).Round(time.Millisecond))
 
@@ -100,6 +103,12 @@ func TestHappyPath(t *testing.T) {
 		t.Errorf("conversion status %+v, want completed with an OS", m.Status.Conversion)
 	}
 
+	select {
+	case <-reported:
+	case <-time.After(10 * time.Second):
+		t.Error("the transfer's result never reached its progress ConfigMap (the pod's Role does not let it patch?)")
+	}
+
 	// Staging objects go: claims, Jobs (and their pods), ConfigMaps,
 	// the transfer's ServiceAccount, Role and RoleBinding.
 	s.waitNoLeftovers(m, time.Minute)
@@ -112,4 +121,30 @@ func TestHappyPath(t *testing.T) {
 	if _, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, "web-01", metav1.GetOptions{}); err != nil {
 		t.Errorf("the migrated VM is gone with its migration: %v", err)
 	}
+}
+
+// watchProgressResult is closed once a transfer progress ConfigMap of the
+// namespace holds a result, written there by the transfer pod's identity.
+func (s *stack) watchProgressResult(t *testing.T) <-chan struct{} {
+	t.Helper()
+	w, err := s.kube.CoreV1().ConfigMaps(s.ns).Watch(s.ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelComponent + "=transfer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	done := make(chan struct{})
+	go func() {
+		for ev := range w.ResultChan() {
+			cm, ok := ev.Object.(*corev1.ConfigMap)
+			if ok && strings.HasSuffix(cm.Name, "-progress") && cm.Data[transfer.ConfigMapKeyResult] != "" {
+				for _, f := range cm.ManagedFields {
+					if f.Manager == "vm-transfer" {
+						close(done)
+						return
+					}
+				}
+			}
+		}
+	}()
+	return done
 }

@@ -1,0 +1,63 @@
+package standins
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestTranslate(t *testing.T) {
+	mounts := map[string]string{
+		"/staging/2000":         "/local/pv-a",
+		"/staging/20":           "/local/pv-b",
+		"/etc/vm-transfer/spec": "/local/pod/spec",
+		"/dev/termination-log":  "/local/pod/termination-log",
+	}
+	for in, want := range map[string]string{
+		"/staging/2000/disk.img":               "/local/pv-a/disk.img",
+		"/staging/20/disk.img":                 "/local/pv-b/disk.img",
+		"/staging/2000":                        "/local/pv-a",
+		"/dev/termination-log":                 "/local/pod/termination-log",
+		"/etc/vm-transfer/spec/../spec/x.json": "/local/pod/spec/x.json",
+	} {
+		if got, ok := translate(mounts, in); !ok || got != want {
+			t.Errorf("translate(%s) = %s, %v; want %s", in, got, ok, want)
+		}
+	}
+	if got, ok := translate(mounts, "/staging/200/disk.img"); ok {
+		t.Errorf("a path under no mount was translated to %s", got)
+	}
+	args := translateArgs(mounts, []string{"--spec=/etc/vm-transfer/spec/t.json", "--parallel=2", "/staging/20/x", "--other=/nowhere"})
+	want := []string{"--spec=/local/pod/spec/t.json", "--parallel=2", "/local/pv-b/x", "--other=/nowhere"}
+	if !slices.Equal(args, want) {
+		t.Errorf("translateArgs = %v, want %v", args, want)
+	}
+}
+
+func TestWriteVolume(t *testing.T) {
+	dir := t.TempDir()
+	data := map[string][]byte{"username": []byte("u"), "password": []byte("p")}
+	if err := writeVolume(filepath.Join(dir, "all"), data, nil, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "all", "password"))
+	if err != nil || fi.Mode().Perm() != 0o400 {
+		t.Fatalf("password file %v, %v", fi, err)
+	}
+	items := []corev1.KeyToPath{{Key: "username", Path: "../../sub/user"}}
+	if err := writeVolume(filepath.Join(dir, "items"), data, items, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "items", "sub", "user")); err != nil || string(b) != "u" {
+		t.Errorf("item not written inside the volume: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "items", "password")); !os.IsNotExist(err) {
+		t.Error("a key not in items was written")
+	}
+	if err := writeVolume(filepath.Join(dir, "bad"), data, []corev1.KeyToPath{{Key: "missing", Path: "m"}}, 0o444); err == nil {
+		t.Error("a missing key was accepted")
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps/transfer"
 )
 
 // Components, as set in the LabelComponent label of each child.
@@ -90,6 +91,13 @@ func (c *Controller) gatherChildren(ctx context.Context, m *v1alpha1.VirtualMach
 			obs.Children.ConfigMaps = append(obs.Children.ConfigMaps, cm.Name)
 		}
 	}
+	if m.Status.Transfer != nil && (m.DeletionTimestamp != nil || m.Status.Phase == v1alpha1.PhaseCleaningUp) {
+		left, err := c.transferAccessLeft(ctx, m)
+		if err != nil {
+			return err
+		}
+		obs.Children.TransferAccess = left
+	}
 	if !readsJobs(m) {
 		return nil
 	}
@@ -114,6 +122,27 @@ func readsJobs(m *v1alpha1.VirtualMachineMigration) bool {
 		return true
 	}
 	return false
+}
+
+// transferAccessLeft lists the ServiceAccounts of the migration's transfer
+// attempts that still exist, read by their deterministic names (the
+// controller may not list ServiceAccounts). Deleting the staging objects
+// ends with them, so a cleanup cut short (a crash, an error) between the
+// ConfigMaps and the ServiceAccount is seen and finished.
+func (c *Controller) transferAccessLeft(ctx context.Context, m *v1alpha1.VirtualMachineMigration) ([]string, error) {
+	var left []string
+	for attempt := int32(1); attempt <= m.Status.Transfer.Attempt; attempt++ {
+		name := transfer.AccessName(m.Name, attempt)
+		sa, err := c.clients.Kube.CoreV1().ServiceAccounts(m.Namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("reading service account %s: %w", name, err)
+		case sa.Labels[v1alpha1.LabelMigrationUID] == string(m.UID):
+			left = append(left, name)
+		}
+	}
+	return left, nil
 }
 
 // readJob observes a Job of this migration by name; nil when absent.

@@ -496,7 +496,7 @@ func (d *decider) starting() {
 // cleaningUp: staging objects are gone (per the cleanup policy).
 func (d *decider) cleaningUp() {
 	c := d.obs.Children
-	staging := len(c.StagingClaims) + len(c.Jobs) + len(c.ConfigMaps)
+	staging := len(c.StagingClaims) + len(c.Jobs) + len(c.ConfigMaps) + len(c.TransferAccess)
 	if d.spec.Policy.CleanupPolicy() == v1alpha1.CleanupPolicyDelete && staging > 0 {
 		d.act(ActionDeleteStaging, "", 0)
 		d.working(fmt.Sprintf("deleting %d staging objects", staging), d.cfg.PollInterval)

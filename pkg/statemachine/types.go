@@ -142,11 +142,16 @@ type Children struct {
 	// DataVolumes lists the target DataVolumes labelled for this migration
 	// that the target VM does not own yet.
 	DataVolumes []string
+	// TransferAccess lists the transfer attempts' ServiceAccounts that
+	// still exist. An attempt's RoleBinding and Role are deleted before its
+	// ServiceAccount, so while one is listed its access may be left. It is
+	// observed only while cleaning up or being deleted.
+	TransferAccess []string
 }
 
 // Count is the number of children that exist.
 func (c Children) Count() int {
-	return len(c.StagingClaims) + len(c.Jobs) + len(c.ConfigMaps) + len(c.DataVolumes)
+	return len(c.StagingClaims) + len(c.Jobs) + len(c.ConfigMaps) + len(c.DataVolumes) + len(c.TransferAccess)
 }
 
 // JobObservation is what was seen of a Job and its pod.

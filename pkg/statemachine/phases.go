@@ -316,6 +316,7 @@ func (d *decider) recordTransferResults(results []DiskResult) {
 func (d *decider) converting() {
 	if d.spec.Conversion.Skip {
 		d.st.Conversion = &v1alpha1.ConversionStatus{Skipped: true}
+		d.st.Progress = "0%"
 		d.advance(v1alpha1.PhaseImporting, "conversion skipped (spec.conversion.skip)")
 		return
 	}
@@ -345,6 +346,7 @@ func (d *decider) converting() {
 		now := d.now
 		c.CompletedAt = &now
 		c.OperatingSystem = job.OperatingSystem
+		d.st.Progress = "0%"
 		d.advance(v1alpha1.PhaseImporting, fmt.Sprintf("job %s converted the guest (%s)", job.Name, job.OperatingSystem))
 	default:
 		d.working(fmt.Sprintf("converting the guest (job %s, attempt %d)", c.JobName, c.Attempt), d.cfg.PollInterval)

@@ -24,11 +24,18 @@ import (
 	"platform.example/vm-migration/test/vcsimlocal"
 )
 
-// TestControllerCrashes runs three migrations while the controller process
-// (the built command, as its ServiceAccount) is killed with SIGKILL at
-// random instants and started again. Every migration must succeed with the
-// right bytes, and a watch on every kind of child must see each child
-// created exactly once: a restart resumes, it never redoes or duplicates.
+// minKills is how many times the crash test kills the controller at least.
+const minKills = 30
+
+// TestControllerCrashes runs migrations while the controller process (the
+// built command, as its ServiceAccount) is killed with SIGKILL at random
+// instants and started again, at least minKills times; a new migration is
+// started whenever all running ones finished, so the kills land in every
+// phase. Every migration must succeed with the right bytes; a watch on every
+// kind of child must see each child created exactly once (a restart
+// resumes, it never redoes or duplicates); no retry is spent; vcsim must
+// have sent each disk's bytes once (the transfer was never restarted); and
+// no snapshot may be left on any source VM.
 func TestControllerCrashes(t *testing.T) {
 	s := newStack(t, stackOptions{
 		noController:        true,
@@ -36,28 +43,39 @@ func TestControllerCrashes(t *testing.T) {
 		conversionDuration:  time.Second,
 		vmiStartDelay:       time.Second,
 	})
-	names := []string{"crash-a", "crash-b", "crash-c"}
 	vms := map[string]*vcsimlocal.VM{}
-	for i, n := range names {
-		vms[n] = s.addVM(n, uint64(500+10*i))
-	}
+	var names []string
 	creations := s.watchCreations(t)
-
 	ctrl := s.newControllerProcess(t)
 	ctrl.start()
-	for _, n := range names {
+	startMigration := func() {
+		n := fmt.Sprintf("crash-%d", len(names))
+		vms[n] = s.addVM(n, uint64(500+10*len(names)))
+		names = append(names, n)
 		s.create(s.newMigration(n, n))
+	}
+	for range 3 {
+		startMigration()
 	}
 
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("kill schedule seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
-	deadline := time.Now().Add(4 * time.Minute)
+	deadline := time.Now().Add(6 * time.Minute)
 	kills := 0
+	killedIn := map[v1alpha1.Phase]int{}
 	var phasesAtKill []string
-	for kills < 12 && time.Now().Before(deadline) && !s.allSucceeded(names) {
-		time.Sleep(time.Duration(200+r.IntN(2300)) * time.Millisecond)
+	for kills < minKills && time.Now().Before(deadline) {
+		if s.allSucceeded(names) && len(names) < 12 {
+			startMigration()
+		}
+		time.Sleep(time.Duration(100+r.IntN(1400)) * time.Millisecond)
 		phasesAtKill = append(phasesAtKill, s.phases(names))
+		for _, n := range names {
+			if m, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Get(s.ctx, n, metav1.GetOptions{}); err == nil {
+				killedIn[m.Status.Phase]++
+			}
+		}
 		ctrl.kill()
 		kills++
 		if r.IntN(3) == 0 {
@@ -66,12 +84,26 @@ func TestControllerCrashes(t *testing.T) {
 		ctrl.start()
 	}
 	t.Logf("killed the controller %d times; phases at each kill:\n  %s", kills, strings.Join(phasesAtKill, "\n  "))
+	t.Logf("migrations in each phase at the kills: %v", killedIn)
+	if kills < minKills {
+		t.Fatalf("only %d kills before the deadline, want at least %d", kills, minKills)
+	}
+	active := 0
+	for phase := range killedIn {
+		if phase != v1alpha1.PhaseSucceeded && phase != "" {
+			active++
+		}
+	}
+	if active < 5 {
+		t.Errorf("the kills hit only %d phases before Succeeded (%v), want them spread over at least 5", active, killedIn)
+	}
 	for _, n := range names {
 		m := s.waitPhase(n, v1alpha1.PhaseSucceeded, 4*time.Minute)
 		s.verifyTargetDisks(m, vms[n])
 	}
 	ctrl.stop()
 
+	var resent int64
 	for _, n := range names {
 		m := s.get(n)
 		got := creations.of(string(m.UID))
@@ -96,10 +128,31 @@ func TestControllerCrashes(t *testing.T) {
 		if m.Status.Transfer.Attempt != 1 || m.Status.Retries != 0 {
 			t.Errorf("%s: transfer attempt %d, %d retries: a crash cost a retry", n, m.Status.Transfer.Attempt, m.Status.Retries)
 		}
-		t.Logf("%s: each of %d children created once", n, len(got))
+		var total int64
+		for _, d := range vms[n].Disks {
+			total += d.SizeBytes
+		}
+		served := s.vc.ExtentBytesServed(n)
+		if served < total || served > total+int64(len(vms[n].Disks))*transferChunk {
+			t.Errorf("%s: vcsim sent %d bytes for disks of %d bytes: the transfer was restarted, not resumed", n, served, total)
+		}
+		resent += served - total
+		snaps, err := s.vc.Snapshots(s.ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snaps) > 0 {
+			t.Errorf("%s: snapshots left on the source: %v", n, snaps)
+		}
+		t.Logf("%s: each of %d children created once; %d bytes served for %d bytes of disks", n, len(got), served, total)
 		s.waitNoLeftovers(m, time.Minute)
 	}
+	t.Logf("crash test: %d migrations, %d kills and restarts, %d bytes re-sent in all, no snapshot left", len(names), kills, resent)
 }
+
+// transferChunk is vm-transfer's default chunk: the most a resumed
+// transfer may send again per disk.
+const transferChunk = 4 << 20
 
 // allSucceeded reports whether every named migration succeeded.
 func (s *stack) allSucceeded(names []string) bool {

@@ -19,7 +19,9 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Names in the simulator's inventory (govmomi's VPX model).
@@ -64,6 +66,7 @@ type Server struct {
 	mu     sync.Mutex
 	faults map[string]*extentFault  // by VM folder name
 	holds  map[string]chan struct{} // by VM folder name; closed on release
+	served map[string]int64         // flat-extent bytes sent, by VM folder name
 	vms    map[string]*VM
 }
 
@@ -107,6 +110,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		server:     srv,
 		faults:     map[string]*extentFault{},
 		holds:      map[string]chan struct{}{},
+		served:     map[string]int64{},
 		vms:        map[string]*VM{},
 	}
 	// No request has reached the server yet: its handler can still be
@@ -184,10 +188,48 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 						return
 					}
 				}
+				// The simulator rewrites r.URL.Path while serving: take the
+				// VM folder now.
+				folder := vmFolder(r.URL.Path)
+				w = &countingWriter{ResponseWriter: w, add: func(n int) { s.addServed(folder, n) }}
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// countingWriter counts the body bytes written through it.
+type countingWriter struct {
+	http.ResponseWriter
+	add func(int)
+}
+
+// Write implements io.Writer and counts.
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.add(n)
+	return n, err
+}
+
+// Flush passes a flush on when the underlying writer can.
+func (c *countingWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *Server) addServed(folder string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.served[folder] += int64(n)
+}
+
+// ExtentBytesServed is how many bytes of a VM's flat extents were sent, in
+// all: more than the disks' total means data was sent again.
+func (s *Server) ExtentBytesServed(vm string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.served[vm]
 }
 
 // vmFolder is the VM folder of a /folder path.
@@ -293,6 +335,30 @@ func (s *Server) vm(ctx context.Context, name string) (*object.VirtualMachine, e
 		return nil, fmt.Errorf("finding VM %s: %w", name, err)
 	}
 	return vm, nil
+}
+
+// Snapshots lists the names of a VM's snapshots, the whole tree.
+func (s *Server) Snapshots(ctx context.Context, name string) ([]string, error) {
+	vm, err := s.vm(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	var props mo.VirtualMachine
+	if err := vm.Properties(ctx, vm.Reference(), []string{"snapshot"}, &props); err != nil {
+		return nil, fmt.Errorf("reading the snapshots of %s: %w", name, err)
+	}
+	var names []string
+	var walk func([]types.VirtualMachineSnapshotTree)
+	walk = func(trees []types.VirtualMachineSnapshotTree) {
+		for _, t := range trees {
+			names = append(names, t.Name)
+			walk(t.ChildSnapshotList)
+		}
+	}
+	if props.Snapshot != nil {
+		walk(props.Snapshot.RootSnapshotList)
+	}
+	return names, nil
 }
 
 // PowerState is the VM's power state as vSphere names it (poweredOn,

@@ -31,6 +31,7 @@ import (
 
 	"platform.example/vm-migration/pkg/steps/vsphere"
 	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/test/vcsimlocal"
 )
 
 const (
@@ -252,7 +253,7 @@ func (e *simEnv) testDisk(t testing.TB, name string, data []byte) transfer.DiskS
 		key = d.GetVirtualDevice().Key
 	}
 	require.NotZero(t, key, "new disk not found")
-	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s.vmdk", name), []byte(descriptor(name, int64(len(data)))))
+	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s.vmdk", name), []byte(vcsimlocal.FlatDescriptor(name, int64(len(data)))))
 	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s-flat.vmdk", name), data)
 	return transfer.DiskSpec{Key: key, FileName: fileName, CapacityBytes: int64(len(data))}
 }
@@ -272,31 +273,6 @@ func (e *simEnv) upload(t testing.TB, path string, data []byte) {
 	p := soap.DefaultUpload
 	p.ContentLength = int64(len(data))
 	require.NoError(t, e.ds.Upload(context.Background(), bytes.NewReader(data), path, &p))
-}
-
-// descriptor is an ESXi-style descriptor of a flat disk.
-func descriptor(name string, size int64) string {
-	return fmt.Sprintf(`# Disk DescriptorFile
-version=1
-encoding="UTF-8"
-CID=fffffffe
-parentCID=ffffffff
-createType="vmfs"
-
-# Extent description
-RW %d VMFS "%s-flat.vmdk"
-
-# The Disk Data Base
-#DDB
-
-ddb.adapterType = "lsilogic"
-ddb.geometry.cylinders = "1"
-ddb.geometry.heads = "255"
-ddb.geometry.sectors = "63"
-ddb.thinProvisioned = "1"
-ddb.uuid = "60 00 C2 9a 6b 1f 3c 4e-9d 11 22 33 44 55 66 77"
-ddb.virtualHWVersion = "19"
-`, size/transfer.SectorSize, name)
 }
 
 // diskData is size bytes of random data with zero runs: whole zero

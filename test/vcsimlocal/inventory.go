@@ -230,7 +230,7 @@ func (s *Server) AddVM(ctx context.Context, spec VMSpec) (*VM, error) {
 		}
 		data := DiskBytes(d.SizeBytes, d.Seed)
 		base := path.Join(spec.Name, diskBase(spec.Name, i))
-		if err := upload(ctx, ds, base+".vmdk", []byte(descriptor(diskBase(spec.Name, i), d.SizeBytes))); err != nil {
+		if err := upload(ctx, ds, base+".vmdk", []byte(FlatDescriptor(diskBase(spec.Name, i), d.SizeBytes))); err != nil {
 			return nil, err
 		}
 		if err := upload(ctx, ds, base+"-flat.vmdk", data); err != nil {
@@ -286,8 +286,9 @@ func upload(ctx context.Context, ds *object.Datastore, name string, data []byte)
 	return nil
 }
 
-// descriptor is the text descriptor of a flat disk, as ESXi writes it.
-func descriptor(base string, size int64) string {
+// FlatDescriptor is the text descriptor of a flat disk of size bytes whose
+// extent is "<base>-flat.vmdk", as ESXi writes it.
+func FlatDescriptor(base string, size int64) string {
 	return fmt.Sprintf(`# Disk DescriptorFile
 version=1
 encoding="UTF-8"

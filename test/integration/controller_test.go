@@ -53,36 +53,12 @@ func TestControllerWaitsForMissingCredentialsSecret(t *testing.T) {
 	cfg.Wrap(counter.wrap)
 	cfg.UserAgent = "vm-migration-controller-under-test"
 
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- manager.Run(ctx, cfg, manager.Options{
-			Namespace:          ns,
-			Workers:            2,
-			VSphereCallTimeout: 5 * time.Second,
-			Decisions:          statemachine.Config{WaitInterval: 2 * time.Second},
-			Ready:              ready,
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("the controller returned an error on shutdown: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("the controller did not stop within 20s of its context ending")
-		}
+	done := runController(t, cfg, manager.Options{
+		Namespace:          ns,
+		Workers:            2,
+		VSphereCallTimeout: 5 * time.Second,
+		Decisions:          statemachine.Config{WaitInterval: 2 * time.Second},
 	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("the controller stopped before it was ready: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the controller's caches did not sync within 30s")
-	}
 
 	client := migrationClient(t, env).MigrationV1alpha1().VirtualMachineMigrations(ns)
 	tctx := testContext(t)

@@ -11,8 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	migrationclient "platform.example/vm-migration/pkg/generated/migration/clientset/versioned"
+	"platform.example/vm-migration/pkg/manager"
 	"platform.example/vm-migration/test/framework"
 )
 
@@ -127,4 +129,36 @@ func missingSubstrings(s string, want []string) []string {
 		}
 	}
 	return missing
+}
+
+// runController runs the controller in-process with manager.Run until the
+// test ends, and returns once its caches synced, with a channel that
+// receives manager.Run's result should it stop early. The cleanup stops it
+// and fails the test when it returns an error or does not stop.
+func runController(t *testing.T, cfg *rest.Config, opts manager.Options) <-chan error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	opts.Ready = ready
+	go func() { done <- manager.Run(ctx, cfg, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the controller returned an error on shutdown: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("the controller did not stop within 20s of its context ending")
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("the controller stopped before it was ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the controller's caches did not sync within 30s")
+	}
+	return done
 }

@@ -163,40 +163,16 @@ func newWalkEnv(t *testing.T) *walkEnv {
 	cfg.Wrap(w.counter.wrap)
 	cfg.Wrap(w.recordWrites)
 	cfg.UserAgent = "vm-migration-controller-walkthrough"
-	runCtx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- manager.Run(runCtx, cfg, manager.Options{
-			Namespace:          w.ns,
-			Ready:              ready,
-			Workers:            2,
-			VSphereCallTimeout: 20 * time.Second,
-			Decisions:          statemachine.Config{PollInterval: walkPoll, ProgressInterval: walkPoll, WaitInterval: time.Second},
-			Pipeline: pipeline.Config{
-				TransferImage: "registry.example/vm-migration:test", ConversionImage: "registry.example/virt-v2v:test",
-				TransferProgress: true,
-			},
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("the controller returned an error on shutdown: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("the controller did not stop within 20s of its context ending")
-		}
+	runController(t, cfg, manager.Options{
+		Namespace:          w.ns,
+		Workers:            2,
+		VSphereCallTimeout: 20 * time.Second,
+		Decisions:          statemachine.Config{PollInterval: walkPoll, ProgressInterval: walkPoll, WaitInterval: time.Second},
+		Pipeline: pipeline.Config{
+			TransferImage: "registry.example/vm-migration:test", ConversionImage: "registry.example/virt-v2v:test",
+			TransferProgress: true,
+		},
 	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("the controller stopped before it was ready: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the controller's caches did not sync within 30s")
-	}
 	return w
 }
 

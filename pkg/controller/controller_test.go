@@ -417,3 +417,27 @@ func TestCleanupDeletesStagingAndTransferAccess(t *testing.T) {
 	assert.Empty(t, roles.Items, "transfer roles deleted")
 	assert.Empty(t, bindings.Items, "transfer role bindings deleted")
 }
+
+func TestQueuedWithoutSlotDoesNotReadSource(t *testing.T) {
+	onHost := func(name string, phase v1alpha1.Phase) *v1alpha1.VirtualMachineMigration {
+		return newMigration(withFinalizer, inPhase(phase), func(m *v1alpha1.VirtualMachineMigration) {
+			m.Name, m.UID = name, types.UID("uid-"+name)
+			m.Status.ObservedGeneration = m.Generation
+			m.Status.Source = &v1alpha1.SourceInventory{Name: name, HostMoRef: "host-1"}
+		})
+	}
+	busy := onHost("a", v1alpha1.PhaseTransferringDisks)
+	waiting := onHost("b", v1alpha1.PhaseQueued)
+	f := newFixture(t, busy, waiting)
+	f.c.cfg.MaxTransfersPerHost = 1
+
+	after := f.sync(waiting)
+	assert.Empty(t, f.source.calls, "a migration waiting for a slot does not look at its source")
+	assert.Equal(t, statemachine.DefaultWaitInterval, after)
+	cur := f.refresh(waiting)
+	assert.Equal(t, v1alpha1.PhaseQueued, cur.Status.Phase)
+	cond := findCondition(cur, statemachine.ConditionProgressing)
+	require.NotNil(t, cond)
+	assert.Equal(t, statemachine.ReasonWaitingForTransferSlot, cond.Reason)
+	assert.Contains(t, cond.Message, "1 of 1 transfers already run from host")
+}

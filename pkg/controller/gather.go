@@ -29,7 +29,20 @@ const (
 // classified; only a failure to read the controller's own caches is an error.
 func (c *Controller) gather(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (statemachine.Observation, error) {
 	var obs statemachine.Observation
-	if need := statemachine.NeedsSource(m); need != statemachine.SourceNeedNothing {
+	queued := m.Status.Phase == v1alpha1.PhaseQueued && m.DeletionTimestamp == nil
+	if queued {
+		slot, err := c.transferSlot(m)
+		if err != nil {
+			return obs, err
+		}
+		obs.TransferSlot = slot
+	}
+	need := statemachine.NeedsSource(m)
+	if queued && !obs.TransferSlot.Available {
+		// A migration waiting for a slot does not look at its source.
+		need = statemachine.SourceNeedNothing
+	}
+	if need != statemachine.SourceNeedNothing {
 		if c.steps.Source == nil {
 			return obs, fmt.Errorf("no vSphere source step is configured")
 		}
@@ -41,13 +54,6 @@ func (c *Controller) gather(ctx context.Context, m *v1alpha1.VirtualMachineMigra
 			}
 			obs.Preflight = findings
 		}
-	}
-	if m.Status.Phase == v1alpha1.PhaseQueued && m.DeletionTimestamp == nil {
-		slot, err := c.transferSlot(m)
-		if err != nil {
-			return obs, err
-		}
-		obs.TransferSlot = slot
 	}
 	if err := c.gatherChildren(ctx, m, &obs); err != nil {
 		return obs, err

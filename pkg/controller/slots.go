@@ -112,7 +112,11 @@ func (c *Controller) transferSlot(m *v1alpha1.VirtualMachineMigration) (statemac
 		}
 	}
 	c.slots.held[self] = reservation{host: host, datastores: datastores, at: now}
-	return statemachine.SlotObservation{Available: true, Message: fmt.Sprintf("%d of %d transfers run from host %s", hostCount+1, maxHost, host)}, nil
+	msg := "within the per-datastore transfer limits"
+	if maxHost > 0 {
+		msg = fmt.Sprintf("%d of %d transfers run from host %s", hostCount+1, maxHost, host)
+	}
+	return statemachine.SlotObservation{Available: true, Message: msg}, nil
 }
 
 // settle drops a reservation the decision did not use.

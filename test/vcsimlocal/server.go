@@ -21,7 +21,8 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
-	"github.com/vmware/govmomi/vim25/types"
+
+	"platform.example/vm-migration/pkg/steps/vsphere"
 )
 
 // Names in the simulator's inventory (govmomi's VPX model).
@@ -347,18 +348,7 @@ func (s *Server) Snapshots(ctx context.Context, name string) ([]string, error) {
 	if err := vm.Properties(ctx, vm.Reference(), []string{"snapshot"}, &props); err != nil {
 		return nil, fmt.Errorf("reading the snapshots of %s: %w", name, err)
 	}
-	var names []string
-	var walk func([]types.VirtualMachineSnapshotTree)
-	walk = func(trees []types.VirtualMachineSnapshotTree) {
-		for _, t := range trees {
-			names = append(names, t.Name)
-			walk(t.ChildSnapshotList)
-		}
-	}
-	if props.Snapshot != nil {
-		walk(props.Snapshot.RootSnapshotList)
-	}
-	return names, nil
+	return vsphere.SnapshotNames(props.Snapshot), nil
 }
 
 // PowerState is the VM's power state as vSphere names it (poweredOn,

@@ -216,7 +216,7 @@ func (r *inventoryResult) inventory(serverUUID string) *v1alpha1.SourceInventory
 		Datacenter:    r.datacenter,
 		PowerState:    string(vm.Runtime.PowerState),
 		Firmware:      v1alpha1.FirmwareBIOS,
-		Snapshots:     snapshotNames(vm.Snapshot),
+		Snapshots:     SnapshotNames(vm.Snapshot),
 	}
 	if cfg := vm.Config; cfg != nil {
 		inv.BIOSUUID = cfg.Uuid
@@ -279,7 +279,8 @@ func guestFamilyFromID(id string) string {
 	return string(types.VirtualMachineGuestOsFamilyLinuxGuest)
 }
 
-func snapshotNames(info *types.VirtualMachineSnapshotInfo) []string {
+// SnapshotNames lists the names in a VM's snapshot tree, parents first.
+func SnapshotNames(info *types.VirtualMachineSnapshotInfo) []string {
 	if info == nil {
 		return nil
 	}

@@ -28,8 +28,8 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"platform.example/vm-migration/pkg/steps/vsphere"
-	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/pkg/vsphere"
 )
 
 const (
@@ -120,7 +120,7 @@ func run(size, zeros int64, workDir string) error {
 		return err
 	}
 	dir := filepath.Join(dsMo.Summary.Url, "DC0_H0_VM0")
-	desc := fmt.Sprintf("# Disk DescriptorFile\nversion=1\nencoding=\"UTF-8\"\nCID=fffffffe\nparentCID=ffffffff\ncreateType=\"vmfs\"\n\nRW %d VMFS \"bench-flat.vmdk\"\n\nddb.adapterType = \"lsilogic\"\n", size/transfer.SectorSize)
+	desc := fmt.Sprintf("# Disk DescriptorFile\nversion=1\nencoding=\"UTF-8\"\nCID=fffffffe\nparentCID=ffffffff\ncreateType=\"vmfs\"\n\nRW %d VMFS \"bench-flat.vmdk\"\n\nddb.adapterType = \"lsilogic\"\n", size/wire.SectorSize)
 	if err := os.WriteFile(filepath.Join(dir, "bench.vmdk"), []byte(desc), 0o644); err != nil {
 		return err
 	}
@@ -141,11 +141,11 @@ func run(size, zeros int64, workDir string) error {
 	if err := os.MkdirAll(dest, 0o755); err != nil {
 		return err
 	}
-	spec := transfer.JobSpec{
-		Version:  transfer.SpecVersion,
-		Endpoint: transfer.EndpointSpec{URL: ep.URL, Datacenter: "DC0"},
+	spec := wire.JobSpec{
+		Version:  wire.SpecVersion,
+		Endpoint: wire.EndpointSpec{URL: ep.URL, Datacenter: "DC0"},
 		VMMoRef:  vm.Reference().Value,
-		Disks:    []transfer.DiskSpec{{Key: key, FileName: fileName, CapacityBytes: size, Destination: filepath.Join(dest, "disk.img")}},
+		Disks:    []wire.DiskSpec{{Key: key, FileName: fileName, CapacityBytes: size, Destination: filepath.Join(dest, "disk.img")}},
 	}
 	data, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {

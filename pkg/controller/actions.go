@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
-	"platform.example/vm-migration/pkg/steps/transfer"
 )
 
 // execute carries out the one action a decision asked for.
@@ -211,7 +211,7 @@ func (c *Controller) deleteTransferAccess(ctx context.Context, m *v1alpha1.Virtu
 		return nil
 	}
 	for attempt := int32(1); attempt <= m.Status.Transfer.Attempt; attempt++ {
-		name := transfer.AccessName(m.Name, attempt)
+		name := naming.TransferAccess(m.Name, attempt)
 		deletes := []func() error{
 			func() error {
 				return c.clients.Kube.RbacV1().RoleBindings(m.Namespace).Delete(ctx, name, deleteOptions(""))

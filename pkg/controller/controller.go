@@ -26,6 +26,7 @@ import (
 	miginformers "platform.example/vm-migration/pkg/generated/migration/informers/externalversions/migration/v1alpha1"
 	miglisters "platform.example/vm-migration/pkg/generated/migration/listers/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps"
 )
 
 // Config holds the controller's tunables.
@@ -68,8 +69,8 @@ type Informers struct {
 
 // Steps are the side effects the controller delegates.
 type Steps struct {
-	Source   SourceStep
-	Pipeline PipelineStep
+	Source   steps.SourceStep
+	Pipeline steps.PipelineStep
 }
 
 // Controller reconciles VirtualMachineMigrations.

@@ -390,7 +390,7 @@ func TestCleanupDeletesStagingAndTransferAccess(t *testing.T) {
 		m.Status.Transfer = &v1alpha1.JobStatus{JobName: "web-01-transfer-2", Attempt: 2}
 	})
 	f := newFixture(t, m)
-	labels := map[string]string{v1alpha1.LabelMigrationUID: "uid-1", v1alpha1.LabelMigrationName: "web-01", v1alpha1.LabelComponent: ComponentStaging}
+	labels := map[string]string{v1alpha1.LabelMigrationUID: "uid-1", v1alpha1.LabelMigrationName: "web-01", v1alpha1.LabelComponent: v1alpha1.ComponentStaging}
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "web-01-staging-2000", Namespace: "ns", Labels: labels}}
 	_, err := f.kube.CoreV1().PersistentVolumeClaims("ns").Create(context.Background(), pvc, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -11,17 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
-	"platform.example/vm-migration/pkg/steps/transfer"
-)
-
-// Components, as set in the LabelComponent label of each child.
-const (
-	ComponentStaging    = "staging"
-	ComponentTransfer   = "transfer"
-	ComponentConversion = "conversion"
-	ComponentImport     = "import"
-	ComponentVM         = "vm"
 )
 
 // gather builds the observation the decision needs. It never changes
@@ -75,7 +66,7 @@ func (c *Controller) gatherChildren(ctx context.Context, m *v1alpha1.VirtualMach
 	for _, pvc := range claims {
 		// Only staging volumes: CDI copies a DataVolume's labels to the
 		// target disk's claim, which must never be taken for staging.
-		if pvc.Labels[v1alpha1.LabelComponent] == ComponentStaging && pvc.DeletionTimestamp == nil {
+		if pvc.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentStaging && pvc.DeletionTimestamp == nil {
 			obs.Children.StagingClaims = append(obs.Children.StagingClaims, pvc.Name)
 		}
 	}
@@ -138,7 +129,7 @@ func readsJobs(m *v1alpha1.VirtualMachineMigration) bool {
 func (c *Controller) transferAccessLeft(ctx context.Context, m *v1alpha1.VirtualMachineMigration) ([]string, error) {
 	var left []string
 	for attempt := int32(1); attempt <= m.Status.Transfer.Attempt; attempt++ {
-		name := transfer.AccessName(m.Name, attempt)
+		name := naming.TransferAccess(m.Name, attempt)
 		sa, err := c.clients.Kube.CoreV1().ServiceAccounts(m.Namespace).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
@@ -195,7 +186,7 @@ func (c *Controller) gatherTarget(m *v1alpha1.VirtualMachineMigration, obs *stat
 		return fmt.Errorf("listing data volumes: %w", err)
 	}
 	for _, dv := range dvs {
-		if dv.Labels[v1alpha1.LabelComponent] != ComponentImport || dv.DeletionTimestamp != nil {
+		if dv.Labels[v1alpha1.LabelComponent] != v1alpha1.ComponentImport || dv.DeletionTimestamp != nil {
 			continue
 		}
 		owner := metav1.GetControllerOf(dv)

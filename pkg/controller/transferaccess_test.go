@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	"platform.example/vm-migration/pkg/steps/transfer"
+	"platform.example/vm-migration/pkg/naming"
 )
 
 // TestCleanupFinishesTransferAccessLeftByACrash: the staging claims, Jobs
@@ -22,11 +22,11 @@ func TestCleanupFinishesTransferAccessLeftByACrash(t *testing.T) {
 	})
 	f := newFixture(t, m)
 	ctx := context.Background()
-	name := transfer.AccessName(m.Name, 2)
+	name := naming.TransferAccess(m.Name, 2)
 	for _, sa := range []*corev1.ServiceAccount{
 		{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: map[string]string{v1alpha1.LabelMigrationUID: string(m.UID)}}},
 		// Attempt 1's name, but another migration's object: not ours to delete.
-		{ObjectMeta: metav1.ObjectMeta{Name: transfer.AccessName(m.Name, 1), Namespace: m.Namespace, Labels: map[string]string{v1alpha1.LabelMigrationUID: "other"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: naming.TransferAccess(m.Name, 1), Namespace: m.Namespace, Labels: map[string]string{v1alpha1.LabelMigrationUID: "other"}}},
 	} {
 		_, err := f.kube.CoreV1().ServiceAccounts(m.Namespace).Create(ctx, sa, metav1.CreateOptions{})
 		require.NoError(t, err)

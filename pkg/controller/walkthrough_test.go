@@ -45,9 +45,8 @@ import (
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/steps/pipeline"
 	"platform.example/vm-migration/pkg/steps/source"
-	transferaccess "platform.example/vm-migration/pkg/steps/transfer"
-	"platform.example/vm-migration/pkg/steps/vsphere"
-	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/pkg/vsphere"
 )
 
 // The walkthrough tests drive one migration through the real controller
@@ -542,12 +541,12 @@ func (f *walkFixture) finishJob(name, container string, succeeded bool, message 
 // termination message: every disk of status.disks copied, or a failure.
 func transferResult(t *testing.T, m *v1alpha1.VirtualMachineMigration, failReason string) string {
 	t.Helper()
-	res := transfer.Result{Kind: transfer.KindResult, Succeeded: failReason == ""}
+	res := wire.Result{Kind: wire.KindResult, Succeeded: failReason == ""}
 	if failReason != "" {
 		res.Reason, res.Error = failReason, "reading disk 2000 from the datastore: connection reset by peer"
 	}
 	for _, d := range m.Status.Disks {
-		dr := transfer.DiskResult{Key: d.Key, Bytes: d.CapacityBytes, DurationSeconds: 1.5}
+		dr := wire.DiskResult{Key: d.Key, Bytes: d.CapacityBytes, DurationSeconds: 1.5}
 		if failReason == "" {
 			dr.SHA256 = fmt.Sprintf("%064x", d.Key)
 		} else {
@@ -613,17 +612,17 @@ func (f *walkFixture) setVMI(name string, phase kubevirtv1.VirtualMachineInstanc
 // ConfigMap: half of every disk copied.
 func (f *walkFixture) writeTransferProgress(m *v1alpha1.VirtualMachineMigration, attempt int32) {
 	f.t.Helper()
-	p := transfer.Progress{Kind: transfer.KindProgress, Time: f.clock.Now()}
+	p := wire.Progress{Kind: wire.KindProgress, Time: f.clock.Now()}
 	for _, d := range m.Status.Disks {
-		p.Disks = append(p.Disks, transfer.DiskProgress{Key: d.Key, State: transfer.StateCopying,
+		p.Disks = append(p.Disks, wire.DiskProgress{Key: d.Key, State: wire.StateCopying,
 			BytesDone: d.CapacityBytes / 2, TotalBytes: d.CapacityBytes, RateBytesPerSecond: 1 << 20})
 	}
 	data, err := json.Marshal(p)
 	require.NoError(f.t, err)
 	api := f.kube.CoreV1().ConfigMaps(walkNamespace)
-	cm, err := api.Get(f.ctx, transferaccess.ProgressConfigMapName(walkName, attempt), metav1.GetOptions{})
+	cm, err := api.Get(f.ctx, naming.TransferProgressConfigMap(walkName, attempt), metav1.GetOptions{})
 	require.NoError(f.t, err)
-	cm.Data = map[string]string{transfer.ConfigMapKeyProgress: string(data)}
+	cm.Data = map[string]string{wire.ConfigMapKeyProgress: string(data)}
 	_, err = api.Update(f.ctx, cm, metav1.UpdateOptions{})
 	require.NoError(f.t, err)
 }
@@ -635,10 +634,10 @@ func transferChildren(m *v1alpha1.VirtualMachineMigration, attempt int32) []stri
 	for _, d := range m.Status.Disks {
 		out = append(out, "PersistentVolumeClaim/"+d.StagingClaim)
 	}
-	access := transferaccess.AccessName(walkName, attempt)
+	access := naming.TransferAccess(walkName, attempt)
 	return append(out,
 		"ConfigMap/"+pipeline.TransferConfigMap(walkName, attempt),
-		"ConfigMap/"+transferaccess.ProgressConfigMapName(walkName, attempt),
+		"ConfigMap/"+naming.TransferProgressConfigMap(walkName, attempt),
 		"Job/"+naming.TransferJob(walkName, attempt),
 		"ServiceAccount/"+access, "Role/"+access, "RoleBinding/"+access,
 	)
@@ -756,7 +755,7 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 	job, err := f.kube.BatchV1().Jobs(walkNamespace).Get(f.ctx, m.Status.Transfer.JobName, metav1.GetOptions{})
 	require.NoError(t, err)
 	f.requireOwnedByMigration(job)
-	for _, name := range []string{pipeline.TransferConfigMap(walkName, 1), transferaccess.ProgressConfigMapName(walkName, 1)} {
+	for _, name := range []string{pipeline.TransferConfigMap(walkName, 1), naming.TransferProgressConfigMap(walkName, 1)} {
 		cm, err := f.kube.CoreV1().ConfigMaps(walkNamespace).Get(f.ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
 		f.requireOwnedByMigration(cm)

@@ -23,7 +23,7 @@ import (
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/steps/pipeline"
 	"platform.example/vm-migration/pkg/steps/source"
-	"platform.example/vm-migration/pkg/steps/vsphere"
+	"platform.example/vm-migration/pkg/vsphere"
 )
 
 // Options configure a controller run.

@@ -40,6 +40,18 @@ func TransferJob(migration string, attempt int32) string {
 	return Child(migration, "transfer", fmt.Sprint(attempt))
 }
 
+// TransferProgressConfigMap is the ConfigMap a transfer attempt reports
+// its progress and result into.
+func TransferProgressConfigMap(migration string, attempt int32) string {
+	return Child(migration, "transfer", fmt.Sprint(attempt), "progress")
+}
+
+// TransferAccess names the ServiceAccount, Role and RoleBinding a transfer
+// attempt runs under: the attempt's Job name.
+func TransferAccess(migration string, attempt int32) string {
+	return TransferJob(migration, attempt)
+}
+
 // ConversionJob is the conversion Job of one attempt.
 func ConversionJob(migration string, attempt int32) string {
 	return Child(migration, "convert", fmt.Sprint(attempt))

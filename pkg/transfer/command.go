@@ -2,7 +2,6 @@ package transfer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,14 +11,12 @@ import (
 	"sync"
 	"time"
 
-	"platform.example/vm-migration/pkg/steps/vsphere"
+	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/pkg/vsphere"
 )
 
 // DefaultTerminationLog is where Kubernetes reads a container's termination message.
 const DefaultTerminationLog = "/dev/termination-log"
-
-// MaxTerminationMessage is the most the kubelet keeps of a termination message.
-const MaxTerminationMessage = 4096
 
 // keepAliveInterval is how often a running transfer touches its session.
 const keepAliveInterval = 5 * time.Minute
@@ -124,14 +121,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // execute does the transfer: spec, credentials, connection, plan, copy.
-func execute(ctx context.Context, f *commandFlags, stdout io.Writer, logf func(string, ...any), cmSink *ConfigMapSink) *Result {
-	spec, err := LoadJobSpec(f.spec)
+func execute(ctx context.Context, f *commandFlags, stdout io.Writer, logf func(string, ...any), cmSink *ConfigMapSink) *wire.Result {
+	spec, err := wire.LoadJobSpec(f.spec)
 	if err != nil {
-		return failed(nil, err, ReasonInvalidSpec)
+		return failed(nil, err, wire.ReasonInvalidSpec)
 	}
 	creds, err := vsphere.LoadCredentialsDir(f.credentialsDir)
 	if err != nil {
-		return failed(spec, err, ReasonInvalidSpec)
+		return failed(spec, err, wire.ReasonInvalidSpec)
 	}
 	ep := vsphere.Endpoint{URL: spec.Endpoint.URL, Datacenter: spec.Endpoint.Datacenter, InsecureSkipVerify: spec.Endpoint.InsecureSkipVerify}
 	if ep.InsecureSkipVerify {
@@ -195,14 +192,14 @@ func connectError(err error) error {
 }
 
 // failed is the result of a run that stopped before copying.
-func failed(spec *JobSpec, err error, reason string) *Result {
+func failed(spec *wire.JobSpec, err error, reason string) *wire.Result {
 	if reason == "" {
 		reason = Reason(err)
 	}
-	res := &Result{Kind: KindResult, Error: err.Error(), Reason: reason, Disks: []DiskResult{}}
+	res := &wire.Result{Kind: wire.KindResult, Error: err.Error(), Reason: reason, Disks: []wire.DiskResult{}}
 	if spec != nil {
 		for _, d := range spec.Disks {
-			res.Disks = append(res.Disks, DiskResult{Key: d.Key})
+			res.Disks = append(res.Disks, wire.DiskResult{Key: d.Key})
 		}
 	}
 	return res
@@ -210,13 +207,13 @@ func failed(spec *JobSpec, err error, reason string) *Result {
 
 // report writes the result: a JSON line on stdout, the termination log,
 // and the progress ConfigMap when there is one.
-func report(ctx context.Context, f *commandFlags, res *Result, stdout io.Writer, logf func(string, ...any), cmSink *ConfigMapSink) {
+func report(ctx context.Context, f *commandFlags, res *wire.Result, stdout io.Writer, logf func(string, ...any), cmSink *ConfigMapSink) {
 	// The reporter has stopped: nothing else writes to stdout now.
 	if err := writeJSONLine(stdout, res); err != nil {
 		logf("writing the result to stdout: %v", err)
 	}
 	if f.terminationLog != "" {
-		if err := os.WriteFile(f.terminationLog, TerminationMessage(res), 0o644); err != nil {
+		if err := os.WriteFile(f.terminationLog, wire.TerminationMessage(res), 0o644); err != nil {
 			// By hand, /dev/termination-log does not exist: only say so when asked for another path.
 			if f.terminationLog != DefaultTerminationLog || !errors.Is(err, os.ErrNotExist) {
 				logf("writing the termination log: %v", err)
@@ -230,27 +227,6 @@ func report(ctx context.Context, f *commandFlags, res *Result, stdout io.Writer,
 			logf("writing the result to the progress ConfigMap: %v", err)
 		}
 	}
-}
-
-// TerminationMessage is the result as the termination message: compact
-// JSON of at most MaxTerminationMessage bytes when it can be (per-disk
-// errors and then the error's length give way first; checksums never do).
-func TerminationMessage(res *Result) []byte {
-	data, _ := json.Marshal(res)
-	if len(data) <= MaxTerminationMessage {
-		return data
-	}
-	short := *res
-	short.Disks = make([]DiskResult, len(res.Disks))
-	for i, d := range res.Disks {
-		d.Error = ""
-		short.Disks[i] = d
-	}
-	if len(short.Error) > 512 {
-		short.Error = short.Error[:509] + "..."
-	}
-	data, _ = json.Marshal(&short)
-	return data
 }
 
 // oneLine keeps an error message on a single line.

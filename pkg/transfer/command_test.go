@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 // cli runs the command against the sim with a spec and credentials on disk.
@@ -19,7 +20,7 @@ type cli struct {
 	dir, spec, creds, term, progress string
 }
 
-func newCLI(t *testing.T, e *simEnv, spec *transfer.JobSpec, password, thumbprint string) *cli {
+func newCLI(t *testing.T, e *simEnv, spec *wire.JobSpec, password, thumbprint string) *cli {
 	t.Helper()
 	dir := t.TempDir()
 	c := &cli{dir: dir, spec: filepath.Join(dir, "job.json"), creds: filepath.Join(dir, "creds"),
@@ -53,25 +54,25 @@ func TestCommand(t *testing.T) {
 	require.Empty(t, stderr)
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	require.GreaterOrEqual(t, len(lines), 2, "progress lines and the result")
-	var p transfer.Progress
+	var p wire.Progress
 	require.NoError(t, json.Unmarshal([]byte(lines[0]), &p))
-	require.Equal(t, transfer.KindProgress, p.Kind)
-	res, err := transfer.ParseResult([]byte(lines[len(lines)-1]))
+	require.Equal(t, wire.KindProgress, p.Kind)
+	res, err := wire.ParseResult([]byte(lines[len(lines)-1]))
 	require.NoError(t, err)
 	require.True(t, res.Succeeded)
 	require.Equal(t, sha(data), res.Disks[0].SHA256)
 
 	term, err := os.ReadFile(c.term)
 	require.NoError(t, err)
-	require.LessOrEqual(t, len(term), transfer.MaxTerminationMessage)
-	fromTerm, err := transfer.ParseResult(term)
+	require.LessOrEqual(t, len(term), wire.MaxTerminationMessage)
+	fromTerm, err := wire.ParseResult(term)
 	require.NoError(t, err)
 	require.Equal(t, res.Disks[0].SHA256, fromTerm.Disks[0].SHA256)
 
 	prog, err := os.ReadFile(c.progress)
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(prog, &p))
-	require.Equal(t, transfer.StateDone, p.Disks[0].State)
+	require.Equal(t, wire.StateDone, p.Disks[0].State)
 	checkImage(t, d.Destination, data)
 	require.NotContains(t, stdout+stderr+string(term), testPassword)
 }
@@ -83,18 +84,18 @@ func TestCommandFailures(t *testing.T) {
 	tests := map[string]struct {
 		password   string
 		thumbprint string
-		mutate     func(*transfer.JobSpec)
+		mutate     func(*wire.JobSpec)
 		reason     string
 		msg        string
 	}{
-		"wrong password":      {password: "not-the-password", reason: transfer.ReasonNotAuthorized, msg: "refused the credentials"},
-		"thumbprint mismatch": {thumbprint: strings.Repeat("AB:", 31) + "AB", reason: transfer.ReasonConnectionFailed, msg: "thumbprint"},
-		"unknown disk key":    {mutate: func(s *transfer.JobSpec) { s.Disks[0].Key = 9999 }, reason: transfer.ReasonInvalidSource, msg: "no disk with key 9999"},
-		"destination directory missing": {mutate: func(s *transfer.JobSpec) { s.Disks[0].Destination = "/nonexistent/staging/disk.img" },
-			reason: transfer.ReasonDestinationUnusable, msg: "does not exist"},
-		"destination is a directory": {mutate: func(s *transfer.JobSpec) { s.Disks[0].Destination = os.TempDir() },
-			reason: transfer.ReasonDestinationUnusable, msg: "neither a regular file nor a block device"},
-		"invalid spec": {mutate: func(s *transfer.JobSpec) { s.Disks[0].Destination = "relative/disk.img" }, reason: transfer.ReasonInvalidSpec, msg: "not an absolute path"},
+		"wrong password":      {password: "not-the-password", reason: wire.ReasonNotAuthorized, msg: "refused the credentials"},
+		"thumbprint mismatch": {thumbprint: strings.Repeat("AB:", 31) + "AB", reason: wire.ReasonConnectionFailed, msg: "thumbprint"},
+		"unknown disk key":    {mutate: func(s *wire.JobSpec) { s.Disks[0].Key = 9999 }, reason: wire.ReasonInvalidSource, msg: "no disk with key 9999"},
+		"destination directory missing": {mutate: func(s *wire.JobSpec) { s.Disks[0].Destination = "/nonexistent/staging/disk.img" },
+			reason: wire.ReasonDestinationUnusable, msg: "does not exist"},
+		"destination is a directory": {mutate: func(s *wire.JobSpec) { s.Disks[0].Destination = os.TempDir() },
+			reason: wire.ReasonDestinationUnusable, msg: "neither a regular file nor a block device"},
+		"invalid spec": {mutate: func(s *wire.JobSpec) { s.Disks[0].Destination = "relative/disk.img" }, reason: wire.ReasonInvalidSpec, msg: "not an absolute path"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -116,7 +117,7 @@ func TestCommandFailures(t *testing.T) {
 			require.Contains(t, stderr, tc.msg)
 			term, err := os.ReadFile(c.term)
 			require.NoError(t, err)
-			res, err := transfer.ParseResult(term)
+			res, err := wire.ParseResult(term)
 			require.NoError(t, err)
 			require.False(t, res.Succeeded)
 			require.Equal(t, tc.reason, res.Reason, res.Error)

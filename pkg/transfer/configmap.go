@@ -12,14 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-)
 
-// Keys of the progress ConfigMap's data.
-const (
-	// ConfigMapKeyProgress holds the latest Progress document.
-	ConfigMapKeyProgress = "progress"
-	// ConfigMapKeyResult holds the Result once the run ends.
-	ConfigMapKeyResult = "result"
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 // DefaultConfigMapMinInterval bounds the rate of ConfigMap patches: a
@@ -48,7 +42,7 @@ type ConfigMapSink struct {
 
 // Report patches the progress key, at most every MinInterval unless a
 // disk changed state.
-func (s *ConfigMapSink) Report(ctx context.Context, p Progress) error {
+func (s *ConfigMapSink) Report(ctx context.Context, p wire.Progress) error {
 	states := make([]string, len(p.Disks))
 	for i, d := range p.Disks {
 		states[i] = d.State
@@ -65,16 +59,16 @@ func (s *ConfigMapSink) Report(ctx context.Context, p Progress) error {
 	if err != nil {
 		return err
 	}
-	return s.Patcher.PatchData(ctx, map[string]string{ConfigMapKeyProgress: string(data)})
+	return s.Patcher.PatchData(ctx, map[string]string{wire.ConfigMapKeyProgress: string(data)})
 }
 
 // ReportResult patches the result key.
-func (s *ConfigMapSink) ReportResult(ctx context.Context, r *Result) error {
+func (s *ConfigMapSink) ReportResult(ctx context.Context, r *wire.Result) error {
 	data, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return s.Patcher.PatchData(ctx, map[string]string{ConfigMapKeyResult: string(data)})
+	return s.Patcher.PatchData(ctx, map[string]string{wire.ConfigMapKeyResult: string(data)})
 }
 
 // clientPatcher patches a ConfigMap through the API server.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 func TestConfigMapSink(t *testing.T) {
@@ -30,25 +31,25 @@ func TestConfigMapSink(t *testing.T) {
 		return n
 	}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	snap := func(at time.Duration, state string, done int64) transfer.Progress {
-		return transfer.Progress{Kind: transfer.KindProgress, Time: t0.Add(at), Disks: []transfer.DiskProgress{{Key: 2000, State: state, BytesDone: done, TotalBytes: 100}}}
+	snap := func(at time.Duration, state string, done int64) wire.Progress {
+		return wire.Progress{Kind: wire.KindProgress, Time: t0.Add(at), Disks: []wire.DiskProgress{{Key: 2000, State: state, BytesDone: done, TotalBytes: 100}}}
 	}
-	require.NoError(t, sink.Report(ctx, snap(0, transfer.StateCopying, 10)))
-	require.NoError(t, sink.Report(ctx, snap(5*time.Second, transfer.StateCopying, 20))) // throttled
+	require.NoError(t, sink.Report(ctx, snap(0, wire.StateCopying, 10)))
+	require.NoError(t, sink.Report(ctx, snap(5*time.Second, wire.StateCopying, 20))) // throttled
 	require.Equal(t, 1, patches())
-	require.NoError(t, sink.Report(ctx, snap(6*time.Second, transfer.StateDone, 100))) // a state change goes out at once
+	require.NoError(t, sink.Report(ctx, snap(6*time.Second, wire.StateDone, 100))) // a state change goes out at once
 	require.Equal(t, 2, patches())
-	require.NoError(t, sink.Report(ctx, snap(30*time.Second, transfer.StateDone, 100)))
+	require.NoError(t, sink.Report(ctx, snap(30*time.Second, wire.StateDone, 100)))
 	require.Equal(t, 3, patches())
-	require.NoError(t, sink.ReportResult(ctx, &transfer.Result{Kind: transfer.KindResult, Succeeded: true, Disks: []transfer.DiskResult{{Key: 2000, Bytes: 100, SHA256: "ab"}}}))
+	require.NoError(t, sink.ReportResult(ctx, &wire.Result{Kind: wire.KindResult, Succeeded: true, Disks: []wire.DiskResult{{Key: 2000, Bytes: 100, SHA256: "ab"}}}))
 
 	cm, err := client.CoreV1().ConfigMaps("team-a").Get(ctx, "web-transfer-1-progress", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "me", cm.Data["keep"], "a merge patch keeps other keys")
-	var p transfer.Progress
-	require.NoError(t, json.Unmarshal([]byte(cm.Data[transfer.ConfigMapKeyProgress]), &p))
-	require.Equal(t, transfer.StateDone, p.Disks[0].State)
-	res, err := transfer.ParseResult([]byte(cm.Data[transfer.ConfigMapKeyResult]))
+	var p wire.Progress
+	require.NoError(t, json.Unmarshal([]byte(cm.Data[wire.ConfigMapKeyProgress]), &p))
+	require.Equal(t, wire.StateDone, p.Disks[0].State)
+	res, err := wire.ParseResult([]byte(cm.Data[wire.ConfigMapKeyResult]))
 	require.NoError(t, err)
 	require.True(t, res.Succeeded)
 

@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 // Defaults of Options.
@@ -127,16 +129,16 @@ type diskCopy struct {
 }
 
 // run copies the disk and returns its result.
-func (c *diskCopy) run(ctx context.Context) (DiskResult, error) {
+func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 	start := time.Now()
 	spec := c.plan.Spec
-	res := DiskResult{Key: spec.Key}
-	done := func(err error) (DiskResult, error) {
+	res := wire.DiskResult{Key: spec.Key}
+	done := func(err error) (wire.DiskResult, error) {
 		res.Bytes = c.st.off
 		res.DurationSeconds = time.Since(start).Seconds()
 		if err != nil {
 			res.Error = err.Error()
-			c.t.state.Store(StateFailed)
+			c.t.state.Store(wire.StateFailed)
 		}
 		return res, err
 	}
@@ -149,7 +151,7 @@ func (c *diskCopy) run(ctx context.Context) (DiskResult, error) {
 		}
 	}()
 	res.ResumedFrom = c.st.off
-	c.t.state.Store(StateCopying)
+	c.t.state.Store(wire.StateCopying)
 	failures := 0
 	for c.st.off < spec.CapacityBytes {
 		before := c.st.off
@@ -193,7 +195,7 @@ func (c *diskCopy) run(ctx context.Context) (DiskResult, error) {
 		}
 	}
 	res.SHA256 = hex.EncodeToString(sum)
-	c.t.state.Store(StateDone)
+	c.t.state.Store(wire.StateDone)
 	return done(nil)
 }
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 // MaxDescriptorSize bounds the text descriptor read: real ones are well under 4 KiB.
@@ -144,7 +146,7 @@ func (d *Descriptor) check() error {
 func (d *Descriptor) Size() int64 {
 	var n int64
 	for _, e := range d.Extents {
-		n += e.Sectors * SectorSize
+		n += e.Sectors * wire.SectorSize
 	}
 	return n
 }

@@ -3,6 +3,8 @@ package transfer
 import (
 	"context"
 	"io"
+
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 // RangeOpener serves byte ranges of one source file. *DatastoreFile implements it.
@@ -15,7 +17,7 @@ type RangeOpener interface {
 // needs, and nothing it must look up again.
 type DiskPlan struct {
 	// Spec is the disk's entry in the job spec.
-	Spec DiskSpec
+	Spec wire.DiskSpec
 	// Checkpoint is the resume checkpoint's path; empty turns resume off.
 	Checkpoint string
 	// Source identifies the source's content for the checkpoint (files,
@@ -42,7 +44,7 @@ type ExtentPlan struct {
 // defaultCheckpoint is where a disk's checkpoint goes unless the spec says:
 // beside a file image; nowhere for a block device (it has no directory of
 // its own to keep one in).
-func defaultCheckpoint(d DiskSpec, block bool) string {
+func defaultCheckpoint(d wire.DiskSpec, block bool) string {
 	if d.Checkpoint != "" {
 		return d.Checkpoint
 	}

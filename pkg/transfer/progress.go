@@ -8,20 +8,22 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 // ProgressSink receives progress snapshots. A sink's error is reported and
 // does not stop the transfer.
 type ProgressSink interface {
 	// Report delivers one snapshot.
-	Report(ctx context.Context, p Progress) error
+	Report(ctx context.Context, p wire.Progress) error
 }
 
 // ProgressSinkFunc adapts a function to ProgressSink.
-type ProgressSinkFunc func(ctx context.Context, p Progress) error
+type ProgressSinkFunc func(ctx context.Context, p wire.Progress) error
 
 // Report calls f.
-func (f ProgressSinkFunc) Report(ctx context.Context, p Progress) error { return f(ctx, p) }
+func (f ProgressSinkFunc) Report(ctx context.Context, p wire.Progress) error { return f(ctx, p) }
 
 // JSONLinesSink writes each snapshot as one JSON line to W (stdout).
 type JSONLinesSink struct {
@@ -31,7 +33,7 @@ type JSONLinesSink struct {
 }
 
 // Report writes one line.
-func (s *JSONLinesSink) Report(_ context.Context, p Progress) error {
+func (s *JSONLinesSink) Report(_ context.Context, p wire.Progress) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return writeJSONLine(s.W, p)
@@ -44,7 +46,7 @@ type FileSink struct {
 }
 
 // Report replaces the file.
-func (s FileSink) Report(_ context.Context, p Progress) error {
+func (s FileSink) Report(_ context.Context, p wire.Progress) error {
 	data, err := json.Marshal(p)
 	if err != nil {
 		return err
@@ -80,7 +82,7 @@ type tracker struct {
 // newTracker starts a disk in StateWaiting.
 func newTracker(key int32, total int64) *tracker {
 	t := &tracker{key: key, total: total}
-	t.state.Store(StateWaiting)
+	t.state.Store(wire.StateWaiting)
 	return t
 }
 
@@ -98,13 +100,13 @@ type reporter struct {
 }
 
 // snapshot computes a Progress, rates measured since the previous one.
-func (r *reporter) snapshot() Progress {
+func (r *reporter) snapshot() wire.Progress {
 	now := r.now()
 	elapsed := now.Sub(r.prevTime).Seconds()
-	p := Progress{Kind: KindProgress, Time: now.UTC(), Disks: make([]DiskProgress, len(r.trackers))}
+	p := wire.Progress{Kind: wire.KindProgress, Time: now.UTC(), Disks: make([]wire.DiskProgress, len(r.trackers))}
 	for i, t := range r.trackers {
 		done := t.done.Load()
-		d := DiskProgress{
+		d := wire.DiskProgress{
 			Key:         t.key,
 			State:       t.state.Load().(string),
 			BytesDone:   done,
@@ -114,7 +116,7 @@ func (r *reporter) snapshot() Progress {
 		if elapsed > 0 && done >= r.prevDone[i] {
 			d.RateBytesPerSecond = int64(float64(done-r.prevDone[i]) / elapsed)
 		}
-		if d.RateBytesPerSecond > 0 && d.State == StateCopying {
+		if d.RateBytesPerSecond > 0 && d.State == wire.StateCopying {
 			eta := (t.total - done) / d.RateBytesPerSecond
 			d.ETASeconds = &eta
 		}

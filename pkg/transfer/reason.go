@@ -4,30 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
-)
 
-// Failure reasons, as CamelCase constants for the controller's status.
-const (
-	// ReasonInvalidSpec: the job spec is malformed.
-	ReasonInvalidSpec = "InvalidSpec"
-	// ReasonInvalidSource: the VM or a disk is not what the spec says.
-	ReasonInvalidSource = "InvalidSource"
-	// ReasonSnapshotDelta: a disk's backing is a snapshot delta.
-	ReasonSnapshotDelta = "SnapshotDelta"
-	// ReasonUnsupportedDisk: a disk's layout cannot be copied.
-	ReasonUnsupportedDisk = "UnsupportedDisk"
-	// ReasonDestinationUnusable: a destination cannot take its disk.
-	ReasonDestinationUnusable = "DestinationUnusable"
-	// ReasonNotAuthorized: the credentials were refused.
-	ReasonNotAuthorized = "NotAuthorized"
-	// ReasonConnectionFailed: the endpoint could not be reached or trusted.
-	ReasonConnectionFailed = "ConnectionFailed"
-	// ReasonBadResponse: the server sent something other than the bytes asked for.
-	ReasonBadResponse = "BadResponse"
-	// ReasonCancelled: the run was stopped (signal or deadline).
-	ReasonCancelled = "Cancelled"
-	// ReasonTransferFailed: anything else.
-	ReasonTransferFailed = "TransferFailed"
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 // ErrInvalidSource says the VM or a disk does not match the job spec.
@@ -46,23 +24,23 @@ func Reason(err error) string {
 	case err == nil:
 		return ""
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return ReasonCancelled
+		return wire.ReasonCancelled
 	case errors.Is(err, ErrSnapshotDelta):
-		return ReasonSnapshotDelta
+		return wire.ReasonSnapshotDelta
 	case errors.Is(err, ErrUnsupportedDisk):
-		return ReasonUnsupportedDisk
+		return wire.ReasonUnsupportedDisk
 	case errors.Is(err, ErrDestination):
-		return ReasonDestinationUnusable
+		return wire.ReasonDestinationUnusable
 	case errors.Is(err, ErrInvalidSource):
-		return ReasonInvalidSource
+		return wire.ReasonInvalidSource
 	case errors.Is(err, ErrNotAuthorized):
-		return ReasonNotAuthorized
+		return wire.ReasonNotAuthorized
 	case errors.As(err, &st) && (st.Code == http.StatusUnauthorized || st.Code == http.StatusForbidden):
-		return ReasonNotAuthorized
+		return wire.ReasonNotAuthorized
 	case errors.Is(err, ErrConnection):
-		return ReasonConnectionFailed
+		return wire.ReasonConnectionFailed
 	case errors.Is(err, ErrBadResponse):
-		return ReasonBadResponse
+		return wire.ReasonBadResponse
 	}
-	return ReasonTransferFailed
+	return wire.ReasonTransferFailed
 }

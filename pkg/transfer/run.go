@@ -3,13 +3,15 @@ package transfer
 import (
 	"context"
 	"sync"
+
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 // Run copies the planned disks, at most opts.Parallel at once, reporting
 // progress to opts.ProgressSinks. A failed disk does not stop the others:
 // what they copy is checkpointed for the next attempt. The result lists
 // every disk in plan order; its Error and Reason are the first failure's.
-func Run(ctx context.Context, plans []DiskPlan, opts Options) *Result {
+func Run(ctx context.Context, plans []DiskPlan, opts Options) *wire.Result {
 	opts = opts.withDefaults()
 	trackers := make([]*tracker, len(plans))
 	for i, p := range plans {
@@ -23,7 +25,7 @@ func Run(ctx context.Context, plans []DiskPlan, opts Options) *Result {
 		rep.run(ctx, stop)
 	}()
 
-	results := make([]DiskResult, len(plans))
+	results := make([]wire.DiskResult, len(plans))
 	errs := make([]error, len(plans))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -50,7 +52,7 @@ func Run(ctx context.Context, plans []DiskPlan, opts Options) *Result {
 	close(stop)
 	<-repDone
 
-	res := &Result{Kind: KindResult, Succeeded: true, Disks: results}
+	res := &wire.Result{Kind: wire.KindResult, Succeeded: true, Disks: results}
 	for _, err := range errs {
 		if err != nil {
 			res.Succeeded = false

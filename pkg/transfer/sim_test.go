@@ -29,8 +29,9 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"platform.example/vm-migration/pkg/steps/vsphere"
 	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/pkg/vsphere"
 	"platform.example/vm-migration/test/vcsimlocal"
 )
 
@@ -235,7 +236,7 @@ func (w *countingWriter) Flush() {
 // testDisk adds a disk of size bytes to the VM and lays it out as ESXi
 // does: a text descriptor name.vmdk and its flat extent name-flat.vmdk,
 // both uploaded through the datastore HTTP interface.
-func (e *simEnv) testDisk(t testing.TB, name string, data []byte) transfer.DiskSpec {
+func (e *simEnv) testDisk(t testing.TB, name string, data []byte) wire.DiskSpec {
 	t.Helper()
 	ctx := context.Background()
 	devices, err := e.vm.Device(ctx)
@@ -255,12 +256,12 @@ func (e *simEnv) testDisk(t testing.TB, name string, data []byte) transfer.DiskS
 	require.NotZero(t, key, "new disk not found")
 	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s.vmdk", name), []byte(vcsimlocal.FlatDescriptor(name, int64(len(data)))))
 	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s-flat.vmdk", name), data)
-	return transfer.DiskSpec{Key: key, FileName: fileName, CapacityBytes: int64(len(data))}
+	return wire.DiskSpec{Key: key, FileName: fileName, CapacityBytes: int64(len(data))}
 }
 
 // stagedDisk adds a disk holding diskData(size, seed) and gives it a fresh
 // disk.img destination.
-func (e *simEnv) stagedDisk(t testing.TB, name string, size int, seed uint64) ([]byte, transfer.DiskSpec) {
+func (e *simEnv) stagedDisk(t testing.TB, name string, size int, seed uint64) ([]byte, wire.DiskSpec) {
 	t.Helper()
 	data := diskData(size, seed)
 	d := e.testDisk(t, name, data)
@@ -297,17 +298,17 @@ func diskData(size int, seed uint64) []byte {
 }
 
 // jobSpec is a spec for the sim's VM with the given disks.
-func (e *simEnv) jobSpec(disks ...transfer.DiskSpec) *transfer.JobSpec {
-	return &transfer.JobSpec{
-		Version:  transfer.SpecVersion,
-		Endpoint: transfer.EndpointSpec{URL: e.ep.URL, Datacenter: "DC0"},
+func (e *simEnv) jobSpec(disks ...wire.DiskSpec) *wire.JobSpec {
+	return &wire.JobSpec{
+		Version:  wire.SpecVersion,
+		Endpoint: wire.EndpointSpec{URL: e.ep.URL, Datacenter: "DC0"},
 		VMMoRef:  e.vm.Reference().Value,
 		Disks:    disks,
 	}
 }
 
 // plan resolves a spec through the planner.
-func (e *simEnv) plan(t testing.TB, spec *transfer.JobSpec) []transfer.DiskPlan {
+func (e *simEnv) plan(t testing.TB, spec *wire.JobSpec) []transfer.DiskPlan {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 const testChunk = 1 * mib
@@ -69,9 +70,9 @@ func TestTransferFromVcsim(t *testing.T) {
 	plans := e.plan(t, e.jobSpec(d1, d2))
 
 	var mu sync.Mutex
-	var snaps []transfer.Progress
+	var snaps []wire.Progress
 	opts := testOptions(t)
-	opts.ProgressSinks = []transfer.ProgressSink{transfer.ProgressSinkFunc(func(_ context.Context, p transfer.Progress) error {
+	opts.ProgressSinks = []transfer.ProgressSink{transfer.ProgressSinkFunc(func(_ context.Context, p wire.Progress) error {
 		mu.Lock()
 		defer mu.Unlock()
 		snaps = append(snaps, p)
@@ -80,7 +81,7 @@ func TestTransferFromVcsim(t *testing.T) {
 	res := transfer.Run(context.Background(), plans, opts)
 	require.True(t, res.Succeeded, res.Error)
 	require.Len(t, res.Disks, 2)
-	require.Equal(t, transfer.DiskResult{Key: d1.Key, Bytes: int64(len(data)), SHA256: sha(data), DurationSeconds: res.Disks[0].DurationSeconds}, res.Disks[0])
+	require.Equal(t, wire.DiskResult{Key: d1.Key, Bytes: int64(len(data)), SHA256: sha(data), DurationSeconds: res.Disks[0].DurationSeconds}, res.Disks[0])
 	require.Equal(t, sha(data2), res.Disks[1].SHA256)
 	checkImage(t, d1.Destination, data)
 	checkImage(t, d2.Destination, data2)
@@ -91,7 +92,7 @@ func TestTransferFromVcsim(t *testing.T) {
 	require.NotEmpty(t, snaps)
 	last := snaps[len(snaps)-1]
 	for i, d := range last.Disks {
-		require.Equal(t, transfer.StateDone, d.State)
+		require.Equal(t, wire.StateDone, d.State)
 		require.Equal(t, d.TotalBytes, d.BytesDone)
 		require.Equal(t, res.Disks[i].Key, d.Key)
 	}
@@ -112,7 +113,7 @@ func TestResume(t *testing.T) {
 			e.setFaults(faults{cutAfter: cutAfter})
 			res := transfer.Run(context.Background(), plans, testOptions(t))
 			require.False(t, res.Succeeded)
-			require.Equal(t, transfer.ReasonBadResponse, res.Reason, res.Error)
+			require.Equal(t, wire.ReasonBadResponse, res.Reason, res.Error)
 			first := e.served.Load()
 			require.Equal(t, cutAfter, first)
 			require.FileExists(t, filepath.Join(filepath.Dir(d.Destination), ".disk.img.checkpoint"))
@@ -144,7 +145,7 @@ func TestResumeAfterCancel(t *testing.T) {
 	var servedAtCancel int64
 	opts := testOptions(t)
 	opts.ProgressInterval = 5 * time.Millisecond
-	opts.ProgressSinks = []transfer.ProgressSink{transfer.ProgressSinkFunc(func(_ context.Context, p transfer.Progress) error {
+	opts.ProgressSinks = []transfer.ProgressSink{transfer.ProgressSinkFunc(func(_ context.Context, p wire.Progress) error {
 		if doneAtCancel == 0 && p.Disks[0].BytesDone >= 9*mib {
 			doneAtCancel, servedAtCancel = p.Disks[0].BytesDone, e.served.Load()
 			cancel()
@@ -155,7 +156,7 @@ func TestResumeAfterCancel(t *testing.T) {
 	e.setFaults(faults{delay: 2 * time.Millisecond})
 	res := transfer.Run(ctx, plans, opts)
 	require.False(t, res.Succeeded)
-	require.Equal(t, transfer.ReasonCancelled, res.Reason, res.Error)
+	require.Equal(t, wire.ReasonCancelled, res.Reason, res.Error)
 	require.NotZero(t, doneAtCancel)
 	first := e.served.Load()
 
@@ -209,7 +210,7 @@ func TestSessionEndsMidTransfer(t *testing.T) {
 	opts.RefreshSession = nil
 	res = transfer.Run(context.Background(), e.plan(t, e.jobSpec(d)), opts)
 	require.False(t, res.Succeeded)
-	require.Equal(t, transfer.ReasonNotAuthorized, res.Reason, res.Error)
+	require.Equal(t, wire.ReasonNotAuthorized, res.Reason, res.Error)
 }
 
 func TestBadResponsesAreDetected(t *testing.T) {
@@ -234,7 +235,7 @@ func TestBadResponsesAreDetected(t *testing.T) {
 			e.setFaults(tc.faults)
 			res := transfer.Run(context.Background(), plans, testOptions(t))
 			require.False(t, res.Succeeded, "a bad response must fail the run")
-			require.Equal(t, transfer.ReasonBadResponse, res.Reason, res.Error)
+			require.Equal(t, wire.ReasonBadResponse, res.Reason, res.Error)
 			require.Empty(t, res.Disks[0].SHA256)
 			t.Log(res.Error)
 		})
@@ -282,16 +283,16 @@ RW 24576 VMFSSPARSE "snap-delta.vmdk"
 	e.upload(t, "DC0_H0_VM0/short-flat.vmdk", diskData(11*mib, 9))
 
 	tests := map[string]struct {
-		mutate func(s *transfer.JobSpec)
+		mutate func(s *wire.JobSpec)
 		want   error
 		msg    string
 	}{
-		"unknown disk key": {mutate: func(s *transfer.JobSpec) { s.Disks[0].Key = 4242 }, want: transfer.ErrInvalidSource, msg: "no disk with key 4242"},
-		"wrong backing":    {mutate: func(s *transfer.JobSpec) { s.Disks[0].FileName = "[LocalDS_0] other/x.vmdk" }, want: transfer.ErrInvalidSource, msg: "backing file"},
-		"wrong capacity":   {mutate: func(s *transfer.JobSpec) { s.Disks[0].CapacityBytes += 1024 }, want: transfer.ErrInvalidSource, msg: "capacity"},
-		"unknown vm":       {mutate: func(s *transfer.JobSpec) { s.VMMoRef = "vm-999999" }, want: transfer.ErrInvalidSource, msg: "not found"},
-		"snapshot delta":   {mutate: func(s *transfer.JobSpec) { s.Disks[0] = delta }, want: transfer.ErrSnapshotDelta},
-		"extent too short": {mutate: func(s *transfer.JobSpec) { s.Disks[0] = short }, want: transfer.ErrBadResponse, msg: "descriptor says"},
+		"unknown disk key": {mutate: func(s *wire.JobSpec) { s.Disks[0].Key = 4242 }, want: transfer.ErrInvalidSource, msg: "no disk with key 4242"},
+		"wrong backing":    {mutate: func(s *wire.JobSpec) { s.Disks[0].FileName = "[LocalDS_0] other/x.vmdk" }, want: transfer.ErrInvalidSource, msg: "backing file"},
+		"wrong capacity":   {mutate: func(s *wire.JobSpec) { s.Disks[0].CapacityBytes += 1024 }, want: transfer.ErrInvalidSource, msg: "capacity"},
+		"unknown vm":       {mutate: func(s *wire.JobSpec) { s.VMMoRef = "vm-999999" }, want: transfer.ErrInvalidSource, msg: "not found"},
+		"snapshot delta":   {mutate: func(s *wire.JobSpec) { s.Disks[0] = delta }, want: transfer.ErrSnapshotDelta},
+		"extent too short": {mutate: func(s *wire.JobSpec) { s.Disks[0] = short }, want: transfer.ErrBadResponse, msg: "descriptor says"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

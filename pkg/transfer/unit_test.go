@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 func TestParseDescriptor(t *testing.T) {
@@ -74,7 +76,7 @@ func TestParseDatastorePath(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			p, err := ParseDatastorePath(tc.in)
+			p, err := wire.ParseDatastorePath(tc.in)
 			if tc.bad != (err != nil) {
 				t.Fatalf("error %v, bad %v", err, tc.bad)
 			}
@@ -83,7 +85,7 @@ func TestParseDatastorePath(t *testing.T) {
 			}
 		})
 	}
-	p, _ := ParseDatastorePath("[ds1] web/web.vmdk")
+	p, _ := wire.ParseDatastorePath("[ds1] web/web.vmdk")
 	if _, err := p.Sibling("../x-flat.vmdk"); err == nil {
 		t.Fatal("an extent outside the descriptor's directory was accepted")
 	}
@@ -122,7 +124,7 @@ vmMoRef: vm-42
 disks:
 - {key: 2000, fileName: "[ds1] web/web.vmdk", capacityBytes: 1048576, destination: /staging/2000/disk.img}
 `
-	if _, err := ParseJobSpec([]byte(good)); err != nil {
+	if _, err := wire.ParseJobSpec([]byte(good)); err != nil {
 		t.Fatal(err)
 	}
 	tests := map[string]struct{ from, to, want string }{
@@ -136,7 +138,7 @@ disks:
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := ParseJobSpec([]byte(strings.Replace(good, tc.from, tc.to, 1)))
+			_, err := wire.ParseJobSpec([]byte(strings.Replace(good, tc.from, tc.to, 1)))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
@@ -145,15 +147,15 @@ disks:
 }
 
 func TestTerminationMessageFits(t *testing.T) {
-	res := &Result{Kind: KindResult, Error: strings.Repeat("x", 3000), Reason: ReasonBadResponse}
+	res := &wire.Result{Kind: wire.KindResult, Error: strings.Repeat("x", 3000), Reason: wire.ReasonBadResponse}
 	for i := range 16 {
-		res.Disks = append(res.Disks, DiskResult{Key: int32(2000 + i), Bytes: math.MaxInt64, SHA256: strings.Repeat("a", 64), DurationSeconds: 12345.678, Error: strings.Repeat("e", 200)})
+		res.Disks = append(res.Disks, wire.DiskResult{Key: int32(2000 + i), Bytes: math.MaxInt64, SHA256: strings.Repeat("a", 64), DurationSeconds: 12345.678, Error: strings.Repeat("e", 200)})
 	}
-	msg := TerminationMessage(res)
-	if len(msg) > MaxTerminationMessage {
+	msg := wire.TerminationMessage(res)
+	if len(msg) > wire.MaxTerminationMessage {
 		t.Fatalf("termination message is %d bytes", len(msg))
 	}
-	back, err := ParseResult(msg)
+	back, err := wire.ParseResult(msg)
 	if err != nil || len(back.Disks) != 16 || back.Disks[15].SHA256 != res.Disks[15].SHA256 {
 		t.Fatalf("checksums lost: %v", err)
 	}

@@ -13,7 +13,8 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"platform.example/vm-migration/pkg/steps/vsphere"
+	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/pkg/vsphere"
 )
 
 // Planner resolves a job spec against vSphere.
@@ -33,7 +34,7 @@ type Planner struct {
 // the spec is one of its disks with the same backing file and capacity,
 // and reads each disk's descriptor and extent sizes. It fails on the first
 // disk that cannot be copied, before anything is written.
-func (p *Planner) Plan(ctx context.Context, spec *JobSpec) ([]DiskPlan, error) {
+func (p *Planner) Plan(ctx context.Context, spec *wire.JobSpec) ([]DiskPlan, error) {
 	var vm mo.VirtualMachine
 	ref := types.ManagedObjectReference{Type: "VirtualMachine", Value: spec.VMMoRef}
 	err := property.DefaultCollector(p.Client).RetrieveOne(ctx, ref, []string{"name", "runtime.powerState", "config.hardware.device"}, &vm)
@@ -82,7 +83,7 @@ func (p *Planner) Plan(ctx context.Context, spec *JobSpec) ([]DiskPlan, error) {
 
 // checkBacking compares a VM's disk with the spec's entry: backing file,
 // capacity, and a backing that is a whole base disk.
-func checkBacking(disk *types.VirtualDisk, ds DiskSpec) error {
+func checkBacking(disk *types.VirtualDisk, ds wire.DiskSpec) error {
 	var file string
 	switch b := disk.Backing.(type) {
 	case *types.VirtualDiskFlatVer2BackingInfo:
@@ -107,8 +108,8 @@ func checkBacking(disk *types.VirtualDisk, ds DiskSpec) error {
 }
 
 // planDisk reads the disk's descriptor and the sizes of its extent files.
-func (p *Planner) planDisk(ctx context.Context, ds DiskSpec) (DiskPlan, error) {
-	descPath, err := ParseDatastorePath(ds.FileName)
+func (p *Planner) planDisk(ctx context.Context, ds wire.DiskSpec) (DiskPlan, error) {
+	descPath, err := wire.ParseDatastorePath(ds.FileName)
 	if err != nil {
 		return DiskPlan{}, err
 	}
@@ -136,8 +137,8 @@ func (p *Planner) planDisk(ctx context.Context, ds DiskSpec) (DiskPlan, error) {
 		if err != nil {
 			return DiskPlan{}, fmt.Errorf("extent: %w", err)
 		}
-		length := e.Sectors * SectorSize
-		fileOff := e.OffsetSectors * SectorSize
+		length := e.Sectors * wire.SectorSize
+		fileOff := e.OffsetSectors * wire.SectorSize
 		if info.Size != fileOff+length {
 			return DiskPlan{}, fmt.Errorf("%w: extent %s is %d bytes, the descriptor says %d", ErrBadResponse, xp, info.Size, fileOff+length)
 		}
@@ -150,7 +151,7 @@ func (p *Planner) planDisk(ctx context.Context, ds DiskSpec) (DiskPlan, error) {
 }
 
 // file is a datastore file served by the endpoint's /folder interface.
-func (p *Planner) file(dp DatastorePath) *DatastoreFile {
+func (p *Planner) file(dp wire.DatastorePath) *DatastoreFile {
 	u := object.NewDatastoreURL(*p.Client.URL(), p.DatacenterPath, dp.Datastore, dp.Path)
 	return &DatastoreFile{Client: p.Client, URL: u, Name: dp.String()}
 }

@@ -13,7 +13,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 // TestHappyPath migrates an EFI (secure boot) VM with three disks and two
@@ -136,7 +136,7 @@ func (s *stack) watchProgressResult(t *testing.T) <-chan struct{} {
 	go func() {
 		for ev := range w.ResultChan() {
 			cm, ok := ev.Object.(*corev1.ConfigMap)
-			if ok && strings.HasSuffix(cm.Name, "-progress") && cm.Data[transfer.ConfigMapKeyResult] != "" {
+			if ok && strings.HasSuffix(cm.Name, "-progress") && cm.Data[wire.ConfigMapKeyResult] != "" {
 				for _, f := range cm.ManagedFields {
 					if f.Manager == "vm-transfer" {
 						close(done)

@@ -44,8 +44,8 @@ import (
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/steps/pipeline"
 	"platform.example/vm-migration/pkg/steps/source"
-	"platform.example/vm-migration/pkg/steps/vsphere"
-	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/pkg/vsphere"
 	"platform.example/vm-migration/test/framework"
 )
 
@@ -498,9 +498,9 @@ func (w *walkEnv) runVMI(name string, phase kubevirtv1.VirtualMachineInstancePha
 
 // transferDone is the vm-transfer result of a successful copy of every disk.
 func transferDone(t *testing.T, m *v1alpha1.VirtualMachineMigration) string {
-	res := transfer.Result{Kind: transfer.KindResult, Succeeded: true}
+	res := wire.Result{Kind: wire.KindResult, Succeeded: true}
 	for _, d := range m.Status.Disks {
-		res.Disks = append(res.Disks, transfer.DiskResult{Key: d.Key, Bytes: d.CapacityBytes, SHA256: fmt.Sprintf("%064x", d.Key)})
+		res.Disks = append(res.Disks, wire.DiskResult{Key: d.Key, Bytes: d.CapacityBytes, SHA256: fmt.Sprintf("%064x", d.Key)})
 	}
 	b, err := json.Marshal(res)
 	if err != nil {

@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 // Kubelet is the kubelet stand-in; see the package documentation.
@@ -569,7 +570,7 @@ func (k *Kubelet) runTransfer(ctx context.Context, pod *corev1.Pod, mounts map[s
 // rewriteSpec rewrites the destinations (and checkpoints) of the job spec
 // at path, inside the pod's own copy of its ConfigMap.
 func rewriteSpec(path string, mounts map[string]string) error {
-	spec, err := transfer.LoadJobSpec(path)
+	spec, err := wire.LoadJobSpec(path)
 	if err != nil {
 		return err
 	}
@@ -619,7 +620,7 @@ func (k *Kubelet) relayProgress(ctx context.Context, pod *corev1.Pod, ref, progr
 		select {
 		case <-exited:
 			if msg := readCapped(termFile, maxTerminationMessage); msg != "" {
-				var res transfer.Result
+				var res wire.Result
 				if json.Unmarshal([]byte(msg), &res) == nil {
 					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 					if err := sink.ReportResult(rctx, &res); err != nil {
@@ -635,7 +636,7 @@ func (k *Kubelet) relayProgress(ctx context.Context, pod *corev1.Pod, ref, progr
 				continue
 			}
 			last = data
-			var p transfer.Progress
+			var p wire.Progress
 			if json.Unmarshal(data, &p) != nil {
 				continue
 			}

@@ -22,7 +22,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 
-	"platform.example/vm-migration/pkg/steps/vsphere"
+	"platform.example/vm-migration/pkg/vsphere"
 )
 
 // Names in the simulator's inventory (govmomi's VPX model).

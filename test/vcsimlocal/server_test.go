@@ -13,8 +13,9 @@ import (
 	"time"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	"platform.example/vm-migration/pkg/steps/vsphere"
 	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/pkg/vsphere"
 )
 
 // TestSampleVM checks that the sample VM reads back as created (through
@@ -64,12 +65,12 @@ func TestSampleVM(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	spec := transfer.JobSpec{Version: transfer.SpecVersion, Endpoint: transfer.EndpointSpec{URL: s.URL, Datacenter: Datacenter}, VMMoRef: vm.MoRef}
+	spec := wire.JobSpec{Version: wire.SpecVersion, Endpoint: wire.EndpointSpec{URL: s.URL, Datacenter: Datacenter}, VMMoRef: vm.MoRef}
 	for i, d := range vm.Disks {
 		if inv.Disks[i].Key != d.Key || inv.Disks[i].CapacityBytes != d.SizeBytes || inv.Disks[i].FileName != d.FileName {
 			t.Errorf("disk %d: %+v, want %+v", i, inv.Disks[i], d)
 		}
-		spec.Disks = append(spec.Disks, transfer.DiskSpec{Key: d.Key, FileName: d.FileName, CapacityBytes: d.SizeBytes,
+		spec.Disks = append(spec.Disks, wire.DiskSpec{Key: d.Key, FileName: d.FileName, CapacityBytes: d.SizeBytes,
 			Destination: filepath.Join(dir, d.SHA256[:8]+".img")})
 	}
 	// The transfer reads the disks of a powered-off VM.

@@ -9,17 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	"platform.example/vm-migration/pkg/controller"
-)
-
-// Components of the children, as the controller expects them in the
-// LabelComponent label.
-const (
-	componentStaging    = controller.ComponentStaging
-	componentTransfer   = controller.ComponentTransfer
-	componentConversion = controller.ComponentConversion
-	componentImport     = controller.ComponentImport
-	componentVM         = controller.ComponentVM
 )
 
 // CDI annotations.

@@ -230,7 +230,7 @@ func RenderConversionConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int3
 	}
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: childMeta(m, naming.ConversionConfigMap(m.Name, attempt), componentConversion, true),
+		ObjectMeta: childMeta(m, naming.ConversionConfigMap(m.Name, attempt), v1alpha1.ComponentConversion, true),
 		Data:       map[string]string{DomainXMLKey: string(dom), ConvertScriptKey: convertScript},
 	}, nil
 }
@@ -315,7 +315,7 @@ func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: stagingClaimName(m, d)}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: path.Join(disksRoot, diskNameAt(d, i))})
 	}
-	meta, podMeta := jobMeta(m, naming.ConversionJob(m.Name, attempt), componentConversion)
+	meta, podMeta := jobMeta(m, naming.ConversionJob(m.Name, attempt), v1alpha1.ComponentConversion)
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: meta,

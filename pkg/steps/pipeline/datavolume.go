@@ -86,7 +86,7 @@ func RenderDataVolumes(m *v1alpha1.VirtualMachineMigration) ([]*cdiv1.DataVolume
 		}
 		dv := &cdiv1.DataVolume{
 			TypeMeta:   metav1.TypeMeta{APIVersion: cdiv1.SchemeGroupVersion.String(), Kind: "DataVolume"},
-			ObjectMeta: childMeta(m, dataVolumeName(target, d, i), componentImport, false),
+			ObjectMeta: childMeta(m, dataVolumeName(target, d, i), v1alpha1.ComponentImport, false),
 			Spec: cdiv1.DataVolumeSpec{
 				Source: &cdiv1.DataVolumeSource{PVC: &cdiv1.DataVolumeSourcePVC{
 					Namespace: m.Namespace, Name: stagingClaimName(m, d)}},

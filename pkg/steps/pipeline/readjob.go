@@ -17,7 +17,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
-	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 // Pod labels the Job controller sets: the current one and the legacy one.
@@ -51,7 +51,7 @@ func ObserveJob(job *batchv1.Job, pods []corev1.Pod, configMapData map[string]st
 	}
 	component := job.Labels[v1alpha1.LabelComponent]
 	container := TransferContainer
-	if component == componentConversion {
+	if component == v1alpha1.ComponentConversion {
 		container = ConversionContainer
 	}
 	pod := latestPod(pods)
@@ -61,7 +61,7 @@ func ObserveJob(job *batchv1.Job, pods []corev1.Pod, configMapData map[string]st
 		msg = term.Message
 	}
 	switch component {
-	case componentConversion:
+	case v1alpha1.ComponentConversion:
 		observeConversion(&o, msg, term != nil && term.ExitCode == 0)
 	default:
 		observeTransfer(&o, msg, configMapData)
@@ -82,9 +82,9 @@ func ObserveJob(job *batchv1.Job, pods []corev1.Pod, configMapData map[string]st
 // the ConfigMap's result key when the pod is gone) and its latest progress
 // (the ConfigMap's progress key, written when the pod may).
 func observeTransfer(o *statemachine.JobObservation, msg string, cm map[string]string) {
-	res, err := transfer.ParseResult([]byte(strings.TrimSpace(msg)))
-	if err != nil && cm[transfer.ConfigMapKeyResult] != "" {
-		res, err = transfer.ParseResult([]byte(cm[transfer.ConfigMapKeyResult]))
+	res, err := wire.ParseResult([]byte(strings.TrimSpace(msg)))
+	if err != nil && cm[wire.ConfigMapKeyResult] != "" {
+		res, err = wire.ParseResult([]byte(cm[wire.ConfigMapKeyResult]))
 	}
 	if err == nil {
 		for _, d := range res.Disks {
@@ -96,9 +96,9 @@ func observeTransfer(o *statemachine.JobObservation, msg string, cm map[string]s
 	} else if o.Succeeded {
 		o.Message = "the transfer reported no result"
 	}
-	if data := cm[transfer.ConfigMapKeyProgress]; data != "" && !o.Succeeded && !o.Failed {
-		var p transfer.Progress
-		if json.Unmarshal([]byte(data), &p) == nil && p.Kind == transfer.KindProgress {
+	if data := cm[wire.ConfigMapKeyProgress]; data != "" && !o.Succeeded && !o.Failed {
+		var p wire.Progress
+		if json.Unmarshal([]byte(data), &p) == nil && p.Kind == wire.KindProgress {
 			for _, d := range p.Disks {
 				o.Progress = append(o.Progress, statemachine.DiskProgress{
 					Key: d.Key, BytesDone: d.BytesDone, BytesTotal: d.TotalBytes, RateBytesPerSecond: d.RateBytesPerSecond,
@@ -294,7 +294,7 @@ func (s *Step) ReadJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration,
 	var data map[string]string
 	// Only a pod given a progress ConfigMap writes progress and the result
 	// there (transferConfigMapData finds none otherwise).
-	if job.Labels[v1alpha1.LabelComponent] == componentTransfer {
+	if job.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentTransfer {
 		data = s.transferConfigMapData(ctx, m, job)
 	}
 	o := ObserveJob(job, pods, data)

@@ -14,9 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
-	transferaccess "platform.example/vm-migration/pkg/steps/transfer"
-	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 const inspectionRHEL = `<?xml version='1.0' encoding='utf-8'?>
@@ -48,7 +49,7 @@ func jobBuilder(t *testing.T, component string, mods ...func(*batchv1.Job)) *bat
 	m := linuxBIOS()
 	var job *batchv1.Job
 	var err error
-	if component == componentConversion {
+	if component == v1alpha1.ComponentConversion {
 		job, err = RenderConversionJob(m, 1, testConfig)
 	} else {
 		cfg := testConfig
@@ -75,7 +76,7 @@ func condition(typ batchv1.JobConditionType, reason, msg string) func(*batchv1.J
 func pod(job *batchv1.Job, name, labelKey string, created time.Time, state corev1.ContainerState) *corev1.Pod {
 	yes := true
 	container := TransferContainer
-	if job.Labels["migration.platform.example/component"] == componentConversion {
+	if job.Labels["migration.platform.example/component"] == v1alpha1.ComponentConversion {
 		container = ConversionContainer
 	}
 	p := &corev1.Pod{
@@ -99,9 +100,9 @@ func terminated(code int32, reason, msg string) corev1.ContainerState {
 	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg}}
 }
 
-func resultMessage(t *testing.T, r *transfer.Result) string {
+func resultMessage(t *testing.T, r *wire.Result) string {
 	t.Helper()
-	return string(transfer.TerminationMessage(r))
+	return string(wire.TerminationMessage(r))
 }
 
 var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
@@ -110,15 +111,15 @@ func TestReadJob(t *testing.T) {
 	ctx := context.Background()
 	m := linuxBIOS()
 	sum := strings.Repeat("ab", 32)
-	okResult := &transfer.Result{Kind: transfer.KindResult, Succeeded: true, Disks: []transfer.DiskResult{{Key: 2000, Bytes: 20 * gib, SHA256: sum, DurationSeconds: 12.5}}}
-	failResult := &transfer.Result{Kind: transfer.KindResult, Reason: transfer.ReasonNotAuthorized,
-		Error: "vSphere refused the credentials:\n ServerFaultCode: Cannot complete login", Disks: []transfer.DiskResult{{Key: 2000}}}
-	progress, _ := json.Marshal(transfer.Progress{Kind: transfer.KindProgress, Time: t0, Disks: []transfer.DiskProgress{
-		{Key: 2000, State: transfer.StateCopying, BytesDone: 5 * gib, TotalBytes: 20 * gib, RateBytesPerSecond: 100 << 20}}})
+	okResult := &wire.Result{Kind: wire.KindResult, Succeeded: true, Disks: []wire.DiskResult{{Key: 2000, Bytes: 20 * gib, SHA256: sum, DurationSeconds: 12.5}}}
+	failResult := &wire.Result{Kind: wire.KindResult, Reason: wire.ReasonNotAuthorized,
+		Error: "vSphere refused the credentials:\n ServerFaultCode: Cannot complete login", Disks: []wire.DiskResult{{Key: 2000}}}
+	progress, _ := json.Marshal(wire.Progress{Kind: wire.KindProgress, Time: t0, Disks: []wire.DiskProgress{
+		{Key: 2000, State: wire.StateCopying, BytesDone: 5 * gib, TotalBytes: 20 * gib, RateBytesPerSecond: 100 << 20}}})
 	okJSON, _ := json.Marshal(okResult)
-	cmName := transferaccess.ProgressConfigMapName(m.Name, 1)
+	cmName := naming.TransferProgressConfigMap(m.Name, 1)
 	progressCM := func(data map[string]string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{ObjectMeta: childMeta(m, cmName, componentTransfer, true), Data: data}
+		return &corev1.ConfigMap{ObjectMeta: childMeta(m, cmName, v1alpha1.ComponentTransfer, true), Data: data}
 	}
 
 	tests := map[string]struct {
@@ -127,28 +128,28 @@ func TestReadJob(t *testing.T) {
 		want    statemachine.JobObservation
 	}{
 		"transfer succeeded": {
-			job: jobBuilder(t, componentTransfer, condition(batchv1.JobComplete, "", "")),
+			job: jobBuilder(t, v1alpha1.ComponentTransfer, condition(batchv1.JobComplete, "", "")),
 			objects: func(j *batchv1.Job) []runtime.Object {
 				return []runtime.Object{pod(j, "p1", labelJobName, t0, terminated(0, "Completed", resultMessage(t, okResult)))}
 			},
 			want: statemachine.JobObservation{Succeeded: true, Results: []statemachine.DiskResult{{Key: 2000, Bytes: 20 * gib, SHA256: sum}}},
 		},
 		"transfer succeeded, pod gone, result in the config map": {
-			job: jobBuilder(t, componentTransfer, condition(batchv1.JobComplete, "", "")),
+			job: jobBuilder(t, v1alpha1.ComponentTransfer, condition(batchv1.JobComplete, "", "")),
 			objects: func(*batchv1.Job) []runtime.Object {
-				return []runtime.Object{progressCM(map[string]string{transfer.ConfigMapKeyResult: string(okJSON)})}
+				return []runtime.Object{progressCM(map[string]string{wire.ConfigMapKeyResult: string(okJSON)})}
 			},
 			want: statemachine.JobObservation{Succeeded: true, Results: []statemachine.DiskResult{{Key: 2000, Bytes: 20 * gib, SHA256: sum}}},
 		},
 		"transfer succeeded without a result": {
-			job: jobBuilder(t, componentTransfer, condition(batchv1.JobComplete, "", "")),
+			job: jobBuilder(t, v1alpha1.ComponentTransfer, condition(batchv1.JobComplete, "", "")),
 			objects: func(j *batchv1.Job) []runtime.Object {
 				return []runtime.Object{pod(j, "p1", labelJobName, t0, terminated(0, "Completed", ""))}
 			},
 			want: statemachine.JobObservation{Succeeded: true, Message: "the transfer reported no result"},
 		},
 		"transfer failed with a result": {
-			job: jobBuilder(t, componentTransfer, condition(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
+			job: jobBuilder(t, v1alpha1.ComponentTransfer, condition(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
 			objects: func(j *batchv1.Job) []runtime.Object {
 				return []runtime.Object{pod(j, "p1", labelJobName, t0, terminated(1, "Error", resultMessage(t, failResult)))}
 			},
@@ -156,7 +157,7 @@ func TestReadJob(t *testing.T) {
 				Message: "NotAuthorized: vSphere refused the credentials: ServerFaultCode: Cannot complete login; BackoffLimitExceeded: Job has reached the specified backoff limit"},
 		},
 		"transfer killed without a result": {
-			job: jobBuilder(t, componentTransfer, condition(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
+			job: jobBuilder(t, v1alpha1.ComponentTransfer, condition(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
 			objects: func(j *batchv1.Job) []runtime.Object {
 				return []runtime.Object{pod(j, "p1", labelJobName, t0, terminated(137, "OOMKilled", ""))}
 			},
@@ -164,26 +165,26 @@ func TestReadJob(t *testing.T) {
 				Message: "BackoffLimitExceeded: Job has reached the specified backoff limit; container p1: OOMKilled (exit code 137)"},
 		},
 		"transfer running with progress": {
-			job: jobBuilder(t, componentTransfer),
+			job: jobBuilder(t, v1alpha1.ComponentTransfer),
 			objects: func(j *batchv1.Job) []runtime.Object {
 				return []runtime.Object{
 					pod(j, "p1", labelJobName, t0, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}),
-					progressCM(map[string]string{transfer.ConfigMapKeyProgress: string(progress)}),
+					progressCM(map[string]string{wire.ConfigMapKeyProgress: string(progress)}),
 				}
 			},
 			want: statemachine.JobObservation{Progress: []statemachine.DiskProgress{{Key: 2000, BytesDone: 5 * gib, BytesTotal: 20 * gib, RateBytesPerSecond: 100 << 20}}},
 		},
 		"transfer progress of a foreign config map is ignored": {
-			job: jobBuilder(t, componentTransfer),
+			job: jobBuilder(t, v1alpha1.ComponentTransfer),
 			objects: func(*batchv1.Job) []runtime.Object {
-				cm := progressCM(map[string]string{transfer.ConfigMapKeyProgress: string(progress)})
+				cm := progressCM(map[string]string{wire.ConfigMapKeyProgress: string(progress)})
 				cm.Labels = nil
 				return []runtime.Object{cm}
 			},
 			want: statemachine.JobObservation{},
 		},
 		"transfer pod cannot pull its image": {
-			job: jobBuilder(t, componentTransfer),
+			job: jobBuilder(t, v1alpha1.ComponentTransfer),
 			objects: func(j *batchv1.Job) []runtime.Object {
 				return []runtime.Object{pod(j, "p1", labelJobName, t0, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 					Reason: "ImagePullBackOff", Message: "Back-off pulling image"}})}
@@ -191,7 +192,7 @@ func TestReadJob(t *testing.T) {
 			want: statemachine.JobObservation{Message: "waiting: ImagePullBackOff: Back-off pulling image"},
 		},
 		"legacy job-name label, newest terminated pod, other job's pod ignored": {
-			job: jobBuilder(t, componentTransfer, condition(batchv1.JobComplete, "", "")),
+			job: jobBuilder(t, v1alpha1.ComponentTransfer, condition(batchv1.JobComplete, "", "")),
 			objects: func(j *batchv1.Job) []runtime.Object {
 				stale := pod(j, "p0", labelLegacyJobName, t0.Add(time.Hour), terminated(0, "Completed", resultMessage(t, failResult)))
 				stale.OwnerReferences[0].UID = "previous-job-with-same-name"
@@ -205,14 +206,14 @@ func TestReadJob(t *testing.T) {
 			want: statemachine.JobObservation{Succeeded: true, Results: []statemachine.DiskResult{{Key: 2000, Bytes: 20 * gib, SHA256: sum}}},
 		},
 		"conversion succeeded": {
-			job: jobBuilder(t, componentConversion, condition(batchv1.JobComplete, "", "")),
+			job: jobBuilder(t, v1alpha1.ComponentConversion, condition(batchv1.JobComplete, "", "")),
 			objects: func(j *batchv1.Job) []runtime.Object {
 				return []runtime.Object{pod(j, "c1", labelJobName, t0, terminated(0, "Completed", inspectionRHEL))}
 			},
 			want: statemachine.JobObservation{Succeeded: true, OperatingSystem: "rhel 9.4 (Red Hat Enterprise Linux 9.4 (Plow))"},
 		},
 		"conversion found no guest": {
-			job: jobBuilder(t, componentConversion, condition(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
+			job: jobBuilder(t, v1alpha1.ComponentConversion, condition(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
 			objects: func(j *batchv1.Job) []runtime.Object {
 				return []runtime.Object{pod(j, "c1", labelJobName, t0, terminated(1, "Error",
 					"[   1.0] Setting up the source\n[  20.3] Opening the source\nvirt-v2v-in-place: error: inspection could not detect the source guest (or \nphysical machine).\n\nAssuming that you are running virt-v2v/virt-p2v on a source which is \nsupported (and not, for example, a blank disk), then this should not \nhappen.\n\nNo root device found in this operating system image.\n\nIf reporting bugs, run virt-v2v with debugging enabled and include the \ncomplete output:\n\n  virt-v2v -v -x [...]\n"))}
@@ -220,7 +221,7 @@ func TestReadJob(t *testing.T) {
 			want: statemachine.JobObservation{Failed: true, Reason: statemachine.ConversionInspectionFailed},
 		},
 		"conversion of an unsupported guest": {
-			job: jobBuilder(t, componentConversion, condition(batchv1.JobFailed, "BackoffLimitExceeded", "")),
+			job: jobBuilder(t, v1alpha1.ComponentConversion, condition(batchv1.JobFailed, "BackoffLimitExceeded", "")),
 			objects: func(j *batchv1.Job) []runtime.Object {
 				return []runtime.Object{pod(j, "c1", labelJobName, t0, terminated(1, "Error",
 					"virt-v2v-in-place: error: virt-v2v is unable to convert this guest type \n(linux/debian)\n"))}
@@ -229,7 +230,7 @@ func TestReadJob(t *testing.T) {
 				Message: "virt-v2v-in-place: error: virt-v2v is unable to convert this guest type (linux/debian); BackoffLimitExceeded"},
 		},
 		"conversion failed otherwise": {
-			job: jobBuilder(t, componentConversion, condition(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline")),
+			job: jobBuilder(t, v1alpha1.ComponentConversion, condition(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline")),
 			objects: func(j *batchv1.Job) []runtime.Object {
 				return []runtime.Object{pod(j, "c1", labelJobName, t0, terminated(137, "Error", "libguestfs: error: appliance closed the connection unexpectedly\n"))}
 			},
@@ -237,7 +238,7 @@ func TestReadJob(t *testing.T) {
 				Message: "libguestfs: error: appliance closed the connection unexpectedly; DeadlineExceeded: Job was active longer than specified deadline"},
 		},
 		"conversion running": {
-			job:     jobBuilder(t, componentConversion),
+			job:     jobBuilder(t, v1alpha1.ComponentConversion),
 			objects: func(*batchv1.Job) []runtime.Object { return nil },
 			want:    statemachine.JobObservation{},
 		},

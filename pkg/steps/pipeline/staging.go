@@ -59,7 +59,7 @@ func RenderStagingClaims(m *v1alpha1.VirtualMachineMigration) ([]*corev1.Persist
 		}
 		pvc := &corev1.PersistentVolumeClaim{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-			ObjectMeta: childMeta(m, stagingClaimName(m, d), componentStaging, true),
+			ObjectMeta: childMeta(m, stagingClaimName(m, d), v1alpha1.ComponentStaging, true),
 			Spec: corev1.PersistentVolumeClaimSpec{
 				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				VolumeMode:  &fs,

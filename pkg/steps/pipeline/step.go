@@ -17,10 +17,9 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	"platform.example/vm-migration/pkg/controller"
 	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
 	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
-	transferaccess "platform.example/vm-migration/pkg/steps/transfer"
+	"platform.example/vm-migration/pkg/steps"
 )
 
 // DefaultConversionTimeout bounds a conversion Job's run
@@ -77,7 +76,7 @@ type Step struct {
 	Config Config
 }
 
-var _ controller.PipelineStep = (*Step)(nil)
+var _ steps.PipelineStep = (*Step)(nil)
 
 // CreateStagingClaims creates the staging volume of every disk that has
 // none. It does not wait for them to bind.
@@ -144,7 +143,7 @@ func (s *Step) CreateConversionJob(ctx context.Context, m *v1alpha1.VirtualMachi
 // createProgressAccess creates the progress ConfigMap, ServiceAccount,
 // Role and RoleBinding of a transfer attempt.
 func (s *Step) createProgressAccess(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error {
-	a, err := transferaccess.RenderProgressAccess(m, attempt)
+	a, err := RenderProgressAccess(m, attempt)
 	if err != nil {
 		return err
 	}

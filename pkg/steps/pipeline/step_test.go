@@ -91,7 +91,7 @@ func TestCreateTwiceCreatesOnce(t *testing.T) {
 		t.Errorf("staging volume creates: %d, want 6 (3 created, 3 AlreadyExists)", n)
 	}
 	for _, pvc := range pvcs.Items {
-		if pvc.Labels[v1alpha1.LabelComponent] != componentStaging || !ours(&pvc, m.UID) {
+		if pvc.Labels[v1alpha1.LabelComponent] != v1alpha1.ComponentStaging || !ours(&pvc, m.UID) {
 			t.Errorf("staging volume %s labels: %v", pvc.Name, pvc.Labels)
 		}
 	}
@@ -127,7 +127,7 @@ func TestForeignObjectIsAnError(t *testing.T) {
 		},
 		"conversion job": {
 			kube: []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-				Name: "web-01-migration-convert-1-domain", Namespace: "apps", Labels: childLabels(m, componentConversion)}}},
+				Name: "web-01-migration-convert-1-domain", Namespace: "apps", Labels: childLabels(m, v1alpha1.ComponentConversion)}}},
 			run:  func(s *Step) error { return s.CreateConversionJob(ctx, m, 1) },
 			want: "", // its own ConfigMap is fine
 		},

@@ -15,8 +15,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
-	transferaccess "platform.example/vm-migration/pkg/steps/transfer"
-	"platform.example/vm-migration/pkg/transfer"
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 // Transfer Job layout.
@@ -46,7 +45,7 @@ func TransferConfigMap(migration string, attempt int32) string {
 // RenderTransferSpec renders the vm-transfer job spec: the endpoint, the
 // inventoried VM and, per disk in status order, its backing file and the
 // image path in its staging volume. It holds no credentials.
-func RenderTransferSpec(m *v1alpha1.VirtualMachineMigration) (*transfer.JobSpec, error) {
+func RenderTransferSpec(m *v1alpha1.VirtualMachineMigration) (*wire.JobSpec, error) {
 	inv := m.Status.Source
 	if inv == nil || inv.MoRef == "" {
 		return nil, errors.New("the source VM is not inventoried yet (status.source)")
@@ -59,9 +58,9 @@ func RenderTransferSpec(m *v1alpha1.VirtualMachineMigration) (*transfer.JobSpec,
 	if dc == "" {
 		dc = spec.Source.Datacenter
 	}
-	js := &transfer.JobSpec{
-		Version:  transfer.SpecVersion,
-		Endpoint: transfer.EndpointSpec{URL: spec.Source.URL, Datacenter: dc, InsecureSkipVerify: spec.Source.InsecureSkipVerify},
+	js := &wire.JobSpec{
+		Version:  wire.SpecVersion,
+		Endpoint: wire.EndpointSpec{URL: spec.Source.URL, Datacenter: dc, InsecureSkipVerify: spec.Source.InsecureSkipVerify},
 		VMMoRef:  inv.MoRef,
 	}
 	for _, d := range m.Status.Disks {
@@ -69,7 +68,7 @@ func RenderTransferSpec(m *v1alpha1.VirtualMachineMigration) (*transfer.JobSpec,
 		if src == nil || src.FileName == "" {
 			return nil, fmt.Errorf("disk %d has no backing file in the inventory", d.Key)
 		}
-		js.Disks = append(js.Disks, transfer.DiskSpec{
+		js.Disks = append(js.Disks, wire.DiskSpec{
 			Key:           d.Key,
 			FileName:      src.FileName,
 			CapacityBytes: d.CapacityBytes,
@@ -106,7 +105,7 @@ func RenderTransferConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int32)
 	}
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: childMeta(m, TransferConfigMap(m.Name, attempt), componentTransfer, true),
+		ObjectMeta: childMeta(m, TransferConfigMap(m.Name, attempt), v1alpha1.ComponentTransfer, true),
 		Data:       map[string]string{TransferSpecKey: string(data) + "\n"},
 	}, nil
 }
@@ -185,7 +184,7 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 	}
 	automount, serviceAccount := false, ""
 	if cfg.TransferProgress {
-		access, err := transferaccess.RenderProgressAccess(m, attempt)
+		access, err := RenderProgressAccess(m, attempt)
 		if err != nil {
 			return nil, err
 		}
@@ -215,7 +214,7 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: stagingClaimName(m, d)}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: stagingMount(d.Key)})
 	}
-	meta, podMeta := jobMeta(m, naming.TransferJob(m.Name, attempt), componentTransfer)
+	meta, podMeta := jobMeta(m, naming.TransferJob(m.Name, attempt), v1alpha1.ComponentTransfer)
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: meta,

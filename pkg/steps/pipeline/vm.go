@@ -134,7 +134,7 @@ func RenderVirtualMachine(m *v1alpha1.VirtualMachineMigration) (*kubevirtv1.Virt
 	}
 
 	halted := kubevirtv1.RunStrategyHalted
-	labels := childLabels(m, componentVM)
+	labels := childLabels(m, v1alpha1.ComponentVM)
 	vm := &kubevirtv1.VirtualMachine{
 		TypeMeta: metav1.TypeMeta{APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -150,7 +150,7 @@ func RenderVirtualMachine(m *v1alpha1.VirtualMachineMigration) (*kubevirtv1.Virt
 		Spec: kubevirtv1.VirtualMachineSpec{
 			RunStrategy: &halted,
 			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: childLabels(m, componentVM)},
+				ObjectMeta: metav1.ObjectMeta{Labels: childLabels(m, v1alpha1.ComponentVM)},
 				Spec: kubevirtv1.VirtualMachineInstanceSpec{
 					Domain:   domain,
 					Networks: networks,

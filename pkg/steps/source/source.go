@@ -16,7 +16,7 @@ import (
 	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/preflight"
 	"platform.example/vm-migration/pkg/statemachine"
-	"platform.example/vm-migration/pkg/steps/vsphere"
+	"platform.example/vm-migration/pkg/vsphere"
 )
 
 // DefaultCallTimeout bounds each operation on the source, connection included.

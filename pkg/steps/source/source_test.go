@@ -19,7 +19,7 @@ import (
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	kvfake "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned/fake"
 	"platform.example/vm-migration/pkg/statemachine"
-	"platform.example/vm-migration/pkg/steps/vsphere"
+	"platform.example/vm-migration/pkg/vsphere"
 )
 
 const (

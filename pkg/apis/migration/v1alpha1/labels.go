@@ -19,3 +19,18 @@ const (
 	AnnotationSourceUUID   = "migration.platform.example/source-bios-uuid"
 	AnnotationSourceServer = "migration.platform.example/source-server"
 )
+
+// Values of LabelComponent: which step made a child.
+const (
+	// ComponentStaging marks the staging volumes.
+	ComponentStaging = "staging"
+	// ComponentTransfer marks a transfer attempt's Job, ConfigMaps,
+	// ServiceAccount, Role and RoleBinding.
+	ComponentTransfer = "transfer"
+	// ComponentConversion marks a conversion attempt's Job and ConfigMap.
+	ComponentConversion = "conversion"
+	// ComponentImport marks the target DataVolumes.
+	ComponentImport = "import"
+	// ComponentVM marks the target VirtualMachine.
+	ComponentVM = "vm"
+)

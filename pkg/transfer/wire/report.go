@@ -1,9 +1,8 @@
-package transfer
+package wire
 
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 )
 
@@ -99,18 +98,58 @@ func ParseResult(data []byte) (*Result, error) {
 	return &r, nil
 }
 
-// WriteFileAtomic replaces path with data: written to path+".tmp" in the
-// same directory, then renamed over it, so a reader never sees half a
-// document. One writer per path; a temporary left by a crash is
-// overwritten by the next write.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, perm); err != nil {
-		return err
+// Keys of the progress ConfigMap's data.
+const (
+	// ConfigMapKeyProgress holds the latest Progress document.
+	ConfigMapKeyProgress = "progress"
+	// ConfigMapKeyResult holds the Result once the run ends.
+	ConfigMapKeyResult = "result"
+)
+
+// Failure reasons, as CamelCase constants for the controller's status.
+const (
+	// ReasonInvalidSpec: the job spec is malformed.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonInvalidSource: the VM or a disk is not what the spec says.
+	ReasonInvalidSource = "InvalidSource"
+	// ReasonSnapshotDelta: a disk's backing is a snapshot delta.
+	ReasonSnapshotDelta = "SnapshotDelta"
+	// ReasonUnsupportedDisk: a disk's layout cannot be copied.
+	ReasonUnsupportedDisk = "UnsupportedDisk"
+	// ReasonDestinationUnusable: a destination cannot take its disk.
+	ReasonDestinationUnusable = "DestinationUnusable"
+	// ReasonNotAuthorized: the credentials were refused.
+	ReasonNotAuthorized = "NotAuthorized"
+	// ReasonConnectionFailed: the endpoint could not be reached or trusted.
+	ReasonConnectionFailed = "ConnectionFailed"
+	// ReasonBadResponse: the server sent something other than the bytes asked for.
+	ReasonBadResponse = "BadResponse"
+	// ReasonCancelled: the run was stopped (signal or deadline).
+	ReasonCancelled = "Cancelled"
+	// ReasonTransferFailed: anything else.
+	ReasonTransferFailed = "TransferFailed"
+)
+
+// MaxTerminationMessage is the most the kubelet keeps of a termination message.
+const MaxTerminationMessage = 4096
+
+// TerminationMessage is the result as the termination message: compact
+// JSON of at most MaxTerminationMessage bytes when it can be (per-disk
+// errors and then the error's length give way first; checksums never do).
+func TerminationMessage(res *Result) []byte {
+	data, _ := json.Marshal(res)
+	if len(data) <= MaxTerminationMessage {
+		return data
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return err
+	short := *res
+	short.Disks = make([]DiskResult, len(res.Disks))
+	for i, d := range res.Disks {
+		d.Error = ""
+		short.Disks[i] = d
 	}
-	return nil
+	if len(short.Error) > 512 {
+		short.Error = short.Error[:509] + "..."
+	}
+	data, _ = json.Marshal(&short)
+	return data
 }

@@ -1,4 +1,4 @@
-package controller
+package steps
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"platform.example/vm-migration/pkg/statemachine"
 )
 
-// SourceStep is everything the controller does on the vSphere side. Observe
+// SourceStep is everything the controller does on the vSphere side (package steps/source implements it). Observe
 // never changes anything; each action is a single idempotent call whose
 // intent the state machine already recorded in status.
 type SourceStep interface {

@@ -1,4 +1,4 @@
-package transfer
+package pipeline
 
 import (
 	"regexp"
@@ -14,7 +14,7 @@ import (
 
 var dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
-func migration(name string) *v1alpha1.VirtualMachineMigration {
+func accessMigration(name string) *v1alpha1.VirtualMachineMigration {
 	return &v1alpha1.VirtualMachineMigration{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a", UID: types.UID("uid-" + name)}}
 }
 
@@ -34,7 +34,7 @@ func TestRenderProgressAccess(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := migration(tc.migration)
+			m := accessMigration(tc.migration)
 			a, err := RenderProgressAccess(m, tc.attempt)
 			if err != nil {
 				t.Fatal(err)
@@ -72,7 +72,7 @@ func TestRenderProgressAccess(t *testing.T) {
 				if meta.Namespace != m.Namespace {
 					t.Errorf("%s: namespace %q", meta.Name, meta.Namespace)
 				}
-				if meta.Labels[v1alpha1.LabelMigrationUID] != string(m.UID) || meta.Labels[v1alpha1.LabelComponent] != Component {
+				if meta.Labels[v1alpha1.LabelMigrationUID] != string(m.UID) || meta.Labels[v1alpha1.LabelComponent] != v1alpha1.ComponentTransfer {
 					t.Errorf("%s: labels %v", meta.Name, meta.Labels)
 				}
 				ref := metav1.GetControllerOf(&meta)
@@ -106,7 +106,7 @@ func TestRenderProgressAccess(t *testing.T) {
 }
 
 func TestRenderProgressAccessRefuses(t *testing.T) {
-	noUID := migration("web")
+	noUID := accessMigration("web")
 	noUID.UID = ""
 	tests := []struct {
 		name    string
@@ -116,7 +116,7 @@ func TestRenderProgressAccessRefuses(t *testing.T) {
 	}{
 		{name: "nil migration", m: nil, attempt: 1, want: "no name"},
 		{name: "no uid", m: noUID, attempt: 1, want: "no UID"},
-		{name: "attempt zero", m: migration("web"), attempt: 0, want: "attempts count from 1"},
+		{name: "attempt zero", m: accessMigration("web"), attempt: 0, want: "attempts count from 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

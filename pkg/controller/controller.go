@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	batchinformers "k8s.io/client-go/informers/batch/v1"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
-	batchlisters "k8s.io/client-go/listers/batch/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -17,13 +14,8 @@ import (
 	"k8s.io/utils/clock"
 
 	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
-	cdiinformers "platform.example/vm-migration/pkg/generated/cdi/informers/externalversions/core/v1beta1"
-	cdilisters "platform.example/vm-migration/pkg/generated/cdi/listers/core/v1beta1"
 	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
-	kvinformers "platform.example/vm-migration/pkg/generated/kubevirt/informers/externalversions/core/v1"
-	kvlisters "platform.example/vm-migration/pkg/generated/kubevirt/listers/core/v1"
 	migclient "platform.example/vm-migration/pkg/generated/migration/clientset/versioned"
-	miginformers "platform.example/vm-migration/pkg/generated/migration/informers/externalversions/migration/v1alpha1"
 	miglisters "platform.example/vm-migration/pkg/generated/migration/listers/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/steps"
@@ -38,6 +30,9 @@ type Config struct {
 	MaxTransfersPerHost int
 	// MaxTransfersPerDatastore bounds them per source datastore; 0 means no bound.
 	MaxTransfersPerDatastore int
+	// DefaultConversionImage is the controller's default virt-v2v image,
+	// for the preflight rule that a conversion has an image.
+	DefaultConversionImage string
 	// Decisions holds the state machine's tunables.
 	Decisions statemachine.Config
 	// Clock is the time source; nil means the real clock.
@@ -46,7 +41,7 @@ type Config struct {
 	BaseRetryDelay, MaxRetryDelay time.Duration
 }
 
-// Clients are the API clients the controller writes with.
+// Clients are the API clients the controller and its steps write with.
 type Clients struct {
 	Kube      kubernetes.Interface
 	Migration migclient.Interface
@@ -54,17 +49,15 @@ type Clients struct {
 	CDI       cdiclient.Interface
 }
 
-// Informers are the shared informers the controller reads from. The
-// child informers should be restricted to objects carrying the
-// migration UID label (see NewInformerFactories).
+// Informers are what the controller reads: the migrations, the cluster's
+// storage classes (for preflight), and every child informer the steps
+// observe through, whose events enqueue the migration named in the
+// child's labels.
 type Informers struct {
-	Migrations  miginformers.VirtualMachineMigrationInformer
-	Jobs        batchinformers.JobInformer
-	Claims      coreinformers.PersistentVolumeClaimInformer
-	ConfigMaps  coreinformers.ConfigMapInformer
-	DataVolumes cdiinformers.DataVolumeInformer
-	VMs         kvinformers.VirtualMachineInformer
-	VMIs        kvinformers.VirtualMachineInstanceInformer
+	Migrations     cache.SharedIndexInformer
+	StorageClasses cache.SharedIndexInformer
+	// Children maps a resource name to its (label-filtered) informer.
+	Children map[string]cache.SharedIndexInformer
 }
 
 // Steps are the side effects the controller delegates.
@@ -81,47 +74,28 @@ type Controller struct {
 	cfg      Config
 	clock    clock.PassiveClock
 
-	migrations  miglisters.VirtualMachineMigrationLister
-	jobs        batchlisters.JobLister
-	claims      corelisters.PersistentVolumeClaimLister
-	configMaps  corelisters.ConfigMapLister
-	dataVolumes cdilisters.DataVolumeLister
-	vms         kvlisters.VirtualMachineLister
-	vmis        kvlisters.VirtualMachineInstanceLister
-	synced      []cache.InformerSynced
+	migrations     miglisters.VirtualMachineMigrationLister
+	storageClasses storagelisters.StorageClassLister
+	synced         []cache.InformerSynced
 
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
 	slots *slotReservations
 }
 
 // New builds a controller and registers its event handlers on the informers.
-func New(clients Clients, inf Informers, steps Steps, recorder record.EventRecorder, cfg Config) (*Controller, error) {
-	if cfg.Workers <= 0 {
-		cfg.Workers = 2
+func New(clients Clients, inf Informers, s Steps, recorder record.EventRecorder, cfg Config) (*Controller, error) {
+	if s.Source == nil || s.Pipeline == nil {
+		return nil, fmt.Errorf("the controller needs a source step and a pipeline step")
 	}
-	if cfg.BaseRetryDelay <= 0 {
-		cfg.BaseRetryDelay = time.Second
-	}
-	if cfg.MaxRetryDelay <= 0 {
-		cfg.MaxRetryDelay = 5 * time.Minute
-	}
-	clk := cfg.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
+	cfg = cfg.withDefaults()
 	c := &Controller{
-		clients:     clients,
-		steps:       steps,
-		recorder:    recorder,
-		cfg:         cfg,
-		clock:       clk,
-		migrations:  inf.Migrations.Lister(),
-		jobs:        inf.Jobs.Lister(),
-		claims:      inf.Claims.Lister(),
-		configMaps:  inf.ConfigMaps.Lister(),
-		dataVolumes: inf.DataVolumes.Lister(),
-		vms:         inf.VMs.Lister(),
-		vmis:        inf.VMIs.Lister(),
+		clients:        clients,
+		steps:          s,
+		recorder:       recorder,
+		cfg:            cfg,
+		clock:          cfg.Clock,
+		migrations:     miglisters.NewVirtualMachineMigrationLister(inf.Migrations.GetIndexer()),
+		storageClasses: storagelisters.NewStorageClassLister(inf.StorageClasses.GetIndexer()),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](cfg.BaseRetryDelay, cfg.MaxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "virtualmachinemigrations"},
@@ -132,6 +106,22 @@ func New(clients Clients, inf Informers, steps Steps, recorder record.EventRecor
 		return nil, err
 	}
 	return c, nil
+}
+
+func (cfg Config) withDefaults() Config {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 2
+	}
+	if cfg.BaseRetryDelay <= 0 {
+		cfg.BaseRetryDelay = time.Second
+	}
+	if cfg.MaxRetryDelay <= 0 {
+		cfg.MaxRetryDelay = 5 * time.Minute
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return cfg
 }
 
 // Run waits for the caches, then runs the workers until ctx ends. ready,

@@ -3,282 +3,103 @@ package controller
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	kubeinformers "k8s.io/client-go/informers"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
-	core "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
+	k8stesting "k8s.io/client-go/testing"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	cdifake "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned/fake"
-	cdiinformers "platform.example/vm-migration/pkg/generated/cdi/informers/externalversions"
-	kvfake "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned/fake"
-	kvinformers "platform.example/vm-migration/pkg/generated/kubevirt/informers/externalversions"
-	migfake "platform.example/vm-migration/pkg/generated/migration/clientset/versioned/fake"
-	miginformers "platform.example/vm-migration/pkg/generated/migration/informers/externalversions"
+	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/test/builders"
 )
 
-var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-
-// fixture holds fake clients whose informer indexers the test preloads,
-// as sample-controller's tests do: informers are never started.
-type fixture struct {
-	t        *testing.T
-	mig      *migfake.Clientset
-	kube     *k8sfake.Clientset
-	recorder *record.FakeRecorder
-	clock    *clocktesting.FakeClock
-	source   *fakeSource
-	c        *Controller
-	migInf   miginformers.SharedInformerFactory
-	kubeInf  kubeinformers.SharedInformerFactory
-}
-
-func newFixture(t *testing.T, migrations ...*v1alpha1.VirtualMachineMigration) *fixture {
-	t.Helper()
-	objs := make([]runtime.Object, 0, len(migrations))
-	for _, m := range migrations {
-		objs = append(objs, m)
-	}
-	f := &fixture{
-		t:        t,
-		mig:      migfake.NewSimpleClientset(objs...),
-		kube:     k8sfake.NewSimpleClientset(),
-		recorder: record.NewFakeRecorder(100),
-		clock:    clocktesting.NewFakeClock(t0),
-		source:   &fakeSource{},
-	}
-	f.migInf = miginformers.NewSharedInformerFactory(f.mig, 0)
-	kubeInf := kubeinformers.NewSharedInformerFactory(f.kube, 0)
-	f.kubeInf = kubeInf
-	kv := kvfake.NewSimpleClientset()
-	cdi := cdifake.NewSimpleClientset()
-	kvInf := kvinformers.NewSharedInformerFactory(kv, 0)
-	cdiInf := cdiinformers.NewSharedInformerFactory(cdi, 0)
-	inf := Informers{
-		Migrations:  f.migInf.Migration().V1alpha1().VirtualMachineMigrations(),
-		Jobs:        kubeInf.Batch().V1().Jobs(),
-		Claims:      kubeInf.Core().V1().PersistentVolumeClaims(),
-		ConfigMaps:  kubeInf.Core().V1().ConfigMaps(),
-		DataVolumes: cdiInf.Cdi().V1beta1().DataVolumes(),
-		VMs:         kvInf.Kubevirt().V1().VirtualMachines(),
-		VMIs:        kvInf.Kubevirt().V1().VirtualMachineInstances(),
-	}
-	c, err := New(Clients{Kube: f.kube, Migration: f.mig, KubeVirt: kv, CDI: cdi}, inf,
-		Steps{Source: f.source}, f.recorder,
-		Config{Clock: f.clock, BaseRetryDelay: 50 * time.Millisecond, MaxRetryDelay: time.Second})
-	require.NoError(t, err)
-	f.c = c
-	for _, m := range migrations {
-		f.setCached(m)
-	}
-	f.mig.ClearActions()
-	return f
-}
-
-// setCached puts the object in the migration informer's indexer, as if the
-// watch had delivered it.
-func (f *fixture) setCached(m *v1alpha1.VirtualMachineMigration) {
-	require.NoError(f.t, f.migInf.Migration().V1alpha1().VirtualMachineMigrations().Informer().GetIndexer().Update(m))
-}
-
-// refresh copies the object from the fake API server into the cache.
-func (f *fixture) refresh(m *v1alpha1.VirtualMachineMigration) *v1alpha1.VirtualMachineMigration {
-	cur, err := f.mig.MigrationV1alpha1().VirtualMachineMigrations(m.Namespace).Get(context.Background(), m.Name, metav1.GetOptions{})
-	require.NoError(f.t, err)
-	f.setCached(cur)
-	return cur
-}
-
-func (f *fixture) sync(m *v1alpha1.VirtualMachineMigration) time.Duration {
-	f.t.Helper()
-	after, err := f.c.sync(context.Background(), cache.MetaObjectToName(m))
-	require.NoError(f.t, err)
-	return after
-}
-
-// writes returns the verbs of the write actions on migrations, as
-// "update", "update/status".
-func (f *fixture) writes() []string {
-	var out []string
-	for _, a := range f.mig.Actions() {
-		if a.GetVerb() == "get" || a.GetVerb() == "list" || a.GetVerb() == "watch" {
-			continue
-		}
-		v := a.GetVerb()
-		if a.GetSubresource() != "" {
-			v += "/" + a.GetSubresource()
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
-func newMigration(mods ...func(*v1alpha1.VirtualMachineMigration)) *v1alpha1.VirtualMachineMigration {
-	m := &v1alpha1.VirtualMachineMigration{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-01", Namespace: "ns", UID: "uid-1", Generation: 1},
-		Spec: v1alpha1.VirtualMachineMigrationSpec{
-			Source: v1alpha1.SourceSpec{
-				URL:                  "https://vcenter.example.com/sdk",
-				CredentialsSecretRef: v1alpha1.SecretReference{Name: "creds"},
-				VM:                   v1alpha1.VMSelector{Name: "web-01"},
-			},
-		},
-	}
-	for _, mod := range mods {
-		mod(m)
-	}
-	return m
-}
-
-func withFinalizer(m *v1alpha1.VirtualMachineMigration) {
-	m.Finalizers = append(m.Finalizers, v1alpha1.FinalizerName)
-}
-
-func inPhase(p v1alpha1.Phase) func(*v1alpha1.VirtualMachineMigration) {
-	return func(m *v1alpha1.VirtualMachineMigration) {
-		m.Status.Phase = p
-		start := metav1.NewTime(t0)
-		m.Status.StartTime = &start
-	}
-}
-
-// fakeSource is a SourceStep that returns what the test sets and counts calls.
-type fakeSource struct {
-	obs      statemachine.SourceObservation
-	findings []v1alpha1.PreflightFinding
-	calls    []string
-}
-
-func (s *fakeSource) Observe(_ context.Context, _ *v1alpha1.VirtualMachineMigration, need statemachine.SourceNeed) statemachine.SourceObservation {
-	s.calls = append(s.calls, "observe")
-	return s.obs
-}
-
-func (s *fakeSource) Preflight(context.Context, *v1alpha1.VirtualMachineMigration, *v1alpha1.SourceInventory) ([]v1alpha1.PreflightFinding, error) {
-	s.calls = append(s.calls, "preflight")
-	return s.findings, nil
-}
-
-func (s *fakeSource) ShutdownGuest(context.Context, *v1alpha1.VirtualMachineMigration) error {
-	s.calls = append(s.calls, "shutdown")
-	return nil
-}
-
-func (s *fakeSource) PowerOff(context.Context, *v1alpha1.VirtualMachineMigration) error {
-	s.calls = append(s.calls, "poweroff")
-	return nil
-}
-
-func (s *fakeSource) PowerOn(context.Context, *v1alpha1.VirtualMachineMigration) error {
-	s.calls = append(s.calls, "poweron")
-	return nil
-}
-
-func (s *fakeSource) RemoveSnapshot(context.Context, *v1alpha1.VirtualMachineMigration, string) error {
-	s.calls = append(s.calls, "removesnapshot")
-	return nil
-}
-
 func TestNewMigrationGetsFinalizerThenValidating(t *testing.T) {
-	m := newMigration()
-	f := newFixture(t, m)
+	m := builders.Migration()
+	src := &fakeSource{}
+	f := newFixture(t, src, m)
 
 	f.sync(m)
-	assert.Equal(t, []string{"update/status", "update"}, f.writes(), "status initialised, then the finalizer added")
-	cur := f.refresh(m)
+	assert.Equal(t, []string{"update virtualmachinemigrations/status", "update virtualmachinemigrations"}, f.writes,
+		"status initialised, then the finalizer added")
+	cur := f.get(m)
 	assert.Contains(t, cur.Finalizers, v1alpha1.FinalizerName)
 	assert.Equal(t, v1alpha1.PhasePending, cur.Status.Phase)
 	require.NotNil(t, cur.Status.StartTime)
-	assert.Equal(t, t0, cur.Status.StartTime.Time.UTC())
+	assert.Equal(t, f.clock.Now(), cur.Status.StartTime.Time.UTC())
 
-	f.mig.ClearActions()
 	f.sync(cur)
-	assert.Equal(t, []string{"update/status"}, f.writes())
-	cur = f.refresh(cur)
+	assert.Equal(t, []string{"update virtualmachinemigrations/status"}, f.writes)
+	cur = f.get(cur)
 	assert.Equal(t, v1alpha1.PhaseValidating, cur.Status.Phase)
 	assert.Equal(t, int64(1), cur.Status.ObservedGeneration)
 	require.Len(t, cur.Status.Evidence, 1)
 	assert.Equal(t, v1alpha1.PhasePending, cur.Status.Evidence[0].Phase)
-	assert.Empty(t, f.source.calls, "Pending never talks to vSphere")
-	assert.Contains(t, drainEvents(f.recorder), "Normal PhaseChanged Pending -> Validating: finalizer set and status initialised")
+	assert.Empty(t, src.calls, "Pending never talks to vSphere")
+	assert.Contains(t, f.events, "Normal PhaseChanged Pending -> Validating: finalizer set and status initialised")
 }
 
 func TestMissingSecretWaitsWithConditionAndWritesOnce(t *testing.T) {
-	m := newMigration(withFinalizer, inPhase(v1alpha1.PhaseValidating))
-	f := newFixture(t, m)
-	f.source.obs = statemachine.SourceObservation{Error: &statemachine.ObservedError{
-		Class: statemachine.ErrorNeedsUser, Reason: "CredentialsSecretNotFound", Message: `Secret "creds" not found in namespace ns`,
-	}}
+	m := builders.Migration(builders.WithFinalizer, builders.InPhase(v1alpha1.PhaseValidating))
+	src := &fakeSource{obs: statemachine.SourceObservation{Error: &statemachine.ObservedError{
+		Class: statemachine.ErrorNeedsUser, Reason: "CredentialsSecretNotFound", Message: `Secret "vcenter-creds" not found in namespace apps`,
+	}}}
+	f := newFixture(t, src, m)
 
 	after := f.sync(m)
 	assert.Equal(t, statemachine.DefaultWaitInterval, after, "a migration waiting on a person is looked at again later")
-	assert.Equal(t, []string{"update/status"}, f.writes())
-	cur := f.refresh(m)
-	cond := findCondition(cur, statemachine.ConditionProgressing)
+	assert.Equal(t, []string{"update virtualmachinemigrations/status"}, f.writes)
+	cur := f.get(m)
+	cond := condition(cur, statemachine.ConditionProgressing)
 	require.NotNil(t, cond)
 	assert.Equal(t, metav1.ConditionFalse, cond.Status)
 	assert.Equal(t, "CredentialsSecretNotFound", cond.Reason)
-	assert.Contains(t, cond.Message, `"creds"`)
+	assert.Contains(t, cond.Message, `"vcenter-creds"`)
 	assert.Equal(t, int64(1), cond.ObservedGeneration)
 
 	// The same observation later: nothing changed, nothing is written.
-	f.mig.ClearActions()
 	f.clock.Step(time.Minute)
 	f.sync(cur)
-	assert.Empty(t, f.writes(), "an unchanged sync writes no status")
+	assert.Empty(t, f.writes, "an unchanged sync writes no status")
 }
 
 func TestUnchangedSyncWritesNothing(t *testing.T) {
-	m := newMigration(withFinalizer, inPhase(v1alpha1.PhaseAwaitingApproval), func(m *v1alpha1.VirtualMachineMigration) {
-		m.Spec.Policy.RequireApproval = true
-		m.Status.ObservedGeneration = 1
-	})
-	f := newFixture(t, m)
+	m := builders.Migration(builders.WithFinalizer, builders.RequireApproval, builders.Reached(v1alpha1.PhaseAwaitingApproval))
+	f := newFixture(t, &fakeSource{}, m)
 	f.sync(m)
-	cur := f.refresh(m)
-	require.NotNil(t, findCondition(cur, statemachine.ConditionApprovalRequired))
+	cur := f.get(m)
+	require.NotNil(t, condition(cur, statemachine.ConditionApprovalRequired))
 
 	for i := range 3 {
-		f.mig.ClearActions()
 		f.clock.Step(time.Duration(i+1) * time.Minute)
 		f.sync(cur)
-		assert.Empty(t, f.writes(), "sync %d wrote although nothing changed", i)
+		assert.Empty(t, f.writes, "sync %d wrote although nothing changed", i)
 	}
 }
 
 func TestErrorRequeuesWithBackoff(t *testing.T) {
-	m := newMigration()
-	f := newFixture(t, m)
-	f.mig.PrependReactor("update", "virtualmachinemigrations", func(a core.Action) (bool, runtime.Object, error) {
+	m := builders.Migration()
+	f := newFixture(t, &fakeSource{}, m)
+	f.mig.PrependReactor("update", "virtualmachinemigrations", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("etcd is on fire")
 	})
-	key := cache.MetaObjectToName(m)
-	ctx := context.Background()
+	k := key(m)
 
-	f.c.Enqueue(key)
-	require.True(t, f.c.processNextItem(ctx))
-	assert.Equal(t, 1, f.c.queue.NumRequeues(key), "a failed sync is requeued through the rate limiter")
+	f.c.Enqueue(k)
+	require.True(t, f.c.processNextItem(f.ctx))
+	assert.Equal(t, 1, f.c.queue.NumRequeues(k), "a failed sync is requeued through the rate limiter")
 	assert.Equal(t, 0, f.c.queue.Len(), "the retry waits for its backoff")
 
 	// The backoff doubles on each failure.
 	time.Sleep(60 * time.Millisecond)
 	require.Equal(t, 1, f.c.queue.Len(), "the key comes back after the base delay")
-	require.True(t, f.c.processNextItem(ctx))
-	assert.Equal(t, 2, f.c.queue.NumRequeues(key))
+	require.True(t, f.c.processNextItem(f.ctx))
+	assert.Equal(t, 2, f.c.queue.NumRequeues(k))
 	time.Sleep(60 * time.Millisecond)
 	assert.Equal(t, 0, f.c.queue.Len(), "the second retry waits twice as long")
 	time.Sleep(60 * time.Millisecond)
@@ -286,158 +107,182 @@ func TestErrorRequeuesWithBackoff(t *testing.T) {
 
 	// Success forgets the failures.
 	f.mig.ReactionChain = f.mig.ReactionChain[1:]
-	require.True(t, f.c.processNextItem(ctx))
-	assert.Equal(t, 0, f.c.queue.NumRequeues(key))
+	require.True(t, f.c.processNextItem(f.ctx))
+	assert.Equal(t, 0, f.c.queue.NumRequeues(k))
 }
 
 func TestDeletionRunsFinalizerPath(t *testing.T) {
-	deleted := metav1.NewTime(t0)
-	m := newMigration(withFinalizer, inPhase(v1alpha1.PhaseValidating), func(m *v1alpha1.VirtualMachineMigration) {
-		m.DeletionTimestamp = &deleted
-	})
-	f := newFixture(t, m)
+	m := builders.Migration(builders.WithFinalizer, builders.InPhase(v1alpha1.PhaseValidating), builders.Deleted)
+	src := &fakeSource{}
+	f := newFixture(t, src, m)
 
 	f.sync(m)
-	cur := f.refresh(m)
+	cur := f.get(m)
 	assert.Equal(t, v1alpha1.PhaseCancelling, cur.Status.Phase)
 
-	f.mig.ClearActions()
 	f.sync(cur)
-	assert.Equal(t, []string{"update/status", "update"}, f.writes(), "nothing to undo: the finalizer is released")
-	cur = f.refresh(cur)
+	assert.Equal(t, []string{"update virtualmachinemigrations/status", "update virtualmachinemigrations"}, f.writes,
+		"nothing to undo: the finalizer is released")
+	cur = f.get(cur)
 	assert.NotContains(t, cur.Finalizers, v1alpha1.FinalizerName)
-	assert.Empty(t, f.source.calls, "a source never touched is not called during cancellation")
+	assert.Empty(t, src.calls, "a source never touched is not called during cancellation")
 }
 
 func TestDeletionRestoresSourceBeforeReleasingFinalizer(t *testing.T) {
-	deleted := metav1.NewTime(t0)
-	requested := metav1.NewTime(t0.Add(-time.Hour))
-	m := newMigration(withFinalizer, inPhase(v1alpha1.PhaseCancelling), func(m *v1alpha1.VirtualMachineMigration) {
-		m.DeletionTimestamp = &deleted
-		m.Status.SourceControl = &v1alpha1.SourceControlStatus{OriginalPowerState: "poweredOn", PowerOffRequestedAt: &requested}
-	})
-	f := newFixture(t, m)
-	f.source.obs = statemachine.SourceObservation{Observed: true, PowerState: "poweredOff"}
+	m := builders.Migration(builders.WithFinalizer, builders.InPhase(v1alpha1.PhaseCancelling), builders.Deleted,
+		builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) {
+			sc.OriginalPowerState = statemachine.PowerStateOn
+			sc.PowerOffRequestedAt = builders.TP(-time.Hour)
+		}))
+	src := &fakeSource{obs: statemachine.SourceObservation{Observed: true, PowerState: statemachine.PowerStateOff}}
+	f := newFixture(t, src, m)
 
 	f.sync(m)
-	assert.Equal(t, []string{"observe", "poweron"}, f.source.calls)
-	cur := f.refresh(m)
+	assert.Equal(t, []string{"observe", "poweron"}, src.calls)
+	cur := f.get(m)
 	require.NotNil(t, cur.Status.SourceControl.RestoreRequestedAt, "the intent is written before the call")
 	assert.Contains(t, cur.Finalizers, v1alpha1.FinalizerName)
 
-	f.source.obs.PowerState = "poweredOn"
-	f.source.calls = nil
+	src.obs.PowerState = statemachine.PowerStateOn
 	f.sync(cur)
-	cur = f.refresh(cur)
+	cur = f.get(cur)
 	require.NotNil(t, cur.Status.SourceControl.RestoredAt)
-	f.source.calls = nil
 	f.sync(cur)
-	cur = f.refresh(cur)
-	assert.NotContains(t, cur.Finalizers, v1alpha1.FinalizerName)
+	assert.NotContains(t, f.get(cur).Finalizers, v1alpha1.FinalizerName)
 }
 
+// onHost is a migration named name in phase p whose source VM runs on
+// host-1 with one disk on ds1.
+func onHost(name string, p v1alpha1.Phase) *v1alpha1.VirtualMachineMigration {
+	return builders.Migration(builders.Named(name), builders.WithFinalizer, builders.InPhase(p),
+		builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+			s.ObservedGeneration = 1
+			s.Source = &v1alpha1.SourceInventory{Name: name, HostMoRef: "host-1", Disks: []v1alpha1.SourceDisk{{Key: 2000, Datastore: "ds1"}}}
+		}))
+}
+
+// TestTransferSlotsLimitPerHost: the slot is looked at while observing and
+// taken only by the explicit reservation step, which counts a reservation
+// the cache does not show yet and refuses a second taker.
 func TestTransferSlotsLimitPerHost(t *testing.T) {
-	onHost := func(name string, phase v1alpha1.Phase) *v1alpha1.VirtualMachineMigration {
-		return newMigration(withFinalizer, inPhase(phase), func(m *v1alpha1.VirtualMachineMigration) {
-			m.Name, m.UID = name, types.UID("uid-"+name)
-			m.Status.Source = &v1alpha1.SourceInventory{Name: name, HostMoRef: "host-1",
-				Disks: []v1alpha1.SourceDisk{{Key: 2000, Datastore: "ds1"}}}
-		})
-	}
 	busy := onHost("a", v1alpha1.PhaseTransferringDisks)
 	waiting1 := onHost("b", v1alpha1.PhaseQueued)
 	waiting2 := onHost("c", v1alpha1.PhaseQueued)
-	f := newFixture(t, busy, waiting1, waiting2)
-	f.c.cfg.MaxTransfersPerHost = 2
+	f := newFixture(t, &fakeSource{}, busy, waiting1, waiting2)
+	all := []*v1alpha1.VirtualMachineMigration{busy, waiting1, waiting2}
+	lim := slotLimits{perHost: 2}
+	now := f.clock.Now()
 
-	slot, err := f.c.transferSlot(waiting1)
-	require.NoError(t, err)
-	assert.True(t, slot.Available, slot.Message)
-	slot, err = f.c.transferSlot(waiting2)
-	require.NoError(t, err)
+	assert.True(t, f.c.slots.look(waiting1, all, lim, now).Available)
+	assert.True(t, f.c.slots.look(waiting2, all, lim, now).Available, "looking takes nothing")
+	require.True(t, f.c.slots.reserve(waiting1, all, lim, now))
+	slot := f.c.slots.look(waiting2, all, lim, now)
 	assert.False(t, slot.Available, "the reservation of b counts before the cache shows it")
 	assert.Contains(t, slot.Message, "2 of 2 transfers")
+	assert.False(t, f.c.slots.reserve(waiting2, all, lim, now), "the last slot is taken once")
 
-	// b's decision did not use the slot: it is free again.
-	f.c.slots.settle(cache.MetaObjectToName(waiting1), v1alpha1.PhaseQueued)
-	slot, err = f.c.transferSlot(waiting2)
+	// b's decision did not move it into a slot-holding phase: the slot is free again.
+	f.c.slots.settle(key(waiting1), v1alpha1.PhaseQueued, now)
+	assert.True(t, f.c.slots.look(waiting2, all, lim, now).Available)
+}
+
+// TestTwoWorkersCannotBothTakeTheLastSlot: two migrations decided on the
+// same cache; the second's decision to stop its source is dropped, not
+// written, and it stays Queued.
+func TestTwoWorkersCannotBothTakeTheLastSlot(t *testing.T) {
+	busy := onHost("a", v1alpha1.PhaseTransferringDisks)
+	first, second := onHost("b", v1alpha1.PhaseQueued), onHost("c", v1alpha1.PhaseQueued)
+	src := &fakeSource{obs: statemachine.SourceObservation{Observed: true, PowerState: statemachine.PowerStateOn}}
+	f := newFixture(t, src, busy, first, second)
+	f.c.cfg.MaxTransfersPerHost = 2
+
+	f.sync(first)
+	assert.Equal(t, v1alpha1.PhaseStoppingSource, f.get(first).Status.Phase)
+	// The cache still shows b Queued (its informer event has not arrived).
+	require.NoError(t, f.informers.Migrations.GetIndexer().Update(first))
+	_, err := f.c.sync(f.ctx, key(second))
 	require.NoError(t, err)
-	assert.True(t, slot.Available)
-}
-
-func findCondition(m *v1alpha1.VirtualMachineMigration, t string) *metav1.Condition {
-	i := slices.IndexFunc(m.Status.Conditions, func(c metav1.Condition) bool { return c.Type == t })
-	if i < 0 {
-		return nil
-	}
-	return &m.Status.Conditions[i]
-}
-
-func drainEvents(r *record.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-r.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
-
-func TestCleanupDeletesStagingAndTransferAccess(t *testing.T) {
-	m := newMigration(withFinalizer, inPhase(v1alpha1.PhaseCleaningUp), func(m *v1alpha1.VirtualMachineMigration) {
-		m.Status.Transfer = &v1alpha1.JobStatus{JobName: "web-01-transfer-2", Attempt: 2}
-	})
-	f := newFixture(t, m)
-	labels := map[string]string{v1alpha1.LabelMigrationUID: "uid-1", v1alpha1.LabelMigrationName: "web-01", v1alpha1.LabelComponent: v1alpha1.ComponentStaging}
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "web-01-staging-2000", Namespace: "ns", Labels: labels}}
-	_, err := f.kube.CoreV1().PersistentVolumeClaims("ns").Create(context.Background(), pvc, metav1.CreateOptions{})
-	require.NoError(t, err)
-	require.NoError(t, f.kubeInf.Core().V1().PersistentVolumeClaims().Informer().GetIndexer().Add(pvc))
-	for _, attempt := range []string{"1", "2"} {
-		name := "web-01-transfer-" + attempt
-		meta := metav1.ObjectMeta{Name: name, Namespace: "ns"}
-		_, err := f.kube.CoreV1().ServiceAccounts("ns").Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: meta}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		_, err = f.kube.RbacV1().Roles("ns").Create(context.Background(), &rbacv1.Role{ObjectMeta: meta}, metav1.CreateOptions{})
-		require.NoError(t, err)
-		_, err = f.kube.RbacV1().RoleBindings("ns").Create(context.Background(), &rbacv1.RoleBinding{ObjectMeta: meta}, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
-
-	f.sync(m)
-	ctx := context.Background()
-	claims, _ := f.kube.CoreV1().PersistentVolumeClaims("ns").List(ctx, metav1.ListOptions{})
-	sas, _ := f.kube.CoreV1().ServiceAccounts("ns").List(ctx, metav1.ListOptions{})
-	roles, _ := f.kube.RbacV1().Roles("ns").List(ctx, metav1.ListOptions{})
-	bindings, _ := f.kube.RbacV1().RoleBindings("ns").List(ctx, metav1.ListOptions{})
-	assert.Empty(t, claims.Items, "staging claims deleted")
-	assert.Empty(t, sas.Items, "transfer service accounts deleted")
-	assert.Empty(t, roles.Items, "transfer roles deleted")
-	assert.Empty(t, bindings.Items, "transfer role bindings deleted")
+	assert.Equal(t, v1alpha1.PhaseQueued, f.get(second).Status.Phase, "the second taker of the last slot waits")
 }
 
 func TestQueuedWithoutSlotDoesNotReadSource(t *testing.T) {
-	onHost := func(name string, phase v1alpha1.Phase) *v1alpha1.VirtualMachineMigration {
-		return newMigration(withFinalizer, inPhase(phase), func(m *v1alpha1.VirtualMachineMigration) {
-			m.Name, m.UID = name, types.UID("uid-"+name)
-			m.Status.ObservedGeneration = m.Generation
-			m.Status.Source = &v1alpha1.SourceInventory{Name: name, HostMoRef: "host-1"}
-		})
-	}
 	busy := onHost("a", v1alpha1.PhaseTransferringDisks)
 	waiting := onHost("b", v1alpha1.PhaseQueued)
-	f := newFixture(t, busy, waiting)
+	src := &fakeSource{}
+	f := newFixture(t, src, busy, waiting)
 	f.c.cfg.MaxTransfersPerHost = 1
 
 	after := f.sync(waiting)
-	assert.Empty(t, f.source.calls, "a migration waiting for a slot does not look at its source")
+	assert.Empty(t, src.calls, "a migration waiting for a slot does not look at its source")
 	assert.Equal(t, statemachine.DefaultWaitInterval, after)
-	cur := f.refresh(waiting)
+	cur := f.get(waiting)
 	assert.Equal(t, v1alpha1.PhaseQueued, cur.Status.Phase)
-	cond := findCondition(cur, statemachine.ConditionProgressing)
+	cond := condition(cur, statemachine.ConditionProgressing)
 	require.NotNil(t, cond)
 	assert.Equal(t, statemachine.ReasonWaitingForTransferSlot, cond.Reason)
 	assert.Contains(t, cond.Message, "1 of 1 transfers already run from host")
+}
+
+// TestCleanupDeletesOnlyWhatIsOurs: the staging claim and both attempts'
+// access objects of this migration are deleted, each with a UID
+// precondition; an object with an attempt's name that another migration
+// (or a person) made survives, and a namesake created after the
+// observation is not deleted either.
+func TestCleanupDeletesOnlyWhatIsOurs(t *testing.T) {
+	m := builders.Migration(builders.WithFinalizer, builders.Reached(v1alpha1.PhaseCleaningUp), builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		s.Transfer = &v1alpha1.JobStatus{JobName: naming.TransferJob(builders.Name, 2), Attempt: 2}
+	}))
+	other := builders.Migration(builders.Named("other"))
+	ours := naming.TransferAccess(m.Name, 2)
+	theirs := naming.TransferAccess(m.Name, 1)
+	objs := []runtime.Object{m,
+		builders.StagingClaim(m, naming.StagingClaim(m.Name, builders.DiskKey0)),
+		builders.ServiceAccount(m, ours), builders.Role(m, ours), builders.RoleBinding(m, ours),
+		// Attempt 1's name, but another migration's objects: not ours to delete.
+		builders.ServiceAccount(other, theirs), builders.Role(other, theirs), builders.RoleBinding(other, theirs),
+	}
+	f := newFixture(t, &fakeSource{}, objs...)
+
+	f.sync(m)
+	assert.ElementsMatch(t, []string{"update virtualmachinemigrations/status", "delete rolebindings", "delete roles",
+		"delete serviceaccounts", "delete persistentvolumeclaims"}, f.writes)
+	assert.Empty(t, f.reads, "the cleanup observed everything from the caches")
+	for _, a := range f.deleteActions() {
+		require.NotNil(t, a.GetDeleteOptions().Preconditions, "delete %s without a precondition", a.GetName())
+		assert.NotNil(t, a.GetDeleteOptions().Preconditions.UID, "delete %s without a UID precondition", a.GetName())
+	}
+	_, err := f.kube.CoreV1().ServiceAccounts(m.Namespace).Get(f.ctx, ours, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "our ServiceAccount was not deleted: %v", err)
+	_, err = f.kube.CoreV1().ServiceAccounts(m.Namespace).Get(f.ctx, theirs, metav1.GetOptions{})
+	assert.NoError(t, err, "the other migration's ServiceAccount must survive")
+	_, err = f.kube.RbacV1().RoleBindings(m.Namespace).Get(f.ctx, theirs, metav1.GetOptions{})
+	assert.NoError(t, err, "the other migration's RoleBinding must survive")
+	assert.Equal(t, v1alpha1.PhaseCleaningUp, f.get(m).Status.Phase, "not Succeeded before the deletes are seen")
+
+	f.sync(m)
+	assert.Equal(t, v1alpha1.PhaseSucceeded, f.get(m).Status.Phase)
+}
+
+// deleteActions are the delete calls recorded since the last sync began.
+func (f *fixture) deleteActions() []k8stesting.DeleteActionImpl {
+	var out []k8stesting.DeleteActionImpl
+	for _, a := range f.lastActions {
+		if d, ok := a.(k8stesting.DeleteActionImpl); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// TestDeleteRefusesWhatIsNotOurs: the pipeline step refuses a delete of a
+// ref without this migration's UID, whatever the decision asked.
+func TestDeleteRefusesWhatIsNotOurs(t *testing.T) {
+	m := builders.Migration()
+	job := builders.Job(builders.Migration(builders.Named("other")), "web01-mig-transfer-1", v1alpha1.ComponentTransfer)
+	f := newFixture(t, &fakeSource{}, m, job)
+	ref := statemachine.ObjectRef{Kind: statemachine.KindJob, Name: job.Name, UID: job.UID, MigrationUID: v1alpha1.MigrationUIDOf(job)}
+	err := f.c.steps.Pipeline.Delete(f.ctx, m, []statemachine.ObjectRef{ref})
+	require.ErrorContains(t, err, "refusing to delete Job")
+	_, err = f.kube.BatchV1().Jobs(m.Namespace).Get(context.Background(), job.Name, metav1.GetOptions{})
+	assert.NoError(t, err)
 }

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -12,7 +14,7 @@ import (
 // registerHandlers wires the informers to the queue: a migration enqueues
 // itself; a child enqueues the migration named in its labels.
 func (c *Controller) registerHandlers(inf Informers) error {
-	migReg, err := inf.Migrations.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	migReg, err := inf.Migrations.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueueMigration,
 		UpdateFunc: func(_, obj any) { c.enqueueMigration(obj) },
 		DeleteFunc: c.enqueueMigration,
@@ -20,17 +22,9 @@ func (c *Controller) registerHandlers(inf Informers) error {
 	if err != nil {
 		return fmt.Errorf("registering migration handler: %w", err)
 	}
-	c.synced = append(c.synced, migReg.HasSynced)
-	children := map[string]cache.SharedIndexInformer{
-		"jobs":                    inf.Jobs.Informer(),
-		"persistentvolumeclaims":  inf.Claims.Informer(),
-		"configmaps":              inf.ConfigMaps.Informer(),
-		"datavolumes":             inf.DataVolumes.Informer(),
-		"virtualmachines":         inf.VMs.Informer(),
-		"virtualmachineinstances": inf.VMIs.Informer(),
-	}
-	for name, informer := range children {
-		reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	c.synced = append(c.synced, migReg.HasSynced, inf.StorageClasses.HasSynced)
+	for _, name := range slices.Sorted(maps.Keys(inf.Children)) {
+		reg, err := inf.Children[name].AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueueLabelledOwner,
 			UpdateFunc: func(_, obj any) { c.enqueueLabelledOwner(obj) },
 			DeleteFunc: c.enqueueLabelledOwner,

@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	cdiinformers "platform.example/vm-migration/pkg/generated/cdi/informers/externalversions"
@@ -13,20 +15,31 @@ import (
 	miginformers "platform.example/vm-migration/pkg/generated/migration/informers/externalversions"
 )
 
-// Factories are the shared informer factories of the controller. The child
-// factories only list and watch objects that carry the migration UID label,
-// so the caches hold the controller's own objects and nothing else.
+// Factories are the shared informer factories of the controller. What a
+// reconcile reads of Kubernetes comes from their caches only:
+//   - Migration: the VirtualMachineMigrations.
+//   - Kube, KubeVirt, CDI: the children, restricted to objects that carry
+//     the migration UID label, so the caches hold the controller's own
+//     objects and nothing else (pods, Jobs, claims, ConfigMaps, the
+//     per-attempt ServiceAccounts, Roles and RoleBindings, DataVolumes,
+//     VirtualMachines and their instances).
+//   - Secrets: the Secrets that opt in as vSphere credentials
+//     (v1alpha1.LabelVSphereCredentials=true), and no other.
+//   - Cluster: cluster-scoped facts (StorageClasses).
 type Factories struct {
 	Migration miginformers.SharedInformerFactory
 	Kube      kubeinformers.SharedInformerFactory
 	KubeVirt  kvinformers.SharedInformerFactory
 	CDI       cdiinformers.SharedInformerFactory
+	Secrets   kubeinformers.SharedInformerFactory
+	Cluster   kubeinformers.SharedInformerFactory
 }
 
 // NewFactories builds the factories, scoped to one namespace when
 // namespace is not empty.
 func NewFactories(clients Clients, namespace string, resync time.Duration) *Factories {
 	own := func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelMigrationUID }
+	credentials := func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelVSphereCredentials + "=true" }
 	return &Factories{
 		Migration: miginformers.NewSharedInformerFactoryWithOptions(clients.Migration, resync, miginformers.WithNamespace(namespace)),
 		Kube: kubeinformers.NewSharedInformerFactoryWithOptions(clients.Kube, resync,
@@ -35,19 +48,22 @@ func NewFactories(clients Clients, namespace string, resync time.Duration) *Fact
 			kvinformers.WithNamespace(namespace), kvinformers.WithTweakListOptions(own)),
 		CDI: cdiinformers.NewSharedInformerFactoryWithOptions(clients.CDI, resync,
 			cdiinformers.WithNamespace(namespace), cdiinformers.WithTweakListOptions(own)),
+		Secrets: kubeinformers.NewSharedInformerFactoryWithOptions(clients.Kube, resync,
+			kubeinformers.WithNamespace(namespace), kubeinformers.WithTweakListOptions(credentials)),
+		Cluster: kubeinformers.NewSharedInformerFactory(clients.Kube, resync),
 	}
 }
 
-// Informers returns the informers the controller reads.
-func (f *Factories) Informers() Informers {
+// Informers returns the informers the controller reads and waits for:
+// the migrations, the storage classes, the credentials Secrets and the
+// steps' child informers (built from f.Kube, f.KubeVirt and f.CDI).
+func (f *Factories) Informers(children map[string]cache.SharedIndexInformer) Informers {
+	all := maps.Clone(children)
+	all["secrets"] = f.Secrets.Core().V1().Secrets().Informer()
 	return Informers{
-		Migrations:  f.Migration.Migration().V1alpha1().VirtualMachineMigrations(),
-		Jobs:        f.Kube.Batch().V1().Jobs(),
-		Claims:      f.Kube.Core().V1().PersistentVolumeClaims(),
-		ConfigMaps:  f.Kube.Core().V1().ConfigMaps(),
-		DataVolumes: f.CDI.Cdi().V1beta1().DataVolumes(),
-		VMs:         f.KubeVirt.Kubevirt().V1().VirtualMachines(),
-		VMIs:        f.KubeVirt.Kubevirt().V1().VirtualMachineInstances(),
+		Migrations:     f.Migration.Migration().V1alpha1().VirtualMachineMigrations().Informer(),
+		StorageClasses: f.Cluster.Storage().V1().StorageClasses().Informer(),
+		Children:       all,
 	}
 }
 
@@ -57,6 +73,8 @@ func (f *Factories) Start(ctx context.Context) {
 	f.Kube.Start(ctx.Done())
 	f.KubeVirt.Start(ctx.Done())
 	f.CDI.Start(ctx.Done())
+	f.Secrets.Start(ctx.Done())
+	f.Cluster.Start(ctx.Done())
 }
 
 // Shutdown waits for the informers to stop once ctx is done.
@@ -65,4 +83,6 @@ func (f *Factories) Shutdown() {
 	f.Kube.Shutdown()
 	f.KubeVirt.Shutdown()
 	f.CDI.Shutdown()
+	f.Secrets.Shutdown()
+	f.Cluster.Shutdown()
 }

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -17,9 +16,18 @@ import (
 // limits before the informer cache shows it in a slot-holding phase.
 const reservationTTL = time.Minute
 
+// slotLimits are the transfer limits; zero means no bound.
+type slotLimits struct{ perHost, perDatastore int }
+
 // slotReservations remembers migrations admitted to a transfer slot whose
 // new phase the informer cache may not show yet, so that two workers
 // deciding at the same instant cannot both take the last slot.
+//
+// A slot is looked at (look, read-only, part of the observation) and then
+// taken in an explicit step (reserve) once the decision moved the
+// migration into a slot-holding phase and before its status is written:
+// reserve counts again under the lock and refuses when another worker took
+// the slot in between, and the decision is then dropped.
 type slotReservations struct {
 	mu   sync.Mutex
 	held map[cache.ObjectName]reservation
@@ -42,9 +50,10 @@ func holdsSlot(p v1alpha1.Phase) bool {
 	return p == v1alpha1.PhaseStoppingSource || p == v1alpha1.PhaseTransferringDisks
 }
 
-func slotKeys(m *v1alpha1.VirtualMachineMigration) (string, []string) {
+// slotKeys are the host and the datastores a migration reads from.
+func slotKeys(m *v1alpha1.VirtualMachineMigration) reservation {
 	if m.Status.Source == nil {
-		return "", nil
+		return reservation{}
 	}
 	var ds []string
 	for _, d := range m.Status.Source.Disks {
@@ -56,75 +65,90 @@ func slotKeys(m *v1alpha1.VirtualMachineMigration) (string, []string) {
 	if host == "" {
 		host = m.Status.Source.Host
 	}
-	return m.Spec.Source.URL + "/" + host, ds
+	return reservation{host: m.Spec.Source.URL + "/" + host, datastores: ds}
 }
 
-// transferSlot decides whether m may start stopping its source now, counting
-// the migrations that hold a slot from the informer cache plus recent
-// admissions, and reserves the slot when it is free.
-func (c *Controller) transferSlot(m *v1alpha1.VirtualMachineMigration) (statemachine.SlotObservation, error) {
-	maxHost, maxDS := c.cfg.MaxTransfersPerHost, c.cfg.MaxTransfersPerDatastore
-	if maxHost <= 0 && maxDS <= 0 {
-		return statemachine.SlotObservation{Available: true, Message: "no transfer limits"}, nil
+// look says whether m may take a transfer slot now, counting the
+// migrations the cache shows in a slot-holding phase and the recent
+// reservations. It changes nothing.
+func (s *slotReservations) look(m *v1alpha1.VirtualMachineMigration, all []*v1alpha1.VirtualMachineMigration, lim slotLimits, now time.Time) statemachine.SlotObservation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.count(m, all, lim, now)
+}
+
+// reserve takes the slot for m if it is still free, and reports whether it did.
+func (s *slotReservations) reserve(m *v1alpha1.VirtualMachineMigration, all []*v1alpha1.VirtualMachineMigration, lim slotLimits, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.count(m, all, lim, now).Available {
+		return false
 	}
-	all, err := c.migrations.List(labels.Everything())
-	if err != nil {
-		return statemachine.SlotObservation{}, fmt.Errorf("listing migrations: %w", err)
+	r := slotKeys(m)
+	r.at = now
+	s.held[cache.MetaObjectToName(m)] = r
+	return true
+}
+
+// count runs with the lock held.
+func (s *slotReservations) count(m *v1alpha1.VirtualMachineMigration, all []*v1alpha1.VirtualMachineMigration, lim slotLimits, now time.Time) statemachine.SlotObservation {
+	if lim.perHost <= 0 && lim.perDatastore <= 0 {
+		return statemachine.SlotObservation{Available: true, Message: "no transfer limits"}
 	}
 	self := cache.MetaObjectToName(m)
-	host, datastores := slotKeys(m)
-
-	c.slots.mu.Lock()
-	defer c.slots.mu.Unlock()
-	now := c.clock.Now()
 	holders := map[cache.ObjectName]reservation{}
-	for key, r := range c.slots.held {
-		if now.Sub(r.at) > reservationTTL {
-			delete(c.slots.held, key)
-			continue
+	for key, r := range s.held {
+		if now.Sub(r.at) <= reservationTTL {
+			holders[key] = r
 		}
-		holders[key] = r
 	}
 	for _, other := range all {
-		key := cache.MetaObjectToName(other)
-		if key == self || !holdsSlot(other.Status.Phase) || other.DeletionTimestamp != nil {
-			continue
+		if holdsSlot(other.Status.Phase) && other.DeletionTimestamp == nil {
+			holders[cache.MetaObjectToName(other)] = slotKeys(other)
 		}
-		h, ds := slotKeys(other)
-		holders[key] = reservation{host: h, datastores: ds}
 	}
 	delete(holders, self)
+	mine := slotKeys(m)
 	hostCount, dsCount := 0, map[string]int{}
 	for _, r := range holders {
-		if r.host == host {
+		if r.host == mine.host {
 			hostCount++
 		}
 		for _, d := range r.datastores {
 			dsCount[d]++
 		}
 	}
-	if maxHost > 0 && hostCount >= maxHost {
-		return statemachine.SlotObservation{Message: fmt.Sprintf("%d of %d transfers already run from host %s", hostCount, maxHost, host)}, nil
-	}
-	for _, d := range datastores {
-		if maxDS > 0 && dsCount[d] >= maxDS {
-			return statemachine.SlotObservation{Message: fmt.Sprintf("%d of %d transfers already run from datastore %s", dsCount[d], maxDS, d)}, nil
-		}
-	}
-	c.slots.held[self] = reservation{host: host, datastores: datastores, at: now}
-	msg := "within the per-datastore transfer limits"
-	if maxHost > 0 {
-		msg = fmt.Sprintf("%d of %d transfers run from host %s", hostCount+1, maxHost, host)
-	}
-	return statemachine.SlotObservation{Available: true, Message: msg}, nil
+	return slotVerdict(mine, hostCount, dsCount, lim)
 }
 
-// settle drops a reservation the decision did not use.
-func (s *slotReservations) settle(key cache.ObjectName, phase v1alpha1.Phase) {
-	if holdsSlot(phase) {
-		return
+// slotVerdict compares the counts with the limits.
+func slotVerdict(mine reservation, hostCount int, dsCount map[string]int, lim slotLimits) statemachine.SlotObservation {
+	if lim.perHost > 0 && hostCount >= lim.perHost {
+		return statemachine.SlotObservation{Message: fmt.Sprintf("%d of %d transfers already run from host %s", hostCount, lim.perHost, mine.host)}
 	}
+	for _, d := range mine.datastores {
+		if lim.perDatastore > 0 && dsCount[d] >= lim.perDatastore {
+			return statemachine.SlotObservation{Message: fmt.Sprintf("%d of %d transfers already run from datastore %s", dsCount[d], lim.perDatastore, d)}
+		}
+	}
+	if lim.perHost > 0 {
+		return statemachine.SlotObservation{Available: true, Message: fmt.Sprintf("%d of %d transfers run from host %s", hostCount+1, lim.perHost, mine.host)}
+	}
+	return statemachine.SlotObservation{Available: true, Message: "within the per-datastore transfer limits"}
+}
+
+// settle drops the reservation of a migration whose phase no longer holds
+// a slot (its transfer is done, it failed, or it is gone), and forgets
+// expired ones.
+func (s *slotReservations) settle(key cache.ObjectName, phase v1alpha1.Phase, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.held, key)
+	for k, r := range s.held {
+		if now.Sub(r.at) > reservationTTL {
+			delete(s.held, k)
+		}
+	}
+	if !holdsSlot(phase) {
+		delete(s.held, key)
+	}
 }

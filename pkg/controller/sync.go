@@ -9,22 +9,26 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
 )
 
-// conflictRequeue is when a reconcile that met a write conflict looks
-// again, in case the informer event that resolves it was already handled.
+// conflictRequeue is when a reconcile that met a write conflict, or lost a
+// transfer slot to another worker, looks again, in case the informer event
+// that resolves it was already handled.
 const conflictRequeue = time.Second
 
-// sync reconciles one migration: read, observe, decide, write status if it
-// changed, act once. It returns when to look again while waiting.
+// sync reconciles one migration: read it from the cache, observe, decide,
+// take a transfer slot the decision needs, write status if it changed,
+// record the events, act once. It returns when to look again while waiting.
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
 	cached, err := c.migrations.VirtualMachineMigrations(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
-		c.slots.settle(key, "")
+		c.slots.settle(key, "", c.clock.Now())
 		return 0, nil
 	}
 	if err != nil {
@@ -34,7 +38,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	logger := klog.FromContext(ctx).WithValues("migration", key.String(), "phase", m.Status.Phase)
 	ctx = klog.NewContext(ctx, logger)
 
-	obs, err := c.gather(ctx, m)
+	obs, err := c.observe(ctx, m)
 	if err != nil {
 		return 0, fmt.Errorf("observing: %w", err)
 	}
@@ -44,47 +48,71 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		Now:         metav1.NewTime(c.clock.Now()).Rfc3339Copy(),
 		Config:      c.cfg.Decisions,
 	})
-	c.slots.settle(key, dec.Status.Phase)
-
-	cur := m
-	if !equality.Semantic.DeepEqual(dec.Status, m.Status) {
-		upd := m.DeepCopy()
-		upd.Status = dec.Status
-		cur, err = c.clients.Migration.MigrationV1alpha1().VirtualMachineMigrations(m.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
-		if apierrors.IsNotFound(err) {
-			return 0, nil
-		}
-		if apierrors.IsConflict(err) {
-			// The cache is behind the server: the informer brings the newer
-			// object and a new reconcile; nothing was done on stale data.
-			return conflictRequeue, nil
-		}
-		if err != nil {
-			return 0, fmt.Errorf("writing status: %w", err)
-		}
-		statusWrites.Inc()
-		if dec.Status.Phase != m.Status.Phase {
-			logger.Info("phase changed", "to", dec.Status.Phase)
-		}
+	if !c.reserveSlot(m, dec) {
+		return conflictRequeue, nil
 	}
-	for _, e := range dec.Events {
+	cur, retry, err := c.writeStatus(ctx, m, dec)
+	if cur == nil || err != nil {
+		return retry, err
+	}
+	c.recordEvents(cur, dec.Events)
+	if err := c.act(ctx, cur, dec.Action); err != nil {
+		return 0, err
+	}
+	return dec.RequeueAfter, nil
+}
+
+// reserveSlot is the explicit reservation step: a decision that moves the
+// migration into a slot-holding phase takes the slot now, and is dropped
+// (false) when another worker took the last one since it was observed.
+// Any other decision releases a reservation its phase no longer needs.
+func (c *Controller) reserveSlot(m *v1alpha1.VirtualMachineMigration, dec statemachine.Decision) bool {
+	key, now := cache.MetaObjectToName(m), c.clock.Now()
+	if !holdsSlot(dec.Status.Phase) || holdsSlot(m.Status.Phase) {
+		c.slots.settle(key, dec.Status.Phase, now)
+		return true
+	}
+	all, err := c.migrations.List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	return c.slots.reserve(m, all, c.limits(), now)
+}
+
+// writeStatus writes the decision's status when it differs from m's. It
+// returns the object to act on, or nil (with when to look again) when the
+// write met a conflict or the migration is gone.
+func (c *Controller) writeStatus(ctx context.Context, m *v1alpha1.VirtualMachineMigration, dec statemachine.Decision) (*v1alpha1.VirtualMachineMigration, time.Duration, error) {
+	if equality.Semantic.DeepEqual(dec.Status, m.Status) {
+		return m, 0, nil
+	}
+	upd := m.DeepCopy()
+	upd.Status = dec.Status
+	cur, err := c.clients.Migration.MigrationV1alpha1().VirtualMachineMigrations(m.Namespace).UpdateStatus(ctx, upd, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, 0, nil
+	case apierrors.IsConflict(err):
+		// The cache is behind the server: the informer brings the newer
+		// object and a new reconcile; nothing was done on stale data.
+		return nil, conflictRequeue, nil
+	case err != nil:
+		return nil, 0, fmt.Errorf("writing status: %w", err)
+	}
+	statusWrites.Inc()
+	if dec.Status.Phase != m.Status.Phase {
+		klog.FromContext(ctx).Info("phase changed", "to", dec.Status.Phase)
+	}
+	return cur, 0, nil
+}
+
+// recordEvents records the decision's events once its status is written.
+func (c *Controller) recordEvents(m *v1alpha1.VirtualMachineMigration, events []statemachine.Event) {
+	for _, e := range events {
 		eventType := corev1.EventTypeNormal
 		if e.Warning {
 			eventType = corev1.EventTypeWarning
 		}
-		c.recorder.Event(cur, eventType, e.Reason, e.Message)
+		c.recorder.Event(m, eventType, e.Reason, e.Message)
 	}
-	if dec.Action.Type != statemachine.ActionNone {
-		logger.V(2).Info("acting", "action", dec.Action.Type, "name", dec.Action.Name, "attempt", dec.Action.Attempt)
-		err := c.execute(ctx, cur, dec.Action)
-		if apierrors.IsConflict(err) {
-			return conflictRequeue, nil
-		}
-		if err != nil {
-			c.recorder.Eventf(cur, corev1.EventTypeWarning, statemachine.ReasonActionFailed, "%s failed: %v", dec.Action.Type, err)
-			return 0, fmt.Errorf("%s: %w", dec.Action.Type, err)
-		}
-		actionsTotal.WithLabelValues(string(dec.Action.Type)).Inc()
-	}
-	return dec.RequeueAfter, nil
 }

@@ -1,4 +1,4 @@
-package controller_test
+package controller
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,31 +21,22 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	types2 "k8s.io/apimachinery/pkg/types"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	"platform.example/vm-migration/pkg/controller"
-	cdifake "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned/fake"
-	kvfake "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned/fake"
-	migfake "platform.example/vm-migration/pkg/generated/migration/clientset/versioned/fake"
 	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/steps/pipeline"
 	"platform.example/vm-migration/pkg/steps/source"
 	"platform.example/vm-migration/pkg/transfer/wire"
 	"platform.example/vm-migration/pkg/vsphere"
+	"platform.example/vm-migration/test/builders"
 )
 
 // The walkthrough tests drive one migration through the real controller
@@ -65,26 +55,14 @@ const (
 	vcsimPassword = "Walk-Through-Source-1!"
 )
 
-var walkStart = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-
 // walkFixture is one migration and every peer it talks to.
 type walkFixture struct {
-	t     *testing.T
-	ctx   context.Context
-	kube  *k8sfake.Clientset
-	mig   *migfake.Clientset
-	kv    *kvfake.Clientset
-	cdi   *cdifake.Clientset
-	clock *clocktesting.FakeClock
-	rec   *record.FakeRecorder
-	c     *controller.Controller
-	inf   controller.Informers
+	*fixture
+	// m names the migration (its queue key).
+	m *v1alpha1.VirtualMachineMigration
 
 	vcsimURL *url.URL
 	srcVM    string // the source VM's name in vcsim
-	events   []string
-	// lastWrites are the writes of the last sync.
-	lastWrites []string
 }
 
 // walkOptions vary the migration of a walk.
@@ -102,47 +80,23 @@ func newWalkFixture(t *testing.T, opts walkOptions) *walkFixture {
 	server := model.Service.NewServer()
 	t.Cleanup(func() { server.Close(); model.Remove() })
 
-	f := &walkFixture{
-		t:        t,
-		ctx:      context.Background(),
-		clock:    clocktesting.NewFakeClock(walkStart),
-		rec:      record.NewFakeRecorder(1000),
-		vcsimURL: server.URL,
-		srcVM:    "DC0_H0_VM0",
-	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "vcenter-credentials", Namespace: walkNamespace},
-		Data: map[string][]byte{
-			"username":   []byte(vcsimUser),
-			"password":   []byte(vcsimPassword),
-			"thumbprint": []byte(soap.ThumbprintSHA256(server.Certificate())),
-		},
-	}
-	standard := &storagev1.StorageClass{
-		ObjectMeta:  metav1.ObjectMeta{Name: "standard", Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
-		Provisioner: "example.com/csi",
-	}
-	f.kube = k8sfake.NewSimpleClientset(secret, standard)
-	f.kv = kvfake.NewSimpleClientset()
-	f.cdi = cdifake.NewSimpleClientset()
-
+	secret := builders.CredentialsSecret(walkNamespace, "vcenter-credentials", map[string]string{
+		"username": vcsimUser, "password": vcsimPassword, "thumbprint": soap.ThumbprintSHA256(server.Certificate()),
+	})
 	sessions := vsphere.NewSessionCache()
 	t.Cleanup(func() { _ = sessions.Close(context.Background()) })
-	src := &source.Step{Kube: f.kube, KubeVirt: f.kv, Sessions: sessions, CallTimeout: 20 * time.Second,
-		DefaultConversionImage: "registry.example/virt-v2v:1"}
+	src := &source.Step{Sessions: sessions, CallTimeout: 20 * time.Second}
+	f := &walkFixture{fixture: newFixture(t, src, secret, builders.StorageClass("standard", true)),
+		vcsimURL: server.URL, srcVM: "DC0_H0_VM0"}
+	src.Secrets = f.factories.Secrets.Core().V1().Secrets().Lister()
+	f.resync()
 
-	m := &v1alpha1.VirtualMachineMigration{
-		ObjectMeta: metav1.ObjectMeta{Name: walkName, Namespace: walkNamespace, UID: walkUID, Generation: 1},
-		Spec: v1alpha1.VirtualMachineMigrationSpec{
-			Source: v1alpha1.SourceSpec{
-				URL:                  "https://" + server.URL.Host + "/sdk",
-				CredentialsSecretRef: v1alpha1.SecretReference{Name: secret.Name},
-				VM:                   v1alpha1.VMSelector{Name: f.srcVM},
-			},
-			Conversion: v1alpha1.ConversionSpec{Skip: opts.skipConversion},
-			Policy:     v1alpha1.PolicySpec{RequireApproval: true, Retry: v1alpha1.RetryPolicy{Limit: opts.retryLimit}},
-		},
-	}
+	m := builders.Migration(builders.Named(walkName), builders.InNamespace(walkNamespace), builders.WithUID(walkUID),
+		builders.SourceAt("https://"+server.URL.Host+"/sdk"), builders.Credentials(secret.Name), builders.SourceVM(f.srcVM),
+		builders.RequireApproval, func(m *v1alpha1.VirtualMachineMigration) {
+			m.Spec.Conversion.Skip = opts.skipConversion
+			m.Spec.Policy.Retry.Limit = opts.retryLimit
+		})
 	// Every source network is mapped: the first to the pod network, the
 	// others ignored, so that preflight passes.
 	obs := src.Observe(f.ctx, m, statemachine.SourceNeedInventory)
@@ -152,57 +106,24 @@ func newWalkFixture(t *testing.T, opts walkOptions) *walkFixture {
 		if slices.ContainsFunc(m.Spec.Target.Networks, func(n v1alpha1.NetworkMapping) bool { return n.Source == nic.Network }) {
 			continue
 		}
-		typ := v1alpha1.NetworkTypeIgnore
+		mapping := builders.IgnoredNetwork(nic.Network)
 		if len(m.Spec.Target.Networks) == 0 {
-			typ = v1alpha1.NetworkTypePod
+			mapping = builders.PodNetwork(nic.Network)
 		}
-		m.Spec.Target.Networks = append(m.Spec.Target.Networks, v1alpha1.NetworkMapping{Source: nic.Network, Type: typ})
+		m.Spec.Target.Networks = append(m.Spec.Target.Networks, mapping)
 	}
-	f.mig = migfake.NewSimpleClientset(m)
-	for _, cs := range []*k8stesting.Fake{&f.kube.Fake, &f.kv.Fake, &f.cdi.Fake, &f.mig.Fake} {
-		cs.PrependReactor("create", "*", assignUID)
-	}
-
-	clients := controller.Clients{Kube: f.kube, Migration: f.mig, KubeVirt: f.kv, CDI: f.cdi}
-	factories := controller.NewFactories(clients, "", 0)
-	f.inf = factories.Informers()
-	c, err := controller.New(clients, f.inf, controller.Steps{
-		Source: src,
-		Pipeline: &pipeline.Step{Kube: f.kube, KubeVirt: f.kv, CDI: f.cdi, Config: pipeline.Config{
-			TransferImage: "registry.example/vm-migration:1", ConversionImage: "registry.example/virt-v2v:1",
-			TransferProgress: true,
-		}},
-	}, f.rec, controller.Config{Clock: f.clock})
-	require.NoError(t, err)
-	f.c = c
+	f.add(m)
+	f.m = m
 	f.resync()
-	f.clearActions()
 	return f
 }
 
-var uidCounter atomic.Int64
-
-// assignUID gives every created object a UID, as the API server does.
-func assignUID(a k8stesting.Action) (bool, runtime.Object, error) {
-	obj := a.(k8stesting.CreateAction).GetObject()
-	if acc, err := meta.Accessor(obj); err == nil && acc.GetUID() == "" {
-		acc.SetUID(types2.UID(fmt.Sprintf("uid-%d", uidCounter.Add(1))))
-	}
-	return false, nil, nil
-}
-
-// key is the migration's queue key.
-func (f *walkFixture) key() cache.ObjectName { return cache.NewObjectName(walkNamespace, walkName) }
-
-// sync runs one reconcile between two informer refreshes, then plays the
-// API server's deletion and garbage collection.
+// sync runs one reconcile, then plays the API server's deletion and
+// garbage collection.
 func (f *walkFixture) sync() time.Duration {
 	f.t.Helper()
-	f.resync()
-	after, err := controller.SyncForTest(f.ctx, f.c, f.key())
-	require.NoError(f.t, err)
-	f.lastWrites = f.collectWrites()
-	f.drainEvents()
+	after := f.fixture.sync(f.m)
+	assert.Empty(f.t, f.reads, "a reconcile in %s read from the API server", f.migrationPhase())
 	f.playAPIServer()
 	f.resync()
 	return after
@@ -224,29 +145,20 @@ func (f *walkFixture) unchangedSyncWritesNothing(where string) {
 	f.t.Helper()
 	before := f.migration()
 	f.sync()
-	assert.Empty(f.t, f.writes(), "%s: an unchanged sync wrote", where)
+	assert.Empty(f.t, f.writes, "%s: an unchanged sync wrote", where)
 	assert.Equal(f.t, before.ResourceVersion, f.migration().ResourceVersion, "%s: the migration changed", where)
 }
 
-func (f *walkFixture) drainEvents() {
-	for {
-		select {
-		case e := <-f.rec.Events:
-			f.events = append(f.events, e)
-		default:
-			return
-		}
+// migrationPhase is the migration's phase, "" once it is gone.
+func (f *walkFixture) migrationPhase() v1alpha1.Phase {
+	if m := f.migration(); m != nil {
+		return m.Status.Phase
 	}
+	return ""
 }
 
 // migration reads the migration from the fake API server; nil once deleted.
-func (f *walkFixture) migration() *v1alpha1.VirtualMachineMigration {
-	m, err := f.mig.MigrationV1alpha1().VirtualMachineMigrations(walkNamespace).Get(f.ctx, walkName, metav1.GetOptions{})
-	if err != nil {
-		return nil
-	}
-	return m
-}
+func (f *walkFixture) migration() *v1alpha1.VirtualMachineMigration { return f.get(f.m) }
 
 // updateMigration changes the migration the way a user's write does:
 // a spec change bumps the generation.
@@ -318,76 +230,6 @@ func (f *walkFixture) playAPIServer() {
 			require.NoError(f.t, f.kv.KubevirtV1().VirtualMachineInstances(walkNamespace).Delete(ctx, vmi.Name, metav1.DeleteOptions{}))
 		}
 	}
-}
-
-// resync makes every informer indexer hold what the fake clients hold, as
-// the watches would (children only with the migration UID label, as the
-// factories' list options ask).
-func (f *walkFixture) resync() {
-	f.t.Helper()
-	ctx := f.ctx
-	own := metav1.ListOptions{LabelSelector: v1alpha1.LabelMigrationUID}
-	migs, err := f.mig.MigrationV1alpha1().VirtualMachineMigrations("").List(ctx, metav1.ListOptions{})
-	require.NoError(f.t, err)
-	replace(f.t, f.inf.Migrations.Informer().GetIndexer(), migs.Items)
-	jobs, err := f.kube.BatchV1().Jobs("").List(ctx, own)
-	require.NoError(f.t, err)
-	replace(f.t, f.inf.Jobs.Informer().GetIndexer(), jobs.Items)
-	pvcs, err := f.kube.CoreV1().PersistentVolumeClaims("").List(ctx, own)
-	require.NoError(f.t, err)
-	replace(f.t, f.inf.Claims.Informer().GetIndexer(), pvcs.Items)
-	cms, err := f.kube.CoreV1().ConfigMaps("").List(ctx, own)
-	require.NoError(f.t, err)
-	replace(f.t, f.inf.ConfigMaps.Informer().GetIndexer(), cms.Items)
-	dvs, err := f.cdi.CdiV1beta1().DataVolumes("").List(ctx, own)
-	require.NoError(f.t, err)
-	replace(f.t, f.inf.DataVolumes.Informer().GetIndexer(), dvs.Items)
-	vms, err := f.kv.KubevirtV1().VirtualMachines("").List(ctx, own)
-	require.NoError(f.t, err)
-	replace(f.t, f.inf.VMs.Informer().GetIndexer(), vms.Items)
-	vmis, err := f.kv.KubevirtV1().VirtualMachineInstances("").List(ctx, own)
-	require.NoError(f.t, err)
-	replace(f.t, f.inf.VMIs.Informer().GetIndexer(), vmis.Items)
-	f.clearActions()
-}
-
-func replace[T any](t *testing.T, idx cache.Indexer, items []T) {
-	t.Helper()
-	objs := make([]any, 0, len(items))
-	for i := range items {
-		objs = append(objs, &items[i])
-	}
-	require.NoError(t, idx.Replace(objs, ""))
-}
-
-func (f *walkFixture) clearActions() {
-	f.kube.ClearActions()
-	f.mig.ClearActions()
-	f.kv.ClearActions()
-	f.cdi.ClearActions()
-}
-
-// writes lists the writes of the last sync.
-func (f *walkFixture) writes() []string { return f.lastWrites }
-
-// collectWrites lists the non-read actions on every fake client since the
-// last clear, as "verb resource[/subresource]".
-func (f *walkFixture) collectWrites() []string {
-	var out []string
-	for _, actions := range [][]k8stesting.Action{f.kube.Actions(), f.mig.Actions(), f.kv.Actions(), f.cdi.Actions()} {
-		for _, a := range actions {
-			switch a.GetVerb() {
-			case "get", "list", "watch":
-				continue
-			}
-			what := a.GetVerb() + " " + a.GetResource().Resource
-			if a.GetSubresource() != "" {
-				what += "/" + a.GetSubresource()
-			}
-			out = append(out, what)
-		}
-	}
-	return out
 }
 
 // children lists every object in the fake clients that carries the
@@ -636,7 +478,7 @@ func transferChildren(m *v1alpha1.VirtualMachineMigration, attempt int32) []stri
 	}
 	access := naming.TransferAccess(walkName, attempt)
 	return append(out,
-		"ConfigMap/"+pipeline.TransferConfigMap(walkName, attempt),
+		"ConfigMap/"+naming.TransferSpecConfigMap(walkName, attempt),
 		"ConfigMap/"+naming.TransferProgressConfigMap(walkName, attempt),
 		"Job/"+naming.TransferJob(walkName, attempt),
 		"ServiceAccount/"+access, "Role/"+access, "RoleBinding/"+access,
@@ -656,10 +498,10 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 
 	// Pending: status initialised and the finalizer added.
 	m := f.syncTo(v1alpha1.PhasePending)
-	assert.Equal(t, []string{"update virtualmachinemigrations/status", "update virtualmachinemigrations"}, f.writes())
+	assert.Equal(t, []string{"update virtualmachinemigrations/status", "update virtualmachinemigrations"}, f.writes)
 	assert.Contains(t, m.Finalizers, v1alpha1.FinalizerName)
 	require.NotNil(t, m.Status.StartTime)
-	assert.True(t, m.Status.StartTime.Time.Equal(walkStart))
+	assert.True(t, m.Status.StartTime.Time.Equal(builders.T0))
 	f.requireChildren("Pending")
 	if stop(v1alpha1.PhasePending) {
 		return true
@@ -755,7 +597,7 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 	job, err := f.kube.BatchV1().Jobs(walkNamespace).Get(f.ctx, m.Status.Transfer.JobName, metav1.GetOptions{})
 	require.NoError(t, err)
 	f.requireOwnedByMigration(job)
-	for _, name := range []string{pipeline.TransferConfigMap(walkName, 1), naming.TransferProgressConfigMap(walkName, 1)} {
+	for _, name := range []string{naming.TransferSpecConfigMap(walkName, 1), naming.TransferProgressConfigMap(walkName, 1)} {
 		cm, err := f.kube.CoreV1().ConfigMaps(walkNamespace).Get(f.ctx, name, metav1.GetOptions{})
 		require.NoError(t, err)
 		f.requireOwnedByMigration(cm)
@@ -1042,7 +884,10 @@ func TestWalkTransferRetryBudget(t *testing.T) {
 	assert.Equal(t, statemachine.ReasonTransferFailed, failed.Reason)
 	require.NotNil(t, m.Status.SourceControl.RestoredAt)
 	assert.Equal(t, vsphereOn, f.powerState(), "the source is powered on again after the failure")
-	assert.Len(t, jobs, int(limit)+1)
+	transferJobs, err := f.kube.BatchV1().Jobs(walkNamespace).List(f.ctx, metav1.ListOptions{
+		LabelSelector: v1alpha1.LabelComponent + "=" + v1alpha1.ComponentTransfer})
+	require.NoError(t, err)
+	assert.Len(t, transferJobs.Items, int(limit)+1, "one transfer Job per attempt exists")
 	// Failed keeps the staging objects for inspection, and writes nothing more.
 	for _, job := range jobs {
 		assert.Contains(t, f.children(), "Job/"+job)
@@ -1057,4 +902,46 @@ func TestWalkTransferRetryBudget(t *testing.T) {
 	}
 	f.requireChildren("after deleting the failed migration")
 	assert.Equal(t, vsphereOn, f.powerState())
+}
+
+// TestReconcilesReadOnlyFromCaches counts the API requests of reconciles
+// in Validating, TransferringDisks and Converting: none is a read (every
+// sync of the walk asserts that), and the writes are exactly the ones the
+// decisions asked for: a status write, then the action's creates.
+func TestReconcilesReadOnlyFromCaches(t *testing.T) {
+	f := newWalkFixture(t, walkOptions{})
+	require.True(t, f.walk(walkOptions{}, func(p v1alpha1.Phase) bool { return p == v1alpha1.PhaseStoppingSource }))
+	for f.migrationPhase() != v1alpha1.PhaseTransferringDisks {
+		f.sync()
+	}
+	type step struct {
+		phase  v1alpha1.Phase
+		writes []string
+	}
+	claims := slices.Repeat([]string{"create persistentvolumeclaims"}, len(f.migration().Status.Source.Disks))
+	for _, want := range []step{
+		{v1alpha1.PhaseTransferringDisks, append([]string{"update virtualmachinemigrations/status"}, claims...)},
+		{v1alpha1.PhaseTransferringDisks, []string{"update virtualmachinemigrations/status", "create configmaps", "create serviceaccounts",
+			"create roles", "create rolebindings", "create configmaps", "create jobs"}},
+		{v1alpha1.PhaseTransferringDisks, []string{"update virtualmachinemigrations/status"}},
+		{v1alpha1.PhaseTransferringDisks, nil},
+	} {
+		f.sync()
+		assert.Equal(t, want.phase, f.migrationPhase())
+		assert.Empty(t, f.reads)
+		assert.Equal(t, want.writes, f.writes, "writes of a reconcile in %s", want.phase)
+	}
+	m := f.migration()
+	f.finishJob(m.Status.Transfer.JobName, pipeline.TransferContainer, true, transferResult(t, m, ""))
+	for _, want := range []step{
+		{v1alpha1.PhaseConverting, []string{"update virtualmachinemigrations/status"}},
+		{v1alpha1.PhaseConverting, []string{"update virtualmachinemigrations/status", "create configmaps", "create jobs"}},
+		{v1alpha1.PhaseConverting, []string{"update virtualmachinemigrations/status"}},
+		{v1alpha1.PhaseConverting, nil},
+	} {
+		f.sync()
+		assert.Equal(t, want.phase, f.migrationPhase())
+		assert.Empty(t, f.reads)
+		assert.Equal(t, want.writes, f.writes, "writes of a reconcile in %s", want.phase)
+	}
 }

@@ -75,16 +75,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		}
 	}()
 	factories := controller.NewFactories(clients, opts.Namespace, 10*time.Hour)
-	c, err := controller.New(clients, factories.Informers(), controller.Steps{
-		Source: &source.Step{
-			Kube: clients.Kube, KubeVirt: clients.KubeVirt, Sessions: sessions, CallTimeout: opts.VSphereCallTimeout,
-			DefaultConversionImage: opts.Pipeline.ConversionImage,
-		},
-		Pipeline: &pipeline.Step{Kube: clients.Kube, KubeVirt: clients.KubeVirt, CDI: clients.CDI, Config: opts.Pipeline},
-	}, recorder, controller.Config{
+	children := pipeline.ChildInformers(factories.Kube, factories.KubeVirt, factories.CDI)
+	c, err := controller.New(clients, factories.Informers(children), Steps(clients, factories, sessions, opts), recorder, controller.Config{
 		Workers:                  opts.Workers,
 		MaxTransfersPerHost:      opts.MaxTransfersPerHost,
 		MaxTransfersPerDatastore: opts.MaxTransfersPerDatastore,
+		DefaultConversionImage:   opts.Pipeline.ConversionImage,
 		Decisions:                opts.Decisions,
 	})
 	if err != nil {
@@ -98,6 +94,17 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	factories.Start(ctx)
 	defer factories.Shutdown()
 	return c.Run(ctx, opts.Ready)
+}
+
+// Steps builds the source and pipeline steps over the factories' caches.
+func Steps(clients controller.Clients, f *controller.Factories, sessions *vsphere.SessionCache, opts Options) controller.Steps {
+	return controller.Steps{
+		Source: &source.Step{Secrets: f.Secrets.Core().V1().Secrets().Lister(), Sessions: sessions, CallTimeout: opts.VSphereCallTimeout},
+		Pipeline: &pipeline.Step{
+			Kube: clients.Kube, KubeVirt: clients.KubeVirt, CDI: clients.CDI, Config: opts.Pipeline,
+			Listers: pipeline.ListersFrom(f.Kube, f.KubeVirt, f.CDI),
+		},
+	}
 }
 
 // NewClients builds every client the controller uses.

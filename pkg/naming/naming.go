@@ -40,6 +40,11 @@ func TransferJob(migration string, attempt int32) string {
 	return Child(migration, "transfer", fmt.Sprint(attempt))
 }
 
+// TransferSpecConfigMap holds the job spec of a transfer attempt.
+func TransferSpecConfigMap(migration string, attempt int32) string {
+	return Child(migration, "transfer", fmt.Sprint(attempt), "spec")
+}
+
 // TransferProgressConfigMap is the ConfigMap a transfer attempt reports
 // its progress and result into.
 func TransferProgressConfigMap(migration string, attempt int32) string {

@@ -142,8 +142,7 @@ func ignoredSpecChanges(m *v1alpha1.VirtualMachineMigration) []string {
 	if applied == nil {
 		return nil
 	}
-	cur := m.Spec.DeepCopy()
-	copyLiveFields(cur, applied)
+	cur := &m.Spec
 	var fields []string
 	for _, f := range []struct {
 		name     string

@@ -10,10 +10,11 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/test/builders"
 )
 
 func TestConditionsCarryObservedGeneration(t *testing.T) {
-	m := newMigration(withGeneration(7), reached(v1alpha1.PhaseTransferringDisks), insecure, paused)
+	m := newMigration(builders.WithGeneration(7), builders.Reached(v1alpha1.PhaseTransferringDisks), builders.Insecure, builders.Paused)
 	m.Status.ObservedGeneration = 6
 	d := decide(m, newObs())
 	if d.Status.ObservedGeneration != 7 {
@@ -30,7 +31,7 @@ func TestConditionsCarryObservedGeneration(t *testing.T) {
 }
 
 func TestLastTransitionTimeMovesOnlyOnFlips(t *testing.T) {
-	m := newMigration(reached(v1alpha1.PhaseValidating))
+	m := newMigration(builders.Reached(v1alpha1.PhaseValidating))
 	d := decide(m, newObs(sourceInventory)) // Validating -> Queued
 	ready := cond(t, d, ConditionReady)
 	progressing := cond(t, d, ConditionProgressing)
@@ -42,7 +43,7 @@ func TestLastTransitionTimeMovesOnlyOnFlips(t *testing.T) {
 	if c := cond(t, d, ConditionReady); !c.LastTransitionTime.Equal(&ready.LastTransitionTime) || c.Reason != string(v1alpha1.PhaseQueued) {
 		t.Errorf("Ready = %+v: transition time moved without a flip (was %s)", c, ready.LastTransitionTime)
 	}
-	if c := cond(t, d, ConditionProgressing); c.Status != metav1.ConditionFalse || !c.LastTransitionTime.Equal(ptrTime(at(time.Minute))) {
+	if c := cond(t, d, ConditionProgressing); c.Status != metav1.ConditionFalse || !c.LastTransitionTime.Equal(ptrTime(builders.At(time.Minute))) {
 		t.Errorf("Progressing = %+v, want flipped to False at t0+1m (was %+v)", c, progressing)
 	}
 
@@ -55,8 +56,8 @@ func TestLastTransitionTimeMovesOnlyOnFlips(t *testing.T) {
 }
 
 func TestSpecChangeIgnored(t *testing.T) {
-	base := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
-		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseTransferringDisks)}, opts...)...)
+	base := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.Reached(v1alpha1.PhaseTransferringDisks)}, opts...)...)
 	}
 	cases := map[string]struct {
 		m      *v1alpha1.VirtualMachineMigration
@@ -64,18 +65,18 @@ func TestSpecChangeIgnored(t *testing.T) {
 	}{
 		"no change": {m: base()},
 		"spec.target.name changed": {
-			m:      base(withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "other" })),
+			m:      base(builders.WithSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "other" })),
 			fields: []string{"spec.target"},
 		},
 		"shutdown mode and conversion changed": {
-			m: base(withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) {
+			m: base(builders.WithSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) {
 				s.Policy.Shutdown.Mode = v1alpha1.ShutdownModePowerOff
 				s.Conversion.Skip = true
 			})),
 			fields: []string{"spec.conversion", "spec.policy.shutdown"},
 		},
 		"only live fields changed": {
-			m: base(withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) {
+			m: base(builders.WithSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) {
 				s.Policy.Paused = true
 				s.Policy.Retry.Limit = ptr.To[int32](10)
 				s.Policy.Retry.Deadline = &metav1.Duration{Duration: time.Hour}
@@ -84,7 +85,7 @@ func TestSpecChangeIgnored(t *testing.T) {
 			})),
 		},
 		"before the cutover nothing is ignored": {
-			m: newMigration(reached(v1alpha1.PhaseQueued), withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "other" })),
+			m: newMigration(builders.Reached(v1alpha1.PhaseQueued), builders.WithSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "other" })),
 		},
 	}
 	for name, tc := range cases {
@@ -107,7 +108,7 @@ func TestSpecChangeIgnored(t *testing.T) {
 	}
 
 	// Reverting the change turns the condition false.
-	m := base(withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "other" }))
+	m := base(builders.WithSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "other" }))
 	d := decide(m, newObs())
 	m = after(m, d)
 	m.Spec.Target.Name = ""
@@ -118,15 +119,15 @@ func TestSpecChangeIgnored(t *testing.T) {
 // The spec in force after the cutover is status.appliedSpec: a changed
 // target name does not rename the DataVolumes or the VM.
 func TestAppliedSpecIsInForce(t *testing.T) {
-	m := newMigration(reached(v1alpha1.PhaseCreatingVM), withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "renamed" }))
+	m := newMigration(builders.Reached(v1alpha1.PhaseCreatingVM), builders.WithSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "renamed" }))
 	d := decide(m, newObs())
-	if d.Action.Type != ActionCreateVM || d.Action.Name != defaultTarget {
-		t.Errorf("action = %+v, want CreateVM %s", d.Action, defaultTarget)
+	if d.Action.Type != ActionCreateVM || d.Action.Name != builders.DefaultTarget {
+		t.Errorf("action = %+v, want CreateVM %s", d.Action, builders.DefaultTarget)
 	}
 }
 
 func TestInsecureConnection(t *testing.T) {
-	m := newMigration(insecure)
+	m := newMigration(builders.Insecure)
 	d := decide(m, newObs())
 	wantCond(t, d, ConditionInsecureConnection, metav1.ConditionTrue, ReasonInsecureSkipVerify)
 	if !hasEvent(d, ReasonInsecureSkipVerify) {
@@ -151,16 +152,16 @@ func TestInsecureConnection(t *testing.T) {
 }
 
 func TestStalled(t *testing.T) {
-	running := newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: naming.TransferJob(testName, 1)}))
-	withTransfer := withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
-		s.Transfer = &v1alpha1.JobStatus{JobName: naming.TransferJob(testName, 1), Attempt: 1}
+	running := newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: naming.TransferJob(builders.Name, 1)}))
+	withTransfer := builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		s.Transfer = &v1alpha1.JobStatus{JobName: naming.TransferJob(builders.Name, 1), Attempt: 1}
 	})
-	idleFor := func(d time.Duration) migrationOpt {
-		return withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.LastProgressTime = tp(-d) })
+	idleFor := func(d time.Duration) builders.MigrationMod {
+		return builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.LastProgressTime = builders.TP(-d) })
 	}
 	runCases(t, map[string]decideCase{
 		"no progress for the stall timeout": {
-			m:   newMigration(reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(30*time.Minute)),
+			m:   newMigration(builders.Reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(30*time.Minute)),
 			obs: running, phase: v1alpha1.PhaseTransferringDisks, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
 				c := wantCond(t, d, ConditionStalled, metav1.ConditionTrue, ReasonNoProgress)
@@ -172,30 +173,30 @@ func TestStalled(t *testing.T) {
 		"custom stall timeout": {
 			m: newMigration(func(m *v1alpha1.VirtualMachineMigration) {
 				m.Spec.Policy.StallTimeout = &metav1.Duration{Duration: 2 * time.Minute}
-			}, reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(3*time.Minute)),
+			}, builders.Reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(3*time.Minute)),
 			obs: running, phase: v1alpha1.PhaseTransferringDisks,
 			check: func(t *testing.T, d Decision) {
 				wantCond(t, d, ConditionStalled, metav1.ConditionTrue, ReasonNoProgress)
 			},
 		},
 		"stall timeout close: look again then": {
-			m:   newMigration(reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(30*time.Minute-time.Second)),
+			m:   newMigration(builders.Reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(30*time.Minute-time.Second)),
 			obs: running, phase: v1alpha1.PhaseTransferringDisks, requeue: time.Second,
 			check: func(t *testing.T, d Decision) { wantNoCond(t, d, ConditionStalled) },
 		},
 		"progress again: Stalled turns false": {
-			m: newMigration(reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(time.Hour), withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
-				s.Conditions = []metav1.Condition{{Type: ConditionStalled, Status: metav1.ConditionTrue, Reason: ReasonNoProgress, LastTransitionTime: at(-30 * time.Minute)}}
+			m: newMigration(builders.Reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(time.Hour), builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.Conditions = []metav1.Condition{{Type: ConditionStalled, Status: metav1.ConditionTrue, Reason: ReasonNoProgress, LastTransitionTime: builders.At(-30 * time.Minute)}}
 			})),
-			obs: newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: naming.TransferJob(testName, 1),
-				Progress: []DiskProgress{{Key: diskKey0, BytesDone: 1}}})),
+			obs: newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: naming.TransferJob(builders.Name, 1),
+				Progress: []DiskProgress{{Key: builders.DiskKey0, BytesDone: 1}}})),
 			phase: v1alpha1.PhaseTransferringDisks,
 			check: func(t *testing.T, d Decision) {
 				wantCond(t, d, ConditionStalled, metav1.ConditionFalse, ReasonProgressing)
 			},
 		},
 		"waiting on a person does not stall": {
-			m:   newMigration(reached(v1alpha1.PhaseValidating), idleFor(time.Hour)),
+			m:   newMigration(builders.Reached(v1alpha1.PhaseValidating), idleFor(time.Hour)),
 			obs: newObs(sourceError(ErrorNeedsUser, "CredentialsSecretMissing")), phase: v1alpha1.PhaseValidating,
 			check: func(t *testing.T, d Decision) { wantNoCond(t, d, ConditionStalled) },
 		},
@@ -207,7 +208,7 @@ func TestStalled(t *testing.T) {
 func TestSpecChangeWhilePausedBeforeCutoverIsValidated(t *testing.T) {
 	for _, p := range []v1alpha1.Phase{v1alpha1.PhaseQueued, v1alpha1.PhaseAwaitingApproval} {
 		t.Run(string(p), func(t *testing.T) {
-			m := newMigration(requireApproval, reached(p))
+			m := newMigration(builders.RequireApproval, builders.Reached(p))
 			// Pause (generation 2), change the target while paused (3), unpause (4).
 			m.Spec.Policy.Paused, m.Generation = true, 2
 			m = after(m, decideAt(m, newObs(), time.Second))

@@ -7,21 +7,22 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/test/builders"
 )
 
 func TestTransferringDisks(t *testing.T) {
-	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
-		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseTransferringDisks)}, opts...)...)
+	m := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.Reached(v1alpha1.PhaseTransferringDisks)}, opts...)...)
 	}
-	job1 := naming.TransferJob(testName, 1)
-	job2 := naming.TransferJob(testName, 2)
-	withTransfer := withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+	job1 := naming.TransferJob(builders.Name, 1)
+	job2 := naming.TransferJob(builders.Name, 2)
+	withTransfer := builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
 		s.Transfer = &v1alpha1.JobStatus{JobName: job1, Attempt: 1}
 	})
 	running := func(p ...DiskProgress) obsOpt { return transferJob(JobObservation{Name: job1, Progress: p}) }
 	halfway := []DiskProgress{
-		{Key: diskKey0, BytesDone: 5 << 30, BytesTotal: diskCap0, RateBytesPerSecond: 100 << 20},
-		{Key: diskKey1, BytesDone: 5 << 30, BytesTotal: diskCap1, RateBytesPerSecond: 100 << 20},
+		{Key: builders.DiskKey0, BytesDone: 5 << 30, BytesTotal: builders.DiskCap0, RateBytesPerSecond: 100 << 20},
+		{Key: builders.DiskKey1, BytesDone: 5 << 30, BytesTotal: builders.DiskCap1, RateBytesPerSecond: 100 << 20},
 	}
 	succeeded := func(r []DiskResult) obsOpt {
 		return transferJob(JobObservation{Name: job1, Succeeded: true, Results: r})
@@ -62,7 +63,7 @@ func TestTransferringDisks(t *testing.T) {
 	badResults := func(f func(r []DiskResult) []DiskResult) []DiskResult { return f(goodResults()) }
 	runCases(t, map[string]decideCase{
 		"disks initialised from the inventory, staging claims created": {
-			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Disks = nil })),
+			m:     m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Disks = nil })),
 			obs:   newObs(),
 			phase: v1alpha1.PhaseTransferringDisks, action: ActionCreateStagingClaims, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
@@ -105,8 +106,8 @@ func TestTransferringDisks(t *testing.T) {
 			},
 		},
 		"running: progress written at most once per interval": {
-			m: m(withTransfer, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
-				s.LastProgressTime = tp(-4 * time.Second)
+			m: m(withTransfer, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.LastProgressTime = builders.TP(-4 * time.Second)
 			})),
 			obs:   newObs(claims(stagingClaims()...), running(halfway...)),
 			phase: v1alpha1.PhaseTransferringDisks, requeue: 6 * time.Second,
@@ -175,25 +176,25 @@ func TestTransferringDisks(t *testing.T) {
 			},
 		},
 		"failed with the retry count spent": {
-			m:     m(withTransfer, withRetries(3)),
+			m:     m(withTransfer, builders.WithRetries(3)),
 			obs:   newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, Failed: true})),
 			phase: v1alpha1.PhaseRollingBack,
 			check: budgetSpent(ReasonTransferFailed, "3 of 3 retries spent"),
 		},
 		"failed with a custom retry limit of 0": {
-			m:     m(withTransfer, withRetryLimit(0)),
+			m:     m(withTransfer, builders.RetryLimit(0)),
 			obs:   newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, Failed: true})),
 			phase: v1alpha1.PhaseRollingBack,
 			check: budgetSpent(ReasonTransferFailed, "0 of 0 retries spent"),
 		},
 		"failed past the retry deadline": {
-			m:     m(withTransfer, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.StartTime = tp(-25 * time.Hour) })),
+			m:     m(withTransfer, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.StartTime = builders.TP(-25 * time.Hour) })),
 			obs:   newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, Failed: true})),
 			phase: v1alpha1.PhaseRollingBack,
 			check: budgetSpent(ReasonTransferFailed, "retry deadline of 24h0m0s passed"),
 		},
 		"mismatch with the budget spent": {
-			m:     m(withTransfer, withRetries(3)),
+			m:     m(withTransfer, builders.WithRetries(3)),
 			obs:   newObs(claims(stagingClaims()...), succeeded(nil)),
 			phase: v1alpha1.PhaseRollingBack,
 			check: budgetSpent(ReasonTransferResultMismatch, "no result for disk 2000"),
@@ -202,12 +203,12 @@ func TestTransferringDisks(t *testing.T) {
 }
 
 func TestConverting(t *testing.T) {
-	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
-		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseConverting)}, opts...)...)
+	m := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.Reached(v1alpha1.PhaseConverting)}, opts...)...)
 	}
-	conv1 := naming.ConversionJob(testName, 1)
-	withConversion := withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
-		s.Conversion = conversionAttempt(testName, 1)
+	conv1 := naming.ConversionJob(builders.Name, 1)
+	withConversion := builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		s.Conversion = conversionAttempt(builders.Name, 1)
 	})
 	failed := func(reason string) obsOpt {
 		return conversionJob(JobObservation{Name: conv1, Failed: true, Reason: reason, Message: "virt-v2v: " + reason})
@@ -220,7 +221,7 @@ func TestConverting(t *testing.T) {
 	}
 	runCases(t, map[string]decideCase{
 		"skipped by the spec": {
-			m:     newMigration(skipConversion, reached(v1alpha1.PhaseConverting)),
+			m:     newMigration(builders.SkipConversion, builders.Reached(v1alpha1.PhaseConverting)),
 			phase: v1alpha1.PhaseImporting, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				if c := d.Status.Conversion; c == nil || !c.Skipped || c.JobName != "" {
@@ -234,7 +235,7 @@ func TestConverting(t *testing.T) {
 			phase: v1alpha1.PhaseConverting, action: ActionCreateConversionJob, name: conv1, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
 				c := d.Status.Conversion
-				if d.Action.Attempt != 1 || c == nil || c.JobName != conv1 || c.ConfigMapName != naming.ConversionConfigMap(testName, 1) {
+				if d.Action.Attempt != 1 || c == nil || c.JobName != conv1 || c.ConfigMapName != naming.ConversionConfigMap(builders.Name, 1) {
 					t.Errorf("action %+v, conversion %+v", d.Action, c)
 				}
 			},
@@ -259,10 +260,10 @@ func TestConverting(t *testing.T) {
 				if d.Status.Retries != 1 {
 					t.Errorf("retries = %d, want 1", d.Status.Retries)
 				}
-				if tr := d.Status.Transfer; tr.Attempt != 2 || tr.JobName != naming.TransferJob(testName, 2) || tr.CompletedAt != nil {
+				if tr := d.Status.Transfer; tr.Attempt != 2 || tr.JobName != naming.TransferJob(builders.Name, 2) || tr.CompletedAt != nil {
 					t.Errorf("transfer = %+v, want attempt 2", tr)
 				}
-				if c := d.Status.Conversion; c.Attempt != 2 || c.JobName != naming.ConversionJob(testName, 2) || c.ConfigMapName != naming.ConversionConfigMap(testName, 2) {
+				if c := d.Status.Conversion; c.Attempt != 2 || c.JobName != naming.ConversionJob(builders.Name, 2) || c.ConfigMapName != naming.ConversionConfigMap(builders.Name, 2) {
 					t.Errorf("conversion = %+v, want attempt 2", c)
 				}
 				if d.Status.Disks[0].SHA256 != "" || d.Status.Progress != "0%" {
@@ -271,7 +272,7 @@ func TestConverting(t *testing.T) {
 			},
 		},
 		"other failure with the budget spent": {
-			m: m(withConversion, withRetries(3)), obs: newObs(failed("")),
+			m: m(withConversion, builders.WithRetries(3)), obs: newObs(failed("")),
 			phase: v1alpha1.PhaseRollingBack,
 			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseConverting, ReasonConversionFailed) },
 		},
@@ -291,16 +292,16 @@ func TestConverting(t *testing.T) {
 }
 
 func TestImporting(t *testing.T) {
-	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
-		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseImporting)}, opts...)...)
+	m := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.Reached(v1alpha1.PhaseImporting)}, opts...)...)
 	}
 	dv0, dv1 := dvNames()[0], dvNames()[1]
-	withDVs := withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+	withDVs := builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
 		for i := range s.Disks {
 			s.Disks[i].DataVolume = dvNames()[i]
 		}
 	})
-	failedOnce := withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+	failedOnce := builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
 		s.Disks[0].ImportPhase = DataVolumeFailed
 		s.Retries = 1
 	})
@@ -310,7 +311,7 @@ func TestImporting(t *testing.T) {
 			phase: v1alpha1.PhaseImporting, action: ActionCreateDataVolumes, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
 				for i, disk := range d.Status.Disks {
-					if want := defaultTarget + "-disk-" + string(rune('0'+i)); disk.DataVolume != want {
+					if want := builders.DefaultTarget + "-disk-" + string(rune('0'+i)); disk.DataVolume != want {
 						t.Errorf("disk %d DataVolume = %q, want %q", i, disk.DataVolume, want)
 					}
 				}
@@ -354,7 +355,7 @@ func TestImporting(t *testing.T) {
 			},
 		},
 		"a failed DataVolume with the budget spent": {
-			m:     m(withDVs, withRetries(3)),
+			m:     m(withDVs, builders.WithRetries(3)),
 			obs:   newObs(dataVolume(dv0, DataVolumeFailed, ""), dataVolume(dv1, DataVolumeSucceeded, "100.0%")),
 			phase: v1alpha1.PhaseRollingBack,
 			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseImporting, ReasonImportFailed) },
@@ -370,7 +371,7 @@ func TestImporting(t *testing.T) {
 			},
 		},
 		"a custom target name names the DataVolumes": {
-			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target.Name = "db" })),
+			m:     m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target.Name = "db" })),
 			phase: v1alpha1.PhaseImporting, action: ActionCreateDataVolumes,
 			check: func(t *testing.T, d Decision) {
 				if d.Status.Disks[1].DataVolume != "db-disk-1" {
@@ -379,10 +380,10 @@ func TestImporting(t *testing.T) {
 			},
 		},
 		"no target recorded: derived from the inventory": {
-			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target = nil })),
+			m:     m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target = nil })),
 			phase: v1alpha1.PhaseImporting, action: ActionCreateDataVolumes,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Target == nil || d.Status.Target.Name != defaultTarget || d.Status.Disks[0].DataVolume != dv0 {
+				if d.Status.Target == nil || d.Status.Target.Name != builders.DefaultTarget || d.Status.Disks[0].DataVolume != dv0 {
 					t.Errorf("target %+v, disk 0 %+v", d.Status.Target, d.Status.Disks[0])
 				}
 			},
@@ -394,7 +395,7 @@ func TestImporting(t *testing.T) {
 // spends a second retry, even when the controller never saw it in between.
 func TestImportingRecreatedDataVolumeFailsAgain(t *testing.T) {
 	dv0, dv1 := dvNames()[0], dvNames()[1]
-	m := newMigration(reached(v1alpha1.PhaseImporting))
+	m := newMigration(builders.Reached(v1alpha1.PhaseImporting))
 	failed := newObs(dataVolume(dv0, DataVolumeFailed, ""), dataVolume(dv1, "ImportInProgress", "10%"))
 	gone := newObs(dataVolume(dv1, "ImportInProgress", "10%"))
 
@@ -415,13 +416,13 @@ func TestImportingRecreatedDataVolumeFailsAgain(t *testing.T) {
 }
 
 func TestCreatingVM(t *testing.T) {
-	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
-		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseCreatingVM)}, opts...)...)
+	m := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.Reached(v1alpha1.PhaseCreatingVM)}, opts...)...)
 	}
 	runCases(t, map[string]decideCase{
 		"no VM: create it": {
 			m:     m(),
-			phase: v1alpha1.PhaseCreatingVM, action: ActionCreateVM, name: defaultTarget, requeue: DefaultPollInterval,
+			phase: v1alpha1.PhaseCreatingVM, action: ActionCreateVM, name: builders.DefaultTarget, requeue: DefaultPollInterval,
 		},
 		"a VM by that name that is not ours": {
 			m: m(), obs: newObs(targetVM(false, RunStrategyHalted)),
@@ -430,9 +431,9 @@ func TestCreatingVM(t *testing.T) {
 		},
 		"DataVolumes not owned yet: adopt them": {
 			m: m(), obs: newObs(targetVM(true, RunStrategyHalted), dataVolumes(DataVolumeSucceeded, "100.0%", false)),
-			phase: v1alpha1.PhaseCreatingVM, action: ActionAdoptDataVolumes, name: defaultTarget,
+			phase: v1alpha1.PhaseCreatingVM, action: ActionAdoptDataVolumes, name: builders.DefaultTarget,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Target.UID != targetUID {
+				if d.Status.Target.UID != builders.TargetUID {
 					t.Errorf("target uid = %q", d.Status.Target.UID)
 				}
 			},
@@ -441,7 +442,7 @@ func TestCreatingVM(t *testing.T) {
 			m: m(), obs: newObs(targetVM(true, RunStrategyHalted), dataVolumes(DataVolumeSucceeded, "100.0%", true)),
 			phase: v1alpha1.PhaseStarting, requeue: ms,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Target.UID != targetUID {
+				if d.Status.Target.UID != builders.TargetUID {
 					t.Errorf("target uid = %q", d.Status.Target.UID)
 				}
 				wantEvidence(t, d, v1alpha1.PhaseCreatingVM, 0)
@@ -451,19 +452,19 @@ func TestCreatingVM(t *testing.T) {
 }
 
 func TestStarting(t *testing.T) {
-	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
-		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseStarting)}, opts...)...)
+	m := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.Reached(v1alpha1.PhaseStarting)}, opts...)...)
 	}
-	late := withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.PhaseStartTime = tp(-10 * time.Minute) })
+	late := builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.PhaseStartTime = builders.TP(-10 * time.Minute) })
 	runCases(t, map[string]decideCase{
 		"start=false: leave it halted": {
-			m:     newMigration(noStart, reached(v1alpha1.PhaseStarting)),
+			m:     newMigration(builders.NoStart, builders.Reached(v1alpha1.PhaseStarting)),
 			phase: v1alpha1.PhaseCleaningUp,
 			check: func(t *testing.T, d Decision) { wantEvidence(t, d, v1alpha1.PhaseStarting, 0) },
 		},
 		"halted: start it": {
 			m: m(), obs: newObs(targetVM(true, RunStrategyHalted)),
-			phase: v1alpha1.PhaseStarting, action: ActionStartVM, name: defaultTarget,
+			phase: v1alpha1.PhaseStarting, action: ActionStartVM, name: builders.DefaultTarget,
 		},
 		"VMI running: CleaningUp": {
 			m: m(), obs: newObs(targetVM(true, RunStrategyAlways), targetVMI(VMIRunning, false)),
@@ -485,18 +486,18 @@ func TestStarting(t *testing.T) {
 			},
 		},
 		"no VMI yet, start deadline close": {
-			m: m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
-				s.PhaseStartTime = tp(-10*time.Minute + 2*time.Second)
+			m: m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.PhaseStartTime = builders.TP(-10*time.Minute + 2*time.Second)
 			})),
 			obs:   newObs(targetVM(true, RunStrategyAlways)),
 			phase: v1alpha1.PhaseStarting, requeue: 2 * time.Second,
 		},
 		"waiting for the guest agent": {
-			m: newMigration(waitForAgent, reached(v1alpha1.PhaseStarting)), obs: newObs(targetVM(true, RunStrategyAlways), targetVMI(VMIRunning, false)),
+			m: newMigration(builders.WaitForAgent, builders.Reached(v1alpha1.PhaseStarting)), obs: newObs(targetVM(true, RunStrategyAlways), targetVMI(VMIRunning, false)),
 			phase: v1alpha1.PhaseStarting,
 		},
 		"guest agent connected": {
-			m: newMigration(waitForAgent, reached(v1alpha1.PhaseStarting)), obs: newObs(targetVM(true, RunStrategyAlways), targetVMI(VMIRunning, true)),
+			m: newMigration(builders.WaitForAgent, builders.Reached(v1alpha1.PhaseStarting)), obs: newObs(targetVM(true, RunStrategyAlways), targetVMI(VMIRunning, true)),
 			phase: v1alpha1.PhaseCleaningUp,
 			check: func(t *testing.T, d Decision) {
 				if !d.Status.Target.AgentConnected {
@@ -510,7 +511,7 @@ func TestStarting(t *testing.T) {
 			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseStarting, ReasonStartTimeout) },
 		},
 		"start timeout waiting for the agent": {
-			m:     newMigration(waitForAgent, reached(v1alpha1.PhaseStarting), late),
+			m:     newMigration(builders.WaitForAgent, builders.Reached(v1alpha1.PhaseStarting), late),
 			obs:   newObs(targetVM(true, RunStrategyAlways), targetVMI(VMIRunning, false)),
 			phase: v1alpha1.PhaseRollingBack,
 			check: func(t *testing.T, d Decision) {
@@ -526,7 +527,7 @@ func TestStarting(t *testing.T) {
 			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseStarting, ReasonTargetVMFailed) },
 		},
 		"no phase start time recorded (status written by hand)": {
-			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.PhaseStartTime = nil })),
+			m:     m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.PhaseStartTime = nil })),
 			obs:   newObs(targetVM(true, RunStrategyAlways)),
 			phase: v1alpha1.PhaseStarting,
 		},
@@ -534,12 +535,12 @@ func TestStarting(t *testing.T) {
 }
 
 func TestCleaningUp(t *testing.T) {
-	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
-		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseCleaningUp)}, opts...)...)
+	m := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.Reached(v1alpha1.PhaseCleaningUp)}, opts...)...)
 	}
-	children := newObs(claims(stagingClaims()...), jobs(naming.TransferJob(testName, 1)), configMaps(naming.ConversionConfigMap(testName, 1)))
-	snapshot := withSourceControl(func(sc *v1alpha1.SourceControlStatus) {
-		sc.Snapshots = []v1alpha1.SnapshotRecord{{Name: "migration-" + string(testUID), MoRef: "snapshot-9", RequestedAt: tp(-time.Hour)}}
+	children := newObs(claims(stagingClaims()...), jobs(naming.TransferJob(builders.Name, 1)), configMaps(naming.ConversionConfigMap(builders.Name, 1)))
+	snapshot := builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) {
+		sc.Snapshots = []v1alpha1.SnapshotRecord{{Name: "migration-" + string(builders.UID), MoRef: "snapshot-9", RequestedAt: builders.TP(-time.Hour)}}
 	})
 	succeeded := func(t *testing.T, d Decision) {
 		wantTime(t, "completionTime", d.Status.CompletionTime, 0)
@@ -553,7 +554,7 @@ func TestCleaningUp(t *testing.T) {
 			phase: v1alpha1.PhaseCleaningUp, action: ActionDeleteStaging, requeue: DefaultPollInterval,
 		},
 		"Retain policy: children kept": {
-			m: newMigration(retain, reached(v1alpha1.PhaseCleaningUp)), obs: children,
+			m: newMigration(builders.Retain, builders.Reached(v1alpha1.PhaseCleaningUp)), obs: children,
 			phase: v1alpha1.PhaseSucceeded, check: succeeded,
 		},
 		"no children: Succeeded": {
@@ -565,8 +566,8 @@ func TestCleaningUp(t *testing.T) {
 			phase: v1alpha1.PhaseSucceeded,
 		},
 		"a snapshot the controller made is removed first": {
-			m: m(snapshot), obs: newObs(sourceOff, sourceSnapshots("migration-"+string(testUID))),
-			phase: v1alpha1.PhaseCleaningUp, action: ActionRemoveSnapshot, name: "migration-" + string(testUID),
+			m: m(snapshot), obs: newObs(sourceOff, sourceSnapshots("migration-"+string(builders.UID))),
+			phase: v1alpha1.PhaseCleaningUp, action: ActionRemoveSnapshot, name: "migration-" + string(builders.UID),
 		},
 		"a removed snapshot is recorded": {
 			m: m(snapshot), obs: newObs(sourceOff),

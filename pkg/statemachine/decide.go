@@ -37,7 +37,7 @@ func IsTerminal(p v1alpha1.Phase) bool {
 type decider struct {
 	cfg  Config
 	m    *v1alpha1.VirtualMachineMigration
-	spec *v1alpha1.VirtualMachineMigrationSpec // the spec in force (see effectiveSpec)
+	spec *v1alpha1.VirtualMachineMigrationSpec // the spec in force (SpecInForce)
 	obs  Observation
 	now  metav1.Time
 	st   *v1alpha1.VirtualMachineMigrationStatus
@@ -61,7 +61,7 @@ func newDecider(in Input) *decider {
 	return &decider{
 		cfg:        in.Config.withDefaults(),
 		m:          in.Migration,
-		spec:       effectiveSpec(in.Migration),
+		spec:       in.Migration.SpecInForce(),
 		obs:        in.Observation,
 		now:        in.Now,
 		st:         st,
@@ -108,6 +108,11 @@ func (d *decider) step() {
 // act asks for one action.
 func (d *decider) act(t ActionType, name string, attempt int32) {
 	d.out.Action = Action{Type: t, Name: name, Attempt: attempt}
+}
+
+// remove asks to delete the observed objects; name says what for.
+func (d *decider) remove(t ActionType, name string, objects ...ObjectRef) {
+	d.out.Action = Action{Type: t, Name: name, Objects: objects}
 }
 
 // working says what the controller does now and when to look again.
@@ -243,27 +248,4 @@ func (d *decider) requeueAtDeadline() {
 // hasFinalizer reports whether the migration carries the controller's finalizer.
 func hasFinalizer(m *v1alpha1.VirtualMachineMigration) bool {
 	return slices.Contains(m.Finalizers, v1alpha1.FinalizerName)
-}
-
-// effectiveSpec is the spec in force. Once the controller began to stop the
-// source it works from the spec it committed to (status.appliedSpec); only
-// the live control fields still follow the user's spec.
-func effectiveSpec(m *v1alpha1.VirtualMachineMigration) *v1alpha1.VirtualMachineMigrationSpec {
-	if m.Status.AppliedSpec == nil {
-		return &m.Spec
-	}
-	s := m.Status.AppliedSpec.DeepCopy()
-	copyLiveFields(s, &m.Spec)
-	return s
-}
-
-// copyLiveFields copies the fields that still apply after the cutover began.
-func copyLiveFields(dst, src *v1alpha1.VirtualMachineMigrationSpec) {
-	dst.Policy.Paused = src.Policy.Paused
-	dst.Policy.Retry = src.Policy.Retry
-	dst.Policy.Cleanup = src.Policy.Cleanup
-	dst.Policy.StallTimeout = src.Policy.StallTimeout
-	dst.Policy.StartTimeout = src.Policy.StartTimeout
-	dst.Policy.RequireApproval = src.Policy.RequireApproval
-	dst.Policy.Approved = src.Policy.Approved
 }

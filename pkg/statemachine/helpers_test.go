@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/test/builders"
 )
 
 // decideCase is one row of a phase table.
@@ -114,8 +115,8 @@ func wantEvidence(t *testing.T, d Decision, phase v1alpha1.Phase, now time.Durat
 	if ev == nil {
 		t.Fatalf("no evidence for %s", phase)
 	}
-	if !ev.ReachedAt.Equal(ptrTime(at(now))) || ev.Observed == "" {
-		t.Errorf("evidence for %s = %+v, want reached at %s with what was observed", phase, *ev, at(now))
+	if !ev.ReachedAt.Equal(ptrTime(builders.At(now))) || ev.Observed == "" {
+		t.Errorf("evidence for %s = %+v, want reached at %s with what was observed", phase, *ev, builders.At(now))
 	}
 }
 
@@ -123,7 +124,7 @@ func ptrTime(t metav1.Time) *metav1.Time { return &t }
 
 func wantTime(t *testing.T, what string, got *metav1.Time, want time.Duration) {
 	t.Helper()
-	if got == nil || !got.Equal(tp(want)) {
-		t.Errorf("%s = %v, want %v", what, got, at(want))
+	if got == nil || !got.Equal(builders.TP(want)) {
+		t.Errorf("%s = %v, want %v", what, got, builders.At(want))
 	}
 }

@@ -260,7 +260,7 @@ func (d *decider) initDisks() {
 func (d *decider) missingStagingClaims() []string {
 	var missing []string
 	for _, disk := range d.st.Disks {
-		if !slices.Contains(d.obs.Children.StagingClaims, disk.StagingClaim) {
+		if !slices.Contains(Names(d.obs.Children.StagingClaims), disk.StagingClaim) {
 			missing = append(missing, disk.StagingClaim)
 		}
 	}
@@ -397,7 +397,7 @@ func (d *decider) importing() {
 				}
 				disk.ImportPhase = DataVolumeFailed
 			}
-			d.act(ActionDeleteDataVolume, disk.DataVolume, 0)
+			d.remove(ActionDeleteDataVolume, disk.DataVolume, dv.Ref)
 			d.working("deleting failed DataVolume "+disk.DataVolume+" to import it again", d.cfg.PollInterval)
 			return
 		}
@@ -497,11 +497,10 @@ func (d *decider) starting() {
 
 // cleaningUp: staging objects are gone (per the cleanup policy).
 func (d *decider) cleaningUp() {
-	c := d.obs.Children
-	staging := len(c.StagingClaims) + len(c.Jobs) + len(c.ConfigMaps) + len(c.TransferAccess)
-	if d.spec.Policy.CleanupPolicy() == v1alpha1.CleanupPolicyDelete && staging > 0 {
-		d.act(ActionDeleteStaging, "", 0)
-		d.working(fmt.Sprintf("deleting %d staging objects", staging), d.cfg.PollInterval)
+	staging := d.obs.Children.Staging()
+	if d.spec.Policy.CleanupPolicy() == v1alpha1.CleanupPolicyDelete && len(staging) > 0 {
+		d.remove(ActionDeleteStaging, "", staging...)
+		d.working(fmt.Sprintf("deleting %d staging objects", len(staging)), d.cfg.PollInterval)
 		return
 	}
 	if d.removeSnapshots() {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/test/builders"
 )
 
 const ms = time.Millisecond // the "look again at once" requeue of a phase change
@@ -15,7 +16,7 @@ const ms = time.Millisecond // the "look again at once" requeue of a phase chang
 func TestPending(t *testing.T) {
 	runCases(t, map[string]decideCase{
 		"no finalizer: add it and record the start time": {
-			m:     newMigration(withoutFinalizer),
+			m:     newMigration(builders.WithoutFinalizer),
 			obs:   newObs(),
 			phase: v1alpha1.PhasePending, action: ActionAddFinalizer, name: v1alpha1.FinalizerName, requeue: -1,
 			check: func(t *testing.T, d Decision) {
@@ -40,8 +41,8 @@ func TestPending(t *testing.T) {
 			},
 		},
 		"start time is kept once set": {
-			m: newMigration(withoutFinalizer, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
-				s.Phase, s.StartTime = v1alpha1.PhasePending, tp(-time.Hour)
+			m: newMigration(builders.WithoutFinalizer, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.Phase, s.StartTime = v1alpha1.PhasePending, builders.TP(-time.Hour)
 			})),
 			phase: v1alpha1.PhasePending, action: ActionAddFinalizer,
 			check: func(t *testing.T, d Decision) { wantTime(t, "startTime", d.Status.StartTime, -time.Hour) },
@@ -50,8 +51,8 @@ func TestPending(t *testing.T) {
 }
 
 func TestValidating(t *testing.T) {
-	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
-		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseValidating)}, opts...)...)
+	m := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.Reached(v1alpha1.PhaseValidating)}, opts...)...)
 	}
 	noPhaseChange := func(reason string) func(*testing.T, Decision) {
 		return func(t *testing.T, d Decision) {
@@ -87,7 +88,7 @@ func TestValidating(t *testing.T) {
 			check: noPhaseChange("VCenterBusy"),
 		},
 		"needs-user error past the retry deadline fails": {
-			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.StartTime = tp(-25 * time.Hour) })),
+			m:     m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.StartTime = builders.TP(-25 * time.Hour) })),
 			obs:   newObs(sourceError(ErrorNeedsUser, "CredentialsSecretMissing")),
 			phase: v1alpha1.PhaseRollingBack,
 			check: func(t *testing.T, d Decision) {
@@ -98,12 +99,14 @@ func TestValidating(t *testing.T) {
 			},
 		},
 		"transient error close to the retry deadline: look again at the deadline": {
-			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.StartTime = tp(-24*time.Hour + 5*time.Second) })),
+			m: m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.StartTime = builders.TP(-24*time.Hour + 5*time.Second)
+			})),
 			obs:   newObs(sourceError(ErrorNeedsUser, "CredentialsSecretMissing")),
 			phase: v1alpha1.PhaseValidating, requeue: 5 * time.Second,
 		},
 		"transient error past a custom retry deadline fails": {
-			m:     m(withRetryDeadline(30 * time.Minute)),
+			m:     m(builders.RetryDeadline(30 * time.Minute)),
 			obs:   newObs(sourceError(ErrorTransient, "VCenterBusy")),
 			phase: v1alpha1.PhaseRollingBack,
 		},
@@ -115,15 +118,15 @@ func TestValidating(t *testing.T) {
 			},
 		},
 		"inventory recorded, target name defaulted, queued": {
-			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Source, s.Target = nil, nil })),
+			m:     m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Source, s.Target = nil, nil })),
 			obs:   newObs(sourceInventory),
 			phase: v1alpha1.PhaseQueued, requeue: ms,
 			check: func(t *testing.T, d Decision) {
-				if !semanticEqual(d.Status.Source, inventory()) {
+				if !semanticEqual(d.Status.Source, builders.Inventory()) {
 					t.Errorf("status.source = %+v, want the inventory", d.Status.Source)
 				}
-				if d.Status.Target == nil || d.Status.Target.Name != defaultTarget {
-					t.Errorf("target = %+v, want %s", d.Status.Target, defaultTarget)
+				if d.Status.Target == nil || d.Status.Target.Name != builders.DefaultTarget {
+					t.Errorf("target = %+v, want %s", d.Status.Target, builders.DefaultTarget)
 				}
 				wantEvidence(t, d, v1alpha1.PhaseValidating, 0)
 				ev := evidenceFor(d.Status, v1alpha1.PhaseValidating)
@@ -135,7 +138,7 @@ func TestValidating(t *testing.T) {
 			},
 		},
 		"spec.target.name wins over the default": {
-			m: m(withTargetName("web-new")), obs: newObs(sourceInventory),
+			m: m(builders.TargetName("web-new")), obs: newObs(sourceInventory),
 			phase: v1alpha1.PhaseQueued,
 			check: func(t *testing.T, d Decision) {
 				if d.Status.Target.Name != "web-new" {
@@ -180,11 +183,11 @@ func TestValidating(t *testing.T) {
 			},
 		},
 		"approval required": {
-			m: m(requireApproval), obs: newObs(sourceInventory),
+			m: m(builders.RequireApproval), obs: newObs(sourceInventory),
 			phase: v1alpha1.PhaseAwaitingApproval,
 		},
 		"approval required and already given": {
-			m: m(requireApproval, approved), obs: newObs(sourceInventory),
+			m: m(builders.RequireApproval, builders.Approved), obs: newObs(sourceInventory),
 			phase: v1alpha1.PhaseQueued,
 			check: func(t *testing.T, d Decision) {
 				// An approval is a spec change that comes back through
@@ -196,8 +199,8 @@ func TestValidating(t *testing.T) {
 }
 
 func TestAwaitingApproval(t *testing.T) {
-	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
-		return newMigration(append([]migrationOpt{requireApproval, reached(v1alpha1.PhaseAwaitingApproval)}, opts...)...)
+	m := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.RequireApproval, builders.Reached(v1alpha1.PhaseAwaitingApproval)}, opts...)...)
 	}
 	runCases(t, map[string]decideCase{
 		"waits for a person, saying how to approve": {
@@ -214,25 +217,25 @@ func TestAwaitingApproval(t *testing.T) {
 			},
 		},
 		"waiting does not stall": {
-			m:     m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.LastProgressTime = tp(-48 * time.Hour) })),
+			m:     m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.LastProgressTime = builders.TP(-48 * time.Hour) })),
 			phase: v1alpha1.PhaseAwaitingApproval,
 			check: func(t *testing.T, d Decision) { wantNoCond(t, d, ConditionStalled) },
 		},
 		"approved: queued": {
-			m: m(approved, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
-				s.Conditions = []metav1.Condition{{Type: ConditionApprovalRequired, Status: metav1.ConditionTrue, Reason: ReasonAwaitingApproval, LastTransitionTime: at(-time.Hour)}}
+			m: m(builders.Approved, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.Conditions = []metav1.Condition{{Type: ConditionApprovalRequired, Status: metav1.ConditionTrue, Reason: ReasonAwaitingApproval, LastTransitionTime: builders.At(-time.Hour)}}
 			})),
 			phase: v1alpha1.PhaseQueued, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				wantEvidence(t, d, v1alpha1.PhaseAwaitingApproval, 0)
 				c := wantCond(t, d, ConditionApprovalRequired, metav1.ConditionFalse, ReasonApproved)
-				if !c.LastTransitionTime.Equal(ptrTime(at(0))) {
+				if !c.LastTransitionTime.Equal(ptrTime(builders.At(0))) {
 					t.Errorf("ApprovalRequired flipped but its transition time stayed %s", c.LastTransitionTime)
 				}
 			},
 		},
 		"spec changed since validation: validate again": {
-			m:     m(withGeneration(2)),
+			m:     m(builders.WithGeneration(2)),
 			phase: v1alpha1.PhaseValidating, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				if evidenceFor(d.Status, v1alpha1.PhaseAwaitingApproval) != nil {
@@ -244,8 +247,8 @@ func TestAwaitingApproval(t *testing.T) {
 }
 
 func TestQueued(t *testing.T) {
-	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
-		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseQueued)}, opts...)...)
+	m := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.Reached(v1alpha1.PhaseQueued)}, opts...)...)
 	}
 	runCases(t, map[string]decideCase{
 		"no transfer slot: wait": {
@@ -297,25 +300,25 @@ func TestQueued(t *testing.T) {
 			phase: v1alpha1.PhaseQueued, requeue: DefaultPollInterval,
 		},
 		"spec changed since validation: validate again": {
-			m: m(withGeneration(3)), obs: newObs(slot(true), sourceOn(true)),
+			m: m(builders.WithGeneration(3)), obs: newObs(slot(true), sourceOn(true)),
 			phase: v1alpha1.PhaseValidating,
 		},
 		"approval required again": {
-			m: m(requireApproval), obs: newObs(slot(true), sourceOn(true)),
+			m: m(builders.RequireApproval), obs: newObs(slot(true), sourceOn(true)),
 			phase: v1alpha1.PhaseAwaitingApproval,
 		},
 	})
 }
 
 func TestStoppingSource(t *testing.T) {
-	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
-		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseStoppingSource)}, opts...)...)
+	m := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.Reached(v1alpha1.PhaseStoppingSource)}, opts...)...)
 	}
-	shutdownAt := func(d time.Duration) migrationOpt {
-		return withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.ShutdownRequestedAt = tp(d) })
+	shutdownAt := func(d time.Duration) builders.MigrationMod {
+		return builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.ShutdownRequestedAt = builders.TP(d) })
 	}
-	powerOffAt := func(d time.Duration) migrationOpt {
-		return withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.PowerOffRequestedAt = tp(d) })
+	powerOffAt := func(d time.Duration) builders.MigrationMod {
+		return builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.PowerOffRequestedAt = builders.TP(d) })
 	}
 	evidence := func(how string) func(*testing.T, Decision) {
 		return func(t *testing.T, d Decision) {
@@ -368,7 +371,7 @@ func TestStoppingSource(t *testing.T) {
 			},
 		},
 		"PowerOff mode: power off at once": {
-			m: newMigration(powerOffMode, reached(v1alpha1.PhaseStoppingSource)), obs: newObs(sourceOn(true)),
+			m: newMigration(builders.PowerOffMode, builders.Reached(v1alpha1.PhaseStoppingSource)), obs: newObs(sourceOn(true)),
 			phase: v1alpha1.PhaseStoppingSource, action: ActionPowerOffSource,
 			check: func(t *testing.T, d Decision) {
 				if d.Status.SourceControl.ShutdownRequestedAt != nil {
@@ -386,14 +389,14 @@ func TestStoppingSource(t *testing.T) {
 			phase: v1alpha1.PhaseStoppingSource, action: ActionPowerOffSource,
 		},
 		"power-off requested less than a poll interval ago: wait": {
-			m: newMigration(powerOffMode, reached(v1alpha1.PhaseStoppingSource), powerOffAt(-3*time.Second)), obs: newObs(sourceOn(true)),
+			m: newMigration(builders.PowerOffMode, builders.Reached(v1alpha1.PhaseStoppingSource), powerOffAt(-3*time.Second)), obs: newObs(sourceOn(true)),
 			phase: v1alpha1.PhaseStoppingSource, requeue: 7 * time.Second,
 			check: func(t *testing.T, d Decision) {
 				wantTime(t, "powerOffRequestedAt", d.Status.SourceControl.PowerOffRequestedAt, -3*time.Second)
 			},
 		},
 		"power-off requested a poll interval ago, still on: ask again": {
-			m: newMigration(powerOffMode, reached(v1alpha1.PhaseStoppingSource), powerOffAt(-DefaultPollInterval)), obs: newObs(sourceOn(true)),
+			m: newMigration(builders.PowerOffMode, builders.Reached(v1alpha1.PhaseStoppingSource), powerOffAt(-DefaultPollInterval)), obs: newObs(sourceOn(true)),
 			phase: v1alpha1.PhaseStoppingSource, action: ActionPowerOffSource,
 			check: func(t *testing.T, d Decision) {
 				wantTime(t, "powerOffRequestedAt", d.Status.SourceControl.PowerOffRequestedAt, 0)
@@ -411,7 +414,7 @@ func TestStoppingSource(t *testing.T) {
 			},
 		},
 		"no source control recorded (status written by hand): still stops the source": {
-			m: m(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.SourceControl = nil })), obs: newObs(sourceOn(true)),
+			m: m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.SourceControl = nil })), obs: newObs(sourceOn(true)),
 			phase: v1alpha1.PhaseStoppingSource, action: ActionShutdownGuest,
 		},
 	})

@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
 	"os"
 	"reflect"
@@ -15,6 +16,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/test/builders"
 )
 
 // Property tests: a seeded generator of inputs over every phase and every
@@ -53,17 +55,17 @@ func (g gen) optTime(max time.Duration) *metav1.Time {
 	if g.chance(0.4) {
 		return nil
 	}
-	return tp(-g.dur(max))
+	return builders.TP(-g.dur(max))
 }
 
 func (g gen) migration() *v1alpha1.VirtualMachineMigration {
-	var before, afterOpts []migrationOpt
+	var before, afterOpts []builders.MigrationMod
 	for _, o := range []struct {
 		p   float64
-		opt migrationOpt
+		opt builders.MigrationMod
 	}{
-		{0.2, requireApproval}, {0.3, approved}, {0.2, insecure}, {0.2, skipConversion}, {0.2, retain},
-		{0.15, noStart}, {0.2, waitForAgent}, {0.3, powerOffMode}, {0.2, withTargetName("web-new")},
+		{0.2, builders.RequireApproval}, {0.3, builders.Approved}, {0.2, builders.Insecure}, {0.2, builders.SkipConversion}, {0.2, builders.Retain},
+		{0.15, builders.NoStart}, {0.2, builders.WaitForAgent}, {0.3, builders.PowerOffMode}, {0.2, builders.TargetName("web-new")},
 	} {
 		if g.chance(o.p) {
 			before = append(before, o.opt)
@@ -71,12 +73,12 @@ func (g gen) migration() *v1alpha1.VirtualMachineMigration {
 	}
 	limit := int32(g.r.Intn(5))
 	if g.chance(0.8) {
-		before = append(before, withRetryLimit(limit))
+		before = append(before, builders.RetryLimit(limit))
 	} else {
 		limit = v1alpha1.DefaultRetryLimit
 	}
 	if g.chance(0.2) {
-		before = append(before, withRetryDeadline(time.Duration(1+g.r.Intn(48))*time.Hour))
+		before = append(before, builders.RetryDeadline(time.Duration(1+g.r.Intn(48))*time.Hour))
 	}
 	if g.chance(0.2) {
 		before = append(before, func(m *v1alpha1.VirtualMachineMigration) {
@@ -84,28 +86,28 @@ func (g gen) migration() *v1alpha1.VirtualMachineMigration {
 		})
 	}
 	phase := pick(g, allPhases...)
-	before = append(before, reached(phase))
+	before = append(before, builders.Reached(phase))
 	if phase == "" {
-		before = append(before, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		before = append(before, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
 			*s = v1alpha1.VirtualMachineMigrationStatus{}
 		}))
 	}
 	for _, o := range []struct {
 		p   float64
-		opt migrationOpt
+		opt builders.MigrationMod
 	}{
-		{0.1, withoutFinalizer}, {0.15, deleted}, {0.1, paused}, {0.15, withGeneration(2)},
-		{0.1, withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "changed" })},
-		{0.1, withSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Policy.Approved = !s.Policy.Approved })},
-		{0.3, withRetries(int32(g.r.Intn(int(limit) + 2)))},
-		{0.3, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		{0.1, builders.WithoutFinalizer}, {0.15, builders.Deleted}, {0.1, builders.Paused}, {0.15, builders.WithGeneration(2)},
+		{0.1, builders.WithSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "changed" })},
+		{0.1, builders.WithSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Policy.Approved = !s.Policy.Approved })},
+		{0.3, builders.WithRetries(int32(g.r.Intn(int(limit) + 2)))},
+		{0.3, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
 			s.PhaseStartTime, s.LastProgressTime = g.optTime(time.Hour), g.optTime(time.Hour)
 		})},
-		{0.2, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.StartTime = g.optTime(30 * time.Hour) })},
-		{0.15, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
-			s.StartTime = tp(-v1alpha1.DefaultRetryDeadline + g.dur(time.Minute))
+		{0.2, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.StartTime = g.optTime(30 * time.Hour) })},
+		{0.15, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+			s.StartTime = builders.TP(-v1alpha1.DefaultRetryDeadline + g.dur(time.Minute))
 		})},
-		{0.3, withSourceControl(func(sc *v1alpha1.SourceControlStatus) {
+		{0.3, builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) {
 			sc.OriginalPowerState = pick(g, "", PowerStateOn, PowerStateOff, PowerStateSuspended)
 			sc.ShutdownRequestedAt = g.optTime(10 * time.Minute)
 			sc.PowerOffRequestedAt = g.optTime(time.Minute)
@@ -113,15 +115,15 @@ func (g gen) migration() *v1alpha1.VirtualMachineMigration {
 			sc.RestoredAt = g.optTime(time.Minute)
 		})},
 		{0.15, withSnapshot},
-		{0.1, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Disks = nil })},
-		{0.1, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target = nil })},
-		{0.1, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Source = nil })},
-		{0.1, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		{0.1, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Disks = nil })},
+		{0.1, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target = nil })},
+		{0.1, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Source = nil })},
+		{0.1, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
 			a := int32(1 + g.r.Intn(3))
-			s.Transfer = &v1alpha1.JobStatus{JobName: naming.TransferJob(testName, a), Attempt: a}
+			s.Transfer = &v1alpha1.JobStatus{JobName: naming.TransferJob(builders.Name, a), Attempt: a}
 		})},
-		{0.1, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Conversion = conversionAttempt(testName, 1) })},
-		{0.1, withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		{0.1, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Conversion = conversionAttempt(builders.Name, 1) })},
+		{0.1, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
 			for i := range s.Disks {
 				s.Disks[i].DataVolume = dvNames()[i]
 				s.Disks[i].ImportPhase = pick(g, "", DataVolumeFailed, "ImportInProgress")
@@ -155,8 +157,8 @@ func (g gen) job(name string) *JobObservation {
 	default:
 		if g.chance(0.7) {
 			j.Progress = []DiskProgress{
-				{Key: diskKey0, BytesDone: g.r.Int63n(diskCap0 + 1), RateBytesPerSecond: g.r.Int63n(200 << 20)},
-				{Key: diskKey1, BytesDone: g.r.Int63n(diskCap1 + 1), RateBytesPerSecond: g.r.Int63n(200 << 20)},
+				{Key: builders.DiskKey0, BytesDone: g.r.Int63n(builders.DiskCap0 + 1), RateBytesPerSecond: g.r.Int63n(200 << 20)},
+				{Key: builders.DiskKey1, BytesDone: g.r.Int63n(builders.DiskCap1 + 1), RateBytesPerSecond: g.r.Int63n(200 << 20)},
 			}
 		}
 	}
@@ -184,17 +186,17 @@ func (g gen) observation(m *v1alpha1.VirtualMachineMigration) Observation {
 	}
 	o.TransferSlot.Available = g.chance(0.6)
 	cl := stagingClaims()
-	o.Children.StagingClaims = cl[:g.r.Intn(len(cl)+1)]
+	o.Children.StagingClaims = refs(KindPersistentVolumeClaim, cl[:g.r.Intn(len(cl)+1)]...)
 	if g.chance(0.3) {
-		o.Children.Jobs = []string{naming.TransferJob(testName, 1)}
+		o.Children.Jobs = refs(KindJob, naming.TransferJob(builders.Name, 1))
 	}
 	if g.chance(0.2) {
-		o.Children.ConfigMaps = []string{naming.ConversionConfigMap(testName, 1)}
+		o.Children.ConfigMaps = refs(KindConfigMap, naming.ConversionConfigMap(builders.Name, 1))
 	}
 	if g.chance(0.2) {
-		o.Children.DataVolumes = dvNames()[:1]
+		o.Children.DataVolumes = refs(KindDataVolume, dvNames()[:1]...)
 	}
-	tname, cname := naming.TransferJob(testName, 1), naming.ConversionJob(testName, 1)
+	tname, cname := naming.TransferJob(builders.Name, 1), naming.ConversionJob(builders.Name, 1)
 	if t := m.Status.Transfer; t != nil {
 		tname = t.JobName
 	}
@@ -213,7 +215,7 @@ func (g gen) observation(m *v1alpha1.VirtualMachineMigration) Observation {
 		}
 	}
 	if g.chance(0.6) {
-		o.VM = &VMObservation{Ours: g.chance(0.8), UID: targetUID, RunStrategy: pick(g, RunStrategyAlways, RunStrategyHalted, "")}
+		o.VM = &VMObservation{Ours: g.chance(0.8), UID: builders.TargetUID, RunStrategy: pick(g, RunStrategyAlways, RunStrategyHalted, "")}
 	}
 	if g.chance(0.5) {
 		o.VMI = &VMIObservation{Phase: pick(g, "Scheduling", VMIRunning, VMIFailed), AgentConnected: g.chance(0.5)}
@@ -223,7 +225,7 @@ func (g gen) observation(m *v1alpha1.VirtualMachineMigration) Observation {
 
 func (g gen) input() Input {
 	m := g.migration()
-	return Input{Migration: m, Observation: g.observation(m), Now: at(g.dur(time.Minute))}
+	return Input{Migration: m, Observation: g.observation(m), Now: builders.At(g.dur(time.Minute))}
 }
 
 // forEachInput runs f on propertyCases generated inputs.
@@ -291,7 +293,7 @@ func forward(from, to v1alpha1.Phase) bool {
 		return false
 	}
 	i := phaseIndex(from)
-	return i >= 0 && i+1 < len(phaseOrder) && phaseOrder[i+1] == to
+	return i >= 0 && i+1 < len(builders.Happy) && builders.Happy[i+1] == to
 }
 
 // (b) No decision skips a checkpoint, and every forward move records the
@@ -437,12 +439,9 @@ func (w *world) observe(m *v1alpha1.VirtualMachineMigration) Observation {
 		o.Source.PowerState, o.Source.ToolsRunning = PowerStateOff, false
 	}
 	if w.claims {
-		o.Children.StagingClaims = stagingClaims()
+		o.Children.StagingClaims = refs(KindPersistentVolumeClaim, stagingClaims()...)
 	}
-	for name := range w.jobs {
-		o.Children.Jobs = append(o.Children.Jobs, name)
-	}
-	slices.Sort(o.Children.Jobs)
+	o.Children.Jobs = refs(KindJob, slices.Sorted(maps.Keys(w.jobs))...)
 	if t := m.Status.Transfer; t != nil && w.jobs[t.JobName] {
 		o.TransferJob = &JobObservation{Name: t.JobName, Succeeded: !w.transferFails, Failed: w.transferFails, Message: "stream reset", Results: goodResults()}
 	}
@@ -480,7 +479,7 @@ func (w *world) apply(m *v1alpha1.VirtualMachineMigration, a Action) {
 	case ActionCreateDataVolumes:
 		w.dvs = true
 	case ActionCreateVM:
-		w.vm = &VMObservation{Ours: true, UID: targetUID, RunStrategy: RunStrategyHalted}
+		w.vm = &VMObservation{Ours: true, UID: builders.TargetUID, RunStrategy: RunStrategyHalted}
 	case ActionStartVM:
 		w.vm.RunStrategy = RunStrategyAlways
 	case ActionDeleteStaging:
@@ -514,7 +513,7 @@ func drive(t *testing.T, m *v1alpha1.VirtualMachineMigration, w *world) *v1alpha
 func TestPropertyAlwaysFailingTransferFailsAfterTheBudget(t *testing.T) {
 	for limit := int32(0); limit <= 5; limit++ {
 		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
-			m := newMigration(withoutFinalizer, withRetryLimit(limit))
+			m := newMigration(builders.WithoutFinalizer, builders.RetryLimit(limit))
 			w := &world{sourceOn: true, jobs: map[string]bool{}, transferFails: true}
 			m = drive(t, m, w)
 			s := m.Status
@@ -526,7 +525,7 @@ func TestPropertyAlwaysFailingTransferFailsAfterTheBudget(t *testing.T) {
 				t.Errorf("transfer jobs created: %v, want %d", w.created, limit+1)
 			}
 			for i, name := range w.created {
-				if want := naming.TransferJob(testName, int32(i+1)); name != want {
+				if want := naming.TransferJob(builders.Name, int32(i+1)); name != want {
 					t.Errorf("job %d = %s, want %s", i, name, want)
 				}
 			}
@@ -540,13 +539,13 @@ func TestPropertyAlwaysFailingTransferFailsAfterTheBudget(t *testing.T) {
 // The happy path, driven the same way, reaches Succeeded through every
 // checkpoint with its evidence.
 func TestDriveToSuccess(t *testing.T) {
-	m := newMigration(withoutFinalizer, func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Target.PreserveMACAddresses = ptr.To(true) })
+	m := newMigration(builders.WithoutFinalizer, func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Target.PreserveMACAddresses = ptr.To(true) })
 	w := &world{sourceOn: true, jobs: map[string]bool{}}
 	m = drive(t, m, w)
 	if m.Status.Phase != v1alpha1.PhaseSucceeded {
 		t.Fatalf("phase %s, lastError %+v", m.Status.Phase, m.Status.LastError)
 	}
-	for _, p := range phaseOrder[:len(phaseOrder)-1] {
+	for _, p := range builders.Happy[:len(builders.Happy)-1] {
 		if evidenceFor(m.Status, p) == nil {
 			t.Errorf("no evidence for %s", p)
 		}
@@ -554,7 +553,7 @@ func TestDriveToSuccess(t *testing.T) {
 	if w.claims || len(w.jobs) != 0 || w.vm == nil || w.sourceOn {
 		t.Errorf("world after success: %+v", w)
 	}
-	if m.Status.Retries != 0 || m.Status.Progress != "100%" || m.Status.Target.UID != targetUID {
+	if m.Status.Retries != 0 || m.Status.Progress != "100%" || m.Status.Target.UID != builders.TargetUID {
 		t.Errorf("status: retries %d, progress %q, target %+v", m.Status.Retries, m.Status.Progress, m.Status.Target)
 	}
 }
@@ -581,25 +580,25 @@ func TestPropertyNeedsSourceCoversDecide(t *testing.T) {
 }
 
 func TestNeedsSource(t *testing.T) {
-	touched := withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoredAt = nil })
+	touched := builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoredAt = nil })
 	for name, tc := range map[string]struct {
 		m    *v1alpha1.VirtualMachineMigration
 		want SourceNeed
 	}{
 		"Pending":                           {newMigration(), SourceNeedNothing},
-		"Validating":                        {newMigration(reached(v1alpha1.PhaseValidating)), SourceNeedInventory},
-		"Queued":                            {newMigration(reached(v1alpha1.PhaseQueued)), SourceNeedState},
-		"StoppingSource":                    {newMigration(reached(v1alpha1.PhaseStoppingSource)), SourceNeedState},
-		"TransferringDisks":                 {newMigration(reached(v1alpha1.PhaseTransferringDisks)), SourceNeedNothing},
-		"RollingBack, source to restore":    {newMigration(reached(v1alpha1.PhaseRollingBack)), SourceNeedState},
-		"RollingBack, source was off":       {newMigration(reached(v1alpha1.PhaseRollingBack), withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.OriginalPowerState = PowerStateOff })), SourceNeedNothing},
-		"CleaningUp with a snapshot":        {newMigration(reached(v1alpha1.PhaseCleaningUp), withSnapshot), SourceNeedState},
-		"CleaningUp, source was off":        {newMigration(reached(v1alpha1.PhaseCleaningUp), withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.OriginalPowerState = PowerStateOff })), SourceNeedNothing},
-		"paused":                            {newMigration(reached(v1alpha1.PhaseValidating), paused), SourceNeedNothing},
-		"Failed":                            {newMigration(reached(v1alpha1.PhaseFailed)), SourceNeedNothing},
-		"deleted, source to restore":        {newMigration(reached(v1alpha1.PhaseCancelling), deleted, touched), SourceNeedState},
-		"deleted, nothing touched":          {newMigration(reached(v1alpha1.PhaseValidating), deleted), SourceNeedNothing},
-		"deleted after success, a snapshot": {newMigration(reached(v1alpha1.PhaseSucceeded), deleted, withSnapshot), SourceNeedNothing},
+		"Validating":                        {newMigration(builders.Reached(v1alpha1.PhaseValidating)), SourceNeedInventory},
+		"Queued":                            {newMigration(builders.Reached(v1alpha1.PhaseQueued)), SourceNeedState},
+		"StoppingSource":                    {newMigration(builders.Reached(v1alpha1.PhaseStoppingSource)), SourceNeedState},
+		"TransferringDisks":                 {newMigration(builders.Reached(v1alpha1.PhaseTransferringDisks)), SourceNeedNothing},
+		"RollingBack, source to restore":    {newMigration(builders.Reached(v1alpha1.PhaseRollingBack)), SourceNeedState},
+		"RollingBack, source was off":       {newMigration(builders.Reached(v1alpha1.PhaseRollingBack), builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.OriginalPowerState = PowerStateOff })), SourceNeedNothing},
+		"CleaningUp with a snapshot":        {newMigration(builders.Reached(v1alpha1.PhaseCleaningUp), withSnapshot), SourceNeedState},
+		"CleaningUp, source was off":        {newMigration(builders.Reached(v1alpha1.PhaseCleaningUp), builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.OriginalPowerState = PowerStateOff })), SourceNeedNothing},
+		"paused":                            {newMigration(builders.Reached(v1alpha1.PhaseValidating), builders.Paused), SourceNeedNothing},
+		"Failed":                            {newMigration(builders.Reached(v1alpha1.PhaseFailed)), SourceNeedNothing},
+		"deleted, source to restore":        {newMigration(builders.Reached(v1alpha1.PhaseCancelling), builders.Deleted, touched), SourceNeedState},
+		"deleted, nothing touched":          {newMigration(builders.Reached(v1alpha1.PhaseValidating), builders.Deleted), SourceNeedNothing},
+		"deleted after success, a snapshot": {newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted, withSnapshot), SourceNeedNothing},
 	} {
 		if got := NeedsSource(tc.m); got != tc.want {
 			t.Errorf("%s: NeedsSource = %d, want %d", name, got, tc.want)

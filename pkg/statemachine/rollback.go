@@ -33,13 +33,13 @@ func (d *decider) cancel() {
 	// copy: it goes with the migration. A migrated VM never does.
 	if d.st.Phase != v1alpha1.PhaseSucceeded {
 		if vm := d.obs.VM; vm != nil && vm.Ours {
-			d.act(ActionDeleteVM, d.targetName(), 0)
+			d.remove(ActionDeleteVM, d.targetName(), vm.Ref)
 			d.working("deleting the unfinished target VirtualMachine", d.cfg.PollInterval)
 			return
 		}
 	}
 	if n := d.obs.Children.Count(); n > 0 {
-		d.act(ActionDeleteChildren, "", 0)
+		d.remove(ActionDeleteChildren, "", d.obs.Children.All()...)
 		d.working(fmt.Sprintf("deleting %d child objects", n), d.cfg.PollInterval)
 		return
 	}
@@ -54,7 +54,7 @@ func (d *decider) cancel() {
 func (d *decider) stopActiveJobs() bool {
 	for _, job := range []*JobObservation{d.obs.TransferJob, d.obs.ConversionJob} {
 		if job != nil && !job.Succeeded && !job.Failed {
-			d.act(ActionDeleteJob, job.Name, 0)
+			d.remove(ActionDeleteJob, job.Name, job.Ref)
 			d.working("stopping job "+job.Name, d.cfg.PollInterval)
 			return true
 		}

@@ -9,24 +9,25 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/test/builders"
 )
 
-var snapName = "migration-" + string(testUID)
+var snapName = "migration-" + string(builders.UID)
 
 func withSnapshot(m *v1alpha1.VirtualMachineMigration) {
-	withSourceControl(func(sc *v1alpha1.SourceControlStatus) {
-		sc.Snapshots = []v1alpha1.SnapshotRecord{{Name: snapName, MoRef: "snapshot-9", RequestedAt: tp(-time.Hour)}}
+	builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) {
+		sc.Snapshots = []v1alpha1.SnapshotRecord{{Name: snapName, MoRef: "snapshot-9", RequestedAt: builders.TP(-time.Hour)}}
 	})(m)
 }
 
 func TestRollingBack(t *testing.T) {
-	m := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
-		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseRollingBack)}, opts...)...)
+	m := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.Reached(v1alpha1.PhaseRollingBack)}, opts...)...)
 	}
-	restored := withSourceControl(func(sc *v1alpha1.SourceControlStatus) {
-		sc.RestoreRequestedAt, sc.RestoredAt = tp(-20*time.Second), tp(-5*time.Second)
+	restored := builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) {
+		sc.RestoreRequestedAt, sc.RestoredAt = builders.TP(-20*time.Second), builders.TP(-5*time.Second)
 	})
-	originallyOff := withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.OriginalPowerState = PowerStateOff })
+	originallyOff := builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.OriginalPowerState = PowerStateOff })
 	failed := func(message string) func(*testing.T, Decision) {
 		return func(t *testing.T, d Decision) {
 			wantTime(t, "completionTime", d.Status.CompletionTime, 0)
@@ -47,16 +48,16 @@ func TestRollingBack(t *testing.T) {
 	}
 	runCases(t, map[string]decideCase{
 		"an active transfer job is stopped first": {
-			m: m(), obs: newObs(sourceOff, transferJob(JobObservation{Name: naming.TransferJob(testName, 1)})),
-			phase: v1alpha1.PhaseRollingBack, action: ActionDeleteJob, name: naming.TransferJob(testName, 1),
+			m: m(), obs: newObs(sourceOff, transferJob(JobObservation{Name: naming.TransferJob(builders.Name, 1)})),
+			phase: v1alpha1.PhaseRollingBack, action: ActionDeleteJob, name: naming.TransferJob(builders.Name, 1),
 		},
 		"an active conversion job is stopped": {
-			m: m(), obs: newObs(sourceOff, conversionJob(JobObservation{Name: naming.ConversionJob(testName, 1)})),
-			phase: v1alpha1.PhaseRollingBack, action: ActionDeleteJob, name: naming.ConversionJob(testName, 1),
+			m: m(), obs: newObs(sourceOff, conversionJob(JobObservation{Name: naming.ConversionJob(builders.Name, 1)})),
+			phase: v1alpha1.PhaseRollingBack, action: ActionDeleteJob, name: naming.ConversionJob(builders.Name, 1),
 		},
 		"our running VM is halted before the source is restored": {
 			m: m(), obs: newObs(sourceOff, targetVM(true, RunStrategyAlways)),
-			phase: v1alpha1.PhaseRollingBack, action: ActionHaltVM, name: defaultTarget,
+			phase: v1alpha1.PhaseRollingBack, action: ActionHaltVM, name: builders.DefaultTarget,
 		},
 		"somebody else's VM is left alone": {
 			m: m(), obs: newObs(sourceOff, targetVM(false, RunStrategyAlways)),
@@ -71,12 +72,12 @@ func TestRollingBack(t *testing.T) {
 			},
 		},
 		"power-on requested a moment ago: wait": {
-			m:     m(withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoreRequestedAt = tp(-4 * time.Second) })),
+			m:     m(builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoreRequestedAt = builders.TP(-4 * time.Second) })),
 			obs:   newObs(sourceOff),
 			phase: v1alpha1.PhaseRollingBack, requeue: 6 * time.Second,
 		},
 		"source seen on again: RestoredAt": {
-			m:     m(withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoreRequestedAt = tp(-20 * time.Second) })),
+			m:     m(builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoreRequestedAt = builders.TP(-20 * time.Second) })),
 			obs:   newObs(sourceOn(true)),
 			phase: v1alpha1.PhaseRollingBack,
 			check: func(t *testing.T, d Decision) {
@@ -95,7 +96,7 @@ func TestRollingBack(t *testing.T) {
 			phase: v1alpha1.PhaseFailed, check: failed("stays poweredOff"),
 		},
 		"source never touched: Failed": {
-			m:     newMigration(reached(v1alpha1.PhaseRollingBack), withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.SourceControl = nil })),
+			m:     newMigration(builders.Reached(v1alpha1.PhaseRollingBack), builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.SourceControl = nil })),
 			phase: v1alpha1.PhaseFailed, check: failed("not touched"),
 		},
 		"source power state not read": {
@@ -147,7 +148,7 @@ func TestDeletion(t *testing.T) {
 	cases := map[string]decideCase{}
 	for _, p := range nonTerminal {
 		cases["deleted during "+string(p)+": Cancelling"] = decideCase{
-			m: newMigration(reached(p), deleted), obs: newObs(sourceOff, targetVM(true, RunStrategyAlways), claims(stagingClaims()...)),
+			m: newMigration(builders.Reached(p), builders.Deleted), obs: newObs(sourceOff, targetVM(true, RunStrategyAlways), claims(stagingClaims()...)),
 			phase: v1alpha1.PhaseCancelling, action: ActionNone, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				if !hasEvent(d, ReasonCancelled) {
@@ -156,19 +157,19 @@ func TestDeletion(t *testing.T) {
 			},
 		}
 	}
-	cancelling := func(opts ...migrationOpt) *v1alpha1.VirtualMachineMigration {
-		return newMigration(append([]migrationOpt{reached(v1alpha1.PhaseCancelling), deleted}, opts...)...)
+	cancelling := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.Reached(v1alpha1.PhaseCancelling), builders.Deleted}, opts...)...)
 	}
-	children := []obsOpt{claims(stagingClaims()...), jobs(naming.TransferJob(testName, 1)), childDVs(dvNames()[0])}
-	restored := withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoredAt = tp(-time.Second) })
+	children := []obsOpt{claims(stagingClaims()...), jobs(naming.TransferJob(builders.Name, 1)), childDVs(dvNames()[0])}
+	restored := builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoredAt = builders.TP(-time.Second) })
 	for name, tc := range map[string]decideCase{
 		"deleted while paused: cancellation still runs": {
-			m:     newMigration(reached(v1alpha1.PhaseImporting), paused, deleted),
+			m:     newMigration(builders.Reached(v1alpha1.PhaseImporting), builders.Paused, builders.Deleted),
 			phase: v1alpha1.PhaseCancelling,
 		},
 		"Cancelling: our VM is deleted first": {
 			m: cancelling(), obs: newObs(append(children, sourceOff, targetVM(true, RunStrategyAlways))...),
-			phase: v1alpha1.PhaseCancelling, action: ActionDeleteVM, name: defaultTarget,
+			phase: v1alpha1.PhaseCancelling, action: ActionDeleteVM, name: builders.DefaultTarget,
 		},
 		"Cancelling: a VM not ours is kept, children deleted": {
 			m: cancelling(), obs: newObs(append(children, sourceOff, targetVM(false, RunStrategyAlways))...),
@@ -194,40 +195,40 @@ func TestDeletion(t *testing.T) {
 			phase: v1alpha1.PhaseCancelling, action: ActionRemoveFinalizer, name: v1alpha1.FinalizerName,
 		},
 		"Cancelling, source originally off: release the finalizer": {
-			m:     cancelling(withSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.OriginalPowerState = PowerStateOff })),
+			m:     cancelling(builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.OriginalPowerState = PowerStateOff })),
 			obs:   newObs(sourceOff),
 			phase: v1alpha1.PhaseCancelling, action: ActionRemoveFinalizer,
 		},
 		"Succeeded: the migrated VM is never deleted, children are": {
-			m: newMigration(reached(v1alpha1.PhaseSucceeded), deleted), obs: newObs(append(children, sourceOff, targetVM(true, RunStrategyAlways))...),
+			m: newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted), obs: newObs(append(children, sourceOff, targetVM(true, RunStrategyAlways))...),
 			phase: v1alpha1.PhaseSucceeded, action: ActionDeleteChildren,
 		},
 		"Succeeded: the source stays off, the finalizer is released": {
-			m: newMigration(reached(v1alpha1.PhaseSucceeded), deleted), obs: newObs(sourceOff, targetVM(true, RunStrategyAlways)),
+			m: newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted), obs: newObs(sourceOff, targetVM(true, RunStrategyAlways)),
 			phase: v1alpha1.PhaseSucceeded, action: ActionRemoveFinalizer,
 		},
 		"Failed: children deleted": {
-			m: newMigration(reached(v1alpha1.PhaseFailed), deleted), obs: newObs(children...),
+			m: newMigration(builders.Reached(v1alpha1.PhaseFailed), builders.Deleted), obs: newObs(children...),
 			phase: v1alpha1.PhaseFailed, action: ActionDeleteChildren,
 		},
 		"Failed: its unfinished target VM is deleted first": {
-			m: newMigration(reached(v1alpha1.PhaseFailed), deleted), obs: newObs(append(children, targetVM(true, RunStrategyHalted))...),
+			m: newMigration(builders.Reached(v1alpha1.PhaseFailed), builders.Deleted), obs: newObs(append(children, targetVM(true, RunStrategyHalted))...),
 			phase: v1alpha1.PhaseFailed, action: ActionDeleteVM,
 		},
 		"Failed: a VM that is not ours is left alone": {
-			m: newMigration(reached(v1alpha1.PhaseFailed), deleted), obs: newObs(targetVM(false, RunStrategyAlways)),
+			m: newMigration(builders.Reached(v1alpha1.PhaseFailed), builders.Deleted), obs: newObs(targetVM(false, RunStrategyAlways)),
 			phase: v1alpha1.PhaseFailed, action: ActionRemoveFinalizer,
 		},
 		"Failed: finalizer released": {
-			m:     newMigration(reached(v1alpha1.PhaseFailed), deleted),
+			m:     newMigration(builders.Reached(v1alpha1.PhaseFailed), builders.Deleted),
 			phase: v1alpha1.PhaseFailed, action: ActionRemoveFinalizer,
 		},
 		"no finalizer: nothing to do": {
-			m: newMigration(reached(v1alpha1.PhaseTransferringDisks), deleted, withoutFinalizer), obs: newObs(children...),
+			m: newMigration(builders.Reached(v1alpha1.PhaseTransferringDisks), builders.Deleted, builders.WithoutFinalizer), obs: newObs(children...),
 			phase: v1alpha1.PhaseTransferringDisks, action: ActionNone,
 		},
 		"Cancelling without deletion (restored from a backup): waits": {
-			m:     newMigration(reached(v1alpha1.PhaseCancelling)),
+			m:     newMigration(builders.Reached(v1alpha1.PhaseCancelling)),
 			phase: v1alpha1.PhaseCancelling, action: ActionNone,
 		},
 	} {
@@ -239,9 +240,9 @@ func TestDeletion(t *testing.T) {
 func TestPaused(t *testing.T) {
 	cases := map[string]decideCase{}
 	obs := newObs(sourceOn(true), slot(true), claims(stagingClaims()...), dataVolumes(DataVolumeSucceeded, "100.0%", true), targetVM(true, RunStrategyHalted))
-	for _, p := range append(slicesWithout(phaseOrder, v1alpha1.PhaseSucceeded), v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseRollingBack) {
+	for _, p := range append(slicesWithout(builders.Happy, v1alpha1.PhaseSucceeded), v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseRollingBack) {
 		cases[string(p)] = decideCase{
-			m: newMigration(reached(p), paused), obs: obs,
+			m: newMigration(builders.Reached(p), builders.Paused), obs: obs,
 			phase: p, action: ActionNone, requeue: -1,
 			check: func(t *testing.T, d Decision) {
 				c := wantCond(t, d, ConditionPaused, metav1.ConditionTrue, ReasonPaused)
@@ -254,13 +255,13 @@ func TestPaused(t *testing.T) {
 		}
 	}
 	cases["unpaused: the condition turns false"] = decideCase{
-		m: newMigration(reached(v1alpha1.PhaseImporting), withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
-			s.Conditions = []metav1.Condition{{Type: ConditionPaused, Status: metav1.ConditionTrue, Reason: ReasonPaused, LastTransitionTime: at(-time.Hour)}}
+		m: newMigration(builders.Reached(v1alpha1.PhaseImporting), builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+			s.Conditions = []metav1.Condition{{Type: ConditionPaused, Status: metav1.ConditionTrue, Reason: ReasonPaused, LastTransitionTime: builders.At(-time.Hour)}}
 		})),
 		phase: v1alpha1.PhaseImporting, action: ActionCreateDataVolumes,
 		check: func(t *testing.T, d Decision) {
 			c := wantCond(t, d, ConditionPaused, metav1.ConditionFalse, ReasonNotPaused)
-			if !c.LastTransitionTime.Equal(ptrTime(at(0))) {
+			if !c.LastTransitionTime.Equal(ptrTime(builders.At(0))) {
 				t.Errorf("lastTransitionTime = %s, want now", c.LastTransitionTime)
 			}
 		},
@@ -284,10 +285,10 @@ func TestTerminal(t *testing.T) {
 	for _, p := range []v1alpha1.Phase{v1alpha1.PhaseSucceeded, v1alpha1.PhaseFailed} {
 		for _, mod := range []struct {
 			name string
-			opt  migrationOpt
-		}{{"", func(*v1alpha1.VirtualMachineMigration) {}}, {" paused", paused}, {" generation changed", withGeneration(5)}} {
+			opt  builders.MigrationMod
+		}{{"", func(*v1alpha1.VirtualMachineMigration) {}}, {" paused", builders.Paused}, {" generation changed", builders.WithGeneration(5)}} {
 			cases[string(p)+mod.name] = decideCase{
-				m: newMigration(reached(p), mod.opt), obs: obs,
+				m: newMigration(builders.Reached(p), mod.opt), obs: obs,
 				phase: p, action: ActionNone, requeue: -1,
 				check: func(t *testing.T, d Decision) {
 					wantTime(t, "completionTime", d.Status.CompletionTime, -time.Minute)
@@ -300,7 +301,7 @@ func TestTerminal(t *testing.T) {
 }
 
 func TestUnknownPhaseFails(t *testing.T) {
-	d := decide(newMigration(withStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Phase = "Verifying" })), newObs())
+	d := decide(newMigration(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Phase = "Verifying" })), newObs())
 	if d.Status.Phase != v1alpha1.PhaseRollingBack {
 		t.Fatalf("phase = %s, want RollingBack", d.Status.Phase)
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/test/builders"
 )
 
 // TestCleaningUpWaitsForTransferAccess: a cleanup cut short after the
@@ -11,14 +12,14 @@ import (
 // attempt's ServiceAccount was (a controller crash, seen end to end in
 // test/e2e TestControllerCrashes) must delete again, not succeed and leak it.
 func TestCleaningUpWaitsForTransferAccess(t *testing.T) {
-	left := Observation{Children: Children{TransferAccess: []string{testName + "-transfer-1"}}}
+	left := Observation{Children: Children{TransferAccess: refs(KindServiceAccount, builders.Name+"-transfer-1")}}
 	runCases(t, map[string]decideCase{
 		"transfer access left: delete staging again": {
-			m: newMigration(reached(v1alpha1.PhaseCleaningUp)), obs: left,
+			m: newMigration(builders.Reached(v1alpha1.PhaseCleaningUp)), obs: left,
 			phase: v1alpha1.PhaseCleaningUp, action: ActionDeleteStaging, requeue: DefaultPollInterval,
 		},
 		"Retain policy: transfer access kept too": {
-			m: newMigration(retain, reached(v1alpha1.PhaseCleaningUp)), obs: left,
+			m: newMigration(builders.Retain, builders.Reached(v1alpha1.PhaseCleaningUp)), obs: left,
 			phase: v1alpha1.PhaseSucceeded,
 		},
 	})

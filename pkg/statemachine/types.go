@@ -1,9 +1,11 @@
 package statemachine
 
 import (
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 )
@@ -134,30 +136,82 @@ type SlotObservation struct {
 	Message string
 }
 
-// Children lists the names of the migration's children that exist.
+// Kinds of the objects a migration creates, as ObjectRef.Kind.
+const (
+	KindPersistentVolumeClaim = "PersistentVolumeClaim"
+	KindJob                   = "Job"
+	KindConfigMap             = "ConfigMap"
+	KindServiceAccount        = "ServiceAccount"
+	KindRole                  = "Role"
+	KindRoleBinding           = "RoleBinding"
+	KindDataVolume            = "DataVolume"
+	KindVirtualMachine        = "VirtualMachine"
+)
+
+// ObjectRef names one observed Kubernetes object in the migration's
+// namespace. Delete actions carry the refs of the objects to delete: the
+// step deletes an object only when MigrationUID is the migration's own UID,
+// with UID as a precondition, so that neither a foreign object nor a
+// namesake created since the observation is ever deleted.
+type ObjectRef struct {
+	// Kind is one of the Kind constants.
+	Kind string
+	// Name of the object.
+	Name string
+	// UID of the object as observed.
+	UID types.UID
+	// MigrationUID is the value of the object's LabelMigrationUID label.
+	MigrationUID types.UID
+}
+
+// Children lists the migration's children that exist, by kind. The
+// observer lists only objects that carry this migration's UID label.
 type Children struct {
-	StagingClaims []string
-	Jobs          []string
-	ConfigMaps    []string
+	// StagingClaims are the staging PersistentVolumeClaims.
+	StagingClaims []ObjectRef
+	// Jobs are the transfer and conversion Jobs.
+	Jobs []ObjectRef
+	// ConfigMaps are the Jobs' spec, domain and progress ConfigMaps.
+	ConfigMaps []ObjectRef
 	// DataVolumes lists the target DataVolumes labelled for this migration
 	// that the target VM does not own yet.
-	DataVolumes []string
-	// TransferAccess lists the transfer attempts' ServiceAccounts that
-	// still exist. An attempt's RoleBinding and Role are deleted before its
-	// ServiceAccount, so while one is listed its access may be left. It is
-	// observed only while cleaning up or being deleted.
-	TransferAccess []string
+	DataVolumes []ObjectRef
+	// TransferAccess lists the transfer attempts' RoleBindings, Roles and
+	// ServiceAccounts, in that order (the order they are deleted in).
+	TransferAccess []ObjectRef
 }
 
 // Count is the number of children that exist.
 func (c Children) Count() int {
-	return len(c.StagingClaims) + len(c.Jobs) + len(c.ConfigMaps) + len(c.DataVolumes) + len(c.TransferAccess)
+	return len(c.Staging()) + len(c.DataVolumes)
+}
+
+// Staging is every child but the target DataVolumes: what a successful
+// migration's cleanup deletes.
+func (c Children) Staging() []ObjectRef {
+	return slices.Concat(c.Jobs, c.ConfigMaps, c.TransferAccess, c.StagingClaims)
+}
+
+// All is every child, staging objects first.
+func (c Children) All() []ObjectRef {
+	return slices.Concat(c.Staging(), c.DataVolumes)
+}
+
+// Names are the names of refs, in order.
+func Names(refs []ObjectRef) []string {
+	names := make([]string, 0, len(refs))
+	for _, r := range refs {
+		names = append(names, r.Name)
+	}
+	return names
 }
 
 // JobObservation is what was seen of a Job and its pod.
 type JobObservation struct {
 	// Name of the Job.
 	Name string
+	// Ref is the Job itself.
+	Ref ObjectRef
 	// Succeeded and Failed are the Job's terminal conditions; neither set
 	// means it is still running or pending.
 	Succeeded bool
@@ -192,6 +246,8 @@ type DiskResult struct {
 
 // DataVolumeObservation is what was seen of a target DataVolume.
 type DataVolumeObservation struct {
+	// Ref is the DataVolume itself.
+	Ref ObjectRef
 	// Phase is the DataVolume's status.phase.
 	Phase string
 	// Progress is the DataVolume's status.progress ("45.20%").
@@ -213,6 +269,8 @@ type VMObservation struct {
 	Ours bool
 	// UID of the VirtualMachine.
 	UID string
+	// Ref is the VirtualMachine itself.
+	Ref ObjectRef
 	// RunStrategy is spec.runStrategy.
 	RunStrategy string
 }
@@ -275,6 +333,8 @@ type Action struct {
 	Name string
 	// Attempt is the attempt number for create actions that have one.
 	Attempt int32
+	// Objects are the objects a delete action deletes, in order.
+	Objects []ObjectRef
 }
 
 // Event is a Kubernetes event the controller records after the status

@@ -3,21 +3,19 @@ package steps
 import (
 	"context"
 
-	batchv1 "k8s.io/api/batch/v1"
-
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
 )
 
-// SourceStep is everything the controller does on the vSphere side (package steps/source implements it). Observe
-// never changes anything; each action is a single idempotent call whose
-// intent the state machine already recorded in status.
+// SourceStep is everything the controller does on the vSphere side
+// (package steps/source implements it). Observe never changes anything;
+// each action is a single idempotent call whose intent the state machine
+// already recorded in status.
 type SourceStep interface {
-	// Observe reads what the decision needs of the source VM. Failures are
+	// Observe reads what the decision needs of the source VM. vSphere sends
+	// no events, so this is the one observation read live. Failures are
 	// returned classified inside the observation, never as a panic.
 	Observe(ctx context.Context, m *v1alpha1.VirtualMachineMigration, need statemachine.SourceNeed) statemachine.SourceObservation
-	// Preflight runs the preflight rules over a fresh inventory.
-	Preflight(ctx context.Context, m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) ([]v1alpha1.PreflightFinding, error)
 	// ShutdownGuest asks the guest OS to shut down.
 	ShutdownGuest(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
 	// PowerOff powers the VM off; an already-off VM is success.
@@ -28,10 +26,14 @@ type SourceStep interface {
 	RemoveSnapshot(ctx context.Context, m *v1alpha1.VirtualMachineMigration, name string) error
 }
 
-// PipelineStep creates and changes the Kubernetes-side objects of the data
-// path. Every create tolerates AlreadyExists for an object of this
-// migration, and names are deterministic (package naming).
+// PipelineStep observes, creates and deletes the Kubernetes-side objects
+// of the data path (package steps/pipeline implements it). Every create
+// tolerates AlreadyExists for an object of this migration, and names are
+// deterministic (package naming) and recorded in status.
 type PipelineStep interface {
+	// Observe fills in the children, the Jobs with their pods and progress,
+	// the target DataVolumes, VM and VMI, from the informer caches only.
+	Observe(m *v1alpha1.VirtualMachineMigration, obs *statemachine.Observation) error
 	// CreateStagingClaims creates the missing staging volumes.
 	CreateStagingClaims(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
 	// CreateTransferJob creates the transfer Job of an attempt.
@@ -46,7 +48,7 @@ type PipelineStep interface {
 	AdoptDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
 	// SetRunStrategy sets the target VM's run strategy (Always or Halted).
 	SetRunStrategy(ctx context.Context, m *v1alpha1.VirtualMachineMigration, strategy string) error
-	// ReadJob turns a transfer or conversion Job (and its pod) into what
-	// the state machine needs: terminal state, message, progress, results.
-	ReadJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, job *batchv1.Job) statemachine.JobObservation
+	// Delete deletes observed objects of this migration, each with a UID
+	// precondition; it refuses any ref that does not carry the migration's UID.
+	Delete(ctx context.Context, m *v1alpha1.VirtualMachineMigration, objects []statemachine.ObjectRef) error
 }

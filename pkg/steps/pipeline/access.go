@@ -70,7 +70,10 @@ func RenderProgressAccess(m *v1alpha1.VirtualMachineMigration, attempt int32) (*
 	}, nil
 }
 
+// progressFlag is vm-transfer's flag naming the progress ConfigMap.
+const progressFlag = "--progress-configmap="
+
 // PodArgs are the vm-transfer flags that report into the access's ConfigMap.
 func (a *ProgressAccess) PodArgs() []string {
-	return []string{"--progress-configmap=" + a.ConfigMap.Namespace + "/" + a.ConfigMap.Name}
+	return []string{progressFlag + a.ConfigMap.Namespace + "/" + a.ConfigMap.Name}
 }

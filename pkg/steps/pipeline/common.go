@@ -29,15 +29,6 @@ const (
 // see the same owner.
 const StagingUID int64 = 107
 
-// specInForce is the spec the controller works from: status.appliedSpec
-// once it committed to the cutover, spec before.
-func specInForce(m *v1alpha1.VirtualMachineMigration) *v1alpha1.VirtualMachineMigrationSpec {
-	if m.Status.AppliedSpec != nil {
-		return m.Status.AppliedSpec
-	}
-	return &m.Spec
-}
-
 // childLabels are the labels every child of m carries.
 func childLabels(m *v1alpha1.VirtualMachineMigration, component string) map[string]string {
 	return map[string]string{
@@ -75,19 +66,32 @@ func ours(obj metav1.Object, uid types.UID) bool {
 	return uid != "" && obj.GetLabels()[v1alpha1.LabelMigrationUID] == string(uid)
 }
 
-// createIfAbsent creates an object; AlreadyExists is success when the
-// existing object carries the migration's UID label, and an error naming
-// the foreign object otherwise.
-func createIfAbsent[T metav1.Object](ctx context.Context, m *v1alpha1.VirtualMachineMigration, kind, name string,
-	create func(context.Context) (T, error), get func(context.Context) (T, error)) error {
-	_, err := create(ctx)
+// creator is a typed client of one kind, as client-go generates them.
+type creator[T metav1.Object] interface {
+	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+}
+
+// Server-side field validation Strict: a field the API server does not
+// know (a misspelt or misplaced one) is an error, not silently dropped.
+var (
+	strictCreate = metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
+	strictPatch  = metav1.PatchOptions{FieldValidation: metav1.FieldValidationStrict}
+)
+
+// createIfAbsent creates obj; AlreadyExists is success when the existing
+// object carries the migration's UID label, and an error naming the
+// foreign object otherwise.
+func createIfAbsent[T metav1.Object](ctx context.Context, m *v1alpha1.VirtualMachineMigration, kind string, api creator[T], obj T) error {
+	name := obj.GetName()
+	_, err := api.Create(ctx, obj, strictCreate)
 	if err == nil {
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating %s %s/%s: %w", kind, m.Namespace, name, err)
 	}
-	existing, gerr := get(ctx)
+	existing, gerr := api.Get(ctx, name, metav1.GetOptions{})
 	if gerr != nil {
 		return fmt.Errorf("creating %s %s/%s: it exists but reading it failed: %w", kind, m.Namespace, name, gerr)
 	}

@@ -272,7 +272,7 @@ func defaultConversionResources() corev1.ResourceRequirements {
 //     document as the termination message; on failure virt-v2v's last log
 //     lines (its error) become the message ReadJob classifies.
 func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg Config) (*batchv1.Job, error) {
-	spec := specInForce(m)
+	spec := m.SpecInForce()
 	image := spec.Conversion.Image
 	if image == "" {
 		image = cfg.ConversionImage
@@ -312,7 +312,7 @@ func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg
 	for i, d := range m.Status.Disks {
 		vol := stagingVolumeName(d.Key)
 		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: stagingClaimName(m, d)}}})
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.StagingClaim}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: path.Join(disksRoot, diskNameAt(d, i))})
 	}
 	meta, podMeta := jobMeta(m, naming.ConversionJob(m.Name, attempt), v1alpha1.ComponentConversion)

@@ -8,7 +8,6 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	"platform.example/vm-migration/pkg/naming"
 )
 
 // targetName is the target VM's name recorded in status.
@@ -17,15 +16,6 @@ func targetName(m *v1alpha1.VirtualMachineMigration) (string, error) {
 		return "", errors.New("no target VM name recorded in status.target yet")
 	}
 	return m.Status.Target.Name, nil
-}
-
-// dataVolumeName is a disk's target DataVolume: the name in status, or the
-// deterministic one.
-func dataVolumeName(target string, d v1alpha1.DiskStatus, i int) string {
-	if d.DataVolume != "" {
-		return d.DataVolume
-	}
-	return naming.DataVolume(target, i)
 }
 
 // StorageTargetFor resolves where a disk lands: the per-disk entry, else
@@ -54,16 +44,12 @@ func StorageTargetFor(spec *v1alpha1.VirtualMachineMigrationSpec, disk *v1alpha1
 // volume being KubeVirt content), bound at once, labelled for the
 // migration and owned by nothing (the VM adopts them).
 func RenderDataVolumes(m *v1alpha1.VirtualMachineMigration) ([]*cdiv1.DataVolume, error) {
-	target, err := targetName(m)
-	if err != nil {
+	if _, err := recordedDisks(m, true); err != nil {
 		return nil, err
 	}
-	if len(m.Status.Disks) == 0 {
-		return nil, errors.New("no disks recorded in status.disks yet")
-	}
-	spec := specInForce(m)
+	spec := m.SpecInForce()
 	var out []*cdiv1.DataVolume
-	for i, d := range m.Status.Disks {
+	for _, d := range m.Status.Disks {
 		var src *v1alpha1.SourceDisk
 		if m.Status.Source != nil {
 			src = sourceDisk(m.Status.Source, d.Key)
@@ -86,10 +72,10 @@ func RenderDataVolumes(m *v1alpha1.VirtualMachineMigration) ([]*cdiv1.DataVolume
 		}
 		dv := &cdiv1.DataVolume{
 			TypeMeta:   metav1.TypeMeta{APIVersion: cdiv1.SchemeGroupVersion.String(), Kind: "DataVolume"},
-			ObjectMeta: childMeta(m, dataVolumeName(target, d, i), v1alpha1.ComponentImport, false),
+			ObjectMeta: childMeta(m, d.DataVolume, v1alpha1.ComponentImport, false),
 			Spec: cdiv1.DataVolumeSpec{
 				Source: &cdiv1.DataVolumeSource{PVC: &cdiv1.DataVolumeSourcePVC{
-					Namespace: m.Namespace, Name: stagingClaimName(m, d)}},
+					Namespace: m.Namespace, Name: d.StagingClaim}},
 				Storage:     storage,
 				ContentType: cdiv1.DataVolumeKubeVirt,
 			},

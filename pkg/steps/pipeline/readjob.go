@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"context"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
@@ -12,8 +11,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
@@ -268,78 +265,6 @@ func podProblem(pod *corev1.Pod, term *corev1.ContainerStateTerminated) string {
 		parts = append(parts, fmt.Sprintf("container %s: %s (exit code %d)", pod.Name, orDefault(term.Reason, "terminated"), term.ExitCode))
 	}
 	return strings.Join(parts, "; ")
-}
-
-// jobPodSelector selects a Job's pods by the Job controller's label.
-func jobPodSelector(key, job string) string {
-	return labels.SelectorFromSet(labels.Set{key: job}).String()
-}
-
-// ownedBy keeps the pods a Job (by UID) controls; with no UID, all.
-func ownedBy(pods []corev1.Pod, job *batchv1.Job) []corev1.Pod {
-	if job.UID == "" {
-		return pods
-	}
-	return slices.DeleteFunc(pods, func(p corev1.Pod) bool {
-		c := metav1.GetControllerOf(&p)
-		return c != nil && c.UID != job.UID
-	})
-}
-
-// ReadJob reads a Job's pods and, for a transfer, its ConfigMap, and
-// observes them (ObserveJob). A failure to read them leaves the Job's
-// conditions as the observation, with the failure in its message.
-func (s *Step) ReadJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, job *batchv1.Job) statemachine.JobObservation {
-	pods, podErr := s.jobPods(ctx, job)
-	var data map[string]string
-	// Only a pod given a progress ConfigMap writes progress and the result
-	// there (transferConfigMapData finds none otherwise).
-	if job.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentTransfer {
-		data = s.transferConfigMapData(ctx, m, job)
-	}
-	o := ObserveJob(job, pods, data)
-	if podErr != nil && o.Message == "" {
-		o.Message = podErr.Error()
-	}
-	return o
-}
-
-// jobPods lists a Job's pods, by the current label, else the legacy one.
-func (s *Step) jobPods(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, error) {
-	for _, key := range []string{labelJobName, labelLegacyJobName} {
-		list, err := s.Kube.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{LabelSelector: jobPodSelector(key, job.Name)})
-		if err != nil {
-			return nil, fmt.Errorf("listing the pods of job %s: %w", job.Name, err)
-		}
-		if pods := ownedBy(list.Items, job); len(pods) > 0 {
-			return pods, nil
-		}
-	}
-	return nil, nil
-}
-
-// transferConfigMapData reads the transfer's progress ConfigMap (the one
-// its --progress-configmap flag names) when it is this migration's; nil
-// otherwise.
-func (s *Step) transferConfigMapData(ctx context.Context, m *v1alpha1.VirtualMachineMigration, job *batchv1.Job) map[string]string {
-	name := ""
-	for _, c := range job.Spec.Template.Spec.Containers {
-		for _, a := range c.Args {
-			if ref, ok := strings.CutPrefix(a, "--progress-configmap="); ok {
-				if ns, n, ok := strings.Cut(ref, "/"); ok && ns == job.Namespace {
-					name = n
-				}
-			}
-		}
-	}
-	if name == "" {
-		return nil
-	}
-	cm, err := s.Kube.CoreV1().ConfigMaps(job.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil || !ours(cm, m.UID) {
-		return nil
-	}
-	return cm.Data
 }
 
 func joinNonEmpty(sep string, parts ...string) string {

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"context"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -82,7 +81,7 @@ func pod(job *batchv1.Job, name, labelKey string, created time.Time, state corev
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: job.Namespace, CreationTimestamp: metav1.NewTime(created),
-			Labels:          map[string]string{labelKey: job.Name},
+			Labels:          podLabels(job, labelKey),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: &yes}},
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: container, State: state}}},
@@ -96,6 +95,16 @@ func pod(job *batchv1.Job, name, labelKey string, created time.Time, state corev
 	return p
 }
 
+// podLabels are the labels the Job controller gives job's pods: the
+// template's and the job-name label (labelKey).
+func podLabels(job *batchv1.Job, labelKey string) map[string]string {
+	l := map[string]string{labelKey: job.Name}
+	for k, v := range job.Spec.Template.Labels {
+		l[k] = v
+	}
+	return l
+}
+
 func terminated(code int32, reason, msg string) corev1.ContainerState {
 	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg}}
 }
@@ -107,8 +116,7 @@ func resultMessage(t *testing.T, r *wire.Result) string {
 
 var t0 = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 
-func TestReadJob(t *testing.T) {
-	ctx := context.Background()
+func TestObserveJob(t *testing.T) {
 	m := linuxBIOS()
 	sum := strings.Repeat("ab", 32)
 	okResult := &wire.Result{Kind: wire.KindResult, Succeeded: true, Disks: []wire.DiskResult{{Key: 2000, Bytes: 20 * gib, SHA256: sum, DurationSeconds: 12.5}}}
@@ -245,10 +253,15 @@ func TestReadJob(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			f := newFakes(tc.objects(tc.job), nil, nil)
-			got := f.step.ReadJob(ctx, m, tc.job)
+			f := newFakeStep(t, append(tc.objects(tc.job), tc.job)...)
+			obs := f.step.observeJob(m, tc.job.Name)
+			if obs == nil {
+				t.Fatal("the Job was not observed")
+			}
+			got := *obs
 			want := tc.want
 			want.Name = tc.job.Name
+			want.Ref = statemachine.ObjectRef{Kind: statemachine.KindJob, Name: tc.job.Name, UID: tc.job.UID, MigrationUID: m.UID}
 			if name == "conversion found no guest" {
 				// The whole error, on one line, is kept.
 				if !strings.HasPrefix(got.Message, "virt-v2v-in-place: error: inspection could not detect the source guest (or physical machine).") ||
@@ -258,7 +271,7 @@ func TestReadJob(t *testing.T) {
 				want.Message = got.Message
 			}
 			if !reflect.DeepEqual(got, want) {
-				t.Errorf("ReadJob:\n got %+v\nwant %+v", got, want)
+				t.Errorf("observeJob:\n got %+v\nwant %+v", got, want)
 			}
 		})
 	}

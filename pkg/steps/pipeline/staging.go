@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	"platform.example/vm-migration/pkg/naming"
 )
 
 const mib = int64(1) << 20
@@ -32,13 +31,20 @@ func StagingSize(capacityBytes int64, overheadPercent int32) (int64, error) {
 	return (size + mib - 1) / mib * mib, nil
 }
 
-// stagingClaimName is the staging volume of a disk: the name recorded in
-// status, or the deterministic one.
-func stagingClaimName(m *v1alpha1.VirtualMachineMigration, d v1alpha1.DiskStatus) string {
-	if d.StagingClaim != "" {
-		return d.StagingClaim
+// recordedDisks returns status.disks once every disk carries the names of
+// its children (its staging claim, and with dataVolumes its DataVolume):
+// the state machine records each name in status before the action that
+// creates it, and rendering reads it from there.
+func recordedDisks(m *v1alpha1.VirtualMachineMigration, dataVolumes bool) ([]v1alpha1.DiskStatus, error) {
+	if len(m.Status.Disks) == 0 {
+		return nil, errors.New("no disks recorded in status.disks yet")
 	}
-	return naming.StagingClaim(m.Name, d.Key)
+	for _, d := range m.Status.Disks {
+		if d.StagingClaim == "" || (dataVolumes && d.DataVolume == "") {
+			return nil, fmt.Errorf("disk %d: its child names are not recorded in status.disks yet", d.Key)
+		}
+	}
+	return m.Status.Disks, nil
 }
 
 // RenderStagingClaims renders one staging volume per status.disks entry:
@@ -46,10 +52,10 @@ func stagingClaimName(m *v1alpha1.VirtualMachineMigration, d v1alpha1.DiskStatus
 // staging overhead, on the staging storage class, annotated as KubeVirt
 // content, controlled by the migration.
 func RenderStagingClaims(m *v1alpha1.VirtualMachineMigration) ([]*corev1.PersistentVolumeClaim, error) {
-	if len(m.Status.Disks) == 0 {
-		return nil, errors.New("no disks recorded in status.disks yet")
+	if _, err := recordedDisks(m, false); err != nil {
+		return nil, err
 	}
-	spec := specInForce(m)
+	spec := m.SpecInForce()
 	fs := corev1.PersistentVolumeFilesystem
 	var out []*corev1.PersistentVolumeClaim
 	for _, d := range m.Status.Disks {
@@ -59,7 +65,7 @@ func RenderStagingClaims(m *v1alpha1.VirtualMachineMigration) ([]*corev1.Persist
 		}
 		pvc := &corev1.PersistentVolumeClaim{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-			ObjectMeta: childMeta(m, stagingClaimName(m, d), v1alpha1.ComponentStaging, true),
+			ObjectMeta: childMeta(m, d.StagingClaim, v1alpha1.ComponentStaging, true),
 			Spec: corev1.PersistentVolumeClaimSpec{
 				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				VolumeMode:  &fs,

@@ -9,12 +9,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
@@ -64,14 +62,18 @@ type Config struct {
 	ConversionTimeout time.Duration
 }
 
-// Step implements the controller's PipelineStep against the API server.
+// Step implements steps.PipelineStep: it observes its children through
+// the informer caches and creates and deletes them through the API server.
 type Step struct {
-	// Kube creates staging volumes, ConfigMaps and Jobs and reads pods.
+	// Kube creates and deletes staging volumes, ConfigMaps, Jobs and the
+	// per-attempt access objects.
 	Kube kubernetes.Interface
-	// KubeVirt creates and patches the target VirtualMachine.
+	// KubeVirt creates, patches and deletes the target VirtualMachine.
 	KubeVirt kvclient.Interface
-	// CDI creates and patches the target DataVolumes.
+	// CDI creates, patches and deletes the target DataVolumes.
 	CDI cdiclient.Interface
+	// Listers are the caches every observation reads.
+	Listers Listers
 	// Config of the rendered objects.
 	Config Config
 }
@@ -85,16 +87,8 @@ func (s *Step) CreateStagingClaims(ctx context.Context, m *v1alpha1.VirtualMachi
 	if err != nil {
 		return fmt.Errorf("rendering staging volumes: %w", err)
 	}
-	api := s.Kube.CoreV1().PersistentVolumeClaims(m.Namespace)
 	for _, pvc := range claims {
-		err := createIfAbsent(ctx, m, "staging volume", pvc.Name,
-			func(ctx context.Context) (*corev1.PersistentVolumeClaim, error) {
-				return api.Create(ctx, pvc, metav1.CreateOptions{})
-			},
-			func(ctx context.Context) (*corev1.PersistentVolumeClaim, error) {
-				return api.Get(ctx, pvc.Name, metav1.GetOptions{})
-			})
-		if err != nil {
+		if err := createIfAbsent(ctx, m, "staging volume", s.Kube.CoreV1().PersistentVolumeClaims(m.Namespace), pvc); err != nil {
 			return err
 		}
 	}
@@ -102,7 +96,8 @@ func (s *Step) CreateStagingClaims(ctx context.Context, m *v1alpha1.VirtualMachi
 }
 
 // CreateTransferJob creates the job spec ConfigMap and the transfer Job of
-// an attempt.
+// an attempt, and before them the attempt's progress access when the
+// progress channel is on.
 func (s *Step) CreateTransferJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error {
 	if attempt < 1 {
 		return fmt.Errorf("transfer attempt %d: attempts count from 1", attempt)
@@ -147,63 +142,25 @@ func (s *Step) createProgressAccess(ctx context.Context, m *v1alpha1.VirtualMach
 	if err != nil {
 		return err
 	}
-	cms := s.Kube.CoreV1().ConfigMaps(m.Namespace)
-	if err := createIfAbsent(ctx, m, "config map", a.ConfigMap.Name,
-		func(ctx context.Context) (*corev1.ConfigMap, error) {
-			return cms.Create(ctx, a.ConfigMap, metav1.CreateOptions{})
-		},
-		func(ctx context.Context) (*corev1.ConfigMap, error) {
-			return cms.Get(ctx, a.ConfigMap.Name, metav1.GetOptions{})
-		}); err != nil {
+	ns := m.Namespace
+	if err := createIfAbsent(ctx, m, "config map", s.Kube.CoreV1().ConfigMaps(ns), a.ConfigMap); err != nil {
 		return err
 	}
-	sas := s.Kube.CoreV1().ServiceAccounts(m.Namespace)
-	if err := createIfAbsent(ctx, m, "service account", a.ServiceAccount.Name,
-		func(ctx context.Context) (*corev1.ServiceAccount, error) {
-			return sas.Create(ctx, a.ServiceAccount, metav1.CreateOptions{})
-		},
-		func(ctx context.Context) (*corev1.ServiceAccount, error) {
-			return sas.Get(ctx, a.ServiceAccount.Name, metav1.GetOptions{})
-		}); err != nil {
+	if err := createIfAbsent(ctx, m, "service account", s.Kube.CoreV1().ServiceAccounts(ns), a.ServiceAccount); err != nil {
 		return err
 	}
-	roles := s.Kube.RbacV1().Roles(m.Namespace)
-	if err := createIfAbsent(ctx, m, "role", a.Role.Name,
-		func(ctx context.Context) (*rbacv1.Role, error) {
-			return roles.Create(ctx, a.Role, metav1.CreateOptions{})
-		},
-		func(ctx context.Context) (*rbacv1.Role, error) {
-			return roles.Get(ctx, a.Role.Name, metav1.GetOptions{})
-		}); err != nil {
+	if err := createIfAbsent(ctx, m, "role", s.Kube.RbacV1().Roles(ns), a.Role); err != nil {
 		return err
 	}
-	bindings := s.Kube.RbacV1().RoleBindings(m.Namespace)
-	return createIfAbsent(ctx, m, "role binding", a.RoleBinding.Name,
-		func(ctx context.Context) (*rbacv1.RoleBinding, error) {
-			return bindings.Create(ctx, a.RoleBinding, metav1.CreateOptions{})
-		},
-		func(ctx context.Context) (*rbacv1.RoleBinding, error) {
-			return bindings.Get(ctx, a.RoleBinding.Name, metav1.GetOptions{})
-		})
+	return createIfAbsent(ctx, m, "role binding", s.Kube.RbacV1().RoleBindings(ns), a.RoleBinding)
 }
 
 // createJob creates a Job's ConfigMap, then the Job.
 func (s *Step) createJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, cm *corev1.ConfigMap, job *batchv1.Job) error {
-	cms := s.Kube.CoreV1().ConfigMaps(m.Namespace)
-	err := createIfAbsent(ctx, m, "config map", cm.Name,
-		func(ctx context.Context) (*corev1.ConfigMap, error) {
-			return cms.Create(ctx, cm, metav1.CreateOptions{})
-		},
-		func(ctx context.Context) (*corev1.ConfigMap, error) {
-			return cms.Get(ctx, cm.Name, metav1.GetOptions{})
-		})
-	if err != nil {
+	if err := createIfAbsent(ctx, m, "config map", s.Kube.CoreV1().ConfigMaps(m.Namespace), cm); err != nil {
 		return err
 	}
-	jobs := s.Kube.BatchV1().Jobs(m.Namespace)
-	return createIfAbsent(ctx, m, "job", job.Name,
-		func(ctx context.Context) (*batchv1.Job, error) { return jobs.Create(ctx, job, metav1.CreateOptions{}) },
-		func(ctx context.Context) (*batchv1.Job, error) { return jobs.Get(ctx, job.Name, metav1.GetOptions{}) })
+	return createIfAbsent(ctx, m, "job", s.Kube.BatchV1().Jobs(m.Namespace), job)
 }
 
 // CreateDataVolumes creates the target DataVolumes that do not exist.
@@ -212,16 +169,8 @@ func (s *Step) CreateDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachine
 	if err != nil {
 		return fmt.Errorf("rendering data volumes: %w", err)
 	}
-	api := s.CDI.CdiV1beta1().DataVolumes(m.Namespace)
 	for _, dv := range dvs {
-		err := createIfAbsent(ctx, m, "data volume", dv.Name,
-			func(ctx context.Context) (*cdiv1.DataVolume, error) {
-				return api.Create(ctx, dv, metav1.CreateOptions{})
-			},
-			func(ctx context.Context) (*cdiv1.DataVolume, error) {
-				return api.Get(ctx, dv.Name, metav1.GetOptions{})
-			})
-		if err != nil {
+		if err := createIfAbsent(ctx, m, "data volume", s.CDI.CdiV1beta1().DataVolumes(m.Namespace), dv); err != nil {
 			return err
 		}
 	}
@@ -234,23 +183,16 @@ func (s *Step) CreateVM(ctx context.Context, m *v1alpha1.VirtualMachineMigration
 	if err != nil {
 		return fmt.Errorf("rendering the virtual machine: %w", err)
 	}
-	api := s.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace)
-	return createIfAbsent(ctx, m, "virtual machine", vm.Name,
-		func(ctx context.Context) (*kubevirtv1.VirtualMachine, error) {
-			return api.Create(ctx, vm, metav1.CreateOptions{})
-		},
-		func(ctx context.Context) (*kubevirtv1.VirtualMachine, error) {
-			return api.Get(ctx, vm.Name, metav1.GetOptions{})
-		})
+	return createIfAbsent(ctx, m, "virtual machine", s.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace), vm)
 }
 
-// ourVM reads the target VM and checks it is this migration's.
+// ourVM reads the target VM from the cache and checks it is this migration's.
 func (s *Step) ourVM(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (*kubevirtv1.VirtualMachine, error) {
 	name, err := targetName(m)
 	if err != nil {
 		return nil, err
 	}
-	vm, err := s.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace).Get(ctx, name, metav1.GetOptions{})
+	vm, err := s.Listers.VMs.VirtualMachines(m.Namespace).Get(name)
 	if err != nil {
 		return nil, fmt.Errorf("reading virtual machine %s/%s: %w", m.Namespace, name, err)
 	}
@@ -275,9 +217,9 @@ func (s *Step) AdoptDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachineM
 		Name: vm.Name, UID: vm.UID, Controller: &yes, BlockOwnerDeletion: &yes,
 	}
 	api := s.CDI.CdiV1beta1().DataVolumes(m.Namespace)
-	for i, d := range m.Status.Disks {
-		name := dataVolumeName(vm.Name, d, i)
-		dv, err := api.Get(ctx, name, metav1.GetOptions{})
+	for _, d := range m.Status.Disks {
+		name := d.DataVolume
+		dv, err := s.Listers.DataVolumes.DataVolumes(m.Namespace).Get(name)
 		if err != nil {
 			return fmt.Errorf("reading data volume %s/%s: %w", m.Namespace, name, err)
 		}
@@ -297,7 +239,7 @@ func (s *Step) AdoptDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachineM
 		if err != nil {
 			return fmt.Errorf("encoding the owner patch of data volume %s: %w", name, err)
 		}
-		if _, err := api.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if _, err := api.Patch(ctx, name, types.MergePatchType, patch, strictPatch); err != nil {
 			return fmt.Errorf("handing data volume %s/%s to virtual machine %s: %w", m.Namespace, name, vm.Name, err)
 		}
 	}
@@ -328,7 +270,7 @@ func (s *Step) SetRunStrategy(ctx context.Context, m *v1alpha1.VirtualMachineMig
 	if err != nil {
 		return fmt.Errorf("encoding the run strategy patch: %w", err)
 	}
-	if _, err := s.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace).Patch(ctx, vm.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := s.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace).Patch(ctx, vm.Name, types.MergePatchType, patch, strictPatch); err != nil {
 		return fmt.Errorf("setting the run strategy of virtual machine %s/%s to %s: %w", m.Namespace, vm.Name, strategy, err)
 	}
 	return nil

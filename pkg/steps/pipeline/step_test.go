@@ -2,38 +2,19 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	cdifake "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned/fake"
-	kvfake "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned/fake"
 )
-
-type fakes struct {
-	kube *k8sfake.Clientset
-	kv   *kvfake.Clientset
-	cdi  *cdifake.Clientset
-	step *Step
-}
-
-func newFakes(kube, kv, cdi []runtime.Object) *fakes {
-	f := &fakes{
-		kube: k8sfake.NewSimpleClientset(kube...),
-		kv:   kvfake.NewSimpleClientset(kv...),
-		cdi:  cdifake.NewSimpleClientset(cdi...),
-	}
-	f.step = &Step{Kube: f.kube, KubeVirt: f.kv, CDI: f.cdi, Config: testConfig}
-	return f
-}
 
 // creates counts the create actions on a resource.
 func creates(actions []k8stesting.Action, resource string) int {
@@ -55,7 +36,7 @@ func foreignMeta(name string) metav1.ObjectMeta {
 func TestCreateTwiceCreatesOnce(t *testing.T) {
 	ctx := context.Background()
 	m := windowsEFI()
-	f := newFakes(nil, nil, nil)
+	f := newFakeStep(t)
 	for range 2 {
 		if err := f.step.CreateStagingClaims(ctx, m); err != nil {
 			t.Fatalf("CreateStagingClaims: %v", err)
@@ -73,11 +54,11 @@ func TestCreateTwiceCreatesOnce(t *testing.T) {
 			t.Fatalf("CreateVM: %v", err)
 		}
 	}
-	pvcs, _ := f.kube.CoreV1().PersistentVolumeClaims("apps").List(ctx, metav1.ListOptions{})
-	jobs, _ := f.kube.BatchV1().Jobs("apps").List(ctx, metav1.ListOptions{})
-	cms, _ := f.kube.CoreV1().ConfigMaps("apps").List(ctx, metav1.ListOptions{})
-	dvs, _ := f.cdi.CdiV1beta1().DataVolumes("apps").List(ctx, metav1.ListOptions{})
-	vms, _ := f.kv.KubevirtV1().VirtualMachines("apps").List(ctx, metav1.ListOptions{})
+	pvcs, _ := f.Kube.CoreV1().PersistentVolumeClaims("apps").List(ctx, metav1.ListOptions{})
+	jobs, _ := f.Kube.BatchV1().Jobs("apps").List(ctx, metav1.ListOptions{})
+	cms, _ := f.Kube.CoreV1().ConfigMaps("apps").List(ctx, metav1.ListOptions{})
+	dvs, _ := f.CDI.CdiV1beta1().DataVolumes("apps").List(ctx, metav1.ListOptions{})
+	vms, _ := f.KV.KubevirtV1().VirtualMachines("apps").List(ctx, metav1.ListOptions{})
 	for what, got := range map[string][2]int{
 		"staging volumes": {len(pvcs.Items), 3}, "jobs": {len(jobs.Items), 2}, "config maps": {len(cms.Items), 2},
 		"data volumes": {len(dvs.Items), 3}, "virtual machines": {len(vms.Items), 1},
@@ -87,7 +68,7 @@ func TestCreateTwiceCreatesOnce(t *testing.T) {
 		}
 	}
 	// Each object was asked for twice and exists once.
-	if n := creates(f.kube.Actions(), "persistentvolumeclaims"); n != 6 {
+	if n := creates(f.Kube.Actions(), "persistentvolumeclaims"); n != 6 {
 		t.Errorf("staging volume creates: %d, want 6 (3 created, 3 AlreadyExists)", n)
 	}
 	for _, pvc := range pvcs.Items {
@@ -144,7 +125,7 @@ func TestForeignObjectIsAnError(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			f := newFakes(tc.kube, tc.kv, tc.cdi)
+			f := newFakeStep(t, slices.Concat(tc.kube, tc.kv, tc.cdi)...)
 			err := tc.run(f.step)
 			switch {
 			case tc.want == "" && err != nil:
@@ -170,8 +151,8 @@ func TestRenderErrors(t *testing.T) {
 	unmapped.Status.AppliedSpec.Target.Networks = nil
 	badFirmware := linuxBIOS()
 	badFirmware.Status.Source.Firmware = "CSM"
-	f := newFakes(nil, nil, nil)
-	noImageStep := &Step{Kube: f.kube, KubeVirt: f.kv, CDI: f.cdi}
+	f := newFakeStep(t)
+	noImageStep := &Step{Kube: f.Kube, KubeVirt: f.KV, CDI: f.CDI}
 	tests := map[string]struct {
 		run  func() error
 		want string
@@ -181,7 +162,7 @@ func TestRenderErrors(t *testing.T) {
 		"transfer attempt 0":       {func() error { return f.step.CreateTransferJob(ctx, linuxBIOS(), 0) }, "attempts count from 1"},
 		"transfer without image":   {func() error { return noImageStep.CreateTransferJob(ctx, noImage, 1) }, "no transfer image"},
 		"conversion without image": {func() error { return noImageStep.CreateConversionJob(ctx, noImage, 1) }, "no conversion image"},
-		"data volumes w/o target":  {func() error { return f.step.CreateDataVolumes(ctx, empty) }, "no target VM name"},
+		"data volumes w/o disks":   {func() error { return f.step.CreateDataVolumes(ctx, empty) }, "no disks recorded"},
 		"vm without source":        {func() error { return f.step.CreateVM(ctx, empty) }, "not inventoried"},
 		"two pod NICs":             {func() error { return f.step.CreateVM(ctx, twoPod) }, "both map to the pod network"},
 		"bad MAC":                  {func() error { return f.step.CreateVM(ctx, badMAC) }, "not a 48-bit MAC"},
@@ -203,7 +184,7 @@ func TestRenderErrors(t *testing.T) {
 func TestAdoptDataVolumes(t *testing.T) {
 	ctx := context.Background()
 	m := windowsEFI()
-	f := newFakes(nil, nil, nil)
+	f := newFakeStep(t)
 	if err := f.step.CreateDataVolumes(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -212,23 +193,24 @@ func TestAdoptDataVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	vm.UID = "vm-uid-1"
-	if _, err := f.kv.KubevirtV1().VirtualMachines("apps").Create(ctx, vm, metav1.CreateOptions{}); err != nil {
+	if _, err := f.KV.KubevirtV1().VirtualMachines("apps").Create(ctx, vm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// One DataVolume already carries an unrelated (non-controller) owner: it stays.
 	other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "keep-me", UID: "cm-uid"}
-	dv, _ := f.cdi.CdiV1beta1().DataVolumes("apps").Get(ctx, "sql-02-prod-disk-1", metav1.GetOptions{})
+	dv, _ := f.CDI.CdiV1beta1().DataVolumes("apps").Get(ctx, "sql-02-prod-disk-1", metav1.GetOptions{})
 	dv.OwnerReferences = []metav1.OwnerReference{other}
-	if _, err := f.cdi.CdiV1beta1().DataVolumes("apps").Update(ctx, dv, metav1.UpdateOptions{}); err != nil {
+	if _, err := f.CDI.CdiV1beta1().DataVolumes("apps").Update(ctx, dv, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
+		f.sync()
 		if err := f.step.AdoptDataVolumes(ctx, m); err != nil {
 			t.Fatalf("AdoptDataVolumes: %v", err)
 		}
 	}
 	patches := 0
-	for _, a := range f.cdi.Actions() {
+	for _, a := range f.CDI.Actions() {
 		if a.GetVerb() == "patch" {
 			patches++
 		}
@@ -237,7 +219,7 @@ func TestAdoptDataVolumes(t *testing.T) {
 		t.Errorf("%d patches, want 3 (the second run finds them adopted)", patches)
 	}
 	for _, name := range []string{"sql-02-prod-disk-0", "sql-02-prod-disk-1", "sql-02-prod-disk-2"} {
-		dv, err := f.cdi.CdiV1beta1().DataVolumes("apps").Get(ctx, name, metav1.GetOptions{})
+		dv, err := f.CDI.CdiV1beta1().DataVolumes("apps").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,23 +233,31 @@ func TestAdoptDataVolumes(t *testing.T) {
 	}
 
 	// A DataVolume another controller holds is not taken over.
-	f2 := newFakes(nil, []runtime.Object{vm}, nil)
+	f2 := newFakeStep(t, vm)
 	if err := f2.step.CreateDataVolumes(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	dv, _ = f2.cdi.CdiV1beta1().DataVolumes("apps").Get(ctx, "sql-02-prod-disk-0", metav1.GetOptions{})
+	dv, _ = f2.CDI.CdiV1beta1().DataVolumes("apps").Get(ctx, "sql-02-prod-disk-0", metav1.GetOptions{})
 	yes := true
 	dv.OwnerReferences = []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: "other", UID: "other-uid", Controller: &yes}}
-	_, _ = f2.cdi.CdiV1beta1().DataVolumes("apps").Update(ctx, dv, metav1.UpdateOptions{})
+	_, _ = f2.CDI.CdiV1beta1().DataVolumes("apps").Update(ctx, dv, metav1.UpdateOptions{})
+	f2.sync()
 	if err := f2.step.AdoptDataVolumes(ctx, m); err == nil || !strings.Contains(err.Error(), "already controlled by VirtualMachine other") {
 		t.Fatalf("error %v, want already controlled", err)
 	}
 
-	// A VM that is not this migration's adopts nothing.
+	// A VM that is not this migration's (not even in the cache, which
+	// holds the migrations' objects only) adopts nothing.
 	foreign := vm.DeepCopy()
 	foreign.Labels = nil
-	f3 := newFakes(nil, []runtime.Object{foreign}, nil)
-	if err := f3.step.AdoptDataVolumes(ctx, m); err == nil || !strings.Contains(err.Error(), "does not belong") {
+	f3 := newFakeStep(t, foreign)
+	if err := f3.step.AdoptDataVolumes(ctx, m); err == nil || !strings.Contains(err.Error(), `"sql-02-prod" not found`) {
+		t.Fatalf("error %v, want not found", err)
+	}
+	theirs := vm.DeepCopy()
+	theirs.Labels = map[string]string{v1alpha1.LabelMigrationUID: "someone-else"}
+	f4 := newFakeStep(t, theirs)
+	if err := f4.step.AdoptDataVolumes(ctx, m); err == nil || !strings.Contains(err.Error(), "does not belong") {
 		t.Fatalf("error %v, want does not belong", err)
 	}
 }
@@ -279,18 +269,19 @@ func TestSetRunStrategy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFakes(nil, []runtime.Object{vm}, nil)
+	f := newFakeStep(t, vm)
 	for range 2 {
+		f.sync()
 		if err := f.step.SetRunStrategy(ctx, m, "Always"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, _ := f.kv.KubevirtV1().VirtualMachines("apps").Get(ctx, "web-01", metav1.GetOptions{})
+	got, _ := f.KV.KubevirtV1().VirtualMachines("apps").Get(ctx, "web-01", metav1.GetOptions{})
 	if got.Spec.RunStrategy == nil || *got.Spec.RunStrategy != kubevirtv1.RunStrategyAlways || got.Spec.Running != nil {
 		t.Fatalf("runStrategy %v running %v, want Always and no running", got.Spec.RunStrategy, got.Spec.Running)
 	}
 	patches := 0
-	for _, a := range f.kv.Actions() {
+	for _, a := range f.KV.Actions() {
 		if a.GetVerb() == "patch" {
 			patches++
 		}
@@ -298,17 +289,18 @@ func TestSetRunStrategy(t *testing.T) {
 	if patches != 1 {
 		t.Errorf("%d patches, want 1 (the second call finds it set)", patches)
 	}
+	f.sync()
 	if err := f.step.SetRunStrategy(ctx, m, "Halted"); err != nil {
 		t.Fatal(err)
 	}
-	got, _ = f.kv.KubevirtV1().VirtualMachines("apps").Get(ctx, "web-01", metav1.GetOptions{})
+	got, _ = f.KV.KubevirtV1().VirtualMachines("apps").Get(ctx, "web-01", metav1.GetOptions{})
 	if *got.Spec.RunStrategy != kubevirtv1.RunStrategyHalted {
 		t.Fatalf("runStrategy %v, want Halted", *got.Spec.RunStrategy)
 	}
 
 	foreign := vm.DeepCopy()
 	foreign.Labels = map[string]string{v1alpha1.LabelMigrationUID: "other"}
-	f2 := newFakes(nil, []runtime.Object{foreign}, nil)
+	f2 := newFakeStep(t, foreign)
 	if err := f2.step.SetRunStrategy(ctx, m, "Always"); err == nil || !strings.Contains(err.Error(), "does not belong") {
 		t.Fatalf("error %v, want does not belong", err)
 	}
@@ -320,7 +312,7 @@ func TestSetRunStrategy(t *testing.T) {
 func TestTransferWithProgress(t *testing.T) {
 	ctx := context.Background()
 	m := linuxBIOS()
-	f := newFakes(nil, nil, nil)
+	f := newFakeStep(t)
 	f.step.Config.TransferProgress = true
 	for range 2 {
 		if err := f.step.CreateTransferJob(ctx, m, 2); err != nil {
@@ -328,22 +320,22 @@ func TestTransferWithProgress(t *testing.T) {
 		}
 	}
 	for resource, want := range map[string]int{"configmaps": 4, "serviceaccounts": 2, "roles": 2, "rolebindings": 2, "jobs": 2} {
-		if n := creates(f.kube.Actions(), resource); n != want {
+		if n := creates(f.Kube.Actions(), resource); n != want {
 			t.Errorf("%s: %d creates, want %d (half of them AlreadyExists)", resource, n, want)
 		}
 	}
-	cms, _ := f.kube.CoreV1().ConfigMaps("apps").List(ctx, metav1.ListOptions{})
+	cms, _ := f.Kube.CoreV1().ConfigMaps("apps").List(ctx, metav1.ListOptions{})
 	if len(cms.Items) != 2 {
 		t.Errorf("%d config maps, want the job spec and the progress one", len(cms.Items))
 	}
-	job, err := f.kube.BatchV1().Jobs("apps").Get(ctx, "web-01-migration-transfer-2", metav1.GetOptions{})
+	job, err := f.Kube.BatchV1().Jobs("apps").Get(ctx, "web-01-migration-transfer-2", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sa := job.Spec.Template.Spec.ServiceAccountName; sa != "web-01-migration-transfer-2" {
 		t.Errorf("service account %q", sa)
 	}
-	if _, err := f.kube.RbacV1().Roles("apps").Get(ctx, "web-01-migration-transfer-2", metav1.GetOptions{}); err != nil {
+	if _, err := f.Kube.RbacV1().Roles("apps").Get(ctx, "web-01-migration-transfer-2", metav1.GetOptions{}); err != nil {
 		t.Errorf("role: %v", err)
 	}
 }

@@ -36,12 +36,6 @@ const (
 	ImageFile = "disk.img"
 )
 
-// TransferConfigMap is the name of the ConfigMap holding the job spec of a
-// transfer attempt. Progress goes to another one (package steps/transfer).
-func TransferConfigMap(migration string, attempt int32) string {
-	return naming.Child(migration, "transfer", strconv.Itoa(int(attempt)), "spec")
-}
-
 // RenderTransferSpec renders the vm-transfer job spec: the endpoint, the
 // inventoried VM and, per disk in status order, its backing file and the
 // image path in its staging volume. It holds no credentials.
@@ -50,10 +44,10 @@ func RenderTransferSpec(m *v1alpha1.VirtualMachineMigration) (*wire.JobSpec, err
 	if inv == nil || inv.MoRef == "" {
 		return nil, errors.New("the source VM is not inventoried yet (status.source)")
 	}
-	if len(m.Status.Disks) == 0 {
-		return nil, errors.New("no disks recorded in status.disks yet")
+	if _, err := recordedDisks(m, false); err != nil {
+		return nil, err
 	}
-	spec := specInForce(m)
+	spec := m.SpecInForce()
 	dc := inv.Datacenter
 	if dc == "" {
 		dc = spec.Source.Datacenter
@@ -105,7 +99,7 @@ func RenderTransferConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int32)
 	}
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: childMeta(m, TransferConfigMap(m.Name, attempt), v1alpha1.ComponentTransfer, true),
+		ObjectMeta: childMeta(m, naming.TransferSpecConfigMap(m.Name, attempt), v1alpha1.ComponentTransfer, true),
 		Data:       map[string]string{TransferSpecKey: string(data) + "\n"},
 	}, nil
 }
@@ -164,10 +158,10 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 	if cfg.TransferImage == "" {
 		return nil, errors.New("no transfer image is configured")
 	}
-	if len(m.Status.Disks) == 0 {
-		return nil, errors.New("no disks recorded in status.disks yet")
+	if _, err := recordedDisks(m, false); err != nil {
+		return nil, err
 	}
-	spec := specInForce(m)
+	spec := m.SpecInForce()
 	secret := spec.Source.CredentialsSecretRef.Name
 	if secret == "" {
 		return nil, errors.New("spec.source.credentialsSecretRef.name is empty")
@@ -176,7 +170,7 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 	if command == "" {
 		command = DefaultTransferCommand
 	}
-	cmName := TransferConfigMap(m.Name, attempt)
+	cmName := naming.TransferSpecConfigMap(m.Name, attempt)
 	args := []string{
 		"--spec=" + path.Join(transferSpecDir, TransferSpecKey),
 		"--credentials-dir=" + transferCredentialsDir,
@@ -211,7 +205,7 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 	for _, d := range m.Status.Disks {
 		vol := stagingVolumeName(d.Key)
 		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: stagingClaimName(m, d)}}})
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.StagingClaim}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: stagingMount(d.Key)})
 	}
 	meta, podMeta := jobMeta(m, naming.TransferJob(m.Name, attempt), v1alpha1.ComponentTransfer)

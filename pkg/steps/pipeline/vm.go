@@ -83,10 +83,10 @@ func RenderVirtualMachine(m *v1alpha1.VirtualMachineMigration) (*kubevirtv1.Virt
 	if err != nil {
 		return nil, err
 	}
-	if len(m.Status.Disks) == 0 {
-		return nil, errors.New("no disks recorded in status.disks yet")
+	if _, err := recordedDisks(m, true); err != nil {
+		return nil, err
 	}
-	spec := specInForce(m)
+	spec := m.SpecInForce()
 	sockets, cores, err := topology(inv)
 	if err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func RenderVirtualMachine(m *v1alpha1.VirtualMachineMigration) (*kubevirtv1.Virt
 		domain.Devices.Disks = append(domain.Devices.Disks, disk)
 		volumes = append(volumes, kubevirtv1.Volume{
 			Name:         disk.Name,
-			VolumeSource: kubevirtv1.VolumeSource{DataVolume: &kubevirtv1.DataVolumeSource{Name: dataVolumeName(name, d, i)}},
+			VolumeSource: kubevirtv1.VolumeSource{DataVolume: &kubevirtv1.DataVolumeSource{Name: d.DataVolume}},
 		})
 	}
 

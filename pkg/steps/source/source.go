@@ -8,14 +8,11 @@ import (
 
 	"github.com/vmware/govmomi/object"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
-	"platform.example/vm-migration/pkg/naming"
-	"platform.example/vm-migration/pkg/preflight"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps"
 	"platform.example/vm-migration/pkg/vsphere"
 )
 
@@ -24,30 +21,27 @@ const DefaultCallTimeout = 2 * time.Minute
 
 // Observation and failure reasons of the source.
 const (
-	ReasonCredentialsSecretNotFound  = "CredentialsSecretNotFound"
-	ReasonCredentialsSecretForbidden = "CredentialsSecretForbidden"
-	ReasonCredentialsInvalid         = "CredentialsInvalid"
-	ReasonSourceVMNotFound           = "SourceVMNotFound"
-	ReasonSourceAuthFailed           = "SourceAuthenticationFailed"
-	ReasonSourcePermissionDenied     = "SourcePermissionDenied"
-	ReasonSourceUnavailable          = "SourceUnavailable"
-	ReasonSourceError                = "SourceError"
+	ReasonCredentialsSecretNotFound = "CredentialsSecretNotFound"
+	ReasonCredentialsInvalid        = "CredentialsInvalid"
+	ReasonSourceVMNotFound          = "SourceVMNotFound"
+	ReasonSourceAuthFailed          = "SourceAuthenticationFailed"
+	ReasonSourcePermissionDenied    = "SourcePermissionDenied"
+	ReasonSourceUnavailable         = "SourceUnavailable"
+	ReasonSourceError               = "SourceError"
 )
 
-// Step implements the controller's SourceStep on vSphere.
+// Step implements steps.SourceStep on vSphere.
 type Step struct {
-	// Kube reads the credentials Secret and the storage classes.
-	Kube kubernetes.Interface
-	// KubeVirt checks whether the target VM name is taken.
-	KubeVirt kvclient.Interface
+	// Secrets is the cache of the credentials Secrets: only those that opt
+	// in with the label v1alpha1.LabelVSphereCredentials=true.
+	Secrets corelisters.SecretLister
 	// Sessions reuses vSphere sessions across reconciles.
 	Sessions *vsphere.SessionCache
 	// CallTimeout bounds each operation; zero means DefaultCallTimeout.
 	CallTimeout time.Duration
-	// DefaultConversionImage is the controller's default virt-v2v image,
-	// for the preflight rule that a conversion has an image.
-	DefaultConversionImage string
 }
+
+var _ steps.SourceStep = (*Step)(nil)
 
 func (s *Step) timeout() time.Duration {
 	if s.CallTimeout > 0 {
@@ -60,15 +54,14 @@ func (s *Step) timeout() time.Duration {
 // was inventoried it is found by its managed object reference, so that a
 // renamed or re-created namesake is never taken for it.
 func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (*vsphere.Session, *object.VirtualMachine, *statemachine.ObservedError) {
-	ref := m.Spec.Source.CredentialsSecretRef.Name
-	secret, err := s.Kube.CoreV1().Secrets(m.Namespace).Get(ctx, ref, metav1.GetOptions{})
+	spec := m.SpecInForce()
+	ref := spec.Source.CredentialsSecretRef.Name
+	secret, err := s.Secrets.Secrets(m.Namespace).Get(ref)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil, &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonCredentialsSecretNotFound,
-			Message: fmt.Sprintf("credentials Secret %q not found in namespace %q: create it with the keys username and password (optionally ca.crt or thumbprint)", ref, m.Namespace)}
-	case apierrors.IsForbidden(err):
-		return nil, nil, &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonCredentialsSecretForbidden,
-			Message: fmt.Sprintf("the controller may not read Secret %q in namespace %q: check its RBAC", ref, m.Namespace)}
+			Message: fmt.Sprintf("no credentials Secret %q with the label %s=true in namespace %q: create it with the keys username and password (optionally ca.crt or thumbprint) and label it, which allows this controller to use it",
+				ref, v1alpha1.LabelVSphereCredentials, m.Namespace)}
 	case err != nil:
 		return nil, nil, &statemachine.ObservedError{Class: statemachine.ErrorTransient, Reason: ReasonSourceUnavailable,
 			Message: fmt.Sprintf("reading credentials Secret %q: %v", ref, err)}
@@ -77,12 +70,12 @@ func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration)
 		return nil, nil, &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonCredentialsInvalid,
 			Message: fmt.Sprintf("credentials Secret %q: %v", ref, err)}
 	}
-	ep := vsphere.Endpoint{URL: m.Spec.Source.URL, Datacenter: m.Spec.Source.Datacenter, InsecureSkipVerify: m.Spec.Source.InsecureSkipVerify}
+	ep := vsphere.Endpoint{URL: spec.Source.URL, Datacenter: spec.Source.Datacenter, InsecureSkipVerify: spec.Source.InsecureSkipVerify}
 	sess, err := s.Sessions.Get(ctx, ep, secret)
 	if err != nil {
 		return nil, nil, classify(err)
 	}
-	sel := m.Spec.Source.VM
+	sel := spec.Source.VM
 	if src := m.Status.Source; src != nil && src.MoRef != "" {
 		sel = v1alpha1.VMSelector{MoRef: src.MoRef}
 	}
@@ -147,39 +140,6 @@ func (s *Step) Observe(ctx context.Context, m *v1alpha1.VirtualMachineMigration,
 		}
 	}
 	return obs
-}
-
-// Preflight runs the preflight rules with the cluster's facts.
-func (s *Step) Preflight(ctx context.Context, m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) ([]v1alpha1.PreflightFinding, error) {
-	facts := preflight.ClusterFacts{StorageClasses: map[string]bool{}, DefaultConversionImage: s.DefaultConversionImage}
-	classes, err := s.Kube.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing storage classes: %w", err)
-	}
-	for _, sc := range classes.Items {
-		facts.StorageClasses[sc.Name] = true
-		if sc.Annotations["storageclass.kubernetes.io/is-default-class"] == "true" {
-			facts.DefaultStorageClass = sc.Name
-		}
-	}
-	facts.TargetName = m.Spec.Target.Name
-	if facts.TargetName == "" {
-		facts.TargetName = naming.DNS1123Label(inv.Name)
-	}
-	vm, err := s.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace).Get(ctx, facts.TargetName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return nil, fmt.Errorf("checking whether VirtualMachine %s exists: %w", facts.TargetName, err)
-	default:
-		facts.TargetNameTaken = vm.Labels[v1alpha1.LabelMigrationUID] != string(m.UID)
-	}
-	if sc := m.Status.SourceControl; sc != nil {
-		for _, snap := range sc.Snapshots {
-			facts.ControllerSnapshots = append(facts.ControllerSnapshots, snap.Name)
-		}
-	}
-	return preflight.Check(&m.Spec, inv, facts), nil
 }
 
 // act runs one operation on the source VM.

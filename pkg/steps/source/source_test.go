@@ -12,14 +12,13 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/soap"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	kvfake "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned/fake"
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/vsphere"
+	"platform.example/vm-migration/test/builders"
 )
 
 const (
@@ -30,12 +29,12 @@ const (
 type env struct {
 	step *Step
 	m    *v1alpha1.VirtualMachineMigration
-	kube *k8sfake.Clientset
 }
 
 // newEnv starts an in-process vCenter simulator and a migration of its
-// first VM, with its credentials Secret when withSecret is true.
-func newEnv(t *testing.T, withSecret bool, secretPassword string) *env {
+// first VM; secret, when not nil, builds the Secret in the step's cache
+// from the simulator's thumbprint.
+func newEnv(t *testing.T, secret func(thumbprint string) *corev1.Secret) *env {
 	t.Helper()
 	model := simulator.VPX()
 	require.NoError(t, model.Create())
@@ -44,47 +43,42 @@ func newEnv(t *testing.T, withSecret bool, secretPassword string) *env {
 	server := model.Service.NewServer()
 	t.Cleanup(func() { server.Close(); model.Remove() })
 
-	var objs []runtime.Object
-	if withSecret {
-		objs = append(objs, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "ns", ResourceVersion: "1"},
-			Data: map[string][]byte{
-				"username":   []byte(user),
-				"password":   []byte(secretPassword),
-				"thumbprint": []byte(soap.ThumbprintSHA256(server.Certificate())),
-			},
-		})
+	secrets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if secret != nil {
+		require.NoError(t, secrets.Add(secret(soap.ThumbprintSHA256(server.Certificate()))))
 	}
-	kube := k8sfake.NewSimpleClientset(objs...)
 	sessions := vsphere.NewSessionCache()
 	t.Cleanup(func() { _ = sessions.Close(context.Background()) })
-	m := &v1alpha1.VirtualMachineMigration{
-		ObjectMeta: metav1.ObjectMeta{Name: "mig", Namespace: "ns", UID: "uid-1"},
-		Spec: v1alpha1.VirtualMachineMigrationSpec{Source: v1alpha1.SourceSpec{
-			URL:                  "https://" + server.URL.Host + "/sdk",
-			CredentialsSecretRef: v1alpha1.SecretReference{Name: "creds"},
-			VM:                   v1alpha1.VMSelector{Name: "DC0_H0_VM0"},
-		}},
-	}
+	m := builders.Migration(builders.InNamespace("ns"), builders.Credentials("creds"),
+		builders.SourceAt("https://"+server.URL.Host+"/sdk"), builders.SourceVM("DC0_H0_VM0"))
 	return &env{
-		step: &Step{Kube: kube, KubeVirt: kvfake.NewSimpleClientset(), Sessions: sessions, CallTimeout: 20 * time.Second},
+		step: &Step{Secrets: corelisters.NewSecretLister(secrets), Sessions: sessions, CallTimeout: 20 * time.Second},
 		m:    m,
-		kube: kube,
+	}
+}
+
+// credentials is the Secret with password.
+func credentials(password string) func(string) *corev1.Secret {
+	return func(thumbprint string) *corev1.Secret {
+		s := builders.CredentialsSecret("ns", "creds", map[string]string{"username": user, "password": password, "thumbprint": thumbprint})
+		s.ResourceVersion = "1"
+		return s
 	}
 }
 
 func TestObserveMissingSecretNeedsUser(t *testing.T) {
-	e := newEnv(t, false, "")
+	e := newEnv(t, nil)
 	obs := e.step.Observe(context.Background(), e.m, statemachine.SourceNeedInventory)
 	require.NotNil(t, obs.Error)
 	assert.Equal(t, statemachine.ErrorNeedsUser, obs.Error.Class)
 	assert.Equal(t, ReasonCredentialsSecretNotFound, obs.Error.Reason)
 	assert.Contains(t, obs.Error.Message, `"creds"`)
+	assert.Contains(t, obs.Error.Message, v1alpha1.LabelVSphereCredentials+"=true", "the message says how to opt the Secret in")
 	assert.False(t, obs.Observed)
 }
 
 func TestObserveWrongPasswordNeedsUserWithoutLeaking(t *testing.T) {
-	e := newEnv(t, true, "wrong-Password-42")
+	e := newEnv(t, credentials("wrong-Password-42"))
 	obs := e.step.Observe(context.Background(), e.m, statemachine.SourceNeedState)
 	require.NotNil(t, obs.Error)
 	assert.Equal(t, statemachine.ErrorNeedsUser, obs.Error.Class, obs.Error.Message)
@@ -93,7 +87,7 @@ func TestObserveWrongPasswordNeedsUserWithoutLeaking(t *testing.T) {
 }
 
 func TestObserveUnknownVMIsPermanent(t *testing.T) {
-	e := newEnv(t, true, password)
+	e := newEnv(t, credentials(password))
 	e.m.Spec.Source.VM = v1alpha1.VMSelector{Name: "no-such-vm"}
 	obs := e.step.Observe(context.Background(), e.m, statemachine.SourceNeedInventory)
 	require.NotNil(t, obs.Error)
@@ -101,8 +95,8 @@ func TestObserveUnknownVMIsPermanent(t *testing.T) {
 	assert.Equal(t, ReasonSourceVMNotFound, obs.Error.Reason)
 }
 
-func TestObserveInventoryPreflightAndPowerCycle(t *testing.T) {
-	e := newEnv(t, true, password)
+func TestObserveInventoryAndPowerCycle(t *testing.T) {
+	e := newEnv(t, credentials(password))
 	ctx := context.Background()
 	obs := e.step.Observe(ctx, e.m, statemachine.SourceNeedInventory)
 	require.Nil(t, obs.Error)
@@ -110,10 +104,6 @@ func TestObserveInventoryPreflightAndPowerCycle(t *testing.T) {
 	assert.Equal(t, "DC0_H0_VM0", obs.Inventory.Name)
 	assert.Equal(t, statemachine.PowerStateOn, obs.PowerState)
 	assert.NotEmpty(t, obs.Inventory.Disks)
-
-	findings, err := e.step.Preflight(ctx, e.m, obs.Inventory)
-	require.NoError(t, err)
-	assert.NotEmpty(t, findings, "the simulator's VM has unmapped networks and no storage mapping")
 
 	// From now on the VM is found by its moRef.
 	e.m.Status.Source = obs.Inventory

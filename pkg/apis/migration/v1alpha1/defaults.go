@@ -83,3 +83,23 @@ func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
 	}
 	return d.Duration
 }
+
+// SpecInForce is the spec the controller works from. Once it began to stop
+// the source it works from the spec it committed to (status.appliedSpec),
+// where only the live control fields (pause, retry, cleanup, timeouts,
+// approval) still follow the user's spec; before, from spec itself.
+func (m *VirtualMachineMigration) SpecInForce() *VirtualMachineMigrationSpec {
+	if m.Status.AppliedSpec == nil {
+		return &m.Spec
+	}
+	s := m.Status.AppliedSpec.DeepCopy()
+	live, from := &s.Policy, &m.Spec.Policy
+	live.Paused = from.Paused
+	live.Retry = from.Retry
+	live.Cleanup = from.Cleanup
+	live.StallTimeout = from.StallTimeout
+	live.StartTimeout = from.StartTimeout
+	live.RequireApproval = from.RequireApproval
+	live.Approved = from.Approved
+	return s
+}

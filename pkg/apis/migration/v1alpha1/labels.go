@@ -1,5 +1,10 @@
 package v1alpha1
 
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
 // Labels the controller puts on every object it creates for a migration
 // (staging volumes, Jobs, ConfigMaps, DataVolumes, the target VM and its
 // template), so that it finds them again and maps their events back to the
@@ -13,6 +18,12 @@ const (
 	// LabelComponent says which step made the object (staging, transfer,
 	// conversion, import, vm).
 	LabelComponent = "migration.platform.example/component"
+	// LabelVSphereCredentials marks a Secret the controller may use as a
+	// migration's vSphere credentials: a Secret must carry it with the
+	// value "true" to be used (and the controller caches no other Secret),
+	// so a user who may create migrations cannot make the controller send
+	// an unrelated Secret of the namespace to a host of their choosing.
+	LabelVSphereCredentials = "migration.platform.example/vsphere-credentials"
 	// AnnotationSourceVM, AnnotationSourceUUID and AnnotationSourceServer
 	// tie the migrated VirtualMachine back to its source.
 	AnnotationSourceVM     = "migration.platform.example/source-vm"
@@ -34,3 +45,9 @@ const (
 	// ComponentVM marks the target VirtualMachine.
 	ComponentVM = "vm"
 )
+
+// MigrationUIDOf is the value of an object's LabelMigrationUID label: the
+// UID of the migration that made it, or "" for an object no migration made.
+func MigrationUIDOf(o metav1.Object) types.UID {
+	return types.UID(o.GetLabels()[LabelMigrationUID])
+}

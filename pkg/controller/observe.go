@@ -1,0 +1,83 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/preflight"
+	"platform.example/vm-migration/pkg/statemachine"
+)
+
+// annotationDefaultStorageClass marks the cluster's default storage class.
+const annotationDefaultStorageClass = "storageclass.kubernetes.io/is-default-class"
+
+// observe builds the observation the decision needs. It reads the informer
+// caches and, for what the phase needs of the source, vSphere; it changes
+// nothing (a transfer slot is only looked at here: reserveSlot takes it).
+// Failures of the source are returned inside the observation, classified;
+// only a failure to read the controller's own caches is an error.
+func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (statemachine.Observation, error) {
+	var obs statemachine.Observation
+	if err := c.steps.Pipeline.Observe(m, &obs); err != nil {
+		return obs, err
+	}
+	need := statemachine.NeedsSource(m)
+	if m.Status.Phase == v1alpha1.PhaseQueued && m.DeletionTimestamp == nil {
+		others, err := c.migrations.List(labels.Everything())
+		if err != nil {
+			return obs, fmt.Errorf("listing migrations: %w", err)
+		}
+		obs.TransferSlot = c.slots.look(m, others, c.limits(), c.clock.Now())
+		if !obs.TransferSlot.Available {
+			// A migration waiting for a slot does not look at its source.
+			need = statemachine.SourceNeedNothing
+		}
+	}
+	if need == statemachine.SourceNeedNothing {
+		return obs, nil
+	}
+	obs.Source = c.steps.Source.Observe(ctx, m, need)
+	if inv := obs.Source.Inventory; need == statemachine.SourceNeedInventory && obs.Source.Error == nil && inv != nil {
+		facts, err := c.clusterFacts(m, inv)
+		if err != nil {
+			return obs, err
+		}
+		obs.Preflight = preflight.Check(m.SpecInForce(), inv, facts)
+	}
+	return obs, nil
+}
+
+// clusterFacts is what the preflight rules need of the cluster, from the
+// caches: the storage classes, and whether the target VM's name is taken.
+func (c *Controller) clusterFacts(m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) (preflight.ClusterFacts, error) {
+	facts := preflight.ClusterFacts{StorageClasses: map[string]bool{}, DefaultConversionImage: c.cfg.DefaultConversionImage}
+	classes, err := c.storageClasses.List(labels.Everything())
+	if err != nil {
+		return facts, fmt.Errorf("listing storage classes: %w", err)
+	}
+	for _, sc := range classes {
+		facts.StorageClasses[sc.Name] = true
+		if sc.Annotations[annotationDefaultStorageClass] == "true" {
+			facts.DefaultStorageClass = sc.Name
+		}
+	}
+	facts.TargetName = m.SpecInForce().Target.Name
+	if facts.TargetName == "" {
+		facts.TargetName = naming.DNS1123Label(inv.Name)
+	}
+	if sc := m.Status.SourceControl; sc != nil {
+		for _, snap := range sc.Snapshots {
+			facts.ControllerSnapshots = append(facts.ControllerSnapshots, snap.Name)
+		}
+	}
+	return facts, nil
+}
+
+// limits are the transfer slot limits in force.
+func (c *Controller) limits() slotLimits {
+	return slotLimits{perHost: c.cfg.MaxTransfersPerHost, perDatastore: c.cfg.MaxTransfersPerDatastore}
+}

@@ -1,0 +1,324 @@
+package pipeline
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kubeinformers "k8s.io/client-go/informers"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	rbaclisters "k8s.io/client-go/listers/rbac/v1"
+	"k8s.io/client-go/tools/cache"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	cdiinformers "platform.example/vm-migration/pkg/generated/cdi/informers/externalversions"
+	kvinformers "platform.example/vm-migration/pkg/generated/kubevirt/informers/externalversions"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	cdilisters "platform.example/vm-migration/pkg/generated/cdi/listers/core/v1beta1"
+	kvlisters "platform.example/vm-migration/pkg/generated/kubevirt/listers/core/v1"
+	"platform.example/vm-migration/pkg/statemachine"
+)
+
+// Listers are the informer caches the step observes its children through.
+// Every one of them holds only objects that carry the migration UID label
+// (the controller's informer factories filter on it), so an observation
+// never sees, and a delete never names, an object that is not a
+// migration's.
+type Listers struct {
+	Jobs            batchlisters.JobLister
+	Pods            corelisters.PodLister
+	Claims          corelisters.PersistentVolumeClaimLister
+	ConfigMaps      corelisters.ConfigMapLister
+	ServiceAccounts corelisters.ServiceAccountLister
+	Roles           rbaclisters.RoleLister
+	RoleBindings    rbaclisters.RoleBindingLister
+	DataVolumes     cdilisters.DataVolumeLister
+	VMs             kvlisters.VirtualMachineLister
+	VMIs            kvlisters.VirtualMachineInstanceLister
+}
+
+// ListersFrom takes the listers from the controller's label-filtered
+// informer factories (registering their informers before the factories
+// start).
+func ListersFrom(kube kubeinformers.SharedInformerFactory, kv kvinformers.SharedInformerFactory, cdi cdiinformers.SharedInformerFactory) Listers {
+	core, batch, rbac := kube.Core().V1(), kube.Batch().V1(), kube.Rbac().V1()
+	return Listers{
+		Jobs: batch.Jobs().Lister(), Pods: core.Pods().Lister(), Claims: core.PersistentVolumeClaims().Lister(),
+		ConfigMaps: core.ConfigMaps().Lister(), ServiceAccounts: core.ServiceAccounts().Lister(),
+		Roles: rbac.Roles().Lister(), RoleBindings: rbac.RoleBindings().Lister(),
+		DataVolumes: cdi.Cdi().V1beta1().DataVolumes().Lister(),
+		VMs:         kv.Kubevirt().V1().VirtualMachines().Lister(),
+		VMIs:        kv.Kubevirt().V1().VirtualMachineInstances().Lister(),
+	}
+}
+
+// ChildInformers are the informers the step's listers read (from the same
+// factories as ListersFrom), by resource name: the controller waits for
+// them and maps their events to migrations.
+func ChildInformers(kube kubeinformers.SharedInformerFactory, kv kvinformers.SharedInformerFactory, cdi cdiinformers.SharedInformerFactory) map[string]cache.SharedIndexInformer {
+	core, batch, rbac := kube.Core().V1(), kube.Batch().V1(), kube.Rbac().V1()
+	return map[string]cache.SharedIndexInformer{
+		"jobs":                    batch.Jobs().Informer(),
+		"pods":                    core.Pods().Informer(),
+		"persistentvolumeclaims":  core.PersistentVolumeClaims().Informer(),
+		"configmaps":              core.ConfigMaps().Informer(),
+		"serviceaccounts":         core.ServiceAccounts().Informer(),
+		"roles":                   rbac.Roles().Informer(),
+		"rolebindings":            rbac.RoleBindings().Informer(),
+		"datavolumes":             cdi.Cdi().V1beta1().DataVolumes().Informer(),
+		"virtualmachines":         kv.Kubevirt().V1().VirtualMachines().Informer(),
+		"virtualmachineinstances": kv.Kubevirt().V1().VirtualMachineInstances().Informer(),
+	}
+}
+
+// ownSelector selects the objects carrying this migration's UID.
+func ownSelector(m *v1alpha1.VirtualMachineMigration) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{v1alpha1.LabelMigrationUID: string(m.UID)})
+}
+
+// refTo is the ref of an observed object of the given kind.
+func refTo(kind string, o metav1.Object) statemachine.ObjectRef {
+	return statemachine.ObjectRef{Kind: kind, Name: o.GetName(), UID: o.GetUID(),
+		MigrationUID: v1alpha1.MigrationUIDOf(o)}
+}
+
+// live keeps the objects that are not being deleted, as refs, by name.
+func live[T metav1.Object](kind string, objs []T, keep func(T) bool) []statemachine.ObjectRef {
+	var out []statemachine.ObjectRef
+	for _, o := range objs {
+		if o.GetDeletionTimestamp() == nil && (keep == nil || keep(o)) {
+			out = append(out, refTo(kind, o))
+		}
+	}
+	slices.SortFunc(out, func(a, b statemachine.ObjectRef) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Observe fills what the step's children say into obs: the children that
+// exist, the transfer and conversion Jobs named in status (when the phase
+// looks at them), the target DataVolumes, VM and VMI. It reads the
+// informer caches only and changes nothing.
+func (s *Step) Observe(m *v1alpha1.VirtualMachineMigration, obs *statemachine.Observation) error {
+	if err := s.observeChildren(m, &obs.Children); err != nil {
+		return err
+	}
+	if readsJobs(m) {
+		if t := m.Status.Transfer; t != nil {
+			obs.TransferJob = s.observeJob(m, t.JobName)
+		}
+		if cv := m.Status.Conversion; cv != nil && !cv.Skipped {
+			obs.ConversionJob = s.observeJob(m, cv.JobName)
+		}
+	}
+	return s.observeTarget(m, obs)
+}
+
+// observeChildren lists the staging objects and the per-attempt access
+// objects of the migration.
+func (s *Step) observeChildren(m *v1alpha1.VirtualMachineMigration, c *statemachine.Children) error {
+	sel, ns := ownSelector(m), m.Namespace
+	claims, err := s.Listers.Claims.PersistentVolumeClaims(ns).List(sel)
+	if err != nil {
+		return fmt.Errorf("listing staging claims: %w", err)
+	}
+	// Only staging volumes: CDI copies a DataVolume's labels to the target
+	// disk's claim, which must never be taken for staging.
+	c.StagingClaims = live(statemachine.KindPersistentVolumeClaim, claims, func(p *corev1.PersistentVolumeClaim) bool {
+		return p.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentStaging
+	})
+	jobs, err := s.Listers.Jobs.Jobs(ns).List(sel)
+	if err != nil {
+		return fmt.Errorf("listing jobs: %w", err)
+	}
+	c.Jobs = live(statemachine.KindJob, jobs, nil)
+	cms, err := s.Listers.ConfigMaps.ConfigMaps(ns).List(sel)
+	if err != nil {
+		return fmt.Errorf("listing config maps: %w", err)
+	}
+	c.ConfigMaps = live(statemachine.KindConfigMap, cms, nil)
+	return s.observeAccess(m, c)
+}
+
+// observeAccess lists the transfer attempts' RoleBindings, Roles and
+// ServiceAccounts, in the order they are deleted in.
+func (s *Step) observeAccess(m *v1alpha1.VirtualMachineMigration, c *statemachine.Children) error {
+	sel, ns := ownSelector(m), m.Namespace
+	bindings, err := s.Listers.RoleBindings.RoleBindings(ns).List(sel)
+	if err != nil {
+		return fmt.Errorf("listing role bindings: %w", err)
+	}
+	roles, err := s.Listers.Roles.Roles(ns).List(sel)
+	if err != nil {
+		return fmt.Errorf("listing roles: %w", err)
+	}
+	accounts, err := s.Listers.ServiceAccounts.ServiceAccounts(ns).List(sel)
+	if err != nil {
+		return fmt.Errorf("listing service accounts: %w", err)
+	}
+	c.TransferAccess = slices.Concat(
+		live(statemachine.KindRoleBinding, bindings, nil),
+		live(statemachine.KindRole, roles, nil),
+		live(statemachine.KindServiceAccount, accounts, nil))
+	return nil
+}
+
+// readsJobs reports whether the decision looks at the transfer and
+// conversion Jobs: only while they run or may run.
+func readsJobs(m *v1alpha1.VirtualMachineMigration) bool {
+	if m.DeletionTimestamp != nil || m.Spec.Policy.Paused {
+		return false
+	}
+	switch m.Status.Phase {
+	case v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting, v1alpha1.PhaseRollingBack:
+		return true
+	}
+	return false
+}
+
+// observeJob observes a Job of this migration by name, with its pods and
+// (for a transfer) its progress ConfigMap; nil when absent.
+func (s *Step) observeJob(m *v1alpha1.VirtualMachineMigration, name string) *statemachine.JobObservation {
+	job, err := s.Listers.Jobs.Jobs(m.Namespace).Get(name)
+	if err != nil || !ours(job, m.UID) || job.DeletionTimestamp != nil {
+		return nil
+	}
+	var data map[string]string
+	// Only a pod given a progress ConfigMap writes progress and the result
+	// there (progressData finds none otherwise).
+	if job.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentTransfer {
+		data = s.progressData(m, job)
+	}
+	o := ObserveJob(job, s.jobPods(job), data)
+	o.Ref = refTo(statemachine.KindJob, job)
+	return &o
+}
+
+// jobPods lists a Job's pods from the cache, by the Job controller's
+// current label, else the legacy one, keeping those the Job controls.
+func (s *Step) jobPods(job *batchv1.Job) []corev1.Pod {
+	for _, key := range []string{labelJobName, labelLegacyJobName} {
+		list, err := s.Listers.Pods.Pods(job.Namespace).List(labels.SelectorFromSet(labels.Set{key: job.Name}))
+		if err != nil {
+			continue
+		}
+		var pods []corev1.Pod
+		for _, p := range list {
+			if c := metav1.GetControllerOf(p); job.UID == "" || c == nil || c.UID == job.UID {
+				pods = append(pods, *p)
+			}
+		}
+		if len(pods) > 0 {
+			return pods
+		}
+	}
+	return nil
+}
+
+// progressData is the data of the transfer's progress ConfigMap (the one
+// its --progress-configmap flag names) when it is this migration's.
+func (s *Step) progressData(m *v1alpha1.VirtualMachineMigration, job *batchv1.Job) map[string]string {
+	name := progressConfigMapOf(job)
+	if name == "" {
+		return nil
+	}
+	cm, err := s.Listers.ConfigMaps.ConfigMaps(job.Namespace).Get(name)
+	if err != nil || !ours(cm, m.UID) {
+		return nil
+	}
+	return cm.Data
+}
+
+// progressConfigMapOf is the ConfigMap a transfer Job's pod reports into,
+// from its --progress-configmap argument; "" when it has none.
+func progressConfigMapOf(job *batchv1.Job) string {
+	for _, c := range job.Spec.Template.Spec.Containers {
+		for _, a := range c.Args {
+			if ref, ok := strings.CutPrefix(a, progressFlag); ok {
+				if ns, n, ok := strings.Cut(ref, "/"); ok && ns == job.Namespace {
+					return n
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// observeTarget observes the target DataVolumes, VM and VMI named in status.
+func (s *Step) observeTarget(m *v1alpha1.VirtualMachineMigration, obs *statemachine.Observation) error {
+	if m.Status.Target == nil || m.Status.Target.Name == "" {
+		return nil
+	}
+	name := m.Status.Target.Name
+	if err := s.observeDataVolumes(m, name, obs); err != nil {
+		return err
+	}
+	vm, err := s.Listers.VMs.VirtualMachines(m.Namespace).Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("reading virtual machine %s: %w", name, err)
+	case vm.DeletionTimestamp == nil:
+		strategy := ""
+		if vm.Spec.RunStrategy != nil {
+			strategy = string(*vm.Spec.RunStrategy)
+		}
+		obs.VM = &statemachine.VMObservation{
+			Ours: ours(vm, m.UID), UID: string(vm.UID), RunStrategy: strategy,
+			Ref: refTo(statemachine.KindVirtualMachine, vm),
+		}
+	}
+	vmi, err := s.Listers.VMIs.VirtualMachineInstances(m.Namespace).Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("reading virtual machine instance %s: %w", name, err)
+	default:
+		obs.VMI = &statemachine.VMIObservation{Phase: string(vmi.Status.Phase), AgentConnected: agentConnected(vmi.Status.Conditions)}
+	}
+	return nil
+}
+
+// observeDataVolumes observes the migration's target DataVolumes; those
+// the target VM does not control yet are also children.
+func (s *Step) observeDataVolumes(m *v1alpha1.VirtualMachineMigration, target string, obs *statemachine.Observation) error {
+	dvs, err := s.Listers.DataVolumes.DataVolumes(m.Namespace).List(ownSelector(m))
+	if err != nil {
+		return fmt.Errorf("listing data volumes: %w", err)
+	}
+	for _, dv := range dvs {
+		if dv.Labels[v1alpha1.LabelComponent] != v1alpha1.ComponentImport || dv.DeletionTimestamp != nil {
+			continue
+		}
+		owner := metav1.GetControllerOf(dv)
+		owned := owner != nil && owner.Kind == "VirtualMachine" && owner.Name == target
+		if obs.DataVolumes == nil {
+			obs.DataVolumes = map[string]statemachine.DataVolumeObservation{}
+		}
+		ref := refTo(statemachine.KindDataVolume, dv)
+		obs.DataVolumes[dv.Name] = statemachine.DataVolumeObservation{
+			Ref: ref, Phase: string(dv.Status.Phase), Progress: string(dv.Status.Progress), OwnedByVM: owned,
+		}
+		if !owned {
+			obs.Children.DataVolumes = append(obs.Children.DataVolumes, ref)
+		}
+	}
+	slices.SortFunc(obs.Children.DataVolumes, func(a, b statemachine.ObjectRef) int { return strings.Compare(a.Name, b.Name) })
+	return nil
+}
+
+// agentConnected reports whether the VMI's AgentConnected condition is true.
+func agentConnected(conds []kubevirtv1.VirtualMachineInstanceCondition) bool {
+	for _, c := range conds {
+		if c.Type == "AgentConnected" && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

@@ -115,7 +115,9 @@ func ConversionImage(image string) MigrationMod {
 }
 
 // Retain keeps the staging objects after success.
-func Retain(m *v1alpha1.VirtualMachineMigration) { m.Spec.Policy.Cleanup = v1alpha1.CleanupPolicyRetain }
+func Retain(m *v1alpha1.VirtualMachineMigration) {
+	m.Spec.Policy.Cleanup = v1alpha1.CleanupPolicyRetain
+}
 
 // NoStart leaves the target VM halted.
 func NoStart(m *v1alpha1.VirtualMachineMigration) { m.Spec.Target.Start = ptr.To(false) }

@@ -166,18 +166,24 @@ func (c *Cluster) lists() map[string]lister {
 		"virtualmachinemigrations": func(ctx context.Context) (runtime.Object, error) {
 			return c.Mig.MigrationV1alpha1().VirtualMachineMigrations("").List(ctx, all)
 		},
-		"storageclasses": func(ctx context.Context) (runtime.Object, error) { return c.Kube.StorageV1().StorageClasses().List(ctx, all) },
-		"secrets":        func(ctx context.Context) (runtime.Object, error) { return core.Secrets("").List(ctx, creds) },
-		"jobs":           func(ctx context.Context) (runtime.Object, error) { return c.Kube.BatchV1().Jobs("").List(ctx, own) },
-		"pods":           func(ctx context.Context) (runtime.Object, error) { return core.Pods("").List(ctx, own) },
+		"storageclasses": func(ctx context.Context) (runtime.Object, error) {
+			return c.Kube.StorageV1().StorageClasses().List(ctx, all)
+		},
+		"secrets": func(ctx context.Context) (runtime.Object, error) { return core.Secrets("").List(ctx, creds) },
+		"jobs":    func(ctx context.Context) (runtime.Object, error) { return c.Kube.BatchV1().Jobs("").List(ctx, own) },
+		"pods":    func(ctx context.Context) (runtime.Object, error) { return core.Pods("").List(ctx, own) },
 		"persistentvolumeclaims": func(ctx context.Context) (runtime.Object, error) {
 			return core.PersistentVolumeClaims("").List(ctx, own)
 		},
 		"configmaps":      func(ctx context.Context) (runtime.Object, error) { return core.ConfigMaps("").List(ctx, own) },
 		"serviceaccounts": func(ctx context.Context) (runtime.Object, error) { return core.ServiceAccounts("").List(ctx, own) },
 		"roles":           func(ctx context.Context) (runtime.Object, error) { return c.Kube.RbacV1().Roles("").List(ctx, own) },
-		"rolebindings":    func(ctx context.Context) (runtime.Object, error) { return c.Kube.RbacV1().RoleBindings("").List(ctx, own) },
-		"datavolumes":     func(ctx context.Context) (runtime.Object, error) { return c.CDI.CdiV1beta1().DataVolumes("").List(ctx, own) },
+		"rolebindings": func(ctx context.Context) (runtime.Object, error) {
+			return c.Kube.RbacV1().RoleBindings("").List(ctx, own)
+		},
+		"datavolumes": func(ctx context.Context) (runtime.Object, error) {
+			return c.CDI.CdiV1beta1().DataVolumes("").List(ctx, own)
+		},
 		"virtualmachines": func(ctx context.Context) (runtime.Object, error) { return kv.VirtualMachines("").List(ctx, own) },
 		"virtualmachineinstances": func(ctx context.Context) (runtime.Object, error) {
 			return kv.VirtualMachineInstances("").List(ctx, own)

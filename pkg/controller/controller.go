@@ -35,8 +35,9 @@ type Config struct {
 	DefaultConversionImage string
 	// Decisions holds the state machine's tunables.
 	Decisions statemachine.Config
-	// Clock is the time source; nil means the real clock.
-	Clock clock.PassiveClock
+	// Clock is the time source of the decisions and of the queue's delays;
+	// nil means the real clock.
+	Clock clock.WithTicker
 	// BaseRetryDelay and MaxRetryDelay bound the backoff after errors.
 	BaseRetryDelay, MaxRetryDelay time.Duration
 }
@@ -50,12 +51,14 @@ type Clients struct {
 }
 
 // Informers are what the controller reads: the migrations, the cluster's
-// storage classes (for preflight), and every child informer the steps
-// observe through, whose events enqueue the migration named in the
-// child's labels.
+// storage classes (for preflight), the credentials Secrets (whose events
+// enqueue the migrations that name them), and every child informer the
+// steps observe through (whose events enqueue the migration named in the
+// child's labels).
 type Informers struct {
 	Migrations     cache.SharedIndexInformer
 	StorageClasses cache.SharedIndexInformer
+	Secrets        cache.SharedIndexInformer
 	// Children maps a resource name to its (label-filtered) informer.
 	Children map[string]cache.SharedIndexInformer
 }
@@ -98,7 +101,7 @@ func New(clients Clients, inf Informers, s Steps, recorder record.EventRecorder,
 		storageClasses: storagelisters.NewStorageClassLister(inf.StorageClasses.GetIndexer()),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](cfg.BaseRetryDelay, cfg.MaxRetryDelay),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "virtualmachinemigrations"},
+			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "virtualmachinemigrations", Clock: cfg.Clock},
 		),
 		slots: newSlotReservations(),
 	}

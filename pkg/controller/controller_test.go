@@ -95,15 +95,18 @@ func TestErrorRequeuesWithBackoff(t *testing.T) {
 	assert.Equal(t, 1, f.c.queue.NumRequeues(k), "a failed sync is requeued through the rate limiter")
 	assert.Equal(t, 0, f.c.queue.Len(), "the retry waits for its backoff")
 
-	// The backoff doubles on each failure.
-	time.Sleep(60 * time.Millisecond)
-	require.Equal(t, 1, f.c.queue.Len(), "the key comes back after the base delay")
+	// The backoff doubles on each failure (the queue's delays follow the
+	// fixture's clock).
+	f.clock.Step(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return f.c.queue.Len() == 1 }, 5*time.Second, time.Millisecond,
+		"the key comes back after the base delay")
 	require.True(t, f.c.processNextItem(f.ctx))
 	assert.Equal(t, 2, f.c.queue.NumRequeues(k))
-	time.Sleep(60 * time.Millisecond)
-	assert.Equal(t, 0, f.c.queue.Len(), "the second retry waits twice as long")
-	time.Sleep(60 * time.Millisecond)
-	assert.Equal(t, 1, f.c.queue.Len())
+	f.clock.Step(50 * time.Millisecond)
+	assert.Never(t, func() bool { return f.c.queue.Len() != 0 }, 50*time.Millisecond, time.Millisecond,
+		"the second retry waits twice as long")
+	f.clock.Step(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return f.c.queue.Len() == 1 }, 5*time.Second, time.Millisecond)
 
 	// Success forgets the failures.
 	f.mig.ReactionChain = f.mig.ReactionChain[1:]

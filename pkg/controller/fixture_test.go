@@ -94,6 +94,7 @@ func (f *fixture) resync() {
 	all := maps.Clone(f.informers.Children)
 	all["virtualmachinemigrations"] = f.informers.Migrations
 	all["storageclasses"] = f.informers.StorageClasses
+	all["secrets"] = f.informers.Secrets
 	f.cluster.Mirror(all)
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -22,7 +23,15 @@ func (c *Controller) registerHandlers(inf Informers) error {
 	if err != nil {
 		return fmt.Errorf("registering migration handler: %w", err)
 	}
-	c.synced = append(c.synced, migReg.HasSynced, inf.StorageClasses.HasSynced)
+	secretReg, err := inf.Secrets.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueCredentialUsers,
+		UpdateFunc: func(_, obj any) { c.enqueueCredentialUsers(obj) },
+		DeleteFunc: c.enqueueCredentialUsers,
+	})
+	if err != nil {
+		return fmt.Errorf("registering secret handler: %w", err)
+	}
+	c.synced = append(c.synced, migReg.HasSynced, secretReg.HasSynced, inf.StorageClasses.HasSynced)
 	for _, name := range slices.Sorted(maps.Keys(inf.Children)) {
 		reg, err := inf.Children[name].AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    c.enqueueLabelledOwner,
@@ -64,4 +73,26 @@ func (c *Controller) enqueueLabelledOwner(obj any) {
 		return
 	}
 	c.queue.Add(cache.NewObjectName(o.GetNamespace(), name))
+}
+
+// enqueueCredentialUsers maps a credentials Secret's event to the
+// migrations of its namespace that name it, so that a migration waiting
+// for its Secret moves on as soon as it appears (or is labelled).
+func (c *Controller) enqueueCredentialUsers(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	all, err := c.migrations.VirtualMachineMigrations(o.GetNamespace()).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, m := range all {
+		if m.SpecInForce().Source.CredentialsSecretRef.Name == o.GetName() {
+			c.queue.Add(cache.MetaObjectToName(m))
+		}
+	}
 }

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"maps"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,12 +57,11 @@ func NewFactories(clients Clients, namespace string, resync time.Duration) *Fact
 // the migrations, the storage classes, the credentials Secrets and the
 // steps' child informers (built from f.Kube, f.KubeVirt and f.CDI).
 func (f *Factories) Informers(children map[string]cache.SharedIndexInformer) Informers {
-	all := maps.Clone(children)
-	all["secrets"] = f.Secrets.Core().V1().Secrets().Informer()
 	return Informers{
 		Migrations:     f.Migration.Migration().V1alpha1().VirtualMachineMigrations().Informer(),
 		StorageClasses: f.Cluster.Storage().V1().StorageClasses().Informer(),
-		Children:       all,
+		Secrets:        f.Secrets.Core().V1().Secrets().Informer(),
+		Children:       children,
 	}
 }
 

@@ -127,7 +127,8 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	t.Cleanup(vc.Close)
 	s.vc = vc
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: credentialsSecret, Namespace: s.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: credentialsSecret, Namespace: s.ns,
+			Labels: map[string]string{v1alpha1.LabelVSphereCredentials: "true"}},
 		StringData: map[string]string{"username": vc.Username, "password": vc.Password, "thumbprint": vc.Thumbprint},
 	}
 	if _, err := s.kube.CoreV1().Secrets(s.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {

@@ -31,18 +31,17 @@ const (
 	// maxQuietWrites allows an event aggregation patch or one status
 	// refresh; a hot loop makes hundreds.
 	maxQuietWrites = 3
-	// maxQuietSecretReads: the test shortens the wait interval to 2s, so
-	// about 5 re-checks fit in the window.
-	maxQuietSecretReads = 8
 )
 
 // TestControllerWaitsForMissingCredentialsSecret runs the controller
 // in-process (manager.Run, as cmd/migration-controller does) against the
 // real API server, as its ServiceAccount with the RBAC from manifests/.
 // A migration whose credentials Secret is missing must get a condition
-// naming the Secret, the controller must neither crash nor hot-loop while
-// it waits (its writes are counted), and creating the Secret must let it
-// move on without a Secret watch.
+// naming the Secret and the opt-in label, the controller must neither
+// crash nor hot-loop while it waits (its requests are counted: it reads
+// nothing, its caches do), a Secret without the opt-in label is refused
+// the same way, and labelling it lets the migration move on at once (the
+// Secret's event wakes it).
 func TestControllerWaitsForMissingCredentialsSecret(t *testing.T) {
 	env := framework.Env(t)
 	saConfig, _ := controllerIdentity(t, env)
@@ -83,8 +82,9 @@ func TestControllerWaitsForMissingCredentialsSecret(t *testing.T) {
 		t.Fatalf("no condition with reason CredentialsSecretNotFound within 30s; status: %s", describeStatus(last))
 	}
 	t.Logf("condition %s=%s reason %s: %s (phase %s)", cond.Type, cond.Status, cond.Reason, cond.Message, last.Status.Phase)
-	if !strings.Contains(cond.Message, `"vcenter-credentials"`) || !strings.Contains(cond.Message, ns) {
-		t.Errorf("the condition's message does not name the Secret and its namespace: %q", cond.Message)
+	if !strings.Contains(cond.Message, `"vcenter-credentials"`) || !strings.Contains(cond.Message, ns) ||
+		!strings.Contains(cond.Message, v1alpha1.LabelVSphereCredentials+"=true") {
+		t.Errorf("the condition's message does not name the Secret, its namespace and the opt-in label: %q", cond.Message)
 	}
 	if last.Status.Phase == v1alpha1.PhaseFailed {
 		t.Errorf("a missing Secret failed the migration; it should wait for the user")
@@ -100,7 +100,7 @@ func TestControllerWaitsForMissingCredentialsSecret(t *testing.T) {
 		t.Logf("event %s %s x%d: %s", e.Type, e.Reason, e.Count, e.Message)
 	}
 
-	// While it waits, the controller re-reads the Secret now and then and
+	// While it waits, the controller reads nothing from the API server and
 	// writes (almost) nothing.
 	before := counter.snapshot()
 	time.Sleep(quietWindow)
@@ -114,17 +114,29 @@ func TestControllerWaitsForMissingCredentialsSecret(t *testing.T) {
 	if w := delta.writes(); w > maxQuietWrites {
 		t.Errorf("%d writes in %s while waiting for a Secret, want at most %d: a hot loop", w, quietWindow, maxQuietWrites)
 	}
-	if r := delta.matching(http.MethodGet, "/secrets/vcenter-credentials"); r > maxQuietSecretReads {
-		t.Errorf("%d reads of the Secret in %s, want at most %d: a hot loop", r, quietWindow, maxQuietSecretReads)
+	if r := delta.matching(http.MethodGet, "/secrets/vcenter-credentials"); r > 0 {
+		t.Errorf("%d reads of the Secret in %s: the controller reads it from its cache only", r, quietWindow)
 	}
 
-	// The Secret appears: without a Secret watch, the next re-check sees it
-	// and the migration moves on (here to an unreachable endpoint).
+	// A Secret without the opt-in label is not used: the migration still
+	// waits, with the same condition.
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "vcenter-credentials", Namespace: ns},
 		StringData: map[string]string{"username": "migration@vsphere.local", "password": "secret"},
 	}
-	if _, err := env.Kubernetes(t).CoreV1().Secrets(ns).Create(tctx, secret, metav1.CreateOptions{}); err != nil {
+	kube := env.Kubernetes(t)
+	if secret, err = kube.CoreV1().Secrets(ns).Create(tctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if m, err := client.Get(tctx, "web-01", metav1.GetOptions{}); err != nil || conditionWithReason(m.Status.Conditions, "CredentialsSecretNotFound") == nil {
+		t.Fatalf("a Secret without the label %s=true was used; status: %s", v1alpha1.LabelVSphereCredentials, describeStatus(m))
+	}
+
+	// Labelled, it is used and the migration moves on (here to an
+	// unreachable endpoint).
+	secret.Labels = map[string]string{v1alpha1.LabelVSphereCredentials: "true"}
+	if _, err := kube.CoreV1().Secrets(ns).Update(tctx, secret, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	err = wait.PollUntilContextTimeout(tctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {

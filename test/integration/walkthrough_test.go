@@ -31,7 +31,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
@@ -46,6 +48,7 @@ import (
 	"platform.example/vm-migration/pkg/steps/source"
 	"platform.example/vm-migration/pkg/transfer/wire"
 	"platform.example/vm-migration/pkg/vsphere"
+	"platform.example/vm-migration/test/builders"
 	"platform.example/vm-migration/test/framework"
 )
 
@@ -77,6 +80,7 @@ type walkEnv struct {
 	cdi     cdiclient.Interface
 	counter *requestCounter
 	vcURL   *url.URL
+	secret  *corev1.Secret
 
 	mu sync.Mutex
 	// writeLog lists the controller's writes with their response codes.
@@ -139,14 +143,11 @@ func newWalkEnv(t *testing.T) *walkEnv {
 	w.vcURL = server.URL
 
 	ctx := testContext(t)
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "vcenter-credentials", Namespace: w.ns},
-		Data: map[string][]byte{
-			"username": []byte(walkVCUser), "password": []byte(walkVCPassword),
-			"thumbprint": []byte(soap.ThumbprintSHA256(server.Certificate())),
-		},
-	}
-	if _, err := w.kube.CoreV1().Secrets(w.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+	w.secret = builders.CredentialsSecret(w.ns, "vcenter-credentials", map[string]string{
+		"username": walkVCUser, "password": walkVCPassword, "thumbprint": soap.ThumbprintSHA256(server.Certificate()),
+	})
+	w.secret.UID = ""
+	if _, err := w.kube.CoreV1().Secrets(w.ns).Create(ctx, w.secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A storage class of this test's own, named by the spec, so that the
@@ -199,7 +200,11 @@ func (w *walkEnv) newWalkMigration() *v1alpha1.VirtualMachineMigration {
 	// own read-only look at the simulator.
 	sessions := vsphere.NewSessionCache()
 	defer func() { _ = sessions.Close(context.Background()) }()
-	step := &source.Step{Kube: w.kube, KubeVirt: w.kv, Sessions: sessions, CallTimeout: 20 * time.Second}
+	secrets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := secrets.Add(w.secret); err != nil {
+		w.t.Fatal(err)
+	}
+	step := &source.Step{Secrets: corelisters.NewSecretLister(secrets), Sessions: sessions, CallTimeout: 20 * time.Second}
 	obs := step.Observe(testContext(w.t), m, statemachine.SourceNeedInventory)
 	if obs.Error != nil {
 		w.t.Fatalf("reading the simulator's VM: %s", obs.Error.Message)
@@ -578,7 +583,7 @@ func TestWalkthroughAgainstAPIServer(t *testing.T) {
 	}
 	tjob := naming.TransferJob(walkMigration, 1)
 	access := tjob
-	transferObjs := append(slices.Clone(staging), "Job/"+tjob, "ConfigMap/"+pipeline.TransferConfigMap(walkMigration, 1),
+	transferObjs := append(slices.Clone(staging), "Job/"+tjob, "ConfigMap/"+naming.TransferSpecConfigMap(walkMigration, 1),
 		"ConfigMap/"+tjob+"-progress", "ServiceAccount/"+access, "Role/"+access, "RoleBinding/"+access)
 	w.wantChildren("transfer running", uid, transferObjs...)
 	job, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, tjob, metav1.GetOptions{})

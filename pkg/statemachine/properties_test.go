@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand"
@@ -246,20 +247,62 @@ func cloneInput(in Input) Input {
 	return in
 }
 
+// snapshot is the whole input as JSON: every slice, map and pointer the
+// migration and the observation reach, so that a mutation through any of
+// them (shared with the caller) shows as a difference.
+func snapshot(t *testing.T, in Input) string {
+	t.Helper()
+	data, err := json.Marshal(struct {
+		M *v1alpha1.VirtualMachineMigration
+		O Observation
+	}{in.Migration, in.Observation})
+	if err != nil {
+		t.Fatalf("encoding the input: %v", err)
+	}
+	return string(data)
+}
+
 // (a) Deciding twice on the same input gives the same decision, and the
-// input is never mutated.
+// input is never mutated, down to the observation's slices and maps.
 func TestPropertyDeterministic(t *testing.T) {
 	forEachInput(t, func(t *testing.T, i int, in Input) {
-		orig := cloneInput(in)
+		before := snapshot(t, in)
 		d1 := Decide(cloneInput(in))
 		d2 := Decide(in)
 		if !reflect.DeepEqual(d1, d2) {
 			t.Errorf("two decisions differ:\n%+v\n%+v", d1, d2)
 		}
-		if !reflect.DeepEqual(orig.Migration, in.Migration) || !reflect.DeepEqual(orig.Observation, in.Observation) {
-			t.Errorf("Decide mutated its input")
+		if after := snapshot(t, in); after != before {
+			t.Errorf("Decide mutated its input:\nbefore %s\nafter  %s", before, after)
 		}
 	})
+}
+
+// TestSnapshotSeesNestedMutations: the mutation check of
+// TestPropertyDeterministic fails when anything the input reaches changes,
+// the observation's nested slices and maps included.
+func TestSnapshotSeesNestedMutations(t *testing.T) {
+	base := func() Input {
+		return Input{Migration: newMigration(builders.Reached(v1alpha1.PhaseImporting)), Observation: newObs(
+			claims(stagingClaims()...), transferJob(JobObservation{Name: "j", Results: goodResults()}),
+			dataVolumes(DataVolumeSucceeded, "100.0%", false), sourceSnapshots("s1"))}
+	}
+	for name, mutate := range map[string]func(*Input){
+		"a child ref":            func(in *Input) { in.Observation.Children.StagingClaims[0].Name = "x" },
+		"a job result":           func(in *Input) { in.Observation.TransferJob.Results[0].SHA256 = "x" },
+		"a data volume":          func(in *Input) { in.Observation.DataVolumes[dvNames()[0]] = DataVolumeObservation{} },
+		"a snapshot name":        func(in *Input) { in.Observation.Source.Snapshots[0] = "x" },
+		"a disk of the status":   func(in *Input) { in.Migration.Status.Disks[0].SHA256 = "x" },
+		"the inventory's name":   func(in *Input) { in.Migration.Status.Source.Name = "x" },
+		"an evidence entry text": func(in *Input) { in.Migration.Status.Evidence[0].Observed = "x" },
+	} {
+		in := base()
+		before := snapshot(t, in)
+		mutate(&in)
+		if snapshot(t, in) == before {
+			t.Errorf("%s: the snapshot did not change", name)
+		}
+	}
 }
 
 // allowedNext lists, per phase, where a decision may move it without

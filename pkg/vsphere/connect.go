@@ -350,26 +350,10 @@ func ConnectWithOptions(ctx context.Context, ep Endpoint, creds Credentials, opt
 	}
 	logger := klog.FromContext(ctx).WithValues("endpoint", u.String())
 
-	sc := soap.NewClient(u, ep.InsecureSkipVerify)
-	if ep.InsecureSkipVerify {
-		logger.Info("TLS verification of the vSphere endpoint is off (insecureSkipVerify)")
-	} else {
-		if len(creds.CACertPEM) > 0 {
-			pool, err := certPool(creds.CACertPEM)
-			if err != nil {
-				return nil, fmt.Errorf("connecting to %s: ca.crt: %w", u, err)
-			}
-			sc.DefaultTransport().TLSClientConfig.RootCAs = pool
-		}
-		if creds.Thumbprint != "" {
-			tp, err := NormalizeThumbprint(creds.Thumbprint)
-			if err != nil {
-				return nil, fmt.Errorf("connecting to %s: %w", u, err)
-			}
-			sc.SetThumbprint(u.Host, tp)
-		}
+	sc, err := soapClient(u, ep, creds, logger)
+	if err != nil {
+		return nil, err
 	}
-
 	s := &Session{endpoint: ep, url: u, creds: creds, opts: o, soap: sc}
 
 	// Layers, outermost first: caller wrappers, per-call deadline, re-login,
@@ -381,17 +365,9 @@ func ConnectWithOptions(ctx context.Context, ep Endpoint, creds Credentials, opt
 		rt = w(rt)
 	}
 
-	client, err := vim25.NewClient(ctx, rt)
+	client, err := vimClient(ctx, sc, rt)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", u, err)
-	}
-	// vim25.NewClient only fills Client when given the bare *soap.Client.
-	client.Client = sc
-	if client.Namespace == "" {
-		client.Namespace = "urn:" + vim25.Namespace
-	}
-	if client.Version == "" {
-		client.Version = vim25.Version
 	}
 	s.client = client
 
@@ -410,6 +386,48 @@ func ConnectWithOptions(ctx context.Context, ep Endpoint, creds Credentials, opt
 	logger.V(2).Info("Logged in to vSphere", "user", creds.Username, "apiType", client.ServiceContent.About.ApiType,
 		"version", client.ServiceContent.About.Version)
 	return s, nil
+}
+
+// soapClient is the SOAP client of an endpoint, verifying TLS against
+// creds' CA bundle and thumbprint unless insecureSkipVerify.
+func soapClient(u *url.URL, ep Endpoint, creds Credentials, logger klog.Logger) (*soap.Client, error) {
+	sc := soap.NewClient(u, ep.InsecureSkipVerify)
+	if ep.InsecureSkipVerify {
+		logger.Info("TLS verification of the vSphere endpoint is off (insecureSkipVerify)")
+		return sc, nil
+	}
+	if len(creds.CACertPEM) > 0 {
+		pool, err := certPool(creds.CACertPEM)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to %s: ca.crt: %w", u, err)
+		}
+		sc.DefaultTransport().TLSClientConfig.RootCAs = pool
+	}
+	if creds.Thumbprint != "" {
+		tp, err := NormalizeThumbprint(creds.Thumbprint)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", u, err)
+		}
+		sc.SetThumbprint(u.Host, tp)
+	}
+	return sc, nil
+}
+
+// vimClient is the vim25 client over rt, with the service content read.
+func vimClient(ctx context.Context, sc *soap.Client, rt soap.RoundTripper) (*vim25.Client, error) {
+	client, err := vim25.NewClient(ctx, rt)
+	if err != nil {
+		return nil, err
+	}
+	// vim25.NewClient only fills Client when given the bare *soap.Client.
+	client.Client = sc
+	if client.Namespace == "" {
+		client.Namespace = "urn:" + vim25.Namespace
+	}
+	if client.Version == "" {
+		client.Version = vim25.Version
+	}
+	return client, nil
 }
 
 func (s *Session) doLogin(ctx context.Context) error {

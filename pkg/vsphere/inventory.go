@@ -395,43 +395,7 @@ func (r *inventoryResult) disk(d *types.VirtualDisk, controllers map[int32]contr
 		out.ControllerType, out.ControllerModel, out.BusNumber = c.kind, c.model, c.bus
 	}
 
-	var file *types.VirtualDeviceFileBackingInfo
-	switch b := d.Backing.(type) {
-	case *types.VirtualDiskFlatVer2BackingInfo:
-		file = &b.VirtualDeviceFileBackingInfo
-		out.DiskMode, out.Sharing, out.ChangeID = b.DiskMode, b.Sharing, b.ChangeId
-		out.SnapshotDelta = b.Parent != nil
-		switch {
-		case b.ThinProvisioned != nil && *b.ThinProvisioned:
-			out.Provisioning = ProvisioningThin
-		case b.EagerlyScrub != nil && *b.EagerlyScrub:
-			out.Provisioning = ProvisioningEagerZeroedThick
-		default:
-			out.Provisioning = ProvisioningThick
-		}
-	case *types.VirtualDiskSeSparseBackingInfo:
-		file = &b.VirtualDeviceFileBackingInfo
-		out.DiskMode, out.ChangeID, out.Provisioning = b.DiskMode, b.ChangeId, ProvisioningThin
-		out.SnapshotDelta = b.Parent != nil
-	case *types.VirtualDiskSparseVer2BackingInfo:
-		file = &b.VirtualDeviceFileBackingInfo
-		out.DiskMode, out.ChangeID, out.Provisioning = b.DiskMode, b.ChangeId, ProvisioningThin
-		out.SnapshotDelta = b.Parent != nil
-	case *types.VirtualDiskFlatVer1BackingInfo:
-		file = &b.VirtualDeviceFileBackingInfo
-		out.DiskMode, out.Provisioning = b.DiskMode, ProvisioningThick
-		out.SnapshotDelta = b.Parent != nil
-	case *types.VirtualDiskSparseVer1BackingInfo:
-		file = &b.VirtualDeviceFileBackingInfo
-		out.DiskMode, out.Provisioning = b.DiskMode, ProvisioningThin
-		out.SnapshotDelta = b.Parent != nil
-	case *types.VirtualDiskRawDiskMappingVer1BackingInfo:
-		file = &b.VirtualDeviceFileBackingInfo
-		out.DiskMode, out.Sharing, out.ChangeID, out.RDM = b.DiskMode, b.Sharing, b.ChangeId, true
-		out.SnapshotDelta = b.Parent != nil
-	case *types.VirtualDiskRawDiskVer2BackingInfo:
-		out.FileName, out.Sharing, out.ChangeID, out.RDM = b.DescriptorFileName, b.Sharing, b.ChangeId, true
-	}
+	file := diskBacking(d.Backing, &out)
 	if file != nil {
 		out.FileName = file.FileName
 		if file.Datastore != nil {
@@ -442,6 +406,45 @@ func (r *inventoryResult) disk(d *types.VirtualDisk, controllers map[int32]contr
 		out.Datastore = datastoreFromPath(out.FileName)
 	}
 	return out
+}
+
+// diskBacking fills what a disk's backing says (mode, sharing, change ID,
+// provisioning, RDM, snapshot delta) and returns its file backing, nil
+// for a raw disk (whose descriptor is the file name).
+func diskBacking(backing types.BaseVirtualDeviceBackingInfo, out *v1alpha1.SourceDisk) *types.VirtualDeviceFileBackingInfo {
+	switch b := backing.(type) {
+	case *types.VirtualDiskFlatVer2BackingInfo:
+		out.DiskMode, out.Sharing, out.ChangeID = b.DiskMode, b.Sharing, b.ChangeId
+		out.SnapshotDelta = b.Parent != nil
+		switch {
+		case b.ThinProvisioned != nil && *b.ThinProvisioned:
+			out.Provisioning = ProvisioningThin
+		case b.EagerlyScrub != nil && *b.EagerlyScrub:
+			out.Provisioning = ProvisioningEagerZeroedThick
+		default:
+			out.Provisioning = ProvisioningThick
+		}
+		return &b.VirtualDeviceFileBackingInfo
+	case *types.VirtualDiskSeSparseBackingInfo:
+		out.DiskMode, out.ChangeID, out.Provisioning, out.SnapshotDelta = b.DiskMode, b.ChangeId, ProvisioningThin, b.Parent != nil
+		return &b.VirtualDeviceFileBackingInfo
+	case *types.VirtualDiskSparseVer2BackingInfo:
+		out.DiskMode, out.ChangeID, out.Provisioning, out.SnapshotDelta = b.DiskMode, b.ChangeId, ProvisioningThin, b.Parent != nil
+		return &b.VirtualDeviceFileBackingInfo
+	case *types.VirtualDiskFlatVer1BackingInfo:
+		out.DiskMode, out.Provisioning, out.SnapshotDelta = b.DiskMode, ProvisioningThick, b.Parent != nil
+		return &b.VirtualDeviceFileBackingInfo
+	case *types.VirtualDiskSparseVer1BackingInfo:
+		out.DiskMode, out.Provisioning, out.SnapshotDelta = b.DiskMode, ProvisioningThin, b.Parent != nil
+		return &b.VirtualDeviceFileBackingInfo
+	case *types.VirtualDiskRawDiskMappingVer1BackingInfo:
+		out.DiskMode, out.Sharing, out.ChangeID, out.RDM = b.DiskMode, b.Sharing, b.ChangeId, true
+		out.SnapshotDelta = b.Parent != nil
+		return &b.VirtualDeviceFileBackingInfo
+	case *types.VirtualDiskRawDiskVer2BackingInfo:
+		out.FileName, out.Sharing, out.ChangeID, out.RDM = b.DescriptorFileName, b.Sharing, b.ChangeId, true
+	}
+	return nil
 }
 
 // datastoreFromPath reads "ds" from "[ds] dir/file.vmdk".

@@ -78,6 +78,18 @@ func SourceAt(url string) MigrationMod {
 	return func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Source.URL = url }
 }
 
+// Datacenter sets spec.source.datacenter.
+func Datacenter(dc string) MigrationMod {
+	return func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Source.Datacenter = dc }
+}
+
+// ShutdownTimeout sets how long the guest may take to shut down.
+func ShutdownTimeout(d time.Duration) MigrationMod {
+	return func(m *v1alpha1.VirtualMachineMigration) {
+		m.Spec.Policy.Shutdown.Timeout = &metav1.Duration{Duration: d}
+	}
+}
+
 // Credentials names the credentials Secret.
 func Credentials(secret string) MigrationMod {
 	return func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Source.CredentialsSecretRef.Name = secret }

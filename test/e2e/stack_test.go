@@ -28,6 +28,7 @@ import (
 	"platform.example/vm-migration/pkg/manager"
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/steps/pipeline"
+	"platform.example/vm-migration/test/builders"
 	"platform.example/vm-migration/test/framework"
 	"platform.example/vm-migration/test/standins"
 	"platform.example/vm-migration/test/vcsimlocal"
@@ -221,27 +222,11 @@ func (s *stack) addVM(name string, seed uint64) *vcsimlocal.VM {
 // newMigration is a migration of a vcsim VM into a VM of the same name,
 // each network mapped, conversion with the default (simulated) image.
 func (s *stack) newMigration(name, vm string) *v1alpha1.VirtualMachineMigration {
-	return &v1alpha1.VirtualMachineMigration{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns},
-		Spec: v1alpha1.VirtualMachineMigrationSpec{
-			Source: v1alpha1.SourceSpec{
-				URL: s.vc.URL, CredentialsSecretRef: v1alpha1.SecretReference{Name: credentialsSecret},
-				Datacenter: vcsimlocal.Datacenter, VM: v1alpha1.VMSelector{Name: vm},
-			},
-			Target: v1alpha1.TargetSpec{
-				Name:    name,
-				Storage: v1alpha1.StorageMapping{Default: &v1alpha1.StorageTarget{StorageClassName: standins.DefaultStorageClass}},
-				Networks: []v1alpha1.NetworkMapping{
-					{Source: vcsimlocal.NetworkVM, Type: v1alpha1.NetworkTypePod},
-					{Source: vcsimlocal.NetworkDVPG, Type: v1alpha1.NetworkTypeMultus, MultusNetworkName: "default/backend"},
-				},
-			},
-			Staging: v1alpha1.StagingSpec{StorageClassName: standins.DefaultStorageClass},
-			Policy: v1alpha1.PolicySpec{
-				Shutdown: v1alpha1.ShutdownPolicy{Mode: v1alpha1.ShutdownModeGuestThenPowerOff, Timeout: &metav1.Duration{Duration: 2 * time.Second}},
-			},
-		},
-	}
+	return builders.Migration(builders.Named(name), builders.InNamespace(s.ns), builders.WithoutUID,
+		builders.SourceAt(s.vc.URL), builders.Credentials(credentialsSecret), builders.Datacenter(vcsimlocal.Datacenter),
+		builders.SourceVM(vm), builders.TargetName(name), builders.DefaultStorage(standins.DefaultStorageClass),
+		builders.Networks(builders.PodNetwork(vcsimlocal.NetworkVM), builders.MultusNetwork(vcsimlocal.NetworkDVPG, "default/backend")),
+		builders.StagingClass(standins.DefaultStorageClass), builders.ShutdownTimeout(2*time.Second))
 }
 
 // create creates a migration.

@@ -15,6 +15,7 @@ import (
 
 	migrationclient "platform.example/vm-migration/pkg/generated/migration/clientset/versioned"
 	"platform.example/vm-migration/pkg/manager"
+	"platform.example/vm-migration/test/builders"
 	"platform.example/vm-migration/test/framework"
 )
 
@@ -48,24 +49,15 @@ func migrationClient(t *testing.T, env *framework.Environment) migrationclient.I
 // modifier changes a migration under construction.
 type modifier func(obj map[string]any)
 
-// newMigration returns a valid minimal migration named name, changed by mods.
+// newMigration returns a valid minimal migration named name (the shared
+// builder's, as a client sends it), changed by mods.
 func newMigration(name string, mods ...modifier) *unstructured.Unstructured {
-	obj := map[string]any{
-		"apiVersion": "migration.platform.example/v1alpha1",
-		"kind":       "VirtualMachineMigration",
-		"metadata":   map[string]any{"name": name},
-		"spec": map[string]any{
-			"source": map[string]any{
-				"url":                  "https://vcenter.example.com/sdk",
-				"credentialsSecretRef": map[string]any{"name": "vcenter-credentials"},
-				"vm":                   map[string]any{"name": "web-01"},
-			},
-		},
-	}
+	u := builders.Unstructured(builders.Migration(builders.Named(name),
+		builders.Credentials("vcenter-credentials"), builders.SourceVM("web-01")))
 	for _, m := range mods {
-		m(obj)
+		m(u.Object)
 	}
-	return &unstructured.Unstructured{Object: obj}
+	return u
 }
 
 // set sets the value at the dotted path (spec.source.url), creating maps

@@ -158,56 +158,19 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 	if cfg.TransferImage == "" {
 		return nil, errors.New("no transfer image is configured")
 	}
-	if _, err := recordedDisks(m, false); err != nil {
+	disks, err := recordedDisks(m, false)
+	if err != nil {
 		return nil, err
 	}
-	spec := m.SpecInForce()
-	secret := spec.Source.CredentialsSecretRef.Name
+	secret := m.SpecInForce().Source.CredentialsSecretRef.Name
 	if secret == "" {
 		return nil, errors.New("spec.source.credentialsSecretRef.name is empty")
 	}
-	command := cfg.TransferCommand
-	if command == "" {
-		command = DefaultTransferCommand
+	args, serviceAccount, err := transferArgs(m, attempt, cfg)
+	if err != nil {
+		return nil, err
 	}
-	cmName := naming.TransferSpecConfigMap(m.Name, attempt)
-	args := []string{
-		"--spec=" + path.Join(transferSpecDir, TransferSpecKey),
-		"--credentials-dir=" + transferCredentialsDir,
-		"--termination-log=" + corev1.TerminationMessagePathDefault,
-	}
-	automount, serviceAccount := false, ""
-	if cfg.TransferProgress {
-		access, err := RenderProgressAccess(m, attempt)
-		if err != nil {
-			return nil, err
-		}
-		// The ServiceAccount mounts no token by default: this pod opts in.
-		automount, serviceAccount = true, access.ServiceAccount.Name
-		args = append(args, access.PodArgs()...)
-	}
-	resources := defaultTransferResources()
-	if cfg.TransferResources != nil {
-		resources = *cfg.TransferResources.DeepCopy()
-	}
-	volumes := []corev1.Volume{
-		{Name: "spec", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: cmName}, DefaultMode: ptr.To[int32](0o444)}}},
-		{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: secret, DefaultMode: ptr.To[int32](0o440)}}},
-		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("64Mi"))}}},
-	}
-	mounts := []corev1.VolumeMount{
-		{Name: "spec", MountPath: transferSpecDir, ReadOnly: true},
-		{Name: "credentials", MountPath: transferCredentialsDir, ReadOnly: true},
-		{Name: "tmp", MountPath: "/tmp"},
-	}
-	for _, d := range m.Status.Disks {
-		vol := stagingVolumeName(d.Key)
-		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.StagingClaim}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: stagingMount(d.Key)})
-	}
+	volumes, mounts := transferVolumes(naming.TransferSpecConfigMap(m.Name, attempt), secret, disks)
 	meta, podMeta := jobMeta(m, naming.TransferJob(m.Name, attempt), v1alpha1.ComponentTransfer)
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
@@ -219,24 +182,81 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 				Spec: corev1.PodSpec{
 					RestartPolicy:                corev1.RestartPolicyNever,
 					ServiceAccountName:           serviceAccount,
-					AutomountServiceAccountToken: ptr.To(automount),
+					AutomountServiceAccountToken: ptr.To(serviceAccount != ""),
 					EnableServiceLinks:           ptr.To(false),
 					SecurityContext:              stagingPodSecurity(nil),
-					Containers: []corev1.Container{{
-						Name:                     TransferContainer,
-						Image:                    cfg.TransferImage,
-						ImagePullPolicy:          cfg.ImagePullPolicy,
-						Command:                  []string{command},
-						Args:                     args,
-						Resources:                resources,
-						VolumeMounts:             mounts,
-						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
-						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-						SecurityContext:          restrictedContainer(),
-					}},
-					Volumes: volumes,
+					Containers:                   []corev1.Container{transferContainer(cfg, args, mounts)},
+					Volumes:                      volumes,
 				},
 			},
 		},
 	}, nil
+}
+
+// transferArgs are vm-transfer's arguments and, with the progress channel
+// on, the attempt's ServiceAccount the pod runs as (its token mounted: the
+// ServiceAccount mounts none by default, this pod opts in).
+func transferArgs(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg Config) ([]string, string, error) {
+	args := []string{
+		"--spec=" + path.Join(transferSpecDir, TransferSpecKey),
+		"--credentials-dir=" + transferCredentialsDir,
+		"--termination-log=" + corev1.TerminationMessagePathDefault,
+	}
+	if !cfg.TransferProgress {
+		return args, "", nil
+	}
+	access, err := RenderProgressAccess(m, attempt)
+	if err != nil {
+		return nil, "", err
+	}
+	return append(args, access.PodArgs()...), access.ServiceAccount.Name, nil
+}
+
+// transferVolumes are the job spec and the credentials Secret, read-only,
+// a small /tmp, and one staging volume per disk.
+func transferVolumes(specConfigMap, secret string, disks []v1alpha1.DiskStatus) ([]corev1.Volume, []corev1.VolumeMount) {
+	volumes := []corev1.Volume{
+		{Name: "spec", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: specConfigMap}, DefaultMode: ptr.To[int32](0o444)}}},
+		{Name: "credentials", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: secret, DefaultMode: ptr.To[int32](0o440)}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("64Mi"))}}},
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: "spec", MountPath: transferSpecDir, ReadOnly: true},
+		{Name: "credentials", MountPath: transferCredentialsDir, ReadOnly: true},
+		{Name: "tmp", MountPath: "/tmp"},
+	}
+	for _, d := range disks {
+		vol := stagingVolumeName(d.Key)
+		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.StagingClaim}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: stagingMount(d.Key)})
+	}
+	return volumes, mounts
+}
+
+// transferContainer runs vm-transfer with its result as the termination
+// message, under the restricted profile with a read-only root.
+func transferContainer(cfg Config, args []string, mounts []corev1.VolumeMount) corev1.Container {
+	command := cfg.TransferCommand
+	if command == "" {
+		command = DefaultTransferCommand
+	}
+	resources := defaultTransferResources()
+	if cfg.TransferResources != nil {
+		resources = *cfg.TransferResources.DeepCopy()
+	}
+	return corev1.Container{
+		Name:                     TransferContainer,
+		Image:                    cfg.TransferImage,
+		ImagePullPolicy:          cfg.ImagePullPolicy,
+		Command:                  []string{command},
+		Args:                     args,
+		Resources:                resources,
+		VolumeMounts:             mounts,
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext:          restrictedContainer(),
+	}
 }

@@ -83,23 +83,66 @@ func RenderVirtualMachine(m *v1alpha1.VirtualMachineMigration) (*kubevirtv1.Virt
 	if err != nil {
 		return nil, err
 	}
-	if _, err := recordedDisks(m, true); err != nil {
-		return nil, err
-	}
-	spec := m.SpecInForce()
-	sockets, cores, err := topology(inv)
+	disks, err := recordedDisks(m, true)
 	if err != nil {
 		return nil, err
 	}
+	domain, err := renderDomain(inv)
+	if err != nil {
+		return nil, err
+	}
+	volumes := renderDisks(&domain, disks)
+	networks, err := renderInterfaces(&domain, inv, m.SpecInForce())
+	if err != nil {
+		return nil, err
+	}
+	halted := kubevirtv1.RunStrategyHalted
+	return &kubevirtv1.VirtualMachine{
+		TypeMeta:   metav1.TypeMeta{APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine"},
+		ObjectMeta: vmMeta(m, name, inv),
+		Spec: kubevirtv1.VirtualMachineSpec{
+			RunStrategy: &halted,
+			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: childLabels(m, v1alpha1.ComponentVM)},
+				Spec:       kubevirtv1.VirtualMachineInstanceSpec{Domain: domain, Networks: networks, Volumes: volumes},
+			},
+		},
+	}, nil
+}
+
+// vmMeta is the VM's metadata: a child of m that m does not own (it
+// outlives the migration), annotated with its source.
+func vmMeta(m *v1alpha1.VirtualMachineMigration, name string, inv *v1alpha1.SourceInventory) metav1.ObjectMeta {
+	meta := childMeta(m, name, v1alpha1.ComponentVM, false)
+	meta.Annotations = map[string]string{}
+	for k, v := range map[string]string{
+		v1alpha1.AnnotationSourceVM:     inv.Name,
+		v1alpha1.AnnotationSourceUUID:   inv.BIOSUUID,
+		v1alpha1.AnnotationSourceServer: inv.Server,
+	} {
+		if v != "" {
+			meta.Annotations[k] = v
+		}
+	}
+	return meta
+}
+
+// renderDomain is the domain's CPU topology, memory, firmware and, for
+// Windows guests, Hyper-V enlightenments.
+func renderDomain(inv *v1alpha1.SourceInventory) (kubevirtv1.DomainSpec, error) {
+	sockets, cores, err := topology(inv)
+	if err != nil {
+		return kubevirtv1.DomainSpec{}, err
+	}
 	if inv.MemoryMiB <= 0 {
-		return nil, fmt.Errorf("the inventory has no memory size (%d MiB)", inv.MemoryMiB)
+		return kubevirtv1.DomainSpec{}, fmt.Errorf("the inventory has no memory size (%d MiB)", inv.MemoryMiB)
 	}
 	domain := kubevirtv1.DomainSpec{
 		CPU:    &kubevirtv1.CPU{Sockets: uint32(sockets), Cores: uint32(cores), Threads: 1},
 		Memory: &kubevirtv1.Memory{Guest: resource.NewQuantity(inv.MemoryMiB*mib, resource.BinarySI)},
 	}
 	if err := setFirmware(&domain, inv); err != nil {
-		return nil, err
+		return domain, err
 	}
 	if isWindows(inv) {
 		if domain.Features == nil {
@@ -111,9 +154,14 @@ func RenderVirtualMachine(m *v1alpha1.VirtualMachineMigration) (*kubevirtv1.Virt
 			Spinlocks: &kubevirtv1.FeatureSpinlocks{FeatureState: *enabled(), Retries: ptr.To[uint32](8191)},
 		}
 	}
+	return domain, nil
+}
 
+// renderDisks adds the disks in source order on virtio, the first booting
+// first, and returns their volumes, each on its DataVolume.
+func renderDisks(domain *kubevirtv1.DomainSpec, disks []v1alpha1.DiskStatus) []kubevirtv1.Volume {
 	var volumes []kubevirtv1.Volume
-	for i, d := range m.Status.Disks {
+	for i, d := range disks {
 		disk := kubevirtv1.Disk{
 			Name:       diskNameAt(d, i),
 			DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}},
@@ -127,44 +175,7 @@ func RenderVirtualMachine(m *v1alpha1.VirtualMachineMigration) (*kubevirtv1.Virt
 			VolumeSource: kubevirtv1.VolumeSource{DataVolume: &kubevirtv1.DataVolumeSource{Name: d.DataVolume}},
 		})
 	}
-
-	networks, err := renderInterfaces(&domain, inv, spec)
-	if err != nil {
-		return nil, err
-	}
-
-	halted := kubevirtv1.RunStrategyHalted
-	labels := childLabels(m, v1alpha1.ComponentVM)
-	vm := &kubevirtv1.VirtualMachine{
-		TypeMeta: metav1.TypeMeta{APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: m.Namespace,
-			Labels:    labels,
-			Annotations: map[string]string{
-				v1alpha1.AnnotationSourceVM:     inv.Name,
-				v1alpha1.AnnotationSourceUUID:   inv.BIOSUUID,
-				v1alpha1.AnnotationSourceServer: inv.Server,
-			},
-		},
-		Spec: kubevirtv1.VirtualMachineSpec{
-			RunStrategy: &halted,
-			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: childLabels(m, v1alpha1.ComponentVM)},
-				Spec: kubevirtv1.VirtualMachineInstanceSpec{
-					Domain:   domain,
-					Networks: networks,
-					Volumes:  volumes,
-				},
-			},
-		},
-	}
-	for k, v := range vm.Annotations {
-		if v == "" {
-			delete(vm.Annotations, k)
-		}
-	}
-	return vm, nil
+	return volumes
 }
 
 // enabled is a feature turned on.

@@ -15,35 +15,32 @@ import (
 // registerHandlers wires the informers to the queue: a migration enqueues
 // itself; a child enqueues the migration named in its labels.
 func (c *Controller) registerHandlers(inf Informers) error {
-	migReg, err := inf.Migrations.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueueMigration,
-		UpdateFunc: func(_, obj any) { c.enqueueMigration(obj) },
-		DeleteFunc: c.enqueueMigration,
-	})
+	migReg, err := inf.Migrations.AddEventHandler(onEvery(c.enqueueMigration))
 	if err != nil {
 		return fmt.Errorf("registering migration handler: %w", err)
 	}
-	secretReg, err := inf.Secrets.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueueCredentialUsers,
-		UpdateFunc: func(_, obj any) { c.enqueueCredentialUsers(obj) },
-		DeleteFunc: c.enqueueCredentialUsers,
-	})
+	secretReg, err := inf.Secrets.AddEventHandler(onEvery(c.enqueueCredentialUsers))
 	if err != nil {
 		return fmt.Errorf("registering secret handler: %w", err)
 	}
 	c.synced = append(c.synced, migReg.HasSynced, secretReg.HasSynced, inf.StorageClasses.HasSynced)
 	for _, name := range slices.Sorted(maps.Keys(inf.Children)) {
-		reg, err := inf.Children[name].AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    c.enqueueLabelledOwner,
-			UpdateFunc: func(_, obj any) { c.enqueueLabelledOwner(obj) },
-			DeleteFunc: c.enqueueLabelledOwner,
-		})
+		reg, err := inf.Children[name].AddEventHandler(onEvery(c.enqueueLabelledOwner))
 		if err != nil {
 			return fmt.Errorf("registering %s handler: %w", name, err)
 		}
 		c.synced = append(c.synced, reg.HasSynced)
 	}
 	return nil
+}
+
+// onEvery calls enqueue with the object of every add, update and delete.
+func onEvery(enqueue func(obj any)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}
 }
 
 func (c *Controller) enqueueMigration(obj any) {

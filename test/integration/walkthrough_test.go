@@ -182,20 +182,9 @@ func newWalkEnv(t *testing.T) *walkEnv {
 // class, waiting for approval.
 func (w *walkEnv) newWalkMigration() *v1alpha1.VirtualMachineMigration {
 	w.t.Helper()
-	m := &v1alpha1.VirtualMachineMigration{
-		ObjectMeta: metav1.ObjectMeta{Name: walkMigration, Namespace: w.ns},
-		Spec: v1alpha1.VirtualMachineMigrationSpec{
-			Source: v1alpha1.SourceSpec{
-				URL:                  "https://" + w.vcURL.Host + "/sdk",
-				CredentialsSecretRef: v1alpha1.SecretReference{Name: "vcenter-credentials"},
-				VM:                   v1alpha1.VMSelector{Name: walkSourceVM},
-			},
-			Target: v1alpha1.TargetSpec{Storage: v1alpha1.StorageMapping{
-				Default: &v1alpha1.StorageTarget{StorageClassName: w.ns + "-standard"}}},
-			Staging: v1alpha1.StagingSpec{StorageClassName: w.ns + "-standard"},
-			Policy:  v1alpha1.PolicySpec{RequireApproval: true},
-		},
-	}
+	m := builders.Migration(builders.Named(walkMigration), builders.InNamespace(w.ns), builders.WithoutUID,
+		builders.SourceAt("https://"+w.vcURL.Host+"/sdk"), builders.Credentials(w.secret.Name), builders.SourceVM(walkSourceVM),
+		builders.DefaultStorage(w.ns+"-standard"), builders.StagingClass(w.ns+"-standard"), builders.RequireApproval)
 	// The networks are read with the source step itself, as the test's
 	// own read-only look at the simulator.
 	sessions := vsphere.NewSessionCache()
@@ -213,11 +202,11 @@ func (w *walkEnv) newWalkMigration() *v1alpha1.VirtualMachineMigration {
 		if slices.ContainsFunc(m.Spec.Target.Networks, func(n v1alpha1.NetworkMapping) bool { return n.Source == nic.Network }) {
 			continue
 		}
-		typ := v1alpha1.NetworkTypeIgnore
+		mapping := builders.IgnoredNetwork(nic.Network)
 		if len(m.Spec.Target.Networks) == 0 {
-			typ = v1alpha1.NetworkTypePod
+			mapping = builders.PodNetwork(nic.Network)
 		}
-		m.Spec.Target.Networks = append(m.Spec.Target.Networks, v1alpha1.NetworkMapping{Source: nic.Network, Type: typ})
+		m.Spec.Target.Networks = append(m.Spec.Target.Networks, mapping)
 	}
 	created, err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Create(testContext(w.t), m, metav1.CreateOptions{})
 	if err != nil {

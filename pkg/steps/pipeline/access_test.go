@@ -7,15 +7,15 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/test/builders"
 )
 
 var dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 func accessMigration(name string) *v1alpha1.VirtualMachineMigration {
-	return &v1alpha1.VirtualMachineMigration{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team-a", UID: types.UID("uid-" + name)}}
+	return builders.Migration(builders.Named(name), builders.InNamespace("team-a"))
 }
 
 func TestRenderProgressAccess(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/test/builders"
 )
 
 // creates counts the create actions on a resource.
@@ -141,7 +142,7 @@ func TestForeignObjectIsAnError(t *testing.T) {
 // error, never a panic.
 func TestRenderErrors(t *testing.T) {
 	ctx := context.Background()
-	empty := &v1alpha1.VirtualMachineMigration{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "apps", UID: "u"}}
+	empty := builders.Migration(builders.Named("x"))
 	noImage := linuxBIOS()
 	twoPod := linuxBIOS()
 	twoPod.Status.Source.NICs = append(twoPod.Status.Source.NICs, v1alpha1.SourceNIC{Key: 4001, Label: "Network adapter 2", Network: "VM Network"})

@@ -10,4 +10,10 @@
 // the returned status in the same decision. A controller that restarts at
 // any instant re-observes and decides again from the recorded phase:
 // nothing that is already true is redone, nothing is skipped.
+//
+// It imports only the API types (pkg/apis) and pkg/naming, a pure leaf
+// that derives every child's name: a decision records the names of the
+// children it asks to create in status, and the steps read them there.
+// Delete actions name the observed objects they delete (ObjectRef), each
+// carrying the migration's UID, so the steps never delete by name alone.
 package statemachine

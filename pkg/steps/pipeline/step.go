@@ -89,7 +89,7 @@ func (s *Step) CreateStagingClaims(ctx context.Context, m *v1alpha1.VirtualMachi
 	for _, pvc := range claims {
 		err := createIfAbsent(ctx, m, "staging volume", pvc.Name,
 			func(ctx context.Context) (*corev1.PersistentVolumeClaim, error) {
-				return api.Create(ctx, pvc, metav1.CreateOptions{})
+				return api.Create(ctx, pvc, strictCreate)
 			},
 			func(ctx context.Context) (*corev1.PersistentVolumeClaim, error) {
 				return api.Get(ctx, pvc.Name, metav1.GetOptions{})
@@ -150,7 +150,7 @@ func (s *Step) createProgressAccess(ctx context.Context, m *v1alpha1.VirtualMach
 	cms := s.Kube.CoreV1().ConfigMaps(m.Namespace)
 	if err := createIfAbsent(ctx, m, "config map", a.ConfigMap.Name,
 		func(ctx context.Context) (*corev1.ConfigMap, error) {
-			return cms.Create(ctx, a.ConfigMap, metav1.CreateOptions{})
+			return cms.Create(ctx, a.ConfigMap, strictCreate)
 		},
 		func(ctx context.Context) (*corev1.ConfigMap, error) {
 			return cms.Get(ctx, a.ConfigMap.Name, metav1.GetOptions{})
@@ -160,7 +160,7 @@ func (s *Step) createProgressAccess(ctx context.Context, m *v1alpha1.VirtualMach
 	sas := s.Kube.CoreV1().ServiceAccounts(m.Namespace)
 	if err := createIfAbsent(ctx, m, "service account", a.ServiceAccount.Name,
 		func(ctx context.Context) (*corev1.ServiceAccount, error) {
-			return sas.Create(ctx, a.ServiceAccount, metav1.CreateOptions{})
+			return sas.Create(ctx, a.ServiceAccount, strictCreate)
 		},
 		func(ctx context.Context) (*corev1.ServiceAccount, error) {
 			return sas.Get(ctx, a.ServiceAccount.Name, metav1.GetOptions{})
@@ -170,7 +170,7 @@ func (s *Step) createProgressAccess(ctx context.Context, m *v1alpha1.VirtualMach
 	roles := s.Kube.RbacV1().Roles(m.Namespace)
 	if err := createIfAbsent(ctx, m, "role", a.Role.Name,
 		func(ctx context.Context) (*rbacv1.Role, error) {
-			return roles.Create(ctx, a.Role, metav1.CreateOptions{})
+			return roles.Create(ctx, a.Role, strictCreate)
 		},
 		func(ctx context.Context) (*rbacv1.Role, error) {
 			return roles.Get(ctx, a.Role.Name, metav1.GetOptions{})
@@ -180,7 +180,7 @@ func (s *Step) createProgressAccess(ctx context.Context, m *v1alpha1.VirtualMach
 	bindings := s.Kube.RbacV1().RoleBindings(m.Namespace)
 	return createIfAbsent(ctx, m, "role binding", a.RoleBinding.Name,
 		func(ctx context.Context) (*rbacv1.RoleBinding, error) {
-			return bindings.Create(ctx, a.RoleBinding, metav1.CreateOptions{})
+			return bindings.Create(ctx, a.RoleBinding, strictCreate)
 		},
 		func(ctx context.Context) (*rbacv1.RoleBinding, error) {
 			return bindings.Get(ctx, a.RoleBinding.Name, metav1.GetOptions{})
@@ -192,7 +192,7 @@ func (s *Step) createJob(ctx context.Context, m *v1alpha1.VirtualMachineMigratio
 	cms := s.Kube.CoreV1().ConfigMaps(m.Namespace)
 	err := createIfAbsent(ctx, m, "config map", cm.Name,
 		func(ctx context.Context) (*corev1.ConfigMap, error) {
-			return cms.Create(ctx, cm, metav1.CreateOptions{})
+			return cms.Create(ctx, cm, strictCreate)
 		},
 		func(ctx context.Context) (*corev1.ConfigMap, error) {
 			return cms.Get(ctx, cm.Name, metav1.GetOptions{})
@@ -202,7 +202,7 @@ func (s *Step) createJob(ctx context.Context, m *v1alpha1.VirtualMachineMigratio
 	}
 	jobs := s.Kube.BatchV1().Jobs(m.Namespace)
 	return createIfAbsent(ctx, m, "job", job.Name,
-		func(ctx context.Context) (*batchv1.Job, error) { return jobs.Create(ctx, job, metav1.CreateOptions{}) },
+		func(ctx context.Context) (*batchv1.Job, error) { return jobs.Create(ctx, job, strictCreate) },
 		func(ctx context.Context) (*batchv1.Job, error) { return jobs.Get(ctx, job.Name, metav1.GetOptions{}) })
 }
 
@@ -216,7 +216,7 @@ func (s *Step) CreateDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachine
 	for _, dv := range dvs {
 		err := createIfAbsent(ctx, m, "data volume", dv.Name,
 			func(ctx context.Context) (*cdiv1.DataVolume, error) {
-				return api.Create(ctx, dv, metav1.CreateOptions{})
+				return api.Create(ctx, dv, strictCreate)
 			},
 			func(ctx context.Context) (*cdiv1.DataVolume, error) {
 				return api.Get(ctx, dv.Name, metav1.GetOptions{})
@@ -237,7 +237,7 @@ func (s *Step) CreateVM(ctx context.Context, m *v1alpha1.VirtualMachineMigration
 	api := s.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace)
 	return createIfAbsent(ctx, m, "virtual machine", vm.Name,
 		func(ctx context.Context) (*kubevirtv1.VirtualMachine, error) {
-			return api.Create(ctx, vm, metav1.CreateOptions{})
+			return api.Create(ctx, vm, strictCreate)
 		},
 		func(ctx context.Context) (*kubevirtv1.VirtualMachine, error) {
 			return api.Get(ctx, vm.Name, metav1.GetOptions{})
@@ -297,7 +297,7 @@ func (s *Step) AdoptDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachineM
 		if err != nil {
 			return fmt.Errorf("encoding the owner patch of data volume %s: %w", name, err)
 		}
-		if _, err := api.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if _, err := api.Patch(ctx, name, types.MergePatchType, patch, strictPatch); err != nil {
 			return fmt.Errorf("handing data volume %s/%s to virtual machine %s: %w", m.Namespace, name, vm.Name, err)
 		}
 	}
@@ -328,7 +328,7 @@ func (s *Step) SetRunStrategy(ctx context.Context, m *v1alpha1.VirtualMachineMig
 	if err != nil {
 		return fmt.Errorf("encoding the run strategy patch: %w", err)
 	}
-	if _, err := s.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace).Patch(ctx, vm.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := s.KubeVirt.KubevirtV1().VirtualMachines(m.Namespace).Patch(ctx, vm.Name, types.MergePatchType, patch, strictPatch); err != nil {
 		return fmt.Errorf("setting the run strategy of virtual machine %s/%s to %s: %w", m.Namespace, vm.Name, strategy, err)
 	}
 	return nil

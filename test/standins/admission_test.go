@@ -85,13 +85,17 @@ func TestVirtualMachineRules(t *testing.T) {
 			vm.Spec.RunStrategy = nil
 			vm.Spec.Running = ptr.To(true)
 		}, nil},
-		{"WaitAsReceiver without its gate", func(vm *kubevirtv1.VirtualMachine) { vm.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyWaitAsReceiver) },
+		{"WaitAsReceiver without its gate", func(vm *kubevirtv1.VirtualMachine) {
+			vm.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyWaitAsReceiver)
+		},
 			[]string{"Invalid RunStrategy (WaitAsReceiver), DecentralizedLiveMigration feature gate is not enabled in kubevirt resource"}},
 		{"network of no kind", func(vm *kubevirtv1.VirtualMachine) { vm.Spec.Template.Spec.Networks[1].Multus = nil },
 			[]string{"should have a network type"}},
 		{"Multus without a name", func(vm *kubevirtv1.VirtualMachine) { vm.Spec.Template.Spec.Networks[1].Multus.NetworkName = "" },
 			[]string{"CNI delegating plugin must have a networkName"}},
-		{"two bindings", func(vm *kubevirtv1.VirtualMachine) { dom(vm).Devices.Interfaces[1].Masquerade = &kubevirtv1.InterfaceMasquerade{} },
+		{"two bindings", func(vm *kubevirtv1.VirtualMachine) {
+			dom(vm).Devices.Interfaces[1].Masquerade = &kubevirtv1.InterfaceMasquerade{}
+		},
 			[]string{"logical net-1 interface must have exactly one binding method or binding plugin", "Masquerade interface only implemented with pod network"}},
 		{"reserved MAC on masquerade", func(vm *kubevirtv1.VirtualMachine) { dom(vm).Devices.Interfaces[0].MacAddress = "02:00:00:00:00:00" },
 			[]string{"The requested MAC address is reserved for the in-pod bridge. Please choose another one."}},
@@ -110,7 +114,9 @@ func TestVirtualMachineRules(t *testing.T) {
 			"Network interface name can only contain alphabetical characters, numbers, dashes (-) or underscores (_)",
 			"interface spec.template.spec.domain.devices.interfaces[1].name uses model vmxnet3 that is not supported.",
 		}},
-		{"EUI-64 MAC is too long", func(vm *kubevirtv1.VirtualMachine) { dom(vm).Devices.Interfaces[1].MacAddress = "00:50:56:aa:bb:cc:dd:ee" },
+		{"EUI-64 MAC is too long", func(vm *kubevirtv1.VirtualMachine) {
+			dom(vm).Devices.Interfaces[1].MacAddress = "00:50:56:aa:bb:cc:dd:ee"
+		},
 			[]string{"interface spec.template.spec.domain.devices.interfaces[1].name has too long MAC address (00:50:56:aa:bb:cc:dd:ee)."}},
 		{"interface boot order 0", func(vm *kubevirtv1.VirtualMachine) { dom(vm).Devices.Interfaces[0].BootOrder = ptr.To[uint](0) },
 			[]string{"spec.template.spec[0] must have a boot order > 0, if supplied"}},
@@ -221,7 +227,9 @@ func TestDataVolumeRules(t *testing.T) {
 		{"pvc with two access modes", func(s *cdiv1.DataVolumeSpec) {
 			s.Storage, s.PVC = nil, &corev1.PersistentVolumeClaimSpec{AccessModes: append(rwo, corev1.ReadOnlyMany), Resources: size("1Gi")}
 		}, "PVC multiple accessModes"},
-		{"storage with unknown access mode", func(s *cdiv1.DataVolumeSpec) { s.Storage.AccessModes = []corev1.PersistentVolumeAccessMode{"ReadSometimes"} },
+		{"storage with unknown access mode", func(s *cdiv1.DataVolumeSpec) {
+			s.Storage.AccessModes = []corev1.PersistentVolumeAccessMode{"ReadSometimes"}
+		},
 			`Unsupported value: "ReadSometimes": supported values: "ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod"`},
 		{"blank without size", func(s *cdiv1.DataVolumeSpec) {
 			s.Source = &cdiv1.DataVolumeSource{Blank: &cdiv1.DataVolumeBlankImage{}}

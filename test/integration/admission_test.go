@@ -203,7 +203,7 @@ func TestAdmissionRejectsWhatCDIRejects(t *testing.T) {
 		}, webhook + " PVC size is missing"},
 		{"size under 1MiB", func(d *cdiv1.DataVolume) { d.Spec.Storage.Resources = size("512Ki") }, webhook + " Storage size should be at least 1MiB"},
 		{"two sources", func(d *cdiv1.DataVolume) { d.Spec.Source.Blank = &cdiv1.DataVolumeBlankImage{} }, webhook + " Multiple Data volume sources"},
-		{"no source", func(d *cdiv1.DataVolume) { d.Spec.Source = nil },
+		{"no source", func(d *cdiv1.DataVolume) { d.Spec.Source, d.Spec.Storage.Resources = nil, size("1Gi") },
 			webhook + " Data volume should have either Source or SourceRef, or be externally populated"},
 		{"source claim without namespace", func(d *cdiv1.DataVolume) { d.Spec.Source.PVC.Namespace = "" },
 			webhook + " spec.source.PVC source PVC is not valid"},

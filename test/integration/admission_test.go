@@ -223,3 +223,48 @@ func TestAdmissionRejectsWhatCDIRejects(t *testing.T) {
 		t.Errorf("changing a DataVolume's spec: got %v, want CDI's Cannot update DataVolume Spec", err)
 	}
 }
+
+// TestRenderedGoldensAdmitted creates every VirtualMachine and DataVolume
+// of the pipeline's golden files (BIOS Linux, EFI secure-boot Windows with
+// Hyper-V and three storage mappings, a VM with an ignored NIC and no
+// network) with strict field validation, through KubeVirt's and CDI's
+// schemas and the webhook stand-ins: what the controller renders is what
+// a real cluster accepts.
+func TestRenderedGoldensAdmitted(t *testing.T) {
+	env := framework.Env(t)
+	ns := env.Namespace(t)
+	ctx := testContext(t)
+	startAdmission(t, env, ns)
+	files, err := globRepo("pkg/steps/pipeline/testdata/*-*.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
+	dyn := env.Dynamic(t)
+	created := 0
+	for _, f := range files {
+		if !strings.HasSuffix(f, "-vm.golden") && !strings.HasSuffix(f, "-datavolumes.golden") {
+			continue
+		}
+		objs, err := framework.ReadObjects(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			o.SetNamespace(ns)
+			gvr := vmGVR
+			if o.GetKind() == "DataVolume" {
+				gvr = dvGVR
+				_ = unstructured.SetNestedField(o.Object, ns, "spec", "source", "pvc", "namespace")
+			}
+			if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, o, strict); err != nil {
+				t.Errorf("%s: %s %s refused: %v", f, o.GetKind(), o.GetName(), err)
+				continue
+			}
+			created++
+		}
+	}
+	if created < 6 {
+		t.Errorf("only %d objects created from the golden files", created)
+	}
+}

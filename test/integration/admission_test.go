@@ -30,7 +30,7 @@ var (
 // startAdmission runs the stand-ins' webhooks for ns until t ends.
 func startAdmission(t *testing.T, env *framework.Environment, ns string) {
 	t.Helper()
-	a, err := standins.StartAdmission(testContext(t), standins.Config{RestConfig: env.Config(), Root: t.TempDir(), Namespace: ns})
+	a, err := standins.StartAdmission(testContext(t), standins.Config{RestConfig: env.Config(), Namespace: ns})
 	if err != nil {
 		t.Fatal(err)
 	}

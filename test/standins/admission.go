@@ -60,12 +60,13 @@ type Admission struct {
 	served   chan error
 }
 
-// StartAdmission serves the webhooks, registers them (for cfg.Namespace
-// only when it is set) and returns once the API server calls them. Close
-// unregisters and stops them.
+// StartAdmission serves the webhooks alone, without the stand-ins'
+// controllers: it registers them (for cfg.Namespace only when it is set;
+// cfg.RestConfig is the only other field it reads) and returns once the
+// API server calls them. Close unregisters and stops them.
 func StartAdmission(ctx context.Context, cfg Config) (*Admission, error) {
-	if err := cfg.defaults(); err != nil {
-		return nil, err
+	if cfg.RestConfig == nil {
+		return nil, errors.New("standins: no rest config")
 	}
 	c, err := newClients(cfg.RestConfig)
 	if err != nil {

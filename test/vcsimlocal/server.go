@@ -29,11 +29,14 @@ import (
 
 // Names in the simulator's inventory (govmomi's VPX model).
 const (
-	// Datacenter is the datacenter every VM is created in.
+	// Datacenter is the datacenter VMs are created in unless they name
+	// another (DC1, DC2... with Options.Datacenters).
 	Datacenter = "DC0"
-	// Host is the standalone ESXi host the VMs run on.
+	// Host is Datacenter's standalone ESXi host, where its VMs run (a VM in
+	// DCn runs on DCn_H0).
 	Host = "DC0_H0"
-	// Datastore holds the VMs' files.
+	// Datastore holds a VM's files unless it names another (LocalDS_1...
+	// with Options.Datastores).
 	Datastore = "LocalDS_0"
 	// NetworkVM is the standard port group "VM Network".
 	NetworkVM = "VM Network"

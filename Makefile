@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 TESTBIN := _output/testbin
 
-.PHONY: help build test test-unit test-integration test-e2e run-local bench-transfer generate verify manifests testbin fmt vet
+.PHONY: help build test test-unit test-integration test-e2e run-local bench-transfer generate verify manifests test-crds testbin fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -35,11 +35,14 @@ bench-transfer: ## transfer throughput vs curl, and peak RSS, on a 2 GiB disk se
 testbin: ## build (or reuse the cached) kube-apiserver, kube-controller-manager and etcd
 	hack/build-testbin.sh
 
-generate: ## regenerate deepcopy, clients, listers, informers and the CRD
+generate: ## regenerate deepcopy, clients, listers, informers, the CRD and the test CRDs' schemas
 	hack/update-codegen.sh
 
 manifests: ## regenerate the CRD into manifests/crd
 	$(GO) tool controller-gen crd:crdVersions=v1 paths=./pkg/apis/... output:crd:artifacts:config=manifests/crd
+
+test-crds: ## regenerate the schemas of KubeVirt's and CDI's CRDs in test/crds from their Go types
+	hack/update-test-crds.sh
 
 fmt: ## gofmt the tree
 	gofmt -w $$(git ls-files '*.go')
@@ -47,7 +50,7 @@ fmt: ## gofmt the tree
 vet: ## go vet
 	$(GO) vet ./...
 
-verify: ## generated code up to date, gofmt clean, vet clean
+verify: ## generated code and test CRD schemas up to date, gofmt clean, vet clean
 	hack/verify-codegen.sh
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(GO) vet ./...

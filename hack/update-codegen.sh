@@ -6,6 +6,8 @@
 #     (kubevirt.io/containerized-data-importer-api), one clientset per API
 #     because both upstream packages are named "core"
 #   - the CustomResourceDefinition in manifests/crd (controller-gen)
+#   - the schemas of KubeVirt's and CDI's test CRDs in test/crds
+#     (hack/update-test-crds.sh)
 # Generated files are never edited by hand; hack/verify-codegen.sh checks them.
 set -euo pipefail
 
@@ -47,3 +49,4 @@ gen_external kubevirt kubevirt.io/api/core/v1
 gen_external cdi kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1
 
 go tool controller-gen crd:crdVersions=v1 paths=./pkg/apis/... output:crd:artifacts:config=manifests/crd
+"$root/hack/update-test-crds.sh"

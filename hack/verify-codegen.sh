@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates into a temporary copy of the tree and fails if the committed
-# generated code or CRD differs from what the generators produce now.
+# generated code, CRD or test CRD schemas differ from what the generators
+# produce now.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -11,7 +12,7 @@ tar -C "$root" --exclude=./.git --exclude=./_output -cf - . | tar -C "$tmp" -xf 
 "$tmp/hack/update-codegen.sh" >/dev/null
 
 status=0
-for path in pkg/apis pkg/generated manifests/crd; do
+for path in pkg/apis pkg/generated manifests/crd test/crds; do
   if ! diff -ruN "$root/$path" "$tmp/$path"; then
     status=1
   fi

@@ -14,6 +14,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/test/standins"
 )
 
 // TestHappyPath migrates an EFI (secure boot) VM with three disks and two
@@ -85,6 +86,11 @@ func TestHappyPath(t *testing.T) {
 		}
 		if c := metav1.GetControllerOf(dv); c == nil || c.Kind != "VirtualMachine" || c.UID != vm.UID {
 			t.Errorf("data volume %s is controlled by %+v, want the VM", dv.Name, c)
+		}
+		// CDI's clone authorization admitted it (same namespace: the
+		// controller needs no datavolumes/source permission).
+		if dv.Annotations[standins.AnnotationCloneToken] == "" {
+			t.Errorf("data volume %s has no clone token: it did not pass CDI's mutating webhook", dv.Name)
 		}
 	}
 	vmi, err := s.kv.KubevirtV1().VirtualMachineInstances(s.ns).Get(s.ctx, "web-01", metav1.GetOptions{})

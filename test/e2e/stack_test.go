@@ -148,13 +148,24 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	}
 	sctx, scancel := context.WithCancel(ctx)
 	sdone := make(chan error, 1)
-	go func() { sdone <- standins.Run(sctx, s.standins) }()
+	sready := make(chan struct{})
+	runCfg := s.standins
+	runCfg.Ready = sready
+	go func() { sdone <- standins.Run(sctx, runCfg) }()
 	t.Cleanup(func() {
 		scancel()
 		if err := <-sdone; err != nil {
 			t.Errorf("stand-ins: %v", err)
 		}
 	})
+	select {
+	case <-sready:
+	case err := <-sdone:
+		sdone <- err
+		t.Fatalf("stand-ins exited before they were ready: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("stand-ins not ready after a minute")
+	}
 	if !opts.noController {
 		s.startController()
 		t.Cleanup(s.stopController)

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1beta1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
@@ -21,7 +22,7 @@ import (
 // TestKubeVirtAndCDITestCRDs round-trips typed KubeVirt and CDI objects,
 // as the controller builds them, through the test CRDs in test/crds and the
 // project's generated clients, including their status subresources and
-// kubectl short names.
+// kubectl short names, and shows the schemas are KubeVirt's real ones.
 // (The VirtualMachineInstance, like KubeVirt's, has no status subresource.)
 func TestKubeVirtAndCDITestCRDs(t *testing.T) {
 	env := framework.Env(t)
@@ -99,12 +100,26 @@ func TestKubeVirtAndCDITestCRDs(t *testing.T) {
 		t.Fatalf("updating VirtualMachine status: %v", err)
 	}
 
-	badStrategy := kubevirtv1.VirtualMachineRunStrategy("Sometimes")
-	bad := vm.DeepCopy()
-	bad.Name = "bad-strategy"
-	bad.Spec.RunStrategy = &badStrategy
-	if _, err := kv.KubevirtV1().VirtualMachines(ns).Create(ctx, bad, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "spec.runStrategy") {
-		t.Errorf("VirtualMachine with runStrategy Sometimes: got %v, want it rejected naming spec.runStrategy", err)
+	// The schema is KubeVirt's own (generated from its Go types): it knows
+	// every field, so a misspelt one fails strict validation and is pruned
+	// otherwise. Run strategies are checked by KubeVirt's webhook, not the
+	// schema (see TestAdmissionRejectsWhatKubeVirtRejects).
+	misspelt := map[string]any{
+		"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": map[string]any{"name": "misspelt"},
+		"spec": map[string]any{"runStrategy": "Halted", "template": map[string]any{"spec": map[string]any{
+			"domain": map[string]any{"devices": map[string]any{}, "cpu": map[string]any{"sockts": int64(2)}}}}},
+	}
+	vms := env.Dynamic(t).Resource(vmGVR).Namespace(ns)
+	if _, err := vms.Create(ctx, &unstructured.Unstructured{Object: misspelt}, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err == nil ||
+		!strings.Contains(err.Error(), `unknown field "spec.template.spec.domain.cpu.sockts"`) {
+		t.Errorf("VirtualMachine with a misspelt field under strict validation: got %v, want unknown field", err)
+	}
+	pruned, err := vms.Create(ctx, &unstructured.Unstructured{Object: misspelt}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("VirtualMachine with a misspelt field, default validation: %v", err)
+	}
+	if cpu, _, _ := unstructured.NestedMap(pruned.Object, "spec", "template", "spec", "domain", "cpu"); len(cpu) != 0 {
+		t.Errorf("the misspelt field was kept: cpu %v", cpu)
 	}
 
 	vmi := &kubevirtv1.VirtualMachineInstance{

@@ -139,6 +139,12 @@ func TestControllerRBAC(t *testing.T) {
 		{group: "cdi.kubevirt.io", resource: "datavolumes", verb: "update"},
 		{group: "kubevirt.io", resource: "virtualmachines", verb: "update"},
 		{resource: "pods", subresource: "exec", verb: "create"},
+		// CDI asks for create on datavolumes/source (or pods) in the source
+		// namespace only for a clone from another namespace; the
+		// controller's clones stay in the migration's namespace, so it
+		// holds neither (TestCloneAuthorization).
+		{group: "cdi.kubevirt.io", resource: "datavolumes", subresource: "source", verb: "create"},
+		{group: "cdi.kubevirt.io", resource: "datavolumes", subresource: "source", verb: "create", clusterWide: true},
 		{group: "rbac.authorization.k8s.io", resource: "clusterroles", verb: "escalate"},
 		{group: "coordination.k8s.io", resource: "leases", verb: "update", namespace: ns},
 	}
@@ -303,7 +309,7 @@ func realRequests(t *testing.T, env *framework.Environment, saConfig *rest.Confi
 		{"VirtualMachine", func() error {
 			return createUnstructured(ctx, saDynamic, ns, schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"},
 				map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": map[string]any{"name": "rbac-vm"},
-					"spec": map[string]any{"runStrategy": "Halted", "template": map[string]any{"spec": map[string]any{}}}})
+					"spec": map[string]any{"runStrategy": "Halted", "template": map[string]any{"spec": map[string]any{"domain": map[string]any{"devices": map[string]any{}}}}}})
 		}, func() error {
 			return saDynamic.Resource(schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}).Namespace(ns).Delete(ctx, "rbac-vm", metav1.DeleteOptions{})
 		}},

@@ -3,6 +3,7 @@ package standins
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,6 +34,8 @@ type cloneRun struct {
 type CDI struct {
 	cfg Config
 	c   *clients
+	// tokens checks the clone tokens the admission stand-in signs.
+	tokens *cloneTokens
 
 	dvs cdilisters.DataVolumeLister
 
@@ -83,19 +86,19 @@ func (d *CDI) sync(ctx context.Context, key string) (time.Duration, error) {
 	if src == nil || src.PVC == nil {
 		return 0, d.setPhase(ctx, dv, cdiv1.Failed, "", "the CDI stand-in only clones PVCs (spec.source.pvc)")
 	}
-	srcNS := src.PVC.Namespace
-	if srcNS == "" {
-		srcNS = dv.Namespace
+	d.mu.Lock()
+	cloning := d.copying[key] != nil
+	d.mu.Unlock()
+	if cloning {
+		return 0, nil
 	}
-	srcDir, ok, err := claimDir(ctx, d.c, d.cfg.Root, srcNS, src.PVC.Name)
-	if apierrors.IsNotFound(err) {
-		return time.Second, d.setPhase(ctx, dv, cdiv1.CloneScheduled, "", "waiting for source claim "+src.PVC.Name)
+	srcNS := orDefault(src.PVC.Namespace, dv.Namespace)
+	if err := d.authorized(dv, srcNS, src.PVC.Name); err != nil {
+		return 0, fmt.Errorf("data volume %s: %w", key, err)
 	}
-	if err != nil {
-		return 0, err
-	}
-	if !ok {
-		return time.Second, nil
+	srcDir, ready, err := d.sourceReady(ctx, dv, srcNS, src.PVC.Name)
+	if err != nil || !ready {
+		return time.Second, err
 	}
 	if err := d.ensureTarget(ctx, dv, srcNS, src.PVC.Name); err != nil {
 		return 0, err
@@ -128,6 +131,145 @@ func (d *CDI) sync(ctx context.Context, key string) (time.Duration, error) {
 		d.clone(cctx, dv, srcDir, dstDir)
 	})
 	return 0, nil
+}
+
+// authorized is CDI's check of the clone token its webhook added (CDI
+// v1.66 pkg/controller/datavolume/clone-controller-base.go,
+// ensureExtendedTokenDV): a clone from another namespace goes on only with
+// a valid token; without one the DataVolume stays as it is, with no target
+// claim, and the sync is retried. A clone within a namespace needs none.
+func (d *CDI) authorized(dv *cdiv1.DataVolume, srcNS, srcName string) error {
+	if srcNS == dv.Namespace {
+		return nil
+	}
+	token, ok := dv.Annotations[AnnotationCloneToken]
+	if !ok {
+		return errors.New("token missing")
+	}
+	return d.tokens.verify(token, cloneTokenPayload{
+		SourceNamespace: srcNS, SourceName: srcName, TargetNamespace: dv.Namespace, TargetName: dv.Name,
+	})
+}
+
+// Event reasons and messages of CDI's clone controllers (CDI v1.66
+// pkg/controller/datavolume/clone-controller-base.go and
+// pkg/controller/common/util.go).
+const (
+	reasonCloneWithoutSource    = "CloneWithoutSource"
+	reasonCloneValidationFailed = "CloneValidationFailed"
+	reasonCloneSourceInUse      = "CloneSourceInUse"
+)
+
+// sourceReady is CDI's wait for a clone's source (CDI v1.66
+// pkg/controller/datavolume/pvc-clone-controller.go,
+// validateCloneAndSourcePVC and isSourceReadyToClone): the claim exists
+// (else event CloneWithoutSource), its content type is the target's and a
+// spec.pvc target is no smaller (else event CloneValidationFailed), it is
+// bound, and no running pod writes to it (else event CloneSourceInUse). It
+// returns the source volume's directory once all hold.
+func (d *CDI) sourceReady(ctx context.Context, dv *cdiv1.DataVolume, srcNS, srcName string) (string, bool, error) {
+	src, err := d.c.kube.CoreV1().PersistentVolumeClaims(srcNS).Get(ctx, srcName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		d.c.events.Eventf(dv, corev1.EventTypeWarning, reasonCloneWithoutSource, "The source pvc %s doesn't exist", srcName)
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	if err := validateClone(src, &dv.Spec); err != nil {
+		d.c.events.Eventf(dv, corev1.EventTypeWarning, reasonCloneValidationFailed, "The clone doesn't meet the validation requirements: %v", err)
+		return "", false, nil
+	}
+	dir, bound, err := claimDir(ctx, d.c, d.cfg.Root, srcNS, srcName)
+	if err != nil || !bound {
+		return "", false, err
+	}
+	users, err := podsWritingTo(ctx, d.c, srcNS, srcName)
+	if err != nil {
+		return "", false, err
+	}
+	for _, p := range users {
+		d.c.events.Eventf(dv, corev1.EventTypeWarning, reasonCloneSourceInUse, "pod %s/%s using PersistentVolumeClaim %s", srcNS, p, srcName)
+	}
+	return dir, len(users) == 0, nil
+}
+
+// validateClone is CDI's validateClone (pvc-clone-controller.go): the
+// source's content type (annotation cdi.kubevirt.io/storage.contentType,
+// kubevirt unless archive) is the target's, and a target given as spec.pvc
+// asks for at least the source's size.
+func validateClone(src *corev1.PersistentVolumeClaim, spec *cdiv1.DataVolumeSpec) error {
+	srcType := cdiv1.DataVolumeKubeVirt
+	if src.Annotations[AnnotationContentType] == string(cdiv1.DataVolumeArchive) {
+		srcType = cdiv1.DataVolumeArchive
+	}
+	dstType := spec.ContentType
+	if dstType != cdiv1.DataVolumeArchive {
+		dstType = cdiv1.DataVolumeKubeVirt
+	}
+	if srcType != dstType {
+		return fmt.Errorf("Source contentType (%s) and target contentType (%s) do not match", srcType, dstType) //nolint:staticcheck // CDI's message
+	}
+	if spec.PVC == nil {
+		return nil
+	}
+	have, okSrc := src.Spec.Resources.Requests[corev1.ResourceStorage]
+	want, okDst := spec.PVC.Resources.Requests[corev1.ResourceStorage]
+	if !okSrc || !okDst {
+		return errors.New("source/target missing storage resource requests")
+	}
+	if have.Value() > want.Value() {
+		return fmt.Errorf("target resources requests storage size is smaller than the source %d < %d", want.Value(), have.Value())
+	}
+	return nil
+}
+
+// AnnotationContentType is the content type of a claim's data, which CDI
+// reads on a clone's source.
+const AnnotationContentType = "cdi.kubevirt.io/storage.contentType"
+
+// podsWritingTo names the pods, not finished, that mount the claim
+// writable (CDI's GetPodsUsingPVCs with read-only mounts allowed).
+func podsWritingTo(ctx context.Context, c *clients, namespace, claim string) ([]string, error) {
+	pods, err := c.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods in %s: %w", namespace, err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim && writes(&p, v) {
+				out = append(out, p.Name)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// writes says whether a pod may write to one of its claim volumes: the
+// volume is not read-only and some container mounts it writable or as a
+// block device.
+func writes(p *corev1.Pod, v corev1.Volume) bool {
+	if v.PersistentVolumeClaim.ReadOnly {
+		return false
+	}
+	for _, c := range p.Spec.Containers {
+		for _, m := range c.VolumeMounts {
+			if m.Name == v.Name && !m.ReadOnly {
+				return true
+			}
+		}
+		for _, dev := range c.VolumeDevices {
+			if dev.Name == v.Name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ensureTarget creates the DataVolume's claim: its name, its labels, the
@@ -165,7 +307,7 @@ func (d *CDI) ensureTarget(ctx context.Context, dv *cdiv1.DataVolume, srcNS, src
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: dv.Name, Namespace: dv.Namespace, Labels: labels,
-			Annotations: map[string]string{"cdi.kubevirt.io/storage.contentType": string(cdiv1.DataVolumeKubeVirt)},
+			Annotations: map[string]string{AnnotationContentType: string(cdiv1.DataVolumeKubeVirt)},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: cdiv1.SchemeGroupVersion.String(), Kind: "DataVolume", Name: dv.Name, UID: dv.UID,
 				Controller: &yes, BlockOwnerDeletion: &yes,

@@ -6,7 +6,8 @@
 // collector deletes children), the migration controller, and the vm-transfer
 // command moving real bytes from vcsim.
 //
-// The stand-ins, each a small controller against the real API server:
+// The stand-ins, small controllers against the real API server, and the
+// admission webhooks of the components they stand in for:
 //
 //   - Kubelet: registers a Node and renews its Lease, binds the pods the Job
 //     controller creates to it (there is no scheduler), and runs them:
@@ -35,12 +36,82 @@
 //     (named after the DataVolume, its labels copied), copies the files at
 //     the source volume's root (disk.img) into it, sparse, and moves the
 //     DataVolume through CloneScheduled and CloneInProgress (with
-//     status.progress) to Succeeded.
+//     status.progress) to Succeeded. Before it does, it waits as CDI v1.66's
+//     clone controller does: for a clone from another namespace, a valid
+//     clone token (else the sync fails and is retried, with no target claim:
+//     "token missing"); for the source claim (event CloneWithoutSource); for
+//     a source whose content type is the target's and, with spec.pvc, whose
+//     size fits (event CloneValidationFailed); for the source to be bound and
+//     written by no running pod (event CloneSourceInUse).
 //   - KubeVirt: for a VirtualMachine whose runStrategy is Always (or
 //     running: true), creates its VirtualMachineInstance (same name, the
-//     template's labels, annotations and spec, controlled by the VM) and
-//     marks it Running; for Halted, deletes it. No guest ever boots.
+//     template's labels, annotations and spec, controlled by the VM); when
+//     the API server refuses it, the VM gets a FailedCreate event and a
+//     Failure condition and stays Stopped. The instance stays Pending, with
+//     a FailedPvcNotFound condition and the VM at ErrorPvcNotFound, while a
+//     volume's DataVolume or claim is missing, and the VM shows Provisioning
+//     while a DataVolume is not Succeeded; then the instance is marked
+//     Running. For Halted, it deletes the instance. No guest ever boots.
+//   - Admission (StartAdmission, and Run before anything else): the
+//     webhooks of KubeVirt and CDI, served over TLS on 127.0.0.1 with a
+//     certificate of a CA generated at start, registered by a
+//     ValidatingWebhookConfiguration and a MutatingWebhookConfiguration
+//     with URL and CA bundle (limited to Config.Namespace when set), under
+//     the names KubeVirt and CDI register, failing closed, and removed when
+//     the stand-ins stop.
 //
-// Run starts all four; each can also be used alone. Fault injection for
-// tests goes through Config.PodHook.
+// # Rules of the real components the stand-ins enforce
+//
+// Together with the CRDs in test/crds, whose schemas are generated from
+// KubeVirt's and CDI's Go types (so the API server validates and prunes
+// every field as a real cluster does; hack/update-test-crds.sh):
+//
+// KubeVirt v1.9.0's VirtualMachine webhook (kubevirt_rules.go and
+// kubevirt_storage_rules.go name the function and file of each): a
+// template; exactly one of runStrategy and running, and a known run
+// strategy; guest memory within the memory limit; machine type q35*;
+// at most one pod network and one default Multus network; each network of
+// exactly one kind, Multus with a networkName; each interface with exactly
+// one binding, masquerade only on the pod network and never with the
+// in-pod bridge's MAC; network and interface names unique and paired one
+// to one; interface names, models and MAC addresses well formed; every
+// disk (but an empty CD-ROM) names a volume; boot orders above 0 and
+// unique across disks and interfaces; disk names unique, one target per
+// disk, bus virtio, sata, scsi or usb (ide refused), no CD-ROM on virtio,
+// no read-only SATA disk, serials of [A-Za-z0-9_.+-] up to 256; BIOS or
+// EFI, not both; EFI secure boot (on unless secureBoot is false) only with
+// SMM; dataVolumeTemplates named, with one target, one source, used by a
+// volume and in the VM's namespace. The VMI create webhook adds: a memory
+// size, and a disk or filesystem for every volume. The messages, fields and
+// 422 shape are KubeVirt's, so a refusal reads as in a real cluster.
+//
+// CDI v1.66's DataVolume webhooks (cdi_admission.go, cdi_rules.go): the
+// mutating webhook's clone authorization, with the CDI API module's own
+// DataVolume.AuthorizeUser and real SubjectAccessReviews for the
+// request's user (create datavolumes/source, else create pods, in the
+// source namespace; a clone within one namespace needs neither), refusing
+// with CDI's message and adding a clone token otherwise; the validating
+// webhook's immutable spec, claim not taken, exactly one of pvc and
+// storage, a size of at least 1 MiB (optional only with storage on a
+// clone), access modes, one of source and sourceRef, one kind of source,
+// content type, and a PVC source with namespace and name.
+//
+// # Rules the stand-ins do not enforce
+//
+// KubeVirt: instancetypes and preferences, feature gates, CPU pinning,
+// NUMA, hugepages, probes, host devices, GPUs, DRA, interface ports and PCI
+// addresses, discontinued bindings (slirp, macvtap, passt), LUN details,
+// anything that needs the KubeVirt CR or other objects, live migration,
+// and every rule of virt-handler and virt-launcher (no guest runs).
+// CDI: import sources (http, s3, gcs, registry, imageio, vddk), the
+// DataSource behind sourceRef, externally populated volumes beyond their
+// exclusion of a source, storage profiles and filesystem overhead (the
+// target claim gets the source's size), size detection from the image, the
+// short/extended token expiry (the stand-in's token is its own HMAC, not
+// CDI's JWT), and smart clones. The kubelet stand-in runs no containers:
+// security contexts, resources, seccomp and AppArmor are not applied.
+//
+// Run starts them all, the webhooks first; Config.Ready says when the
+// webhooks are active and the StorageClass and Node exist. Fault injection
+// for tests goes through Config.PodHook.
 package standins

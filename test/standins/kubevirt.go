@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	kvinformers "platform.example/vm-migration/pkg/generated/kubevirt/informers/externalversions"
 	kvlisters "platform.example/vm-migration/pkg/generated/kubevirt/listers/core/v1"
@@ -74,73 +76,193 @@ func (k *KubeVirt) sync(ctx context.Context, key string) (time.Duration, error) 
 	if apierrors.IsNotFound(err) {
 		vmi = nil
 	}
-	api := k.c.kv.KubevirtV1().VirtualMachineInstances(ns)
-	if vm.DeletionTimestamp != nil || !wantsRunning(vm) {
-		if vmi != nil && vmi.DeletionTimestamp == nil {
-			uid := vmi.UID
-			if err := api.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
-				return 0, fmt.Errorf("deleting instance %s: %w", key, err)
-			}
-		}
-		return 0, k.setVMStatus(ctx, vm, false, "Stopped")
-	}
-	if vmi == nil {
-		if vm.Spec.Template == nil {
-			return 0, k.setVMStatus(ctx, vm, false, "ErrorNoTemplate")
-		}
-		yes := true
-		vmi = &kubevirtv1.VirtualMachineInstance{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: vm.Name, Namespace: vm.Namespace,
-				Labels: vm.Spec.Template.ObjectMeta.Labels, Annotations: vm.Spec.Template.ObjectMeta.Annotations,
-				OwnerReferences: []metav1.OwnerReference{{
-					APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID,
-					Controller: &yes, BlockOwnerDeletion: &yes,
-				}},
-			},
-			Spec: *vm.Spec.Template.Spec.DeepCopy(),
-		}
-		vmi.Status.Phase = kubevirtv1.Scheduling
-		if _, err := api.Create(ctx, vmi, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return 0, fmt.Errorf("creating instance %s: %w", key, err)
-		}
-		return 0, k.setVMStatus(ctx, vm, false, "Starting")
-	}
-	if vmi.DeletionTimestamp != nil {
+	switch {
+	case vm.DeletionTimestamp != nil || !wantsRunning(vm):
+		return 0, k.stop(ctx, vm, vmi)
+	case vmi == nil:
+		return 0, k.start(ctx, vm)
+	case vmi.DeletionTimestamp != nil:
 		return time.Second, nil
+	case vmi.Status.Phase == kubevirtv1.Running:
+		return 0, k.setVMStatus(ctx, vm, vmStatus{ready: true, printable: kubevirtv1.VirtualMachineStatusRunning})
 	}
-	if vmi.Status.Phase != kubevirtv1.Running {
-		if wait := k.cfg.VMIStartDelay - time.Since(vmi.CreationTimestamp.Time); wait > 0 {
-			return wait, nil
-		}
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := api.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			now := metav1.Now()
-			cur.Status.Phase = kubevirtv1.Running
-			cur.Status.NodeName = k.cfg.NodeName
-			cur.Status.PhaseTransitionTimestamps = append(cur.Status.PhaseTransitionTimestamps,
-				kubevirtv1.VirtualMachineInstancePhaseTransitionTimestamp{Phase: kubevirtv1.Running, PhaseTransitionTimestamp: now})
-			cur.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{
-				Type: kubevirtv1.VirtualMachineInstanceReady, Status: "True", LastTransitionTime: now,
-				Message: "simulated by test/standins: no guest runs",
-			}}
-			_, err = api.Update(ctx, cur, metav1.UpdateOptions{})
-			return err
-		})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return 0, fmt.Errorf("marking instance %s running: %w", key, err)
-		}
-	}
-	return 0, k.setVMStatus(ctx, vm, true, "Running")
+	return k.runInstance(ctx, vm, vmi)
 }
 
-// setVMStatus writes the VM's created/ready flags and printable status.
-func (k *KubeVirt) setVMStatus(ctx context.Context, vm *kubevirtv1.VirtualMachine, running bool, printable string) error {
-	st := kubevirtv1.VirtualMachinePrintableStatus(printable)
-	if vm.Status.Ready == running && vm.Status.Created == (running || printable == "Starting") && vm.Status.PrintableStatus == st {
+// stop deletes the VM's instance, if any, and reports the VM Stopped.
+func (k *KubeVirt) stop(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) error {
+	if vmi != nil && vmi.DeletionTimestamp == nil {
+		uid := vmi.UID
+		api := k.c.kv.KubevirtV1().VirtualMachineInstances(vm.Namespace)
+		if err := api.Delete(ctx, vmi.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting instance %s/%s: %w", vm.Namespace, vmi.Name, err)
+		}
+	}
+	return k.setVMStatus(ctx, vm, vmStatus{printable: kubevirtv1.VirtualMachineStatusStopped})
+}
+
+// start creates the VM's instance from its template. When the API server
+// (KubeVirt's VMI webhook) refuses it, the VM gets what virt-controller
+// gives it (kubevirt v1.9.0 pkg/virt-controller/watch/vm/vm.go, startVMI
+// and processFailureCondition): a FailedCreate warning event and a Failure
+// condition, and it stays Stopped.
+func (k *KubeVirt) start(ctx context.Context, vm *kubevirtv1.VirtualMachine) error {
+	if vm.Spec.Template == nil {
+		return k.setVMStatus(ctx, vm, vmStatus{printable: "ErrorNoTemplate"})
+	}
+	yes := true
+	vmi := &kubevirtv1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: vm.Name, Namespace: vm.Namespace,
+			Labels: vm.Spec.Template.ObjectMeta.Labels, Annotations: vm.Spec.Template.ObjectMeta.Annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID,
+				Controller: &yes, BlockOwnerDeletion: &yes,
+			}},
+		},
+		Spec: *vm.Spec.Template.Spec.DeepCopy(),
+	}
+	vmi.Status.Phase = kubevirtv1.Scheduling
+	_, err := k.c.kv.KubevirtV1().VirtualMachineInstances(vm.Namespace).Create(ctx, vmi, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		msg := fmt.Sprintf("Error creating virtual machine instance: %v", err)
+		k.c.events.Event(vm, corev1.EventTypeWarning, reasonFailedCreate, msg)
+		return k.setVMStatus(ctx, vm, vmStatus{printable: kubevirtv1.VirtualMachineStatusStopped, failure: msg})
+	}
+	return k.setVMStatus(ctx, vm, vmStatus{created: true, printable: kubevirtv1.VirtualMachineStatusStarting})
+}
+
+// runInstance marks a started instance Running once its volumes are ready and the
+// configured start delay has passed.
+func (k *KubeVirt) runInstance(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
+	missing, provisioning, err := k.volumesReady(ctx, vm.Namespace, &vmi.Spec)
+	if err != nil {
+		return 0, err
+	}
+	if missing != "" {
+		return time.Second, k.waitForClaim(ctx, vm, vmi, missing)
+	}
+	if provisioning {
+		return time.Second, k.setVMStatus(ctx, vm, vmStatus{created: true, printable: kubevirtv1.VirtualMachineStatusProvisioning})
+	}
+	if wait := k.cfg.VMIStartDelay - time.Since(vmi.CreationTimestamp.Time); wait > 0 {
+		return wait, nil
+	}
+	err = k.updateInstance(ctx, vmi, func(st *kubevirtv1.VirtualMachineInstanceStatus) {
+		now := metav1.Now()
+		st.Phase = kubevirtv1.Running
+		st.NodeName = k.cfg.NodeName
+		st.PhaseTransitionTimestamps = append(st.PhaseTransitionTimestamps,
+			kubevirtv1.VirtualMachineInstancePhaseTransitionTimestamp{Phase: kubevirtv1.Running, PhaseTransitionTimestamp: now})
+		st.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{
+			Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue, LastTransitionTime: now,
+			Message: "simulated by test/standins: no guest runs",
+		}}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("marking instance %s/%s running: %w", vmi.Namespace, vmi.Name, err)
+	}
+	return 0, k.setVMStatus(ctx, vm, vmStatus{ready: true, created: true, printable: kubevirtv1.VirtualMachineStatusRunning})
+}
+
+// Reasons of virt-controller's events and conditions (kubevirt v1.9.0
+// pkg/virt-controller/watch/common/events.go and pkg/controller/controller.go).
+const (
+	reasonFailedCreate      = "FailedCreate"
+	reasonFailedPvcNotFound = "FailedPvcNotFound"
+)
+
+// volumesReady is virt-controller's wait for an instance's volumes
+// (kubevirt v1.9.0 pkg/virt-controller/watch/vmi/datavolumes.go,
+// areDataVolumesReady): a DataVolume volume needs its DataVolume, or a
+// claim of its name; a claim volume needs its claim. It returns the first
+// claim missing, and whether a DataVolume is still being populated.
+func (k *KubeVirt) volumesReady(ctx context.Context, ns string, spec *kubevirtv1.VirtualMachineInstanceSpec) (string, bool, error) {
+	provisioning := false
+	for _, v := range spec.Volumes {
+		var claim string
+		switch {
+		case v.DataVolume != nil:
+			dv, err := k.c.cdi.CdiV1beta1().DataVolumes(ns).Get(ctx, v.DataVolume.Name, metav1.GetOptions{})
+			if err == nil {
+				provisioning = provisioning || dv.Status.Phase != cdiv1.Succeeded
+				continue
+			}
+			if !apierrors.IsNotFound(err) {
+				return "", false, err
+			}
+			claim = v.DataVolume.Name
+		case v.PersistentVolumeClaim != nil:
+			claim = v.PersistentVolumeClaim.ClaimName
+		default:
+			continue
+		}
+		_, err := k.c.kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return claim, false, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+	}
+	return "", provisioning, nil
+}
+
+// waitForClaim leaves the instance Pending, as virt-controller does when a
+// volume's claim does not exist: an event and a Synchronized=False
+// condition with reason FailedPvcNotFound on the instance, and the VM's
+// printable status ErrorPvcNotFound (vm.go, isVirtualMachineStatusPvcNotFound).
+func (k *KubeVirt) waitForClaim(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance, claim string) error {
+	msg := fmt.Sprintf("PVC %s/%s does not exist, waiting for it to appear", vmi.Namespace, claim)
+	k.c.events.Event(vmi, corev1.EventTypeNormal, reasonFailedPvcNotFound, msg)
+	err := k.updateInstance(ctx, vmi, func(st *kubevirtv1.VirtualMachineInstanceStatus) {
+		st.Phase = kubevirtv1.Pending
+		st.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{
+			Type: kubevirtv1.VirtualMachineInstanceSynchronized, Status: corev1.ConditionFalse,
+			Reason: reasonFailedPvcNotFound, Message: msg, LastTransitionTime: metav1.Now(),
+		}}
+	})
+	if err != nil {
+		return fmt.Errorf("reporting the missing claim of instance %s/%s: %w", vmi.Namespace, vmi.Name, err)
+	}
+	return k.setVMStatus(ctx, vm, vmStatus{created: true, printable: kubevirtv1.VirtualMachineStatusPvcNotFound})
+}
+
+// updateInstance applies change to the instance's current status and
+// writes it with an ordinary update (a VMI has no status subresource).
+func (k *KubeVirt) updateInstance(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, change func(*kubevirtv1.VirtualMachineInstanceStatus)) error {
+	api := k.c.kv.KubevirtV1().VirtualMachineInstances(vmi.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := api.Get(ctx, vmi.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != vmi.UID {
+			return nil
+		}
+		change(&cur.Status)
+		_, err = api.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// vmStatus is what the stand-in reports of a VM.
+type vmStatus struct {
+	ready, created bool
+	printable      kubevirtv1.VirtualMachinePrintableStatus
+	// failure, when set, is the message of a Failure condition (reason
+	// FailedCreate); empty removes the condition.
+	failure string
+}
+
+// setVMStatus writes the VM's flags, printable status and Failure condition.
+func (k *KubeVirt) setVMStatus(ctx context.Context, vm *kubevirtv1.VirtualMachine, want vmStatus) error {
+	if vm.Status.Ready == want.ready && vm.Status.Created == (want.created || want.ready) &&
+		vm.Status.PrintableStatus == want.printable && failureMessage(&vm.Status) == want.failure {
 		return nil
 	}
 	api := k.c.kv.KubevirtV1().VirtualMachines(vm.Namespace)
@@ -149,9 +271,10 @@ func (k *KubeVirt) setVMStatus(ctx context.Context, vm *kubevirtv1.VirtualMachin
 		if err != nil {
 			return err
 		}
-		cur.Status.Ready = running
-		cur.Status.Created = running || printable == "Starting"
-		cur.Status.PrintableStatus = st
+		cur.Status.Ready = want.ready
+		cur.Status.Created = want.created || want.ready
+		cur.Status.PrintableStatus = want.printable
+		setFailure(&cur.Status, want.failure)
 		_, err = api.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
@@ -159,4 +282,32 @@ func (k *KubeVirt) setVMStatus(ctx context.Context, vm *kubevirtv1.VirtualMachin
 		return nil
 	}
 	return err
+}
+
+// failureMessage is the message of the VM's Failure condition, if any.
+func failureMessage(st *kubevirtv1.VirtualMachineStatus) string {
+	for _, c := range st.Conditions {
+		if c.Type == kubevirtv1.VirtualMachineFailure {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// setFailure sets or removes the VM's Failure condition (vm.go,
+// processFailureCondition).
+func setFailure(st *kubevirtv1.VirtualMachineStatus, msg string) {
+	kept := st.Conditions[:0]
+	for _, c := range st.Conditions {
+		if c.Type != kubevirtv1.VirtualMachineFailure {
+			kept = append(kept, c)
+		}
+	}
+	st.Conditions = kept
+	if msg != "" {
+		st.Conditions = append(st.Conditions, kubevirtv1.VirtualMachineCondition{
+			Type: kubevirtv1.VirtualMachineFailure, Status: corev1.ConditionTrue,
+			Reason: reasonFailedCreate, Message: msg, LastTransitionTime: metav1.Now(),
+		})
+	}
 }

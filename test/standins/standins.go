@@ -10,11 +10,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
 	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
@@ -64,6 +70,9 @@ type Config struct {
 	// PodHook, when set, is asked before a pod runs; a non-nil outcome ends
 	// the pod with it instead of running it.
 	PodHook func(*corev1.Pod) *PodOutcome
+	// Ready, when set, is closed by Run once the webhooks are active and
+	// the StorageClass and the Node exist, before the controllers start.
+	Ready chan<- struct{}
 }
 
 func (c *Config) defaults() error {
@@ -89,6 +98,24 @@ type clients struct {
 	kube kubernetes.Interface
 	kv   kvclient.Interface
 	cdi  cdiclient.Interface
+	// events records the stand-ins' events; it drops them until Run
+	// starts the broadcaster.
+	events record.EventRecorder
+}
+
+// startEvents records events on the API server as component until the
+// returned stop is called.
+func (c *clients) startEvents(component string) (stop func(), err error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kubevirtv1.AddToScheme, cdiv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("standins: event scheme: %w", err)
+		}
+	}
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
+	c.events = b.NewRecorder(scheme, corev1.EventSource{Component: component})
+	return b.Shutdown, nil
 }
 
 func newClients(cfg *rest.Config) (*clients, error) {
@@ -106,11 +133,13 @@ func newClients(cfg *rest.Config) (*clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("standins: cdi client: %w", err)
 	}
-	return &clients{kube: kube, kv: kv, cdi: cdi}, nil
+	return &clients{kube: kube, kv: kv, cdi: cdi, events: &record.FakeRecorder{}}, nil
 }
 
-// Run runs the four stand-ins until ctx ends, and then stops every process
-// the kubelet stand-in started before it returns.
+// Run runs the four stand-ins and their admission webhooks until ctx ends,
+// and then stops every process the kubelet stand-in started and
+// unregisters the webhooks before it returns. The webhooks are active
+// before anything else starts.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
 		return err
@@ -119,6 +148,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	stopEvents, err := c.startEvents("standins")
+	if err != nil {
+		return err
+	}
+	defer stopEvents()
+	admission, err := startAdmission(ctx, cfg, c)
+	if err != nil {
+		return err
+	}
+	defer admission.Close()
 	storage := &Storage{cfg: cfg, c: c}
 	if err := storage.EnsureStorageClass(ctx); err != nil {
 		return err
@@ -127,7 +166,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := kubelet.register(ctx); err != nil {
 		return err
 	}
-	runners := []func(context.Context) error{storage.run, kubelet.run, (&CDI{cfg: cfg, c: c}).run, (&KubeVirt{cfg: cfg, c: c}).run}
+	if cfg.Ready != nil {
+		close(cfg.Ready)
+	}
+	cdi := &CDI{cfg: cfg, c: c, tokens: admission.tokens}
+	runners := []func(context.Context) error{storage.run, kubelet.run, cdi.run, (&KubeVirt{cfg: cfg, c: c}).run}
 	var wg sync.WaitGroup
 	errs := make([]error, len(runners))
 	ctx, cancel := context.WithCancel(ctx)

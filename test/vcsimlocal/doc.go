@@ -7,10 +7,17 @@
 //
 // The server listens on 127.0.0.1 only, over TLS with a self-signed
 // certificate that clients verify by its SHA-256 thumbprint. Like a real
-// host (and unlike plain vcsim) it refuses datastore downloads without a
-// session cookie. It can inject faults into the flat-extent downloads of one
-// VM (FailExtentReads), so tests can make a transfer fail the way a broken
-// datastore would.
+// host (and unlike plain vcsim) it serves datastore files only to the
+// cookie of a live session of its session manager: a session that logged
+// out, expired or was ended (EndSessions) gets 401, so its holder must log
+// in again. It can inject faults into the flat-extent downloads of one VM
+// (FailExtentReads) or hold them (HoldExtentReads), so tests can make a
+// transfer fail, or stay in flight, the way a real datastore would.
+//
+// Its inventory can be shaped as real ones are: several datacenters and
+// datastores (Options), VMs in sub-folders, with their configuration on one
+// datastore and disks on others (the VM's directory made on each), and
+// disks of any size that is a multiple of 512 bytes.
 //
 // The command in cmd/vcsim-local serves the sample inventory for
 // hack/run-local.sh.

@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path"
+	"strings"
 
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
@@ -19,8 +22,19 @@ const MiB = int64(1) << 20
 
 // VMSpec describes a VM to create.
 type VMSpec struct {
-	// Name of the VM; also its folder on the datastore.
+	// Name of the VM; also its directory on each datastore it uses. Names
+	// are unique in a Server, across datacenters.
 	Name string
+	// Datacenter the VM is created in; empty means Datacenter. Start
+	// creates Options.Datacenters of them: DC0, DC1...
+	Datacenter string
+	// Folder is a path under the datacenter's VM folder ("prod/web"),
+	// created where missing; empty means the VM folder itself.
+	Folder string
+	// Datastore holds the VM's configuration, and its disks unless they
+	// name another; empty means Datastore. Start creates
+	// Options.Datastores of them in each datacenter: LocalDS_0, LocalDS_1...
+	Datastore string
 	// Sockets and CoresPerSocket make the vCPUs.
 	Sockets, CoresPerSocket int32
 	// MemoryMiB of the VM.
@@ -39,8 +53,12 @@ type VMSpec struct {
 
 // DiskSpec is a disk of a VM and the content it holds.
 type DiskSpec struct {
-	// SizeBytes is the capacity, a whole number of MiB.
+	// SizeBytes is the capacity, a positive multiple of 512 bytes (a
+	// sector), as any real disk.
 	SizeBytes int64
+	// Datastore holds the disk; empty means the VM's. The VM's directory is
+	// created there when missing.
+	Datastore string
 	// Seed makes the content (DiskBytes).
 	Seed uint64
 }
@@ -57,6 +75,9 @@ type NICSpec struct {
 type VM struct {
 	// Name and MoRef of the VM.
 	Name, MoRef string
+	// Datacenter the VM is in, and its InventoryPath
+	// ("/DC0/vm/prod/web-01").
+	Datacenter, InventoryPath string
 	// Disks in order.
 	Disks []Disk
 	// MACs of the NICs, in order.
@@ -71,6 +92,8 @@ type Disk struct {
 	Key int32
 	// FileName is the descriptor's datastore path, "[LocalDS_0] vm/vm.vmdk".
 	FileName string
+	// Datastore holds the disk.
+	Datastore string
 	// SizeBytes is the capacity.
 	SizeBytes int64
 	// SHA256 of the disk's bytes (hex).
@@ -101,110 +124,49 @@ func macFor(seed uint64, n int) string {
 
 // DiskBytes is the content of a disk: pseudo-random bytes from seed with
 // runs of zeros (a whole zero MiB, zero blocks inside data, a zero tail),
-// so that sparse handling is exercised. size is a whole number of MiB, at
-// least 2.
+// so that sparse handling is exercised. Runs beyond a small disk's end are
+// left out; size is at least 0.
 func DiskBytes(size int64, seed uint64) []byte {
 	r := rand.New(rand.NewPCG(seed, seed^0x5bd1e9955bd1e995))
 	b := make([]byte, size)
-	for i := 0; i+8 <= len(b); i += 8 {
+	for i := 0; i < len(b); i += 8 {
 		v := r.Uint64()
-		for j := range 8 {
+		for j := 0; j < 8 && i+j < len(b); j++ {
 			b[i+j] = byte(v >> (8 * j))
 		}
 	}
-	zero := func(from, to int64) { clear(b[max(from, 0):min(to, size)]) }
+	zero := func(from, to int64) {
+		from, to = min(max(from, 0), size), min(max(to, 0), size)
+		if from < to {
+			clear(b[from:to])
+		}
+	}
 	zero(MiB, 2*MiB)                  // a whole zero chunk
 	zero(2*MiB+64<<10, 2*MiB+320<<10) // zero blocks inside data
-	zero(size-MiB/2, size)            // a zero tail
+	zero(size-MiB/2, size)            // a zero tail (all of a disk under 512 KiB)
 	zero(2*MiB+1000, 2*MiB+1100)      // a short run that stays data
 	return b
 }
 
-// AddVM creates a VM with its disks laid out as descriptor plus flat
-// extent, filled with DiskBytes, and powers it on when asked.
-func (s *Server) AddVM(ctx context.Context, spec VMSpec) (*VM, error) {
-	if spec.Name == "" || len(spec.Disks) == 0 {
-		return nil, fmt.Errorf("a VM needs a name and at least one disk")
-	}
-	for i, d := range spec.Disks {
-		if d.SizeBytes < 2*MiB || d.SizeBytes%MiB != 0 {
-			return nil, fmt.Errorf("disk %d of %s: %d bytes is not a whole number of MiB of at least 2", i, spec.Name, d.SizeBytes)
-		}
-	}
-	f, dc, err := s.finder(ctx)
-	if err != nil {
-		return nil, err
-	}
-	folders, err := dc.Folders(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading the datacenter's folders: %w", err)
-	}
-	host, err := f.HostSystem(ctx, Host)
-	if err != nil {
-		return nil, fmt.Errorf("finding host %s: %w", Host, err)
-	}
-	pool, err := host.ResourcePool(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("finding the resource pool of %s: %w", Host, err)
-	}
-	ds, err := f.Datastore(ctx, Datastore)
-	if err != nil {
-		return nil, fmt.Errorf("finding datastore %s: %w", Datastore, err)
-	}
+// SectorSize is the unit of a disk's capacity.
+const SectorSize = 512
 
-	var devices object.VirtualDeviceList
-	ctrl, err := devices.CreateSCSIController("pvscsi")
+// AddVM creates a VM with its disks laid out as descriptor plus flat
+// extent, filled with DiskBytes, in its datacenter, folder and datastores,
+// and powers it on when asked.
+func (s *Server) AddVM(ctx context.Context, spec VMSpec) (*VM, error) {
+	if err := s.checkSpec(&spec); err != nil {
+		return nil, err
+	}
+	at, err := s.place(ctx, &spec)
 	if err != nil {
 		return nil, err
 	}
-	devices = append(devices, ctrl)
-	var changes []types.BaseVirtualDeviceConfigSpec
-	changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationAdd, Device: ctrl})
-	fileNames := make([]string, len(spec.Disks))
-	for i, d := range spec.Disks {
-		fileNames[i] = fmt.Sprintf("[%s] %s/%s", Datastore, spec.Name, diskBase(spec.Name, i)+".vmdk")
-		disk := devices.CreateDisk(ctrl.(types.BaseVirtualController), ds.Reference(), fileNames[i])
-		disk.CapacityInKB = d.SizeBytes / 1024
-		disk.CapacityInBytes = d.SizeBytes
-		devices = append(devices, disk)
-		changes = append(changes, &types.VirtualDeviceConfigSpec{
-			Operation: types.VirtualDeviceConfigSpecOperationAdd, FileOperation: types.VirtualDeviceConfigSpecFileOperationCreate, Device: disk})
+	cfg, fileNames, err := s.configSpec(ctx, at, spec)
+	if err != nil {
+		return nil, err
 	}
-	for i, n := range spec.NICs {
-		ref, err := f.Network(ctx, n.Network)
-		if err != nil {
-			return nil, fmt.Errorf("finding network %s: %w", n.Network, err)
-		}
-		backing, err := ref.EthernetCardBackingInfo(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("network %s: %w", n.Network, err)
-		}
-		nic, err := devices.CreateEthernetCard("vmxnet3", backing)
-		if err != nil {
-			return nil, err
-		}
-		card := nic.(types.BaseVirtualEthernetCard).GetVirtualEthernetCard()
-		card.AddressType = string(types.VirtualEthernetCardMacTypeManual)
-		card.MacAddress = n.MAC
-		card.Key = -200 - int32(i)
-		devices = append(devices, nic)
-		changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationAdd, Device: nic})
-	}
-	secure := spec.SecureBoot
-	cfg := types.VirtualMachineConfigSpec{
-		Name:              spec.Name,
-		GuestId:           "rhel9_64Guest",
-		NumCPUs:           spec.Sockets * spec.CoresPerSocket,
-		NumCoresPerSocket: &spec.CoresPerSocket,
-		MemoryMB:          spec.MemoryMiB,
-		Firmware:          spec.Firmware,
-		Files:             &types.VirtualMachineFileInfo{VmPathName: fmt.Sprintf("[%s] %s", Datastore, spec.Name)},
-		DeviceChange:      changes,
-	}
-	if spec.Firmware == "efi" {
-		cfg.BootOptions = &types.VirtualMachineBootOptions{EfiSecureBootEnabled: &secure}
-	}
-	task, err := folders.VmFolder.CreateVM(ctx, cfg, pool, host)
+	task, err := at.folder.CreateVM(ctx, cfg, at.pool, at.host)
 	if err != nil {
 		return nil, fmt.Errorf("creating VM %s: %w", spec.Name, err)
 	}
@@ -213,31 +175,10 @@ func (s *Server) AddVM(ctx context.Context, spec VMSpec) (*VM, error) {
 		return nil, fmt.Errorf("creating VM %s: %w", spec.Name, err)
 	}
 	vm := object.NewVirtualMachine(s.client.Client, info.Result.(types.ManagedObjectReference))
-	out := &VM{Name: spec.Name, MoRef: vm.Reference().Value, Spec: spec}
-	created, err := vm.Device(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading the devices of %s: %w", spec.Name, err)
-	}
-	for i, d := range spec.Disks {
-		var key int32
-		for _, dev := range created.SelectByType((*types.VirtualDisk)(nil)) {
-			if b, ok := dev.GetVirtualDevice().Backing.(*types.VirtualDiskFlatVer2BackingInfo); ok && b.FileName == fileNames[i] {
-				key = dev.GetVirtualDevice().Key
-			}
-		}
-		if key == 0 {
-			return nil, fmt.Errorf("VM %s: disk %s not found after creation", spec.Name, fileNames[i])
-		}
-		data := DiskBytes(d.SizeBytes, d.Seed)
-		base := path.Join(spec.Name, diskBase(spec.Name, i))
-		if err := upload(ctx, ds, base+".vmdk", []byte(FlatDescriptor(diskBase(spec.Name, i), d.SizeBytes))); err != nil {
-			return nil, err
-		}
-		if err := upload(ctx, ds, base+"-flat.vmdk", data); err != nil {
-			return nil, err
-		}
-		sum := sha256.Sum256(data)
-		out.Disks = append(out.Disks, Disk{Key: key, FileName: fileNames[i], SizeBytes: d.SizeBytes, SHA256: hex.EncodeToString(sum[:])})
+	out := &VM{Name: spec.Name, MoRef: vm.Reference().Value, Spec: spec, Datacenter: spec.Datacenter,
+		InventoryPath: path.Join(at.folder.InventoryPath, spec.Name)}
+	if out.Disks, err = s.fillDisks(ctx, at, vm, spec, fileNames); err != nil {
+		return nil, err
 	}
 	for _, n := range spec.NICs {
 		out.MACs = append(out.MACs, n.MAC)
@@ -254,6 +195,209 @@ func (s *Server) AddVM(ctx context.Context, spec VMSpec) (*VM, error) {
 	s.mu.Lock()
 	s.vms[spec.Name] = out
 	s.mu.Unlock()
+	return out, nil
+}
+
+// checkSpec fills a spec's defaults and refuses what no real inventory has.
+func (s *Server) checkSpec(spec *VMSpec) error {
+	if spec.Name == "" || len(spec.Disks) == 0 {
+		return fmt.Errorf("a VM needs a name and at least one disk")
+	}
+	spec.Datacenter = orDefault(spec.Datacenter, Datacenter)
+	spec.Datastore = orDefault(spec.Datastore, Datastore)
+	for i, d := range spec.Disks {
+		if d.SizeBytes <= 0 || d.SizeBytes%SectorSize != 0 {
+			return fmt.Errorf("disk %d of %s: %d bytes is not a positive multiple of %d", i, spec.Name, d.SizeBytes, SectorSize)
+		}
+		spec.Disks[i].Datastore = orDefault(d.Datastore, spec.Datastore)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, taken := s.vms[spec.Name]; taken {
+		return fmt.Errorf("a VM named %s exists already", spec.Name)
+	}
+	return nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// placement is where a VM goes.
+type placement struct {
+	dc     *object.Datacenter
+	finder *find.Finder
+	folder *object.Folder
+	host   *object.HostSystem
+	pool   *object.ResourcePool
+}
+
+// place finds the VM's datacenter, standalone host and its pool, and
+// creates its folder where missing.
+func (s *Server) place(ctx context.Context, spec *VMSpec) (*placement, error) {
+	f, dc, err := s.finderIn(ctx, spec.Datacenter)
+	if err != nil {
+		return nil, err
+	}
+	at := &placement{dc: dc, finder: f}
+	hostName := spec.Datacenter + "_H0"
+	if at.host, err = f.HostSystem(ctx, hostName); err != nil {
+		return nil, fmt.Errorf("finding host %s: %w", hostName, err)
+	}
+	if at.pool, err = at.host.ResourcePool(ctx); err != nil {
+		return nil, fmt.Errorf("finding the resource pool of %s: %w", hostName, err)
+	}
+	folders, err := dc.Folders(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the folders of %s: %w", spec.Datacenter, err)
+	}
+	at.folder = folders.VmFolder
+	for _, name := range strings.FieldsFunc(spec.Folder, func(r rune) bool { return r == '/' }) {
+		if at.folder, err = s.subFolder(ctx, f, at.folder, name); err != nil {
+			return nil, err
+		}
+	}
+	return at, nil
+}
+
+// subFolder is the folder name under parent, created when missing.
+func (s *Server) subFolder(ctx context.Context, f *find.Finder, parent *object.Folder, name string) (*object.Folder, error) {
+	p := path.Join(parent.InventoryPath, name)
+	if found, err := f.Folder(ctx, p); err == nil {
+		return found, nil
+	}
+	child, err := parent.CreateFolder(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("creating folder %s: %w", p, err)
+	}
+	child.InventoryPath = p
+	return child, nil
+}
+
+// configSpec is the VM's configuration: one paravirtual SCSI controller
+// with the disks, each on its datastore in a directory of the VM's name
+// (created there when missing), and the NICs.
+func (s *Server) configSpec(ctx context.Context, at *placement, spec VMSpec) (types.VirtualMachineConfigSpec, []string, error) {
+	var devices object.VirtualDeviceList
+	ctrl, err := devices.CreateSCSIController("pvscsi")
+	if err != nil {
+		return types.VirtualMachineConfigSpec{}, nil, err
+	}
+	devices = append(devices, ctrl)
+	changes := []types.BaseVirtualDeviceConfigSpec{&types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationAdd, Device: ctrl}}
+	fileNames := make([]string, len(spec.Disks))
+	for i, d := range spec.Disks {
+		ds, err := at.finder.Datastore(ctx, d.Datastore)
+		if err != nil {
+			return types.VirtualMachineConfigSpec{}, nil, fmt.Errorf("finding datastore %s: %w", d.Datastore, err)
+		}
+		if d.Datastore != spec.Datastore {
+			if err := s.makeDirectory(ctx, at.dc, d.Datastore, spec.Name); err != nil {
+				return types.VirtualMachineConfigSpec{}, nil, err
+			}
+		}
+		fileNames[i] = fmt.Sprintf("[%s] %s/%s", d.Datastore, spec.Name, diskBase(spec.Name, i)+".vmdk")
+		disk := devices.CreateDisk(ctrl.(types.BaseVirtualController), ds.Reference(), fileNames[i])
+		disk.CapacityInKB = d.SizeBytes / 1024
+		disk.CapacityInBytes = d.SizeBytes
+		devices = append(devices, disk)
+		changes = append(changes, &types.VirtualDeviceConfigSpec{
+			Operation: types.VirtualDeviceConfigSpecOperationAdd, FileOperation: types.VirtualDeviceConfigSpecFileOperationCreate, Device: disk})
+	}
+	nics, err := s.nicChanges(ctx, at.finder, &devices, spec.NICs)
+	if err != nil {
+		return types.VirtualMachineConfigSpec{}, nil, err
+	}
+	cfg := types.VirtualMachineConfigSpec{
+		Name:              spec.Name,
+		GuestId:           "rhel9_64Guest",
+		NumCPUs:           spec.Sockets * spec.CoresPerSocket,
+		NumCoresPerSocket: &spec.CoresPerSocket,
+		MemoryMB:          spec.MemoryMiB,
+		Firmware:          spec.Firmware,
+		Files:             &types.VirtualMachineFileInfo{VmPathName: fmt.Sprintf("[%s] %s", spec.Datastore, spec.Name)},
+		DeviceChange:      append(changes, nics...),
+	}
+	if spec.Firmware == "efi" {
+		secure := spec.SecureBoot
+		cfg.BootOptions = &types.VirtualMachineBootOptions{EfiSecureBootEnabled: &secure}
+	}
+	return cfg, fileNames, nil
+}
+
+// makeDirectory creates a directory on a datastore, as a VM's files need
+// one on every datastore they live on; one that exists is fine.
+func (s *Server) makeDirectory(ctx context.Context, dc *object.Datacenter, datastore, dir string) error {
+	name := fmt.Sprintf("[%s] %s", datastore, dir)
+	err := object.NewFileManager(s.client.Client).MakeDirectory(ctx, name, dc, true)
+	if err != nil && !fault.Is(err, &types.FileAlreadyExists{}) {
+		return fmt.Errorf("creating directory %s: %w", name, err)
+	}
+	return nil
+}
+
+// nicChanges adds one vmxnet3 NIC per spec, with its manual MAC.
+func (s *Server) nicChanges(ctx context.Context, f *find.Finder, devices *object.VirtualDeviceList, nics []NICSpec) ([]types.BaseVirtualDeviceConfigSpec, error) {
+	var changes []types.BaseVirtualDeviceConfigSpec
+	for i, n := range nics {
+		ref, err := f.Network(ctx, n.Network)
+		if err != nil {
+			return nil, fmt.Errorf("finding network %s: %w", n.Network, err)
+		}
+		backing, err := ref.EthernetCardBackingInfo(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("network %s: %w", n.Network, err)
+		}
+		nic, err := devices.CreateEthernetCard("vmxnet3", backing)
+		if err != nil {
+			return nil, err
+		}
+		card := nic.(types.BaseVirtualEthernetCard).GetVirtualEthernetCard()
+		card.AddressType = string(types.VirtualEthernetCardMacTypeManual)
+		card.MacAddress = n.MAC
+		card.Key = -200 - int32(i)
+		*devices = append(*devices, nic)
+		changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationAdd, Device: nic})
+	}
+	return changes, nil
+}
+
+// fillDisks finds each created disk's key and uploads its descriptor and
+// flat extent to its datastore.
+func (s *Server) fillDisks(ctx context.Context, at *placement, vm *object.VirtualMachine, spec VMSpec, fileNames []string) ([]Disk, error) {
+	created, err := vm.Device(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the devices of %s: %w", spec.Name, err)
+	}
+	var out []Disk
+	for i, d := range spec.Disks {
+		var key int32
+		for _, dev := range created.SelectByType((*types.VirtualDisk)(nil)) {
+			if b, ok := dev.GetVirtualDevice().Backing.(*types.VirtualDiskFlatVer2BackingInfo); ok && b.FileName == fileNames[i] {
+				key = dev.GetVirtualDevice().Key
+			}
+		}
+		if key == 0 {
+			return nil, fmt.Errorf("VM %s: disk %s not found after creation", spec.Name, fileNames[i])
+		}
+		ds, err := at.finder.Datastore(ctx, d.Datastore)
+		if err != nil {
+			return nil, fmt.Errorf("finding datastore %s: %w", d.Datastore, err)
+		}
+		data := DiskBytes(d.SizeBytes, d.Seed)
+		base := path.Join(spec.Name, diskBase(spec.Name, i))
+		if err := upload(ctx, ds, base+".vmdk", []byte(FlatDescriptor(diskBase(spec.Name, i), d.SizeBytes))); err != nil {
+			return nil, err
+		}
+		if err := upload(ctx, ds, base+"-flat.vmdk", data); err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(data)
+		out = append(out, Disk{Key: key, FileName: fileNames[i], Datastore: d.Datastore, SizeBytes: d.SizeBytes, SHA256: hex.EncodeToString(sum[:])})
+	}
 	return out, nil
 }
 

@@ -19,19 +19,24 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
 
 	"platform.example/vm-migration/pkg/vsphere"
 )
 
 // Names in the simulator's inventory (govmomi's VPX model).
 const (
-	// Datacenter is the datacenter every VM is created in.
+	// Datacenter is the datacenter VMs are created in unless they name
+	// another (DC1, DC2... with Options.Datacenters).
 	Datacenter = "DC0"
-	// Host is the standalone ESXi host the VMs run on.
+	// Host is Datacenter's standalone ESXi host, where its VMs run (a VM in
+	// DCn runs on DCn_H0).
 	Host = "DC0_H0"
-	// Datastore holds the VMs' files.
+	// Datastore holds a VM's files unless it names another (LocalDS_1...
+	// with Options.Datastores).
 	Datastore = "LocalDS_0"
 	// NetworkVM is the standard port group "VM Network".
 	NetworkVM = "VM Network"
@@ -48,6 +53,11 @@ type Options struct {
 	Address string
 	// Password of Username; empty means a random one.
 	Password string
+	// Datacenters to create (DC0, DC1...), each with its standalone host
+	// DCn_H0, its networks and its datastores; 0 means 1.
+	Datacenters int
+	// Datastores in each datacenter (LocalDS_0, LocalDS_1...); 0 means 1.
+	Datastores int
 }
 
 // Server is a running simulator.
@@ -60,15 +70,18 @@ type Server struct {
 	// Username and Password log in.
 	Username, Password string
 
-	model  *simulator.Model
-	server *simulator.Server
-	client *govmomi.Client
+	model          *simulator.Model
+	server         *simulator.Server
+	client         *govmomi.Client
+	sessionManager types.ManagedObjectReference
 
-	mu     sync.Mutex
-	faults map[string]*extentFault  // by VM folder name
-	holds  map[string]chan struct{} // by VM folder name; closed on release
-	served map[string]int64         // flat-extent bytes sent, by VM folder name
-	vms    map[string]*VM
+	mu            sync.Mutex
+	sessionDenied int                      // /folder requests refused for want of a live session
+	held          int                      // reads waiting on a hold
+	faults        map[string]*extentFault  // by VM folder name
+	holds         map[string]chan struct{} // by VM folder name; closed on release
+	served        map[string]int64         // flat-extent bytes sent, by VM folder name
+	vms           map[string]*VM
 }
 
 // extentFault fails the flat-extent reads of the first sessions of a VM.
@@ -96,6 +109,8 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	}
 	m := simulator.VPX()
 	m.Machine = 1
+	m.Datacenter = max(opts.Datacenters, 1)
+	m.Datastore = max(opts.Datastores, 1)
 	if err := m.Create(); err != nil {
 		return nil, fmt.Errorf("creating the simulator inventory: %w", err)
 	}
@@ -137,6 +152,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		return nil, fmt.Errorf("logging in to the simulator: %w", err)
 	}
 	s.client = c
+	s.sessionManager = *c.ServiceContent.SessionManager
 	return s, nil
 }
 
@@ -167,14 +183,18 @@ func (s *Server) Close() {
 	s.model.Remove()
 }
 
-// wrap refuses /folder requests without a session cookie (real hosts do)
-// and injects the configured extent faults.
+// wrap refuses /folder requests without the cookie of a live vSphere
+// session (real hosts do; plain vcsim serves anyone) and injects the
+// configured extent faults.
 func (s *Server) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/folder/") {
 			c, err := r.Cookie(soap.SessionCookieName)
-			if err != nil || c.Value == "" {
-				http.Error(w, "no session", http.StatusUnauthorized)
+			if err != nil || !s.liveSession(r.Context(), c.Value) {
+				s.mu.Lock()
+				s.sessionDenied++
+				s.mu.Unlock()
+				http.Error(w, "no live session", http.StatusUnauthorized)
 				return
 			}
 			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "-flat.vmdk") {
@@ -183,9 +203,13 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 					return
 				}
 				if hold := s.hold(r.URL.Path); hold != nil {
+					s.addHeld(1)
 					select {
 					case <-hold:
 					case <-r.Context().Done():
+					}
+					s.addHeld(-1)
+					if r.Context().Err() != nil {
 						return
 					}
 				}
@@ -197,6 +221,49 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// liveSession asks the simulator's session manager, in process, whether
+// the cookie is the key of a session that is still logged in.
+func (s *Server) liveSession(ctx context.Context, cookie string) bool {
+	if cookie == "" {
+		return false
+	}
+	res, err := methods.SessionIsActive(ctx, s.model.Service, &types.SessionIsActive{
+		This: s.sessionManager, SessionID: cookie, UserName: s.Username,
+	})
+	return err == nil && res.Returnval
+}
+
+// SessionRefusals is how many datastore requests were refused for want of
+// a live session.
+func (s *Server) SessionRefusals() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessionDenied
+}
+
+// EndSessions ends every vSphere session but the server's own, as an
+// administrator would (SessionManager.TerminateSession), and returns how
+// many it ended: their holders must log in again.
+func (s *Server) EndSessions(ctx context.Context) (int, error) {
+	var sm mo.SessionManager
+	if err := s.client.RetrieveOne(ctx, s.sessionManager, []string{"sessionList", "currentSession"}, &sm); err != nil {
+		return 0, fmt.Errorf("listing the sessions: %w", err)
+	}
+	var ids []string
+	for _, us := range sm.SessionList {
+		if sm.CurrentSession == nil || us.Key != sm.CurrentSession.Key {
+			ids = append(ids, us.Key)
+		}
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	if _, err := methods.TerminateSession(ctx, s.client, &types.TerminateSession{This: s.sessionManager, SessionId: ids}); err != nil {
+		return 0, fmt.Errorf("ending %d sessions: %w", len(ids), err)
+	}
+	return len(ids), nil
 }
 
 // countingWriter counts the body bytes written through it.
@@ -244,6 +311,20 @@ func (s *Server) hold(path string) chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.holds[vmFolder(path)]
+}
+
+// addHeld counts the reads waiting on a hold.
+func (s *Server) addHeld(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held += n
+}
+
+// heldReads is how many reads wait on a hold now.
+func (s *Server) heldReads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
 }
 
 // HoldExtentReads makes the flat-extent downloads of a VM wait until the
@@ -314,20 +395,27 @@ func (s *Server) RefusedReads(vm string) int {
 	return 0
 }
 
-// finder is a finder set to the datacenter.
-func (s *Server) finder(ctx context.Context) (*find.Finder, *object.Datacenter, error) {
+// finderIn is a finder set to a datacenter.
+func (s *Server) finderIn(ctx context.Context, datacenter string) (*find.Finder, *object.Datacenter, error) {
 	f := find.NewFinder(s.client.Client, true)
-	dc, err := f.Datacenter(ctx, Datacenter)
+	dc, err := f.Datacenter(ctx, datacenter)
 	if err != nil {
-		return nil, nil, fmt.Errorf("finding datacenter %s: %w", Datacenter, err)
+		return nil, nil, fmt.Errorf("finding datacenter %s: %w", datacenter, err)
 	}
 	f.SetDatacenter(dc)
 	return f, dc, nil
 }
 
-// vm finds a VM by name.
+// vm finds a VM by name, in the datacenter AddVM put it in (Datacenter for
+// the simulator's own VMs).
 func (s *Server) vm(ctx context.Context, name string) (*object.VirtualMachine, error) {
-	f, _, err := s.finder(ctx)
+	datacenter := Datacenter
+	s.mu.Lock()
+	if v := s.vms[name]; v != nil {
+		datacenter = v.Datacenter
+	}
+	s.mu.Unlock()
+	f, _, err := s.finderIn(ctx, datacenter)
 	if err != nil {
 		return nil, err
 	}

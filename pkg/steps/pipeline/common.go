@@ -23,6 +23,15 @@ const (
 	AnnotationBindImmediate = "cdi.kubevirt.io/storage.bind.immediate.requested"
 )
 
+// strictCreate and strictPatch ask the API server for strict field
+// validation: a field the schema does not know (misspelt, misplaced, or not
+// in the installed version of the API) fails the request instead of being
+// dropped with a warning.
+var (
+	strictCreate = metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
+	strictPatch  = metav1.PatchOptions{FieldValidation: metav1.FieldValidationStrict}
+)
+
 // StagingUID is the user and group the transfer and conversion pods run as,
 // and the fsGroup of their volumes. virt-v2v images run as 107 (qemu), and
 // the conversion rewrites in place the image the transfer wrote: both must
@@ -71,13 +80,6 @@ type creator[T metav1.Object] interface {
 	Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error)
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
 }
-
-// Server-side field validation Strict: a field the API server does not
-// know (a misspelt or misplaced one) is an error, not silently dropped.
-var (
-	strictCreate = metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
-	strictPatch  = metav1.PatchOptions{FieldValidation: metav1.FieldValidationStrict}
-)
 
 // createIfAbsent creates obj; AlreadyExists is success when the existing
 // object carries the migration's UID label, and an error naming the

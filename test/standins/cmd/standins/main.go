@@ -1,11 +1,12 @@
 // Command standins runs the SIMULATED cluster actors of package standins
-// (kubelet, storage, CDI, KubeVirt) against an API server, for
-// hack/run-local.sh:
+// (kubelet, storage, CDI, KubeVirt, and KubeVirt's and CDI's admission
+// webhooks) against an API server, for hack/run-local.sh:
 //
 //	standins --kubeconfig FILE --root DIR --transfer-image IMAGE --transfer-binary PATH
 //
 // It runs until SIGINT or SIGTERM, then stops every transfer process it
-// started. See the package documentation for what is simulated.
+// started and unregisters its webhooks. See the package documentation for
+// what is simulated and which rules of the real components it enforces.
 package main
 
 import (
@@ -62,6 +63,6 @@ func run() error {
 	cfg.RestConfig = rc
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	klog.Info("simulated kubelet, storage, CDI and KubeVirt running", "node", cfg.NodeName, "root", cfg.Root)
+	klog.Info("simulated kubelet, storage, CDI, KubeVirt and their webhooks starting", "node", cfg.NodeName, "root", cfg.Root)
 	return standins.Run(ctx, cfg)
 }

@@ -1,0 +1,270 @@
+//go:build integration
+
+package integration
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/steps/pipeline"
+	"platform.example/vm-migration/test/framework"
+	"platform.example/vm-migration/test/standins"
+)
+
+var (
+	vmGVR = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}
+	dvGVR = schema.GroupVersionResource{Group: "cdi.kubevirt.io", Version: "v1beta1", Resource: "datavolumes"}
+)
+
+// startAdmission runs the stand-ins' webhooks for ns until t ends.
+func startAdmission(t *testing.T, env *framework.Environment, ns string) {
+	t.Helper()
+	a, err := standins.StartAdmission(testContext(t), standins.Config{RestConfig: env.Config(), Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+}
+
+// renderedMigration is a migration in ns that reached Importing: an EFI
+// secure-boot VM with two disks and two NICs, one on the pod network and
+// one on Multus, as the controller's status records it.
+func renderedMigration(ns string) *v1alpha1.VirtualMachineMigration {
+	inv := v1alpha1.SourceInventory{
+		Name: "web-01", MoRef: "vm-42", BIOSUUID: "421a2b3c-4d5e-6f70-8192-a3b4c5d6e7f8",
+		CPU: v1alpha1.CPUTopology{Sockets: 2, CoresPerSocket: 2}, MemoryMiB: 4096,
+		Firmware: v1alpha1.FirmwareEFI, SecureBoot: true, GuestID: "rhel9_64Guest", GuestFamily: "linuxGuest",
+		Disks: []v1alpha1.SourceDisk{
+			{Key: 2000, Label: "Hard disk 1", CapacityBytes: 8 << 20, Datastore: "ds1"},
+			{Key: 2001, Label: "Hard disk 2", CapacityBytes: 6 << 20, Datastore: "ds1"},
+		},
+		NICs: []v1alpha1.SourceNIC{
+			{Key: 4000, Label: "Network adapter 1", MAC: "00:50:56:aa:bb:01", Network: "VM Network"},
+			{Key: 4001, Label: "Network adapter 2", MAC: "00:50:56:aa:bb:02", Network: "backend"},
+		},
+	}
+	m := &v1alpha1.VirtualMachineMigration{ObjectMeta: metav1.ObjectMeta{Name: "web-01", Namespace: ns, UID: "5b6c7d8e-0000-4000-8000-000000000001"}}
+	m.Spec.Target.Storage.Default = &v1alpha1.StorageTarget{StorageClassName: "standard"}
+	m.Spec.Target.Networks = []v1alpha1.NetworkMapping{
+		{Source: "VM Network", Type: v1alpha1.NetworkTypePod},
+		{Source: "backend", Type: v1alpha1.NetworkTypeMultus, MultusNetworkName: "default/backend"},
+	}
+	m.Status.Source = &inv
+	m.Status.Target = &v1alpha1.TargetStatus{Name: "web-01"}
+	for i, d := range inv.Disks {
+		m.Status.Disks = append(m.Status.Disks, v1alpha1.DiskStatus{
+			Key: d.Key, Name: naming.DiskName(i), StagingClaim: naming.StagingClaim(m.Name, d.Key), CapacityBytes: d.CapacityBytes,
+		})
+	}
+	return m
+}
+
+// toUnstructured converts a typed object for the dynamic client.
+func toUnstructured(t *testing.T, obj runtime.Object) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// TestAdmissionRejectsWhatKubeVirtRejects creates the VirtualMachine the
+// controller renders, as it does (strict field validation), then breaks it
+// one way at a time: the API server (by KubeVirt's real schema) or the
+// KubeVirt webhook stand-in refuses each with KubeVirt's message.
+func TestAdmissionRejectsWhatKubeVirtRejects(t *testing.T) {
+	env := framework.Env(t)
+	ns := env.Namespace(t)
+	ctx := testContext(t)
+	startAdmission(t, env, ns)
+	vm, err := pipeline.RenderVirtualMachine(renderedMigration(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := env.Dynamic(t).Resource(vmGVR).Namespace(ns)
+	strict := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
+	if _, err := api.Create(ctx, toUnstructured(t, vm), strict); err != nil {
+		t.Fatalf("the rendered VM is refused: %v", err)
+	}
+	const webhook = `admission webhook "virtualmachine-validator.kubevirt.io" denied the request: `
+	domain := func(v *kubevirtv1.VirtualMachine) *kubevirtv1.DomainSpec { return &v.Spec.Template.Spec.Domain }
+	cases := []struct {
+		name   string
+		mutate func(*kubevirtv1.VirtualMachine)
+		raw    func(obj map[string]any)
+		want   string
+	}{
+		{name: "unknown field", raw: func(obj map[string]any) {
+			_ = unstructured.SetNestedField(obj, int64(2), "spec", "template", "spec", "domain", "cpu", "socket")
+		}, want: `strict decoding error: unknown field "spec.template.spec.domain.cpu.socket"`},
+		{name: "misplaced field", raw: func(obj map[string]any) {
+			_ = unstructured.SetNestedField(obj, "q35", "spec", "template", "spec", "machine", "type")
+		}, want: `unknown field "spec.template.spec.machine"`},
+		{name: "secure boot without SMM", mutate: func(v *kubevirtv1.VirtualMachine) { domain(v).Features.SMM = nil },
+			want: webhook + "spec.template.spec.domain has EFI SecureBoot enabled. SecureBoot requires SMM, which is currently disabled."},
+		{name: "secure boot by default, SMM off", mutate: func(v *kubevirtv1.VirtualMachine) {
+			domain(v).Firmware.Bootloader.EFI.SecureBoot = nil
+			domain(v).Features.SMM.Enabled = ptr(false)
+		}, want: webhook + "spec.template.spec.domain has EFI SecureBoot enabled. SecureBoot requires SMM, which is currently disabled."},
+		{name: "two pod networks", mutate: func(v *kubevirtv1.VirtualMachine) {
+			v.Spec.Template.Spec.Networks[1].NetworkSource = kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}}
+			domain(v).Devices.Interfaces[1].InterfaceBindingMethod = kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}}
+		}, want: webhook + "more than one interface is connected to a pod network in spec.template.spec.interfaces"},
+		{name: "masquerade on Multus", mutate: func(v *kubevirtv1.VirtualMachine) {
+			domain(v).Devices.Interfaces[1].InterfaceBindingMethod = kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}}
+		}, want: webhook + "Masquerade interface only implemented with pod network"},
+		{name: "interface without network", mutate: func(v *kubevirtv1.VirtualMachine) {
+			v.Spec.Template.Spec.Networks = v.Spec.Template.Spec.Networks[:1]
+		}, want: webhook + "spec.template.spec.domain.devices.interfaces[1].name 'net-1' not found."},
+		{name: "malformed MAC", mutate: func(v *kubevirtv1.VirtualMachine) { domain(v).Devices.Interfaces[0].MacAddress = "00:50:56:aa:bb" },
+			want: webhook + "interface spec.template.spec.domain.devices.interfaces[0].name has malformed MAC address (00:50:56:aa:bb)."},
+		{name: "disk without volume", mutate: func(v *kubevirtv1.VirtualMachine) { v.Spec.Template.Spec.Volumes[1].Name = "other" },
+			want: webhook + "spec.template.spec.domain.devices.disks[1].Name 'disk-1' not found."},
+		{name: "ide bus", mutate: func(v *kubevirtv1.VirtualMachine) { domain(v).Devices.Disks[1].Disk.Bus = "ide" },
+			want: webhook + "IDE bus is not supported"},
+		{name: "boot order twice", mutate: func(v *kubevirtv1.VirtualMachine) { domain(v).Devices.Interfaces[0].BootOrder = ptr(uint(1)) },
+			want: webhook + "Boot order for spec.template.spec.domain.devices.interfaces[0].bootOrder already set for a different device."},
+		{name: "running and runStrategy", mutate: func(v *kubevirtv1.VirtualMachine) { v.Spec.Running = ptr(false) },
+			want: webhook + "Running and RunStrategy are mutually exclusive. Note that Running is deprecated, please use RunStrategy instead"},
+		{name: "unknown run strategy", mutate: func(v *kubevirtv1.VirtualMachine) {
+			v.Spec.RunStrategy = ptr(kubevirtv1.VirtualMachineRunStrategy("Sometimes"))
+		}, want: webhook + "Invalid RunStrategy (Sometimes)"},
+		{name: "i440fx machine", mutate: func(v *kubevirtv1.VirtualMachine) { domain(v).Machine = &kubevirtv1.Machine{Type: "pc"} },
+			want: webhook + "spec.template.spec.domain.machine.type is not supported: pc (allowed values: [q35* pc-q35*])"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := vm.DeepCopy()
+			bad.Name = "bad"
+			if tc.mutate != nil {
+				tc.mutate(bad)
+			}
+			obj := toUnstructured(t, bad)
+			if tc.raw != nil {
+				tc.raw(obj.Object)
+			}
+			_, err := api.Create(ctx, obj, strict)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v\nwant an error containing %q", err, tc.want)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+}
+
+// TestAdmissionRejectsWhatCDIRejects creates the DataVolumes the
+// controller renders, then breaks one at a time: the CDI webhook stand-in
+// refuses each with CDI's message.
+func TestAdmissionRejectsWhatCDIRejects(t *testing.T) {
+	env := framework.Env(t)
+	ns := env.Namespace(t)
+	ctx := testContext(t)
+	startAdmission(t, env, ns)
+	dvs, err := pipeline.RenderDataVolumes(renderedMigration(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := env.Dynamic(t).Resource(dvGVR).Namespace(ns)
+	strict := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
+	created, err := api.Create(ctx, toUnstructured(t, dvs[0]), strict)
+	if err != nil {
+		t.Fatalf("the rendered DataVolume is refused: %v", err)
+	}
+	if created.GetAnnotations()[standins.AnnotationCloneToken] == "" {
+		t.Errorf("the clone was admitted without a clone token: %v", created.GetAnnotations())
+	}
+	const webhook = `admission webhook "datavolume-validate.cdi.kubevirt.io" denied the request: `
+	size := func(q string) corev1.VolumeResourceRequirements {
+		return corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(q)}}
+	}
+	cases := []struct {
+		name   string
+		mutate func(*cdiv1.DataVolume)
+		want   string
+	}{
+		{"both pvc and storage", func(d *cdiv1.DataVolume) { d.Spec.PVC = &corev1.PersistentVolumeClaimSpec{} },
+			webhook + " Duplicate storage definition, both target storage and target pvc defined"},
+		{"no target", func(d *cdiv1.DataVolume) { d.Spec.Storage = nil }, webhook + " Missing Data volume PVC"},
+		{"pvc target without size", func(d *cdiv1.DataVolume) {
+			d.Spec.Storage = nil
+			d.Spec.PVC = &corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}
+		}, webhook + " PVC size is missing"},
+		{"size under 1MiB", func(d *cdiv1.DataVolume) { d.Spec.Storage.Resources = size("512Ki") }, webhook + " Storage size should be at least 1MiB"},
+		{"two sources", func(d *cdiv1.DataVolume) { d.Spec.Source.Blank = &cdiv1.DataVolumeBlankImage{} }, webhook + " Multiple Data volume sources"},
+		{"no source", func(d *cdiv1.DataVolume) { d.Spec.Source, d.Spec.Storage.Resources = nil, size("1Gi") },
+			webhook + " Data volume should have either Source or SourceRef, or be externally populated"},
+		{"source claim without namespace", func(d *cdiv1.DataVolume) { d.Spec.Source.PVC.Namespace = "" },
+			webhook + " spec.source.PVC source PVC is not valid"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := dvs[1].DeepCopy()
+			tc.mutate(bad)
+			_, err := api.Create(ctx, toUnstructured(t, bad), strict)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v\nwant an error containing %q", err, tc.want)
+			}
+		})
+	}
+	created.Object["spec"].(map[string]any)["contentType"] = "archive"
+	if _, err := api.Update(ctx, created, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "Cannot update DataVolume Spec") {
+		t.Errorf("changing a DataVolume's spec: got %v, want CDI's Cannot update DataVolume Spec", err)
+	}
+}
+
+// TestRenderedGoldensAdmitted creates every VirtualMachine and DataVolume
+// of the pipeline's golden files (BIOS Linux, EFI secure-boot Windows with
+// Hyper-V and three storage mappings, a VM with an ignored NIC and no
+// network) with strict field validation, through KubeVirt's and CDI's
+// schemas and the webhook stand-ins: what the controller renders is what
+// a real cluster accepts.
+func TestRenderedGoldensAdmitted(t *testing.T) {
+	env := framework.Env(t)
+	ns := env.Namespace(t)
+	ctx := testContext(t)
+	startAdmission(t, env, ns)
+	files, err := globRepo("pkg/steps/pipeline/testdata/*-*.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
+	dyn := env.Dynamic(t)
+	created := 0
+	for _, f := range files {
+		if !strings.HasSuffix(f, "-vm.golden") && !strings.HasSuffix(f, "-datavolumes.golden") {
+			continue
+		}
+		objs, err := framework.ReadObjects(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			o.SetNamespace(ns)
+			gvr := vmGVR
+			if o.GetKind() == "DataVolume" {
+				gvr = dvGVR
+				_ = unstructured.SetNestedField(o.Object, ns, "spec", "source", "pvc", "namespace")
+			}
+			if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, o, strict); err != nil {
+				t.Errorf("%s: %s %s refused: %v", f, o.GetKind(), o.GetName(), err)
+				continue
+			}
+			created++
+		}
+	}
+	if created < 6 {
+		t.Errorf("only %d objects created from the golden files", created)
+	}
+}

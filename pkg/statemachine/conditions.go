@@ -23,6 +23,8 @@ func (d *decider) finish() {
 	d.approvalCondition()
 	d.specChangeCondition()
 	d.insecureCondition()
+	d.restoreCondition()
+	d.targetKeptCondition()
 	d.out.Status = *d.st
 }
 
@@ -134,6 +136,32 @@ func (d *decider) insecureCondition() {
 		return
 	}
 	d.clearCondition(ConditionInsecureConnection, ReasonVerifiedTLS, "the endpoint's certificate is verified")
+}
+
+// restoreCondition says when restoring the source failed, and what to do.
+func (d *decider) restoreCondition() {
+	if d.restoreProblem != "" {
+		d.setCondition(ConditionSourceRestoreFailed, metav1.ConditionTrue, ReasonSourceRestoreFailed,
+			d.restoreProblem+": the controller keeps trying and keeps its finalizer until the source VM is back as it was found; "+
+				"if it does not recover, power the VM on in vSphere yourself")
+		return
+	}
+	if sc := d.st.SourceControl; sc != nil && (sc.RestoredAt != nil || sc.SourceGoneAt != nil) {
+		d.clearCondition(ConditionSourceRestoreFailed, ReasonSourceRestored, d.restoredMessage())
+	}
+}
+
+// targetKeptCondition names the target VM and disks a failed or cancelled
+// migration keeps because the target was started.
+func (d *decider) targetKeptCondition() {
+	failing := d.st.Phase == v1alpha1.PhaseRollingBack || d.st.Phase == v1alpha1.PhaseFailed ||
+		d.st.Phase == v1alpha1.PhaseCancelling
+	if failing && d.targetStarted() {
+		if c := meta.FindStatusCondition(d.st.Conditions, ConditionTargetKept); c == nil || c.Status != metav1.ConditionTrue {
+			d.out.Events = append(d.out.Events, Event{Warning: true, Reason: ReasonTargetKept, Message: d.keptTargetMessage()})
+		}
+		d.setCondition(ConditionTargetKept, metav1.ConditionTrue, ReasonTargetKept, d.keptTargetMessage())
+	}
 }
 
 // ignoredSpecChanges lists the spec fields changed after the cutover began.

@@ -51,6 +51,8 @@ type decider struct {
 	waitReason, waitMessage string
 	// workMessage says what the controller is doing now.
 	workMessage string
+	// restoreProblem says why restoring the source failed this time.
+	restoreProblem string
 }
 
 func newDecider(in Input) *decider {
@@ -222,7 +224,7 @@ func (d *decider) retry(reason, message string) bool {
 // observedError handles a failure the steps saw while observing.
 func (d *decider) observedError(e *ObservedError) {
 	switch {
-	case e.Class == ErrorPermanent:
+	case e.Class == ErrorPermanent || e.Class == ErrorGone:
 		d.fail(e.Reason, e.Message)
 	case d.pastDeadline():
 		d.fail(e.Reason, fmt.Sprintf("%s (retry deadline of %s passed)", e.Message, d.spec.Policy.RetryDeadline()))
@@ -243,6 +245,32 @@ func (d *decider) requeueAtDeadline() {
 	if d.st.StartTime != nil {
 		d.requeue(d.st.StartTime.Add(d.spec.Policy.RetryDeadline()).Sub(d.now.Time))
 	}
+}
+
+// ActionFailed decides what follows when the action a decision asked for
+// failed. in.Migration is the migration as written with that decision's
+// status (intents included), and e the failure, classified by the step.
+// Going forward, the failure is handled as an observed one: transient
+// failures and those a person must fix wait with a condition until the
+// retry deadline, permanent ones (and any past the deadline) fail the
+// migration, whose rollback restores the source. While the source is being
+// restored or the migration deleted, a failure never ends anything: it
+// waits and the action is tried again (a failed power-on shows in the
+// SourceRestoreFailed condition).
+func ActionFailed(in Input, failed Action, e ObservedError) Decision {
+	d := newDecider(in)
+	msg := fmt.Sprintf("%s failed: %s", failed.Type, e.Message)
+	d.out.Events = append(d.out.Events, Event{Warning: true, Reason: ReasonActionFailed, Message: msg})
+	switch {
+	case failed.Type == ActionPowerOnSource:
+		d.restoreFailed(e.Reason, msg)
+	case d.m.DeletionTimestamp != nil || IsTerminal(d.st.Phase) || d.st.Phase == v1alpha1.PhaseRollingBack || d.st.Phase == v1alpha1.PhaseCancelling:
+		d.wait(e.Reason, msg, d.cfg.WaitInterval)
+	default:
+		d.observedError(&ObservedError{Class: e.Class, Reason: e.Reason, Message: msg})
+	}
+	d.finish()
+	return d.out
 }
 
 // hasFinalizer reports whether the migration carries the controller's finalizer.

@@ -41,11 +41,11 @@ func (d *decider) validating() {
 	inv := src.Inventory.DeepCopy()
 	d.st.Source = inv
 	d.st.Preflight = slices.Clone(d.obs.Preflight)
-	target := d.spec.Target.Name
-	if target == "" {
-		target = naming.DNS1123Label(inv.Name)
-	}
+	target := TargetName(d.spec, inv)
 	d.st.Target = &v1alpha1.TargetStatus{Name: target}
+	if d.claimed(inv, target) {
+		return
+	}
 
 	var blocking, warnings []string
 	for _, f := range d.obs.Preflight {
@@ -76,6 +76,24 @@ func (d *decider) validating() {
 	d.advance(next, fmt.Sprintf("found %s (%s): %d vCPU, %d MiB, %s, %d disks, %d NICs, %s; %d preflight warnings",
 		inv.Name, inv.MoRef, inv.CPU.Sockets*inv.CPU.CoresPerSocket, inv.MemoryMiB, inv.Firmware,
 		len(inv.Disks), len(inv.NICs), inv.PowerState, len(warnings)))
+}
+
+// claimed fails the migration when another migration in flight already
+// migrates its source VM or creates its target VM: one migration per
+// source VM (cluster-wide) and per target name (per namespace).
+func (d *decider) claimed(inv *v1alpha1.SourceInventory, target string) bool {
+	c := d.obs.Claims
+	switch {
+	case c.SourceHeldBy != "":
+		d.fail(ReasonSourceVMClaimed, fmt.Sprintf("migration %s already migrates the source VM %s (instance UUID %s): one migration per source VM at a time; delete this migration, or wait for that one to end and create it again",
+			c.SourceHeldBy, inv.Name, inv.InstanceUUID))
+	case c.TargetHeldBy != "":
+		d.fail(ReasonTargetNameClaimed, fmt.Sprintf("migration %s already creates a VirtualMachine named %s in this namespace: set spec.target.name to another name in a new migration",
+			c.TargetHeldBy, target))
+	default:
+		return false
+	}
+	return true
 }
 
 // specChangedBeforeCutover reports whether the user changed the spec since
@@ -150,6 +168,12 @@ func (d *decider) stoppingSource() {
 		return
 	}
 	sc := d.sourceControl()
+	if src.PowerState == PowerStateSuspended {
+		// Checked again right before the stop: powering off a suspended VM
+		// discards its memory state, which cannot be restored.
+		d.fail(ReasonSourceSuspended, "the source VM is suspended: powering it off would discard its suspended state, which cannot be restored; resume it or shut it down yourself, then create the migration again")
+		return
+	}
 	if src.PowerState == PowerStateOff {
 		now := d.now
 		sc.PoweredOffAt = &now
@@ -413,13 +437,20 @@ func (d *decider) importing() {
 
 func (d *decider) targetName() string {
 	if d.st.Target == nil || d.st.Target.Name == "" {
-		name := d.spec.Target.Name
-		if name == "" && d.st.Source != nil {
-			name = naming.DNS1123Label(d.st.Source.Name)
-		}
-		d.st.Target = &v1alpha1.TargetStatus{Name: name}
+		d.st.Target = &v1alpha1.TargetStatus{Name: TargetName(d.spec, d.st.Source)}
 	}
 	return d.st.Target.Name
+}
+
+// TargetName is the name of the target VirtualMachine of a migration with
+// this spec and source: spec.target.name, else one derived from the source
+// VM's name (package naming). The controller checks the same name for
+// collisions before the decision records it in status.
+func TargetName(spec *v1alpha1.VirtualMachineMigrationSpec, inv *v1alpha1.SourceInventory) string {
+	if spec.Target.Name != "" || inv == nil {
+		return spec.Target.Name
+	}
+	return naming.DNS1123Label(inv.Name)
 }
 
 // creatingVM: the VirtualMachine exists and owns its DataVolumes.
@@ -459,8 +490,7 @@ func (d *decider) starting() {
 		return
 	}
 	if vm.RunStrategy != RunStrategyAlways {
-		d.act(ActionStartVM, name, 0)
-		d.working("starting VirtualMachine "+name, d.cfg.PollInterval)
+		d.startTarget(name)
 		return
 	}
 	phase, agent := "", false
@@ -493,6 +523,38 @@ func (d *decider) starting() {
 		return
 	}
 	d.working(fmt.Sprintf("waiting for VirtualMachine %s to run (VMI phase %q)", name, phase), min(d.cfg.PollInterval, deadline.Sub(d.now.Time)))
+}
+
+// startTarget starts the target VM once the source is seen off (or gone):
+// never two copies running with the same MAC addresses. The intent is
+// recorded first: from then on the target holds migrated data.
+func (d *decider) startTarget(name string) {
+	if d.st.Target.StartRequestedAt == nil {
+		if !d.sourceStaysOff(name) {
+			return
+		}
+		now := d.now
+		d.st.Target.StartRequestedAt = &now
+	}
+	d.act(ActionStartVM, name, 0)
+	d.working("starting VirtualMachine "+name, d.cfg.PollInterval)
+}
+
+// sourceStaysOff reports whether the source is seen off (or is gone), and
+// fails the migration when it runs again.
+func (d *decider) sourceStaysOff(name string) bool {
+	if e := d.obs.Source.Error; e != nil && e.Class == ErrorGone {
+		return true
+	}
+	src, ok := d.sourceState()
+	if !ok {
+		return false
+	}
+	if src.PowerState != PowerStateOff {
+		d.fail(ReasonSourceRunning, fmt.Sprintf("the source VM is %s again: starting VirtualMachine %s beside it would run two copies with the same MAC addresses; power the source off and create a new migration, or start the target yourself", src.PowerState, name))
+		return false
+	}
+	return true
 }
 
 // cleaningUp: staging objects are gone (per the cleanup policy).

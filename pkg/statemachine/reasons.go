@@ -24,6 +24,12 @@ const (
 	// ConditionInsecureConnection is true when TLS verification of the
 	// source is off.
 	ConditionInsecureConnection = "InsecureConnection"
+	// ConditionSourceRestoreFailed is true while powering the source back
+	// on fails; the migration keeps its finalizer meanwhile.
+	ConditionSourceRestoreFailed = "SourceRestoreFailed"
+	// ConditionTargetKept is true when a failed or cancelled migration
+	// keeps its target VM and disks because the target had been started.
+	ConditionTargetKept = "TargetKept"
 )
 
 // Condition and event reasons.
@@ -59,6 +65,12 @@ const (
 	ReasonCancelled              = "Cancelled"
 	ReasonSourceRestored         = "SourceRestored"
 	ReasonActionFailed           = "ActionFailed"
+	ReasonSourceRestoreFailed    = "SourceRestoreFailed"
+	ReasonTargetKept             = "TargetKept"
+	ReasonSourceSuspended        = "SourceSuspended"
+	ReasonSourceRunning          = "SourceRunning"
+	ReasonSourceVMClaimed        = "SourceVMClaimed"
+	ReasonTargetNameClaimed      = "TargetNameClaimed"
 )
 
 // Conversion failure reasons a conversion Job reports. Inspection failures

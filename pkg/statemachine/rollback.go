@@ -3,13 +3,16 @@ package statemachine
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 )
 
 // rollingBack: after a failure, nothing still reads the source or writes the
-// staging volumes, the target VM is halted, and the source is back as it
-// was found. Staging objects stay for inspection until deletion.
+// staging volumes, the target VM is halted (and kept once it was started),
+// and the source is back as it was found. Staging objects stay for
+// inspection until deletion.
 func (d *decider) rollingBack() {
 	if d.stopActiveJobs() || d.haltTargetVM() || d.restoreSource() || d.removeSnapshots() {
 		return
@@ -17,9 +20,11 @@ func (d *decider) rollingBack() {
 	d.setPhase(v1alpha1.PhaseFailed, d.restoredMessage())
 }
 
-// cancel runs while the migration is being deleted: children go, the source
-// is restored, then the finalizer is released. A migration that succeeded
-// keeps its VM (it is not a child) and its source stays off.
+// cancel runs while the migration is being deleted. Migrated data is never
+// destroyed: a migration that succeeded, or whose target VM was started,
+// keeps the VM and its DataVolumes (halted, unless it succeeded) and loses
+// only its staging objects; an unfinished target that never ran goes with
+// the migration. The source is restored, then the finalizer released.
 func (d *decider) cancel() {
 	if !hasFinalizer(d.m) {
 		return
@@ -29,18 +34,16 @@ func (d *decider) cancel() {
 		d.out.Events = append(d.out.Events, Event{Reason: ReasonCancelled, Message: "cancelling: deleting children and restoring the source"})
 		return
 	}
-	// A target VM of a migration that did not succeed is an unfinished
-	// copy: it goes with the migration. A migrated VM never does.
-	if d.st.Phase != v1alpha1.PhaseSucceeded {
-		if vm := d.obs.VM; vm != nil && vm.Ours {
-			d.remove(ActionDeleteVM, d.targetName(), vm.Ref)
-			d.working("deleting the unfinished target VirtualMachine", d.cfg.PollInterval)
+	if d.keepsTarget() {
+		if d.st.Phase != v1alpha1.PhaseSucceeded && d.haltTargetVM() {
 			return
 		}
-	}
-	if n := d.obs.Children.Count(); n > 0 {
-		d.remove(ActionDeleteChildren, "", d.obs.Children.All()...)
-		d.working(fmt.Sprintf("deleting %d child objects", n), d.cfg.PollInterval)
+		if staging := d.obs.Children.Staging(); len(staging) > 0 {
+			d.remove(ActionDeleteStaging, "", staging...)
+			d.working(fmt.Sprintf("deleting %d staging objects; the target VM and its disks are kept", len(staging)), d.cfg.PollInterval)
+			return
+		}
+	} else if d.deleteUnfinishedTarget() {
 		return
 	}
 	if d.st.Phase == v1alpha1.PhaseCancelling && (d.restoreSource() || d.removeSnapshots()) {
@@ -48,6 +51,38 @@ func (d *decider) cancel() {
 	}
 	d.act(ActionRemoveFinalizer, v1alpha1.FinalizerName, 0)
 	d.working("releasing the finalizer", 0)
+}
+
+// deleteUnfinishedTarget deletes a target VM that never ran, then every
+// child, the DataVolumes no VM owns included.
+func (d *decider) deleteUnfinishedTarget() bool {
+	if vm := d.obs.VM; vm != nil && vm.Ours {
+		d.remove(ActionDeleteVM, d.targetName(), vm.Ref)
+		d.working("deleting the unfinished target VirtualMachine", d.cfg.PollInterval)
+		return true
+	}
+	if n := d.obs.Children.Count(); n > 0 {
+		d.remove(ActionDeleteChildren, "", d.obs.Children.All()...)
+		d.working(fmt.Sprintf("deleting %d child objects", n), d.cfg.PollInterval)
+		return true
+	}
+	return false
+}
+
+// targetStarted reports whether the target VM was asked to run, or was
+// seen running: from then on it holds the migrated data.
+func (d *decider) targetStarted() bool {
+	if t := d.st.Target; t != nil && t.StartRequestedAt != nil {
+		return true
+	}
+	vm := d.obs.VM
+	return vm != nil && vm.Ours && vm.RunStrategy != "" && vm.RunStrategy != RunStrategyHalted
+}
+
+// keepsTarget reports whether the target VM and its disks must outlive a
+// deletion of the migration: it succeeded, or its target was started.
+func (d *decider) keepsTarget() bool {
+	return d.st.Phase == v1alpha1.PhaseSucceeded || d.targetStarted()
 }
 
 // stopActiveJobs deletes a transfer or conversion Job that still runs.
@@ -80,11 +115,16 @@ func (d *decider) needsRestore() bool { return needsRestore(d.st) }
 
 func needsRestore(st *v1alpha1.VirtualMachineMigrationStatus) bool {
 	sc := st.SourceControl
-	return sc != nil && sc.OriginalPowerState == PowerStateOn && sc.RestoredAt == nil &&
+	return sc != nil && sc.OriginalPowerState == PowerStateOn && sc.RestoredAt == nil && sc.SourceGoneAt == nil &&
 		(sc.ShutdownRequestedAt != nil || sc.PowerOffRequestedAt != nil)
 }
 
 // restoreSource powers the source back on when the controller stopped it.
+// A stop it requested may still be under way (a guest shutting down): the
+// source counts as restored only once it was seen off and powered on
+// again, or once the stop's time ran out with the source still on. Only a
+// source VM that no longer exists ends a restore otherwise; any other
+// failure waits, retries and says so in the SourceRestoreFailed condition.
 func (d *decider) restoreSource() bool {
 	if !d.needsRestore() {
 		return false
@@ -92,36 +132,94 @@ func (d *decider) restoreSource() bool {
 	src := d.obs.Source
 	// Errors here never replace status.lastError: it keeps the failure
 	// that started the rollback.
-	if src.Error != nil {
-		if src.Error.Class == ErrorPermanent {
-			// The source is gone: there is nothing left to restore.
-			d.out.Events = append(d.out.Events, Event{Warning: true, Reason: src.Error.Reason,
-				Message: "the source could not be restored: " + src.Error.Message})
-			return false
-		}
-		d.wait(src.Error.Reason, "restoring the source: "+src.Error.Message, d.cfg.WaitInterval)
+	switch {
+	case src.Error != nil && src.Error.Class == ErrorGone:
+		now := d.now
+		d.st.SourceControl.SourceGoneAt = &now
+		d.out.Events = append(d.out.Events, Event{Warning: true, Reason: src.Error.Reason,
+			Message: "the source VM no longer exists: there is nothing to power on again (" + src.Error.Message + ")"})
+		return false
+	case src.Error != nil:
+		d.restoreFailed(src.Error.Reason, "reading the source VM's power state: "+src.Error.Message)
 		return true
-	}
-	if !src.Observed {
+	case !src.Observed:
 		d.working("reading the source VM's power state", d.cfg.PollInterval)
 		return true
+	case src.PowerState == PowerStateOn:
+		return d.seenOn()
 	}
+	return d.powerOn()
+}
+
+// seenOn handles a source seen powered on: restored, unless a stop the
+// controller asked for may still turn it off.
+func (d *decider) seenOn() bool {
 	sc := d.st.SourceControl
-	now := d.now
-	if src.PowerState == PowerStateOn {
-		sc.RestoredAt = &now
-		d.out.Events = append(d.out.Events, Event{Reason: ReasonSourceRestored, Message: "the source VM is powered on again, as it was found"})
-		d.requeue(d.cfg.PollInterval)
+	if until, pending := d.stopPending(); pending {
+		d.working(fmt.Sprintf("the source VM is still on, but the stop requested at %s may still be under way: waiting until it is off (or until %s) before powering it on",
+			stopRequestedAt(sc).UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339)), min(d.cfg.PollInterval, until.Sub(d.now.Time)))
 		return true
 	}
+	now := d.now
+	sc.RestoredAt = &now
+	d.out.Events = append(d.out.Events, Event{Reason: ReasonSourceRestored, Message: "the source VM is powered on again, as it was found"})
+	d.requeue(d.cfg.PollInterval)
+	return true
+}
+
+// stopPending reports whether a stop the controller requested, not yet
+// seen to take effect, may still power the source off, and until when.
+func (d *decider) stopPending() (time.Time, bool) {
+	sc := d.st.SourceControl
+	if sc.PoweredOffAt != nil || sc.RestoreRequestedAt != nil {
+		return time.Time{}, false
+	}
+	var until time.Time
+	if sc.ShutdownRequestedAt != nil {
+		until = sc.ShutdownRequestedAt.Add(d.spec.Policy.ShutdownTimeout())
+	}
+	if sc.PowerOffRequestedAt != nil {
+		// A power-off is a task the call waited for: a grace of one poll
+		// covers a controller that crashed while it ran.
+		until = maxTime(until, sc.PowerOffRequestedAt.Add(d.cfg.PollInterval))
+	}
+	return until, d.now.Time.Before(until)
+}
+
+func stopRequestedAt(sc *v1alpha1.SourceControlStatus) time.Time {
+	if sc.PowerOffRequestedAt != nil {
+		return sc.PowerOffRequestedAt.Time
+	}
+	return sc.ShutdownRequestedAt.Time
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// powerOn asks for the source to be powered on, the intent first, at most
+// once a poll interval.
+func (d *decider) powerOn() bool {
+	sc := d.st.SourceControl
 	if sc.RestoreRequestedAt != nil && d.now.Sub(sc.RestoreRequestedAt.Time) < d.cfg.PollInterval {
 		d.working("waiting for the source VM to power on", d.cfg.PollInterval-d.now.Sub(sc.RestoreRequestedAt.Time))
 		return true
 	}
+	now := d.now
 	sc.RestoreRequestedAt = &now
 	d.act(ActionPowerOnSource, "", 0)
 	d.working("powering the source VM back on", d.cfg.PollInterval)
 	return true
+}
+
+// restoreFailed waits after a failure to restore the source, and says so
+// in the SourceRestoreFailed condition.
+func (d *decider) restoreFailed(reason, message string) {
+	d.restoreProblem = message
+	d.wait(reason, "restoring the source: "+message, d.cfg.WaitInterval)
 }
 
 // removeSnapshots removes the snapshots the controller made on the source.
@@ -154,11 +252,26 @@ func (d *decider) restoredMessage() string {
 		return "the source VM was not touched"
 	case sc.RestoredAt != nil:
 		return "the source VM is powered on again, as it was found"
+	case sc.SourceGoneAt != nil:
+		return "the source VM no longer exists"
 	case sc.OriginalPowerState != PowerStateOn:
 		return fmt.Sprintf("the source VM stays %s, as it was found", sc.OriginalPowerState)
 	default:
 		return "the source VM could not be restored"
 	}
+}
+
+// keptTargetMessage names the target VM and disks kept after a failure or
+// cancellation once the target was started.
+func (d *decider) keptTargetMessage() string {
+	var dvs []string
+	for _, disk := range d.st.Disks {
+		if disk.DataVolume != "" {
+			dvs = append(dvs, disk.DataVolume)
+		}
+	}
+	return fmt.Sprintf("VirtualMachine %s/%s and its DataVolumes %s hold migrated data and are kept, halted: delete them yourself if they are not wanted",
+		d.m.Namespace, d.targetName(), strings.Join(dvs, ", "))
 }
 
 // pendingSnapshots reports whether a snapshot the controller made is not yet

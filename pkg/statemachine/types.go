@@ -66,9 +66,14 @@ const (
 	// denied) wait for a person to fix them, with a condition saying what.
 	// They are looked at again periodically until the retry deadline.
 	ErrorNeedsUser ErrorClass = "NeedsUser"
-	// ErrorPermanent failures cannot heal (the source VM is gone, the
-	// guest cannot be converted): the migration fails at once.
+	// ErrorPermanent failures cannot heal (the guest cannot be converted,
+	// an object is refused as invalid, a name is taken by something that is
+	// not this migration's): the migration fails at once.
 	ErrorPermanent ErrorClass = "Permanent"
+	// ErrorGone says the source VM no longer exists: permanent, and the one
+	// failure that ends a restore of the source (there is nothing left to
+	// power on).
+	ErrorGone ErrorClass = "Gone"
 )
 
 // ObservedError is a failure the steps saw, classified.
@@ -81,6 +86,10 @@ type ObservedError struct {
 	Message string
 }
 
+// Error makes an ObservedError an error, so a step's action can return
+// its failure already classified.
+func (e *ObservedError) Error() string { return e.Message }
+
 // Observation is what the steps saw of the world for one reconcile. Nil
 // pointers mean "not observed" or "does not exist", as each field says.
 type Observation struct {
@@ -91,6 +100,10 @@ type Observation struct {
 	// TransferSlot says whether the per-host and per-datastore transfer
 	// limits leave room for this migration (Queued only).
 	TransferSlot SlotObservation
+	// Claims says which other migration in flight, if any, already
+	// migrates the same source VM or creates the same target VM (Validating
+	// only, once the inventory is read).
+	Claims ClaimObservation
 	// Children lists the migration's children that exist, by kind.
 	Children Children
 	// TransferJob is the Job named in status.transfer, nil if absent.
@@ -103,6 +116,17 @@ type Observation struct {
 	VM *VMObservation
 	// VMI is the target VirtualMachineInstance, nil if absent.
 	VMI *VMIObservation
+}
+
+// ClaimObservation names the other migrations in flight that hold what
+// this one would claim; empty when nothing is held.
+type ClaimObservation struct {
+	// SourceHeldBy is the namespace/name of a migration in flight of the
+	// same source VM (same endpoint and instance UUID), in any namespace.
+	SourceHeldBy string
+	// TargetHeldBy is the namespace/name of a migration in flight that
+	// creates a VirtualMachine of the same name in the same namespace.
+	TargetHeldBy string
 }
 
 // SourceObservation is what was seen of the source VM.
@@ -397,6 +421,11 @@ func NeedsSource(m *v1alpha1.VirtualMachineMigration) SourceNeed {
 		return SourceNeedState
 	case v1alpha1.PhaseRollingBack, v1alpha1.PhaseCleaningUp:
 		if touched {
+			return SourceNeedState
+		}
+	case v1alpha1.PhaseStarting:
+		// The source must be seen off right before the target starts.
+		if m.SpecInForce().Target.StartEnabled() && (st.Target == nil || st.Target.StartRequestedAt == nil) {
 			return SourceNeedState
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps"
 )
 
 // CDI annotations.
@@ -98,8 +100,9 @@ func createIfAbsent[T metav1.Object](ctx context.Context, m *v1alpha1.VirtualMac
 		return fmt.Errorf("creating %s %s/%s: it exists but reading it failed: %w", kind, m.Namespace, name, gerr)
 	}
 	if !ours(existing, m.UID) {
-		return fmt.Errorf("%s %s/%s exists and does not belong to migration %s (label %s=%q): delete or rename it",
-			kind, m.Namespace, name, m.Name, v1alpha1.LabelMigrationUID, existing.GetLabels()[v1alpha1.LabelMigrationUID])
+		return &statemachine.ObservedError{Class: statemachine.ErrorPermanent, Reason: steps.ReasonNameTaken,
+			Message: fmt.Sprintf("%s %s/%s exists and does not belong to migration %s (label %s=%q): delete or rename it",
+				kind, m.Namespace, name, m.Name, v1alpha1.LabelMigrationUID, existing.GetLabels()[v1alpha1.LabelMigrationUID])}
 	}
 	return nil
 }

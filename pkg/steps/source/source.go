@@ -91,7 +91,7 @@ func classify(err error) *statemachine.ObservedError {
 	msg := err.Error()
 	switch vsphere.Classify(err) {
 	case vsphere.ClassNotFound:
-		return &statemachine.ObservedError{Class: statemachine.ErrorPermanent, Reason: ReasonSourceVMNotFound, Message: msg}
+		return &statemachine.ObservedError{Class: statemachine.ErrorGone, Reason: ReasonSourceVMNotFound, Message: msg}
 	case vsphere.ClassAuth:
 		return &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonSourceAuthFailed,
 			Message: msg + ": fix the username and password in the credentials Secret"}
@@ -142,16 +142,20 @@ func (s *Step) Observe(ctx context.Context, m *v1alpha1.VirtualMachineMigration,
 	return obs
 }
 
-// act runs one operation on the source VM.
+// act runs one operation on the source VM; a failure is returned
+// classified (a *statemachine.ObservedError).
 func (s *Step) act(ctx context.Context, m *v1alpha1.VirtualMachineMigration, what string, op func(context.Context, *object.VirtualMachine) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout())
 	defer cancel()
 	_, vm, oerr := s.connect(ctx, m)
-	if oerr != nil {
-		return fmt.Errorf("%s: %s", what, oerr.Message)
+	if oerr == nil {
+		if err := op(ctx, vm); err != nil {
+			oerr = classify(err)
+		}
 	}
-	if err := op(ctx, vm); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	if oerr != nil {
+		oerr.Message = what + ": " + oerr.Message
+		return oerr
 	}
 	return nil
 }

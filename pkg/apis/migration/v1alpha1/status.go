@@ -322,6 +322,10 @@ type SourceControlStatus struct {
 	// RestoredAt is when the source was seen back in its original state.
 	// +optional
 	RestoredAt *metav1.Time `json:"restoredAt,omitempty"`
+	// SourceGoneAt is when the source VM was found to no longer exist: the
+	// one failure that ends a restore.
+	// +optional
+	SourceGoneAt *metav1.Time `json:"sourceGoneAt,omitempty"`
 	// Snapshots the controller made, with intent and result.
 	// +optional
 	// +listType=map
@@ -413,6 +417,11 @@ type TargetStatus struct {
 	// UID of the VirtualMachine, once created.
 	// +optional
 	UID types.UID `json:"uid,omitempty"`
+	// StartRequestedAt is when the controller asked the VirtualMachine to
+	// run. From then on it holds migrated data: a cancellation or a failure
+	// halts it and keeps it and its DataVolumes.
+	// +optional
+	StartRequestedAt *metav1.Time `json:"startRequestedAt,omitempty"`
 	// VMIPhase is the VirtualMachineInstance's phase.
 	// +optional
 	VMIPhase string `json:"vmiPhase,omitempty"`

@@ -1,0 +1,134 @@
+package controller
+
+import (
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
+)
+
+// claimRegistry keeps one migration per source VM (cluster-wide: the same
+// endpoint host and instance UUID) and one per target VM name (per
+// namespace) among the migrations in flight.
+//
+// A migration claims both when its validation succeeds, and holds them
+// until it ends (Succeeded or Failed) or is gone; what it holds is read
+// from its status (status.source and status.target). Two workers
+// validating at the same instant could both find nothing held in the
+// cache, so the claims are looked at while observing (look: read-only,
+// part of the observation) and then taken in an explicit step (reserve)
+// before the decision that validated the migration is written: reserve
+// checks again under the lock against the cache and the recent
+// reservations, and refuses when another worker took a claim in between;
+// the decision is then dropped and the next reconcile sees the holder.
+// One process takes claims at a time (the leader), and a new leader finds
+// every claim in the statuses.
+type claimRegistry struct {
+	mu   sync.Mutex
+	held map[cache.ObjectName]claim
+}
+
+// claim is what one migration holds: its source identity and its target.
+type claim struct {
+	source, target string
+	at             time.Time
+}
+
+func newClaimRegistry() *claimRegistry {
+	return &claimRegistry{held: map[cache.ObjectName]claim{}}
+}
+
+// sourceIdentity names a source VM across the cluster: the endpoint's
+// host and the VM's instance UUID; "" when not known.
+func sourceIdentity(endpoint string, inv *v1alpha1.SourceInventory) string {
+	if inv == nil || inv.InstanceUUID == "" {
+		return ""
+	}
+	host := endpoint
+	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
+		host = u.Hostname()
+	}
+	return strings.ToLower(host) + "/" + strings.ToLower(inv.InstanceUUID)
+}
+
+// claimOf is what a migration with this status claims.
+func claimOf(m *v1alpha1.VirtualMachineMigration, st *v1alpha1.VirtualMachineMigrationStatus) claim {
+	c := claim{source: sourceIdentity(m.SpecInForce().Source.URL, st.Source)}
+	if st.Target != nil && st.Target.Name != "" {
+		c.target = m.Namespace + "/" + st.Target.Name
+	}
+	return c
+}
+
+// holdsClaims reports whether a migration in this state holds its claims:
+// validated and not ended.
+func holdsClaims(m *v1alpha1.VirtualMachineMigration) bool {
+	p := m.Status.Phase
+	return m.Status.Source != nil && p != "" && p != v1alpha1.PhasePending && p != v1alpha1.PhaseValidating &&
+		!statemachine.IsTerminal(p)
+}
+
+// look names the migrations holding what m would claim with want.
+func (r *claimRegistry) look(m *v1alpha1.VirtualMachineMigration, want claim, all []*v1alpha1.VirtualMachineMigration, now time.Time) statemachine.ClaimObservation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.holders(m, want, all, now)
+}
+
+// reserve takes m's claims if nobody holds them, and reports whether it did.
+func (r *claimRegistry) reserve(m *v1alpha1.VirtualMachineMigration, want claim, all []*v1alpha1.VirtualMachineMigration, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h := r.holders(m, want, all, now); h.SourceHeldBy != "" || h.TargetHeldBy != "" {
+		return false
+	}
+	want.at = now
+	r.held[cache.MetaObjectToName(m)] = want
+	return true
+}
+
+// holders runs with the lock held.
+func (r *claimRegistry) holders(m *v1alpha1.VirtualMachineMigration, want claim, all []*v1alpha1.VirtualMachineMigration, now time.Time) statemachine.ClaimObservation {
+	self := cache.MetaObjectToName(m)
+	claims := map[cache.ObjectName]claim{}
+	for key, c := range r.held {
+		if now.Sub(c.at) <= reservationTTL {
+			claims[key] = c
+		}
+	}
+	for _, other := range all {
+		if holdsClaims(other) {
+			claims[cache.MetaObjectToName(other)] = claimOf(other, &other.Status)
+		}
+	}
+	delete(claims, self)
+	var out statemachine.ClaimObservation
+	for key, c := range claims {
+		if want.source != "" && c.source == want.source && out.SourceHeldBy == "" {
+			out.SourceHeldBy = key.String()
+		}
+		if want.target != "" && c.target == want.target && out.TargetHeldBy == "" {
+			out.TargetHeldBy = key.String()
+		}
+	}
+	return out
+}
+
+// settle forgets expired reservations and m's own once it ended or is gone.
+func (r *claimRegistry) settle(key cache.ObjectName, ended bool, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, c := range r.held {
+		if now.Sub(c.at) > reservationTTL {
+			delete(r.held, k)
+		}
+	}
+	if ended {
+		delete(r.held, key)
+	}
+}

@@ -30,9 +30,9 @@ const targetHashLength = 8
 // spaces, punctuation and ASCII symbols are separators, and every run of
 // them (and of dropped characters) becomes one '-', trimmed at both ends.
 //
-// When that loses nothing and fits in MaxTargetNameLength, the folded form
-// is the name, with no hash: a valid label that fits is returned unchanged,
-// and "Web_01 (prod)" gives "web-01-prod". When any character had to be
+// A DNS-1123 label of at most MaxTargetNameLength characters is returned
+// unchanged. Otherwise, when the fold loses nothing and fits, the folded
+// form is the name, with no hash: "Web_01 (prod)" gives "web-01-prod". When any character had to be
 // dropped (letters of other scripts such as CJK, emoji, symbols outside
 // ASCII, invalid UTF-8), when the folded form is empty, or when it is too
 // long, the name is "<readable>-<hash>": the folded form cut to fit, or
@@ -46,6 +46,9 @@ const targetHashLength = 8
 // MaxTargetNameLength characters, and TargetName(TargetName(s)) ==
 // TargetName(s).
 func TargetName(sourceName string) string {
+	if isTargetLabel(sourceName) {
+		return sourceName
+	}
 	folded, lossy := foldLabel(sourceName)
 	if !lossy && folded != "" && len(folded) <= MaxTargetNameLength {
 		return folded
@@ -60,6 +63,21 @@ func TargetName(sourceName string) string {
 		folded = "vm"
 	}
 	return folded + "-" + hash
+}
+
+// isTargetLabel reports whether s is a DNS-1123 label of at most
+// MaxTargetNameLength characters, which TargetName keeps as it is (even
+// with the runs of '-' that folding would shorten).
+func isTargetLabel(s string) bool {
+	if s == "" || len(s) > MaxTargetNameLength || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 // foldLabel returns the transliterated, lower-case, dash-separated form of

@@ -44,6 +44,7 @@ func TestTargetName(t *testing.T) {
 	tests := map[string]struct{ source, want string }{
 		"ascii label unchanged":      {"web-01", "web-01"},
 		"single character":           {"a", "a"},
+		"label with a run of dashes": {"web--01", "web--01"},
 		"label of 54 unchanged":      {fits, fits},
 		"separators folded":          {"Web_01 (prod)", "web-01-prod"},
 		"separators trimmed":         {"  --DB_primary--  ", "db-primary"},
@@ -166,13 +167,18 @@ func TestTargetNameFoldsAlike(t *testing.T) {
 func checkHashRule(t *testing.T, source, name string) (hashed bool) {
 	t.Helper()
 	folded, lossy := foldLabel(source)
-	if lossy || folded == "" || len(folded) > MaxTargetNameLength {
+	switch {
+	case isTargetLabel(source):
+		if name != source {
+			t.Fatalf("TargetName(%q) = %q: a valid label that fits must be unchanged", source, name)
+		}
+		return false
+	case lossy || folded == "" || len(folded) > MaxTargetNameLength:
 		if !strings.HasSuffix(name, "-"+sourceHash(source)) {
 			t.Fatalf("TargetName(%q) = %q: lost characters (fold %q) but has no hash", source, name, folded)
 		}
 		return true
-	}
-	if name != folded {
+	case name != folded:
 		t.Fatalf("TargetName(%q) = %q, want its lossless fold %q", source, name, folded)
 	}
 	return false

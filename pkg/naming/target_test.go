@@ -90,6 +90,8 @@ func TestTargetName(t *testing.T) {
 		"compatibility symbol":       {"Web™", "webtm"},
 		"invalid utf-8":              {"web\xff", "web-" + sourceHash("web\xff")},
 		"empty":                      {"", "vm-e3b0c442"}, // pinned: the hash must never change
+		"pinned, as in the README":   {"数据库服务器", "vm-2cba3fb4"},
+		"pinned emoji, README":       {"web🙂", "web-19d19d3e"},
 		"separators only":            {"***", "vm-" + sourceHash("***")},
 		"63 characters":              {long63, long63[:45] + "-" + sourceHash(long63)},
 		"64 characters":              {long64, long64[:45] + "-" + sourceHash(long64)},

@@ -32,12 +32,12 @@ const targetHashLength = 8
 //
 // A DNS-1123 label of at most MaxTargetNameLength characters is returned
 // unchanged. Otherwise, when the fold loses nothing and fits, the folded
-// form is the name, with no hash: "Web_01 (prod)" gives "web-01-prod". When any character had to be
-// dropped (letters of other scripts such as CJK, emoji, symbols outside
-// ASCII, invalid UTF-8), when the folded form is empty, or when it is too
-// long, the name is "<readable>-<hash>": the folded form cut to fit, or
-// "vm" when empty, then the first 8 hex digits of the SHA-256 of the exact
-// source name. So sources that lose anything get distinct names (up to a
+// form is the name, with no hash: "Web_01 (prod)" gives "web-01-prod".
+// When any character had to be dropped (letters of other scripts such as
+// CJK, emoji, symbols outside ASCII, invalid UTF-8), when the folded form
+// is empty, or when it is too long, the name is "<readable>-<hash>": the
+// folded form cut to fit, or "vm" when empty, then the first 8 hex digits
+// of the SHA-256 of the exact source name. So sources that lose anything get distinct names (up to a
 // 32-bit hash collision); sources whose names differ only in case,
 // separators or what transliteration folds (Ü and U, ß and ss) may share
 // one.

@@ -81,6 +81,9 @@ func DiskName(index int) string {
 // DNS1123Label turns a vSphere VM name into a valid DNS-1123 label: lower
 // case, runs of other characters folded into one '-', trimmed, at most 63
 // characters. A name with nothing usable gives "vm".
+//
+// Deprecated: use TargetName, which transliterates and keeps distinct
+// sources distinct; DNS1123Label stays until its callers move.
 func DNS1123Label(name string) string {
 	var b strings.Builder
 	dash := false

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -27,7 +26,6 @@ func (c *Controller) act(ctx context.Context, m *v1alpha1.VirtualMachineMigratio
 		return nil
 	}
 	if err != nil {
-		c.recorder.Eventf(m, corev1.EventTypeWarning, statemachine.ReasonActionFailed, "%s failed: %v", a.Type, err)
 		return fmt.Errorf("%s: %w", a.Type, err)
 	}
 	actionsTotal.WithLabelValues(string(a.Type)).Inc()

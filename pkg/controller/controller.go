@@ -81,8 +81,9 @@ type Controller struct {
 	storageClasses storagelisters.StorageClassLister
 	synced         []cache.InformerSynced
 
-	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	slots *slotReservations
+	queue  workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	slots  *slotReservations
+	claims *claimRegistry
 }
 
 // New builds a controller and registers its event handlers on the informers.
@@ -103,7 +104,8 @@ func New(clients Clients, inf Informers, s Steps, recorder record.EventRecorder,
 			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](cfg.BaseRetryDelay, cfg.MaxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "virtualmachinemigrations", Clock: cfg.Clock},
 		),
-		slots: newSlotReservations(),
+		slots:  newSlotReservations(),
+		claims: newClaimRegistry(),
 	}
 	if err := c.registerHandlers(inf); err != nil {
 		return nil, err

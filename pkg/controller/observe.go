@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/preflight"
 	"platform.example/vm-migration/pkg/statemachine"
 )
@@ -47,8 +46,23 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 			return obs, err
 		}
 		obs.Preflight = preflight.Check(m.SpecInForce(), inv, facts)
+		if obs.Claims, err = c.lookClaims(m, inv); err != nil {
+			return obs, err
+		}
 	}
 	return obs, nil
+}
+
+// lookClaims names the migrations in flight that already migrate m's
+// source VM or create its target VM (read-only: reserveClaims takes them).
+func (c *Controller) lookClaims(m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) (statemachine.ClaimObservation, error) {
+	all, err := c.migrations.List(labels.Everything())
+	if err != nil {
+		return statemachine.ClaimObservation{}, fmt.Errorf("listing migrations: %w", err)
+	}
+	spec := m.SpecInForce()
+	want := claim{source: sourceIdentity(spec.Source.URL, inv), target: m.Namespace + "/" + statemachine.TargetName(spec, inv)}
+	return c.claims.look(m, want, all, c.clock.Now()), nil
 }
 
 // clusterFacts is what the preflight rules need of the cluster, from the
@@ -65,10 +79,7 @@ func (c *Controller) clusterFacts(m *v1alpha1.VirtualMachineMigration, inv *v1al
 			facts.DefaultStorageClass = sc.Name
 		}
 	}
-	facts.TargetName = m.SpecInForce().Target.Name
-	if facts.TargetName == "" {
-		facts.TargetName = naming.DNS1123Label(inv.Name)
-	}
+	facts.TargetName = statemachine.TargetName(m.SpecInForce(), inv)
 	if sc := m.Status.SourceControl; sc != nil {
 		for _, snap := range sc.Snapshots {
 			facts.ControllerSnapshots = append(facts.ControllerSnapshots, snap.Name)

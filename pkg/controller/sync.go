@@ -15,6 +15,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps"
 )
 
 // conflictRequeue is when a reconcile that met a write conflict, or lost a
@@ -29,6 +30,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	cached, err := c.migrations.VirtualMachineMigrations(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		c.slots.settle(key, "", c.clock.Now())
+		c.claims.settle(key, true, c.clock.Now())
 		return 0, nil
 	}
 	if err != nil {
@@ -42,13 +44,9 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	if err != nil {
 		return 0, fmt.Errorf("observing: %w", err)
 	}
-	dec := statemachine.Decide(statemachine.Input{
-		Migration:   m,
-		Observation: obs,
-		Now:         metav1.NewTime(c.clock.Now()).Rfc3339Copy(),
-		Config:      c.cfg.Decisions,
-	})
-	if !c.reserveSlot(m, dec) {
+	in := statemachine.Input{Migration: m, Observation: obs, Now: metav1.NewTime(c.clock.Now()).Rfc3339Copy(), Config: c.cfg.Decisions}
+	dec := statemachine.Decide(in)
+	if !c.reserveSlot(m, dec) || !c.reserveClaims(m, dec) {
 		return conflictRequeue, nil
 	}
 	cur, retry, err := c.writeStatus(ctx, m, dec)
@@ -57,8 +55,23 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	}
 	c.recordEvents(cur, dec.Events)
 	if err := c.act(ctx, cur, dec.Action); err != nil {
-		return 0, err
+		return c.actionFailed(ctx, in, cur, dec.Action, err)
 	}
+	return dec.RequeueAfter, nil
+}
+
+// actionFailed hands a failed action to the state machine, classified, and
+// writes what it decides: a wait with a condition, or the failure of the
+// migration. Only an error writing that status goes back to the queue.
+func (c *Controller) actionFailed(ctx context.Context, in statemachine.Input, cur *v1alpha1.VirtualMachineMigration, a statemachine.Action, err error) (time.Duration, error) {
+	klog.FromContext(ctx).Info("action failed", "action", a.Type, "error", err.Error())
+	in.Migration, in.Observation = cur, statemachine.Observation{}
+	dec := statemachine.ActionFailed(in, a, steps.Classify(err))
+	next, retry, err := c.writeStatus(ctx, cur, dec)
+	if next == nil || err != nil {
+		return retry, err
+	}
+	c.recordEvents(next, dec.Events)
 	return dec.RequeueAfter, nil
 }
 
@@ -77,6 +90,26 @@ func (c *Controller) reserveSlot(m *v1alpha1.VirtualMachineMigration, dec statem
 		return false
 	}
 	return c.slots.reserve(m, all, c.limits(), now)
+}
+
+// reserveClaims is the explicit reservation of the claims a decision that
+// validated the migration records (its source VM, its target name): it is
+// dropped (false) when another worker took one since it was observed. A
+// migration that ended releases its claims.
+func (c *Controller) reserveClaims(m *v1alpha1.VirtualMachineMigration, dec statemachine.Decision) bool {
+	key, now := cache.MetaObjectToName(m), c.clock.Now()
+	validated := func(p v1alpha1.Phase) bool {
+		return p != v1alpha1.PhasePending && p != v1alpha1.PhaseValidating && !statemachine.IsTerminal(p)
+	}
+	if !validated(dec.Status.Phase) || validated(m.Status.Phase) {
+		c.claims.settle(key, statemachine.IsTerminal(dec.Status.Phase), now)
+		return true
+	}
+	all, err := c.migrations.List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	return c.claims.reserve(m, claimOf(m, &dec.Status), all, now)
 }
 
 // writeStatus writes the decision's status when it differs from m's. It

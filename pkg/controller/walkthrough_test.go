@@ -225,8 +225,14 @@ func (f *walkFixture) playAPIServer() {
 	}
 	vmis, err := f.kv.KubevirtV1().VirtualMachineInstances(walkNamespace).List(ctx, metav1.ListOptions{})
 	require.NoError(f.t, err)
+	halted := func(name string) bool {
+		return slices.ContainsFunc(vms.Items, func(vm kubevirtv1.VirtualMachine) bool {
+			return vm.Name == name && vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy == kubevirtv1.RunStrategyHalted
+		})
+	}
 	for _, vmi := range vmis.Items {
-		if !vmExists("", vmi.Name) {
+		// KubeVirt stops the instance of a halted VM.
+		if !vmExists("", vmi.Name) || halted(vmi.Name) {
 			require.NoError(f.t, f.kv.KubevirtV1().VirtualMachineInstances(walkNamespace).Delete(ctx, vmi.Name, metav1.DeleteOptions{}))
 		}
 	}
@@ -797,9 +803,11 @@ func TestWalkThroughEveryPhase(t *testing.T) {
 }
 
 // TestWalkCancelInEveryPhase deletes the migration at a checkpoint of every
-// non-terminal phase the walk reaches: every child goes (an unfinished VM
-// too), the finalizer is released and a source the controller stopped is
-// powered on again.
+// non-terminal phase the walk reaches: every child goes (a target VM that
+// never ran too), the finalizer is released and a source the controller
+// stopped is powered on again. A target VM that was started holds migrated
+// data: it is halted and kept with its DataVolumes, and the TargetKept
+// condition and event name them.
 func TestWalkCancelInEveryPhase(t *testing.T) {
 	phases := []v1alpha1.Phase{
 		v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseQueued,
@@ -818,6 +826,13 @@ func TestWalkCancelInEveryPhase(t *testing.T) {
 				require.Equal(t, vsphereOff, f.powerState())
 			}
 			t.Logf("cancelling in %s with children %v", phase, f.children())
+			var kept []string
+			if started := m.Status.Target != nil && m.Status.Target.StartRequestedAt != nil; started {
+				kept = append(kept, "VirtualMachine/"+m.Status.Target.Name)
+				for _, d := range m.Status.Disks {
+					kept = append(kept, "DataVolume/"+d.DataVolume)
+				}
+			}
 
 			f.deleteMigration()
 			m = f.syncTo(v1alpha1.PhaseCancelling)
@@ -827,7 +842,14 @@ func TestWalkCancelInEveryPhase(t *testing.T) {
 				f.clock.Step(statemachine.DefaultPollInterval)
 				f.sync()
 			}
-			f.requireChildren("after cancelling in " + string(phase))
+			f.requireChildren("after cancelling in "+string(phase), kept...)
+			if kept != nil {
+				vm, err := f.kv.KubevirtV1().VirtualMachines(walkNamespace).Get(f.ctx, m.Status.Target.Name, metav1.GetOptions{})
+				require.NoError(t, err)
+				assert.Equal(t, kubevirtv1.RunStrategyHalted, *vm.Spec.RunStrategy, "the kept target is halted")
+				assert.True(t, slices.ContainsFunc(f.events, func(e string) bool { return strings.Contains(e, statemachine.ReasonTargetKept) }),
+					"no TargetKept event: %v", f.events)
+			}
 			assert.Equal(t, vsphereOn, f.powerState(), "the source is powered on, as it was found")
 			if stopped {
 				assert.Contains(t, f.events, "Normal "+statemachine.ReasonSourceRestored+" the source VM is powered on again, as it was found")

@@ -462,8 +462,29 @@ func TestStarting(t *testing.T) {
 			phase: v1alpha1.PhaseCleaningUp,
 			check: func(t *testing.T, d Decision) { wantEvidence(t, d, v1alpha1.PhaseStarting, 0) },
 		},
-		"halted: start it": {
+		"halted, source seen off: start it, the intent recorded first": {
+			m: m(), obs: newObs(sourceOff, targetVM(true, RunStrategyHalted)),
+			phase: v1alpha1.PhaseStarting, action: ActionStartVM, name: builders.DefaultTarget,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "startRequestedAt", d.Status.Target.StartRequestedAt, 0)
+			},
+		},
+		"halted, source not read yet: read it before starting": {
 			m: m(), obs: newObs(targetVM(true, RunStrategyHalted)),
+			phase: v1alpha1.PhaseStarting, requeue: DefaultPollInterval,
+		},
+		"halted, source running again: never two copies, fail": {
+			m: m(), obs: newObs(sourceOn(true), targetVM(true, RunStrategyHalted)),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseStarting, ReasonSourceRunning) },
+		},
+		"halted, source gone: start it": {
+			m: m(), obs: newObs(sourceError(ErrorGone, ReasonSourceVMNotFound), targetVM(true, RunStrategyHalted)),
+			phase: v1alpha1.PhaseStarting, action: ActionStartVM, name: builders.DefaultTarget,
+		},
+		"start already requested (the patch failed): ask again without reading the source": {
+			m: m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target.StartRequestedAt = builders.TP(-time.Second) })),
+			obs:   newObs(targetVM(true, RunStrategyHalted)),
 			phase: v1alpha1.PhaseStarting, action: ActionStartVM, name: builders.DefaultTarget,
 		},
 		"VMI running: CleaningUp": {

@@ -60,11 +60,13 @@ func newDecider(in Input) *decider {
 	if st.Phase == "" {
 		st.Phase = v1alpha1.PhasePending
 	}
+	obs := in.Observation
+	obs.Children = obs.Children.ownedBy(in.Migration.UID)
 	return &decider{
 		cfg:        in.Config.withDefaults(),
 		m:          in.Migration,
 		spec:       in.Migration.SpecInForce(),
-		obs:        in.Observation,
+		obs:        obs,
 		now:        in.Now,
 		st:         st,
 		startPhase: st.Phase,
@@ -112,9 +114,14 @@ func (d *decider) act(t ActionType, name string, attempt int32) {
 	d.out.Action = Action{Type: t, Name: name, Attempt: attempt}
 }
 
-// remove asks to delete the observed objects; name says what for.
+// remove asks to delete the observed objects; name says what for. An
+// object that does not carry this migration's UID is never named, whatever
+// the observation held.
 func (d *decider) remove(t ActionType, name string, objects ...ObjectRef) {
-	d.out.Action = Action{Type: t, Name: name, Objects: objects}
+	ours := slices.DeleteFunc(slices.Clone(objects), func(o ObjectRef) bool {
+		return d.m.UID == "" || o.MigrationUID != d.m.UID
+	})
+	d.out.Action = Action{Type: t, Name: name, Objects: ours}
 }
 
 // working says what the controller does now and when to look again.

@@ -450,7 +450,7 @@ func TargetName(spec *v1alpha1.VirtualMachineMigrationSpec, inv *v1alpha1.Source
 	if spec.Target.Name != "" || inv == nil {
 		return spec.Target.Name
 	}
-	return naming.DNS1123Label(inv.Name)
+	return naming.TargetName(inv.Name)
 }
 
 // creatingVM: the VirtualMachine exists and owns its DataVolumes.

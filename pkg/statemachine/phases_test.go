@@ -384,9 +384,10 @@ func TestStoppingSource(t *testing.T) {
 			m: m(), obs: newObs(sourceOn(false)),
 			phase: v1alpha1.PhaseStoppingSource, action: ActionPowerOffSource,
 		},
-		"suspended: power off": {
+		"suspended right before the stop: fail, never power it off": {
 			m: m(), obs: newObs(func(o *Observation) { o.Source.Observed, o.Source.PowerState = true, PowerStateSuspended }),
-			phase: v1alpha1.PhaseStoppingSource, action: ActionPowerOffSource,
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseStoppingSource, ReasonSourceSuspended) },
 		},
 		"power-off requested less than a poll interval ago: wait": {
 			m: newMigration(builders.PowerOffMode, builders.Reached(v1alpha1.PhaseStoppingSource), powerOffAt(-3*time.Second)), obs: newObs(sourceOn(true)),

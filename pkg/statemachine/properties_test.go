@@ -398,10 +398,11 @@ func TestPropertyTerminalStaysTerminal(t *testing.T) {
 			}
 			return
 		}
-		allowed := []ActionType{ActionNone, ActionDeleteChildren, ActionRemoveFinalizer}
+		allowed := []ActionType{ActionNone, ActionDeleteStaging, ActionRemoveFinalizer}
 		if from == v1alpha1.PhaseFailed {
-			// The unfinished target VM of a failed migration goes with it.
-			allowed = append(allowed, ActionDeleteVM)
+			// The unfinished target VM of a failed migration goes with it,
+			// unless it ran: then it is halted and kept.
+			allowed = append(allowed, ActionDeleteVM, ActionDeleteChildren, ActionHaltVM)
 		}
 		if !slices.Contains(allowed, d.Action.Type) {
 			t.Errorf("deleting a %s migration asked for %+v", from, d.Action)

@@ -112,13 +112,22 @@ func TestRollingBack(t *testing.T) {
 			},
 		},
 		"source gone: nothing to restore": {
-			m: m(), obs: newObs(sourceError(ErrorPermanent, ReasonSourceVMNotFound)),
+			m: m(), obs: newObs(sourceError(ErrorGone, ReasonSourceVMNotFound)),
 			phase: v1alpha1.PhaseFailed,
 			check: func(t *testing.T, d Decision) {
-				failed("could not be restored")(t, d)
+				failed("no longer exists")(t, d)
 				if !hasEvent(d, ReasonSourceVMNotFound) {
 					t.Errorf("no event for the lost source")
 				}
+				wantTime(t, "sourceGoneAt", d.Status.SourceControl.SourceGoneAt, 0)
+			},
+		},
+		"a permanent failure to read the source does not end the restore": {
+			m: m(), obs: newObs(sourceError(ErrorPermanent, "SourceError")),
+			phase: v1alpha1.PhaseRollingBack, requeue: DefaultWaitInterval,
+			check: func(t *testing.T, d Decision) {
+				wantCond(t, d, ConditionSourceRestoreFailed, metav1.ConditionTrue, ReasonSourceRestoreFailed)
+				wantLastError(t, d, v1alpha1.PhaseTransferringDisks, ReasonTransferFailed)
 			},
 		},
 		"snapshot recorded and present: remove it": {
@@ -162,14 +171,33 @@ func TestDeletion(t *testing.T) {
 	}
 	children := []obsOpt{claims(stagingClaims()...), jobs(naming.TransferJob(builders.Name, 1)), childDVs(dvNames()[0])}
 	restored := builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoredAt = builders.TP(-time.Second) })
+	startRequested := builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target.StartRequestedAt = builders.TP(-time.Minute) })
 	for name, tc := range map[string]decideCase{
 		"deleted while paused: cancellation still runs": {
 			m:     newMigration(builders.Reached(v1alpha1.PhaseImporting), builders.Paused, builders.Deleted),
 			phase: v1alpha1.PhaseCancelling,
 		},
-		"Cancelling: our VM is deleted first": {
-			m: cancelling(), obs: newObs(append(children, sourceOff, targetVM(true, RunStrategyAlways))...),
+		"Cancelling: our VM that never ran is deleted first": {
+			m: cancelling(), obs: newObs(append(children, sourceOff, targetVM(true, RunStrategyHalted))...),
 			phase: v1alpha1.PhaseCancelling, action: ActionDeleteVM, name: builders.DefaultTarget,
+		},
+		"Cancelling: our started VM is halted, and kept": {
+			m: cancelling(), obs: newObs(append(children, sourceOff, targetVM(true, RunStrategyAlways))...),
+			phase: v1alpha1.PhaseCancelling, action: ActionHaltVM, name: builders.DefaultTarget,
+			check: func(t *testing.T, d Decision) {
+				wantCond(t, d, ConditionTargetKept, metav1.ConditionTrue, ReasonTargetKept)
+			},
+		},
+		"Cancelling: our started VM, halted: staging deleted, DataVolumes kept": {
+			m: cancelling(startRequested), obs: newObs(append(children, sourceOff, targetVM(true, RunStrategyHalted))...),
+			phase: v1alpha1.PhaseCancelling, action: ActionDeleteStaging,
+			check: func(t *testing.T, d Decision) {
+				for _, o := range d.Action.Objects {
+					if o.Kind == KindDataVolume || o.Kind == KindVirtualMachine {
+						t.Errorf("a started target's %s %s is deleted", o.Kind, o.Name)
+					}
+				}
+			},
 		},
 		"Cancelling: a VM not ours is kept, children deleted": {
 			m: cancelling(), obs: newObs(append(children, sourceOff, targetVM(false, RunStrategyAlways))...),
@@ -199,9 +227,16 @@ func TestDeletion(t *testing.T) {
 			obs:   newObs(sourceOff),
 			phase: v1alpha1.PhaseCancelling, action: ActionRemoveFinalizer,
 		},
-		"Succeeded: the migrated VM is never deleted, children are": {
+		"Succeeded: the migrated VM and its disks are never deleted, staging objects are": {
 			m: newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted), obs: newObs(append(children, sourceOff, targetVM(true, RunStrategyAlways))...),
-			phase: v1alpha1.PhaseSucceeded, action: ActionDeleteChildren,
+			phase: v1alpha1.PhaseSucceeded, action: ActionDeleteStaging,
+			check: func(t *testing.T, d Decision) {
+				for _, o := range d.Action.Objects {
+					if o.Kind == KindDataVolume || o.Kind == KindVirtualMachine {
+						t.Errorf("deleting a Succeeded migration deletes %s %s", o.Kind, o.Name)
+					}
+				}
+			},
 		},
 		"Succeeded: the source stays off, the finalizer is released": {
 			m: newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted), obs: newObs(sourceOff, targetVM(true, RunStrategyAlways)),

@@ -221,6 +221,16 @@ func (c Children) All() []ObjectRef {
 	return slices.Concat(c.Staging(), c.DataVolumes)
 }
 
+// ownedBy keeps the children that carry uid: the observer lists no other,
+// and the decisions never count or name one that is not the migration's.
+func (c Children) ownedBy(uid types.UID) Children {
+	keep := func(refs []ObjectRef) []ObjectRef {
+		return slices.DeleteFunc(slices.Clone(refs), func(o ObjectRef) bool { return uid == "" || o.MigrationUID != uid })
+	}
+	return Children{StagingClaims: keep(c.StagingClaims), Jobs: keep(c.Jobs), ConfigMaps: keep(c.ConfigMaps),
+		DataVolumes: keep(c.DataVolumes), TransferAccess: keep(c.TransferAccess)}
+}
+
 // Names are the names of refs, in order.
 func Names(refs []ObjectRef) []string {
 	names := make([]string, 0, len(refs))

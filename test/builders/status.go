@@ -91,7 +91,7 @@ var reachedSteps = []struct {
 		m.Status.Source = inv
 		target := m.Spec.Target.Name
 		if target == "" {
-			target = naming.DNS1123Label(inv.Name)
+			target = naming.TargetName(inv.Name)
 		}
 		m.Status.Target = &v1alpha1.TargetStatus{Name: target}
 	}},

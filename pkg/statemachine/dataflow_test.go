@@ -483,7 +483,7 @@ func TestStarting(t *testing.T) {
 			phase: v1alpha1.PhaseStarting, action: ActionStartVM, name: builders.DefaultTarget,
 		},
 		"start already requested (the patch failed): ask again without reading the source": {
-			m: m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target.StartRequestedAt = builders.TP(-time.Second) })),
+			m:     m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target.StartRequestedAt = builders.TP(-time.Second) })),
 			obs:   newObs(targetVM(true, RunStrategyHalted)),
 			phase: v1alpha1.PhaseStarting, action: ActionStartVM, name: builders.DefaultTarget,
 		},

@@ -387,7 +387,9 @@ func TestStoppingSource(t *testing.T) {
 		"suspended right before the stop: fail, never power it off": {
 			m: m(), obs: newObs(func(o *Observation) { o.Source.Observed, o.Source.PowerState = true, PowerStateSuspended }),
 			phase: v1alpha1.PhaseRollingBack,
-			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseStoppingSource, ReasonSourceSuspended) },
+			check: func(t *testing.T, d Decision) {
+				wantLastError(t, d, v1alpha1.PhaseStoppingSource, ReasonSourceSuspended)
+			},
 		},
 		"power-off requested less than a poll interval ago: wait": {
 			m: newMigration(builders.PowerOffMode, builders.Reached(v1alpha1.PhaseStoppingSource), powerOffAt(-3*time.Second)), obs: newObs(sourceOn(true)),

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,11 +67,13 @@ func claimOf(m *v1alpha1.VirtualMachineMigration, st *v1alpha1.VirtualMachineMig
 }
 
 // holdsClaims reports whether a migration in this state holds its claims:
-// validated and not ended.
+// validated and not ended (a failing one holds them until its rollback
+// restored the source).
 func holdsClaims(m *v1alpha1.VirtualMachineMigration) bool {
 	p := m.Status.Phase
-	return m.Status.Source != nil && p != "" && p != v1alpha1.PhasePending && p != v1alpha1.PhaseValidating &&
-		!statemachine.IsTerminal(p)
+	return m.Status.Source != nil && m.Status.Evidence != nil && slices.ContainsFunc(m.Status.Evidence, func(e v1alpha1.CheckpointEvidence) bool {
+		return e.Phase == v1alpha1.PhaseValidating
+	}) && !statemachine.IsTerminal(p)
 }
 
 // look names the migrations holding what m would claim with want.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -33,6 +34,9 @@ type Config struct {
 	// DefaultConversionImage is the controller's default virt-v2v image,
 	// for the preflight rule that a conversion has an image.
 	DefaultConversionImage string
+	// AllowedConversionImages are the patterns (path.Match) a migration's
+	// own conversion image must match; the default image is always allowed.
+	AllowedConversionImages []string
 	// Decisions holds the state machine's tunables.
 	Decisions statemachine.Config
 	// Clock is the time source of the decisions and of the queue's delays;
@@ -48,6 +52,8 @@ type Clients struct {
 	Migration migclient.Interface
 	KubeVirt  kvclient.Interface
 	CDI       cdiclient.Interface
+	// Metadata lists and watches the metadata of objects of any kind.
+	Metadata metadata.Interface
 }
 
 // Informers are what the controller reads: the migrations, the cluster's
@@ -61,6 +67,9 @@ type Informers struct {
 	Secrets        cache.SharedIndexInformer
 	// Children maps a resource name to its (label-filtered) informer.
 	Children map[string]cache.SharedIndexInformer
+	// Names maps a resource name to its metadata-only informer of every
+	// object of the watched namespaces (see Factories.Names).
+	Names map[string]cache.SharedIndexInformer
 }
 
 // Steps are the side effects the controller delegates.
@@ -79,6 +88,7 @@ type Controller struct {
 
 	migrations     miglisters.VirtualMachineMigrationLister
 	storageClasses storagelisters.StorageClassLister
+	names          map[string]cache.SharedIndexInformer
 	synced         []cache.InformerSynced
 
 	queue  workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -100,6 +110,7 @@ func New(clients Clients, inf Informers, s Steps, recorder record.EventRecorder,
 		clock:          cfg.Clock,
 		migrations:     miglisters.NewVirtualMachineMigrationLister(inf.Migrations.GetIndexer()),
 		storageClasses: storagelisters.NewStorageClassLister(inf.StorageClasses.GetIndexer()),
+		names:          inf.Names,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](cfg.BaseRetryDelay, cfg.MaxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "virtualmachinemigrations", Clock: cfg.Clock},

@@ -69,7 +69,7 @@ func newFixture(t *testing.T, source steps.SourceStep, objs ...runtime.Object) *
 		t: t, ctx: context.Background(), cluster: cl, kube: cl.Kube, mig: cl.Mig, kv: cl.KV, cdi: cl.CDI,
 		clock: clocktesting.NewFakeClock(builders.T0), rec: record.NewFakeRecorder(1000),
 	}
-	clients := Clients{Kube: f.kube, Migration: f.mig, KubeVirt: f.kv, CDI: f.cdi}
+	clients := Clients{Kube: f.kube, Migration: f.mig, KubeVirt: f.kv, CDI: f.cdi, Metadata: cl.Meta}
 	f.factories = NewFactories(clients, "", 0)
 	fk := f.factories
 	p := &pipeline.Step{Kube: f.kube, KubeVirt: f.kv, CDI: f.cdi, Config: pipelineConfig,
@@ -96,6 +96,7 @@ func (f *fixture) resync() {
 	all["storageclasses"] = f.informers.StorageClasses
 	all["secrets"] = f.informers.Secrets
 	f.cluster.Mirror(all)
+	f.cluster.MirrorNames(f.informers.Names)
 }
 
 // key is a migration's queue key.

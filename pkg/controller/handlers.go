@@ -24,6 +24,9 @@ func (c *Controller) registerHandlers(inf Informers) error {
 		return fmt.Errorf("registering secret handler: %w", err)
 	}
 	c.synced = append(c.synced, migReg.HasSynced, secretReg.HasSynced, inf.StorageClasses.HasSynced)
+	for _, informer := range inf.Names {
+		c.synced = append(c.synced, informer.HasSynced)
+	}
 	for _, name := range slices.Sorted(maps.Keys(inf.Children)) {
 		reg, err := inf.Children[name].AddEventHandler(onEvery(c.enqueueLabelledOwner))
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -32,6 +33,10 @@ type Factories struct {
 	CDI       cdiinformers.SharedInformerFactory
 	Secrets   kubeinformers.SharedInformerFactory
 	Cluster   kubeinformers.SharedInformerFactory
+	// Names caches the metadata of every claim, DataVolume and
+	// VirtualMachine in the watched namespaces (not only the migrations'),
+	// to find the names a migration would create taken before it starts.
+	Names metadatainformer.SharedInformerFactory
 }
 
 // NewFactories builds the factories, scoped to one namespace when
@@ -50,6 +55,7 @@ func NewFactories(clients Clients, namespace string, resync time.Duration) *Fact
 		Secrets: kubeinformers.NewSharedInformerFactoryWithOptions(clients.Kube, resync,
 			kubeinformers.WithNamespace(namespace), kubeinformers.WithTweakListOptions(credentials)),
 		Cluster: kubeinformers.NewSharedInformerFactory(clients.Kube, resync),
+		Names:   metadatainformer.NewFilteredSharedInformerFactory(clients.Metadata, resync, namespace, nil),
 	}
 }
 
@@ -57,11 +63,19 @@ func NewFactories(clients Clients, namespace string, resync time.Duration) *Fact
 // the migrations, the storage classes, the credentials Secrets and the
 // steps' child informers (built from f.Kube, f.KubeVirt and f.CDI).
 func (f *Factories) Informers(children map[string]cache.SharedIndexInformer) Informers {
+	names := map[string]cache.SharedIndexInformer{}
+	for _, gvr := range nameResources {
+		informer := f.Names.ForResource(gvr).Informer()
+		// Only once, before the informer runs: later calls fail and are harmless.
+		_ = informer.SetTransform(stripManagedFields)
+		names[gvr.Resource] = informer
+	}
 	return Informers{
 		Migrations:     f.Migration.Migration().V1alpha1().VirtualMachineMigrations().Informer(),
 		StorageClasses: f.Cluster.Storage().V1().StorageClasses().Informer(),
 		Secrets:        f.Secrets.Core().V1().Secrets().Informer(),
 		Children:       children,
+		Names:          names,
 	}
 }
 
@@ -73,6 +87,7 @@ func (f *Factories) Start(ctx context.Context) {
 	f.CDI.Start(ctx.Done())
 	f.Secrets.Start(ctx.Done())
 	f.Cluster.Start(ctx.Done())
+	f.Names.Start(ctx.Done())
 }
 
 // Shutdown waits for the informers to stop once ctx is done.
@@ -83,4 +98,5 @@ func (f *Factories) Shutdown() {
 	f.CDI.Shutdown()
 	f.Secrets.Shutdown()
 	f.Cluster.Shutdown()
+	f.Names.Shutdown()
 }

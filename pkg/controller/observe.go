@@ -69,6 +69,7 @@ func (c *Controller) lookClaims(m *v1alpha1.VirtualMachineMigration, inv *v1alph
 // caches: the storage classes, and whether the target VM's name is taken.
 func (c *Controller) clusterFacts(m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) (preflight.ClusterFacts, error) {
 	facts := preflight.ClusterFacts{StorageClasses: map[string]bool{}, DefaultConversionImage: c.cfg.DefaultConversionImage}
+	var err error
 	classes, err := c.storageClasses.List(labels.Everything())
 	if err != nil {
 		return facts, fmt.Errorf("listing storage classes: %w", err)
@@ -80,6 +81,11 @@ func (c *Controller) clusterFacts(m *v1alpha1.VirtualMachineMigration, inv *v1al
 		}
 	}
 	facts.TargetName = statemachine.TargetName(m.SpecInForce(), inv)
+	facts.TargetNameTaken, facts.TakenNames, err = c.takenNames(m, inv, facts.TargetName)
+	if err != nil {
+		return facts, err
+	}
+	facts.AllowedConversionImages = c.cfg.AllowedConversionImages
 	if sc := m.Status.SourceControl; sc != nil {
 		for _, snap := range sc.Snapshots {
 			facts.ControllerSnapshots = append(facts.ControllerSnapshots, snap.Name)

@@ -98,11 +98,11 @@ func (c *Controller) reserveSlot(m *v1alpha1.VirtualMachineMigration, dec statem
 // migration that ended releases its claims.
 func (c *Controller) reserveClaims(m *v1alpha1.VirtualMachineMigration, dec statemachine.Decision) bool {
 	key, now := cache.MetaObjectToName(m), c.clock.Now()
-	validated := func(p v1alpha1.Phase) bool {
-		return p != v1alpha1.PhasePending && p != v1alpha1.PhaseValidating && !statemachine.IsTerminal(p)
-	}
-	if !validated(dec.Status.Phase) || validated(m.Status.Phase) {
-		c.claims.settle(key, statemachine.IsTerminal(dec.Status.Phase), now)
+	next := dec.Status.Phase
+	validated := m.Status.Phase == v1alpha1.PhaseValidating &&
+		(next == v1alpha1.PhaseAwaitingApproval || next == v1alpha1.PhaseQueued)
+	if !validated {
+		c.claims.settle(key, statemachine.IsTerminal(next), now)
 		return true
 	}
 	all, err := c.migrations.List(labels.Everything())

@@ -967,3 +967,64 @@ func TestReconcilesReadOnlyFromCaches(t *testing.T) {
 		assert.Equal(t, want.writes, f.writes, "writes of a reconcile in %s", want.phase)
 	}
 }
+
+// syncUntil syncs m until its phase leaves the given ones (at most 20
+// times) and returns it.
+func (f *walkFixture) syncUntil(m *v1alpha1.VirtualMachineMigration, stay ...v1alpha1.Phase) *v1alpha1.VirtualMachineMigration {
+	f.t.Helper()
+	for i := 0; ; i++ {
+		require.Less(f.t, i, 20, "%s still in %s after 20 syncs: %s", m.Name, f.get(m).Status.Phase, conditionSummary(f.get(m)))
+		f.fixture.sync(m)
+		if cur := f.get(m); !slices.Contains(stay, cur.Status.Phase) {
+			return cur
+		}
+	}
+}
+
+// TestForeignNameBlocksBeforeTheSourceStops: a DataVolume the migration
+// would create exists and is somebody else's: validation fails, naming
+// it, and the source is never touched.
+func TestForeignNameBlocksBeforeTheSourceStops(t *testing.T) {
+	f := newWalkFixture(t, walkOptions{})
+	target := naming.TargetName(f.srcVM)
+	f.add(&cdiv1.DataVolume{ObjectMeta: builders.Foreign(walkNamespace, naming.DataVolume(target, 0))})
+	m := f.syncUntil(f.m, "", v1alpha1.PhasePending, v1alpha1.PhaseValidating)
+	require.Equal(t, v1alpha1.PhaseRollingBack, m.Status.Phase)
+	require.NotNil(t, m.Status.LastError)
+	assert.Equal(t, statemachine.ReasonPreflightFailed, m.Status.LastError.Reason)
+	assert.Contains(t, m.Status.LastError.Message, "ChildNameTaken")
+	assert.Contains(t, m.Status.LastError.Message, "DataVolume/"+naming.DataVolume(target, 0))
+	assert.Nil(t, m.Status.SourceControl, "the source was never touched")
+	assert.Equal(t, vsphereOn, f.powerState())
+}
+
+// TestSecondMigrationOfTheSameVMIsRefused: while one migration of a VM is
+// in flight, a second one (another name, another target) is refused
+// before any power operation, naming the first; a third that would create
+// the same target VM from another source is refused too.
+func TestSecondMigrationOfTheSameVMIsRefused(t *testing.T) {
+	f := newWalkFixture(t, walkOptions{})
+	first := f.syncUntil(f.m, "", v1alpha1.PhasePending, v1alpha1.PhaseValidating)
+	require.Equal(t, v1alpha1.PhaseAwaitingApproval, first.Status.Phase)
+
+	second := f.m.DeepCopy()
+	second.Name, second.UID, second.Status = "web-01-again", "uid-again", v1alpha1.VirtualMachineMigrationStatus{}
+	second.Spec.Target.Name = "another-name"
+	f.add(second)
+	got := f.syncUntil(second, "", v1alpha1.PhasePending, v1alpha1.PhaseValidating)
+	require.Equal(t, v1alpha1.PhaseRollingBack, got.Status.Phase)
+	require.NotNil(t, got.Status.LastError)
+	assert.Equal(t, statemachine.ReasonSourceVMClaimed, got.Status.LastError.Reason)
+	assert.Contains(t, got.Status.LastError.Message, walkNamespace+"/"+walkName)
+	assert.Nil(t, got.Status.SourceControl, "the source was never touched")
+
+	third := f.m.DeepCopy()
+	third.Name, third.UID, third.Status = "other-vm", "uid-other", v1alpha1.VirtualMachineMigrationStatus{}
+	third.Spec.Source.VM = v1alpha1.VMSelector{Name: "DC0_H0_VM1"}
+	third.Spec.Target.Name = first.Status.Target.Name
+	f.add(third)
+	got = f.syncUntil(third, "", v1alpha1.PhasePending, v1alpha1.PhaseValidating)
+	require.NotNil(t, got.Status.LastError, "phase %s", got.Status.Phase)
+	assert.Equal(t, statemachine.ReasonTargetNameClaimed, got.Status.LastError.Reason)
+	assert.Equal(t, vsphereOn, f.powerState())
+}

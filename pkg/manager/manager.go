@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -39,6 +40,9 @@ type Options struct {
 	VSphereCallTimeout time.Duration
 	// Decisions tunes the state machine.
 	Decisions statemachine.Config
+	// AllowedConversionImages are the patterns a migration's own
+	// spec.conversion.image must match (the default image always may).
+	AllowedConversionImages []string
 	// Pipeline configures the Kubernetes-side objects of the data path
 	// (images, progress channel, conversion pod needs).
 	Pipeline pipeline.Config
@@ -81,6 +85,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		MaxTransfersPerHost:      opts.MaxTransfersPerHost,
 		MaxTransfersPerDatastore: opts.MaxTransfersPerDatastore,
 		DefaultConversionImage:   opts.Pipeline.ConversionImage,
+		AllowedConversionImages:  opts.AllowedConversionImages,
 		Decisions:                opts.Decisions,
 	})
 	if err != nil {
@@ -125,7 +130,11 @@ func NewClients(cfg *rest.Config) (controller.Clients, error) {
 	if err != nil {
 		return controller.Clients{}, fmt.Errorf("building cdi client: %w", err)
 	}
-	return controller.Clients{Kube: kube, Migration: mig, KubeVirt: kv, CDI: cdi}, nil
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return controller.Clients{}, fmt.Errorf("building metadata client: %w", err)
+	}
+	return controller.Clients{Kube: kube, Migration: mig, KubeVirt: kv, CDI: cdi, Metadata: md}, nil
 }
 
 // requiredAPIs are the resources the controller watches.

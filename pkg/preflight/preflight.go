@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"fmt"
+	"path"
 	"sort"
 	"strings"
 
@@ -38,6 +39,12 @@ const (
 	ReasonUnsupportedFirmware = "UnsupportedFirmware"
 	// ReasonTargetNameTaken: a VirtualMachine with the target name exists.
 	ReasonTargetNameTaken = "TargetNameTaken"
+	// ReasonChildNameTaken: an object the migration would create (a
+	// staging claim, a DataVolume or its claim) exists and is not its own.
+	ReasonChildNameTaken = "ChildNameTaken"
+	// ReasonConversionImageNotAllowed: spec.conversion.image is neither
+	// the controller's default image nor on its allow-list.
+	ReasonConversionImageNotAllowed = "ConversionImageNotAllowed"
 	// ReasonMultiplePodNICs: more than one NIC would land on the pod
 	// network, which KubeVirt allows only once.
 	ReasonMultiplePodNICs = "MultiplePodNICs"
@@ -63,6 +70,13 @@ type ClusterFacts struct {
 	// TargetNameTaken says a VirtualMachine named TargetName already exists
 	// in the namespace and does not belong to this migration.
 	TargetNameTaken bool
+	// TakenNames lists, as "Kind/name", the other objects the migration
+	// would create that already exist and are not its own.
+	TakenNames []string
+	// AllowedConversionImages are the patterns (path.Match, e.g.
+	// "registry.example.com/v2v/*") a migration's own conversion image must
+	// match; the default image is always allowed.
+	AllowedConversionImages []string
 	// DefaultConversionImage is the controller's default virt-v2v image
 	// (its --conversion-image flag); empty when it has none.
 	DefaultConversionImage string
@@ -96,6 +110,7 @@ func Check(spec *v1alpha1.VirtualMachineMigrationSpec, inv *v1alpha1.SourceInven
 		c.storageClasses,
 		c.unusedStorageMappings,
 		c.targetName,
+		c.childNames,
 	} {
 		rule()
 	}
@@ -255,11 +270,38 @@ func nicLabel(n v1alpha1.SourceNIC) string {
 
 func (c *checker) conversionImage() {
 	conv := c.spec.Conversion
-	if !conv.Skip && conv.Image == "" && c.cluster.DefaultConversionImage == "" {
+	switch {
+	case conv.Skip:
+	case conv.Image == "" && c.cluster.DefaultConversionImage == "":
 		c.add(blocking(ReasonNoConversionImage,
 			"the guest is to be converted but no virt-v2v image is known: set spec.conversion.image, start the controller with --conversion-image, "+
 				"or set spec.conversion.skip: true when the guest already has virtio drivers"))
+	case conv.Image != "" && !c.imageAllowed(conv.Image):
+		c.add(blocking(ReasonConversionImageNotAllowed, fmt.Sprintf(
+			"spec.conversion.image %q is not allowed: the conversion runs with access to the staged disks, so only the controller's default image and the images its operator allows (--allowed-conversion-images: %s) may run; leave spec.conversion.image empty or ask the operator",
+			conv.Image, orNone(c.cluster.AllowedConversionImages))))
 	}
+}
+
+// imageAllowed reports whether image is the default conversion image or
+// matches a pattern of the allow-list.
+func (c *checker) imageAllowed(image string) bool {
+	if image == c.cluster.DefaultConversionImage {
+		return true
+	}
+	for _, p := range c.cluster.AllowedConversionImages {
+		if ok, err := path.Match(p, image); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
 }
 
 func (c *checker) suspended() {
@@ -437,10 +479,17 @@ func diskKeys(disks []v1alpha1.SourceDisk) string {
 	for i, k := range ks {
 		s[i] = fmt.Sprint(k)
 	}
-	if len(s) == 0 {
-		return "none"
+	return orNone(s)
+}
+
+// childNames blocks when an object the migration would create is taken.
+func (c *checker) childNames() {
+	if len(c.cluster.TakenNames) > 0 {
+		c.add(blocking(ReasonChildNameTaken, fmt.Sprintf(
+			"%s already exist in this namespace and do not belong to this migration, which would create them: "+
+				"delete them, or migrate under other names (the migration's name for staging claims, spec.target.name for the DataVolumes)",
+			strings.Join(c.cluster.TakenNames, ", "))))
 	}
-	return strings.Join(s, ", ")
 }
 
 func (c *checker) targetName() {

@@ -194,6 +194,32 @@ func TestCheck(t *testing.T) {
 			mods: mods{cluster: func(c *ClusterFacts) { c.TargetNameTaken = true }},
 			want: []want{{ReasonTargetNameTaken, v1alpha1.SeverityBlocking, []string{`"web-01"`, "spec.target.name"}}},
 		},
+		"a staging claim's and a DataVolume's names taken": {
+			mods: mods{cluster: func(c *ClusterFacts) {
+				c.TakenNames = []string{"PersistentVolumeClaim/web-01-staging-2000", "DataVolume/web-01-disk-0"}
+			}},
+			want: []want{{ReasonChildNameTaken, v1alpha1.SeverityBlocking, []string{"PersistentVolumeClaim/web-01-staging-2000", "DataVolume/web-01-disk-0"}}},
+		},
+		"the default conversion image named in the spec: allowed": {
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Conversion.Image = "virt-v2v:test" }},
+		},
+		"a conversion image on the allow-list: allowed": {
+			mods: mods{
+				spec:    func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Conversion.Image = "registry.example.com/v2v/win:2.13" },
+				cluster: func(c *ClusterFacts) { c.AllowedConversionImages = []string{"registry.example.com/v2v/*"} },
+			},
+		},
+		"a conversion image off the allow-list: blocked": {
+			mods: mods{
+				spec:    func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Conversion.Image = "evil.example.com/miner:latest" },
+				cluster: func(c *ClusterFacts) { c.AllowedConversionImages = []string{"registry.example.com/v2v/*"} },
+			},
+			want: []want{{ReasonConversionImageNotAllowed, v1alpha1.SeverityBlocking, []string{`"evil.example.com/miner:latest"`, "registry.example.com/v2v/*"}}},
+		},
+		"no allow-list: only the default image": {
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Conversion.Image = "registry.example.com/v2v/win:2.13" }},
+			want: []want{{ReasonConversionImageNotAllowed, v1alpha1.SeverityBlocking, []string{"none"}}},
+		},
 		"several rules at once, in rule order": {
 			mods: mods{
 				inv: func(i *v1alpha1.SourceInventory) {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
@@ -38,6 +39,9 @@ type Cluster struct {
 	Mig  *migfake.Clientset
 	KV   *kvfake.Clientset
 	CDI  *cdifake.Clientset
+	// Meta is the metadata client the controller's name caches are built
+	// on; MirrorNames fills those caches from the typed clientsets.
+	Meta *metadatafake.FakeMetadataClient
 
 	t   *testing.T
 	mu  sync.Mutex
@@ -51,6 +55,7 @@ func NewCluster(t *testing.T, objs ...runtime.Object) *Cluster {
 	c := &Cluster{
 		Kube: k8sfake.NewSimpleClientset(), Mig: migfake.NewSimpleClientset(),
 		KV: kvfake.NewSimpleClientset(), CDI: cdifake.NewSimpleClientset(), t: t,
+		Meta: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()),
 	}
 	for _, cs := range c.clientsets() {
 		cs.PrependReactor("create", "*", assignUID)
@@ -148,6 +153,39 @@ func (c *Cluster) Mirror(informers map[string]cache.SharedIndexInformer) {
 		objs := make([]any, 0, len(items))
 		for _, it := range items {
 			objs = append(objs, it)
+		}
+		require.NoError(c.t, informer.GetIndexer().Replace(objs, ""))
+	}
+	c.Clear()
+}
+
+// MirrorNames makes each metadata-only informer (keyed by resource name)
+// hold the metadata of every object of its resource, whoever made it.
+func (c *Cluster) MirrorNames(informers map[string]cache.SharedIndexInformer) {
+	c.t.Helper()
+	all := metav1.ListOptions{}
+	lists := map[string]lister{
+		"persistentvolumeclaims": func(ctx context.Context) (runtime.Object, error) {
+			return c.Kube.CoreV1().PersistentVolumeClaims("").List(ctx, all)
+		},
+		"datavolumes": func(ctx context.Context) (runtime.Object, error) { return c.CDI.CdiV1beta1().DataVolumes("").List(ctx, all) },
+		"virtualmachines": func(ctx context.Context) (runtime.Object, error) {
+			return c.KV.KubevirtV1().VirtualMachines("").List(ctx, all)
+		},
+	}
+	for resource, informer := range informers {
+		list, ok := lists[resource]
+		require.True(c.t, ok, "the fake cluster cannot list the metadata of %s", resource)
+		l, err := list(context.Background())
+		require.NoError(c.t, err)
+		items, err := meta.ExtractList(l)
+		require.NoError(c.t, err)
+		objs := make([]any, 0, len(items))
+		for _, it := range items {
+			acc, err := meta.Accessor(it)
+			require.NoError(c.t, err)
+			objs = append(objs, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+				Name: acc.GetName(), Namespace: acc.GetNamespace(), UID: acc.GetUID(), Labels: acc.GetLabels()}})
 		}
 		require.NoError(c.t, informer.GetIndexer().Replace(objs, ""))
 	}

@@ -16,8 +16,8 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/steps/pipeline"
+	"platform.example/vm-migration/test/builders"
 	"platform.example/vm-migration/test/framework"
 	"platform.example/vm-migration/test/standins"
 )
@@ -37,9 +37,9 @@ func startAdmission(t *testing.T, env *framework.Environment, ns string) {
 	t.Cleanup(a.Close)
 }
 
-// renderedMigration is a migration in ns that reached Importing: an EFI
-// secure-boot VM with two disks and two NICs, one on the pod network and
-// one on Multus, as the controller's status records it.
+// renderedMigration is a migration in ns that reached Importing (the
+// shared builder's status): an EFI secure-boot VM with two disks and two
+// NICs, one on the pod network and one on Multus.
 func renderedMigration(ns string) *v1alpha1.VirtualMachineMigration {
 	inv := v1alpha1.SourceInventory{
 		Name: "web-01", MoRef: "vm-42", BIOSUUID: "421a2b3c-4d5e-6f70-8192-a3b4c5d6e7f8",
@@ -54,20 +54,10 @@ func renderedMigration(ns string) *v1alpha1.VirtualMachineMigration {
 			{Key: 4001, Label: "Network adapter 2", MAC: "00:50:56:aa:bb:02", Network: "backend"},
 		},
 	}
-	m := &v1alpha1.VirtualMachineMigration{ObjectMeta: metav1.ObjectMeta{Name: "web-01", Namespace: ns, UID: "5b6c7d8e-0000-4000-8000-000000000001"}}
-	m.Spec.Target.Storage.Default = &v1alpha1.StorageTarget{StorageClassName: "standard"}
-	m.Spec.Target.Networks = []v1alpha1.NetworkMapping{
-		{Source: "VM Network", Type: v1alpha1.NetworkTypePod},
-		{Source: "backend", Type: v1alpha1.NetworkTypeMultus, MultusNetworkName: "default/backend"},
-	}
-	m.Status.Source = &inv
-	m.Status.Target = &v1alpha1.TargetStatus{Name: "web-01"}
-	for i, d := range inv.Disks {
-		m.Status.Disks = append(m.Status.Disks, v1alpha1.DiskStatus{
-			Key: d.Key, Name: naming.DiskName(i), StagingClaim: naming.StagingClaim(m.Name, d.Key), CapacityBytes: d.CapacityBytes,
-		})
-	}
-	return m
+	return builders.Migration(builders.Named("web-01"), builders.InNamespace(ns), builders.WithUID("5b6c7d8e-0000-4000-8000-000000000001"),
+		builders.DefaultStorage("standard"),
+		builders.Networks(builders.PodNetwork("VM Network"), builders.MultusNetwork("backend", "default/backend")),
+		builders.Reached(v1alpha1.PhaseImporting, &inv))
 }
 
 // toUnstructured converts a typed object for the dynamic client.

@@ -1,0 +1,81 @@
+package controller
+
+import (
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+)
+
+// The kinds of objects whose names a migration must find free before it
+// stops its source: metadata-only caches of every one of them in the
+// watched namespaces, not only the migrations' own, so that a collision
+// with a foreign object is seen.
+var (
+	claimsResource      = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
+	dataVolumesResource = schema.GroupVersionResource{Group: "cdi.kubevirt.io", Version: "v1beta1", Resource: "datavolumes"}
+	vmsResource         = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}
+	nameResources       = []schema.GroupVersionResource{claimsResource, dataVolumesResource, vmsResource}
+)
+
+// stripManagedFields keeps a metadata-only cache small.
+func stripManagedFields(obj any) (any, error) {
+	if acc, err := meta.Accessor(obj); err == nil {
+		acc.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// foreign reports whether an object of that resource and name exists in
+// ns and is not m's.
+func (c *Controller) foreign(m *v1alpha1.VirtualMachineMigration, gvr schema.GroupVersionResource, name string) (bool, error) {
+	informer, ok := c.names[gvr.Resource]
+	if !ok {
+		return false, fmt.Errorf("no name cache of %s", gvr.Resource)
+	}
+	obj, exists, err := informer.GetIndexer().GetByKey(m.Namespace + "/" + name)
+	if err != nil || !exists {
+		return false, err
+	}
+	acc, err := meta.Accessor(obj)
+	if err != nil {
+		return false, fmt.Errorf("reading %s %s from the cache: %w", gvr.Resource, name, err)
+	}
+	return v1alpha1.MigrationUIDOf(acc) != m.UID, nil
+}
+
+// takenNames checks every name the migration will create: its target VM,
+// its staging claims, its DataVolumes (and the claims CDI gives them the
+// same names). It returns whether the VM's name is taken, and the others
+// taken as "Kind/name".
+func (c *Controller) takenNames(m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory, target string) (bool, []string, error) {
+	vmTaken, err := c.foreign(m, vmsResource, target)
+	if err != nil {
+		return false, nil, err
+	}
+	var taken []string
+	check := func(gvr schema.GroupVersionResource, kind, name string) error {
+		t, err := c.foreign(m, gvr, name)
+		if t {
+			taken = append(taken, kind+"/"+name)
+		}
+		return err
+	}
+	for i, d := range inv.Disks {
+		dv := naming.DataVolume(target, i)
+		for _, err := range []error{
+			check(claimsResource, "PersistentVolumeClaim", naming.StagingClaim(m.Name, d.Key)),
+			check(dataVolumesResource, "DataVolume", dv),
+			check(claimsResource, "PersistentVolumeClaim", dv),
+		} {
+			if err != nil && !apierrors.IsNotFound(err) {
+				return false, nil, err
+			}
+		}
+	}
+	return vmTaken, taken, nil
+}

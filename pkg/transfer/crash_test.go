@@ -135,4 +135,3 @@ func (c *cli) runProcess(t *testing.T, args []string) (int, string, string) {
 	}
 	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
 }
-

@@ -5,6 +5,10 @@
 // a credentials directory, prints shell assignments describing all that,
 // and serves until it receives SIGTERM or SIGINT. The simulator's
 // directories, the disk included, are removed on exit.
+//
+// With --conn-rate-mib, every connection reading a flat extent is paced to
+// that many MiB/s, like the per-stream ceiling of an ESXi host's datastore
+// HTTP (NFC) service: more streams then mean more throughput.
 package main
 
 import (
@@ -15,11 +19,15 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
@@ -41,18 +49,19 @@ func main() {
 	sizeMiB := flag.Int64("size-mib", 2048, "disk size in MiB")
 	zeroMiB := flag.Int64("zero-mib", 64, "MiB of zeros in the middle of the disk (the rest is random)")
 	workDir := flag.String("work-dir", "", "directory for the job spec, credentials and destination (required)")
+	connRate := flag.Float64("conn-rate-mib", 0, "cap each connection's flat-extent reads at this many MiB/s (0: no cap)")
 	flag.Parse()
 	if *workDir == "" {
 		fmt.Fprintln(os.Stderr, "benchsim: --work-dir is required")
 		os.Exit(2)
 	}
-	if err := run(*sizeMiB<<20, *zeroMiB<<20, *workDir); err != nil {
+	if err := run(*sizeMiB<<20, *zeroMiB<<20, *workDir, *connRate*(1<<20)); err != nil {
 		fmt.Fprintf(os.Stderr, "benchsim: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(size, zeros int64, workDir string) error {
+func run(size, zeros int64, workDir string, connRate float64) error {
 	m := simulator.VPX()
 	if err := m.Create(); err != nil {
 		return err
@@ -62,6 +71,10 @@ func run(size, zeros int64, workDir string) error {
 	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(user, password)}
 	s := m.Service.NewServer()
 	defer s.Close()
+	if connRate > 0 {
+		// No request has reached the server yet: its handler can be wrapped.
+		s.Config.Handler = paceConnections(s.Config.Handler, connRate)
+	}
 
 	ctx := context.Background()
 	thumb := soap.ThumbprintSHA256(s.Certificate())
@@ -200,4 +213,62 @@ func writeFlat(path string, size, zeros int64) error {
 		return err
 	}
 	return f.Close()
+}
+
+// paceConnections caps the rate at which each connection receives the
+// body of a flat extent, in bytes per second.
+func paceConnections(next http.Handler, rate float64) http.Handler {
+	var mu sync.Mutex
+	pacers := map[string]*pacer{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "-flat.vmdk") {
+			mu.Lock()
+			p := pacers[r.RemoteAddr]
+			if p == nil {
+				p = &pacer{rate: rate}
+				pacers[r.RemoteAddr] = p
+			}
+			mu.Unlock()
+			w = &pacedWriter{ResponseWriter: w, p: p}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// pacer spaces one connection's writes so they average rate bytes per
+// second; a connection that was idle may send pacerBurst ahead.
+type pacer struct {
+	mu   sync.Mutex
+	rate float64
+	next time.Time
+}
+
+// pacerBurst is how far ahead of its rate an idle connection may get.
+const pacerBurst = 5 * time.Millisecond
+
+// wait blocks until n more bytes fit the connection's rate.
+func (p *pacer) wait(n int) {
+	p.mu.Lock()
+	now := time.Now()
+	if p.next.Before(now.Add(-pacerBurst)) {
+		p.next = now.Add(-pacerBurst)
+	}
+	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
+	d := time.Until(p.next)
+	p.mu.Unlock()
+	if d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// pacedWriter paces the body written through it.
+type pacedWriter struct {
+	http.ResponseWriter
+	p *pacer
+}
+
+// Write waits for the connection's pace, then writes.
+func (w *pacedWriter) Write(b []byte) (int, error) {
+	w.p.wait(len(b))
+	return w.ResponseWriter.Write(b)
 }

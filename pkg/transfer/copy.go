@@ -22,7 +22,7 @@ const (
 	// MaxStreams bounds Options.Streams.
 	MaxStreams = 16
 	// DefaultParallel is how many disks are copied at once.
-	DefaultParallel = 2
+	DefaultParallel = wire.DefaultParallelDisks
 	// DefaultRetries is how many times a failed read is retried in-process
 	// without progress in between.
 	DefaultRetries = 3

@@ -182,6 +182,9 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 		"--credentials-dir=" + transferCredentialsDir,
 		"--termination-log=" + corev1.TerminationMessagePathDefault,
 	}
+	if cfg.TransferStreams > 1 {
+		args = append(args, "--streams="+strconv.Itoa(cfg.TransferStreams))
+	}
 	automount, serviceAccount := false, ""
 	if cfg.TransferProgress {
 		access, err := RenderProgressAccess(m, attempt)

@@ -235,26 +235,31 @@ func paceConnections(next http.Handler, rate float64) http.Handler {
 	})
 }
 
-// pacer spaces one connection's writes so they average rate bytes per
-// second; a connection that was idle may send pacerBurst ahead.
+// pacer is one connection's token bucket: it refills at rate bytes per
+// second up to pacerBurst seconds' worth, and a write waits until the
+// bucket holds its bytes. A sleep that runs long is made up by the refill,
+// so the average stays at rate on a busy machine too.
 type pacer struct {
-	mu   sync.Mutex
-	rate float64
-	next time.Time
+	mu     sync.Mutex
+	rate   float64
+	tokens float64
+	last   time.Time
 }
 
-// pacerBurst is how far ahead of its rate an idle connection may get.
-const pacerBurst = 5 * time.Millisecond
+// pacerBurst is how many seconds of rate an idle connection may send at once.
+const pacerBurst = 0.01
 
 // wait blocks until n more bytes fit the connection's rate.
 func (p *pacer) wait(n int) {
 	p.mu.Lock()
 	now := time.Now()
-	if p.next.Before(now.Add(-pacerBurst)) {
-		p.next = now.Add(-pacerBurst)
+	if p.last.IsZero() {
+		p.last, p.tokens = now, p.rate*pacerBurst
 	}
-	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
-	d := time.Until(p.next)
+	p.tokens = min(p.tokens+now.Sub(p.last).Seconds()*p.rate, p.rate*pacerBurst)
+	p.last = now
+	p.tokens -= float64(n)
+	d := time.Duration(-p.tokens / p.rate * float64(time.Second))
 	p.mu.Unlock()
 	if d > 0 {
 		time.Sleep(d)

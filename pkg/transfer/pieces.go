@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"cmp"
 	"hash"
 	"slices"
 	"sync"
@@ -68,7 +69,7 @@ func (s *copyState) writtenRanges() []byteRange {
 	for start, end := range s.written {
 		rs = append(rs, byteRange{Start: start, End: end})
 	}
-	slices.SortFunc(rs, func(a, b byteRange) int { return int(min(max(a.Start-b.Start, -1), 1)) })
+	slices.SortFunc(rs, func(a, b byteRange) int { return cmp.Compare(a.Start, b.Start) })
 	return rs
 }
 

@@ -1,6 +1,7 @@
 package transfer_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -83,6 +84,17 @@ func TestResumeWithStreams(t *testing.T) {
 			t.Logf("first run served %d, resumed from %d, %d bytes re-sent", first, res.Disks[0].ResumedFrom, resent)
 			require.LessOrEqual(t, resent, tc.maxResent)
 			checkImage(t, d.Destination, data)
+		})
+	}
+}
+
+func TestStreamsFlagBounds(t *testing.T) {
+	for _, streams := range []string{"0", "17", "-1"} {
+		t.Run(streams, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := transfer.Main(context.Background(), []string{"--spec", "x", "--credentials-dir", "y", "--streams", streams}, &stdout, &stderr)
+			require.Equal(t, transfer.ExitUsage, code)
+			require.Contains(t, stderr.String(), "--streams must be between 1 and 16")
 		})
 	}
 }

@@ -246,8 +246,10 @@ type pacer struct {
 	last   time.Time
 }
 
-// pacerBurst is how many seconds of rate an idle connection may send at once.
-const pacerBurst = 0.01
+// pacerBurst is how many seconds of rate a connection may send at once
+// after a pause: enough to make up a server goroutine woken tens of
+// milliseconds late on a loaded machine (the average stays at rate).
+const pacerBurst = 0.05
 
 // wait blocks until n more bytes fit the connection's rate.
 func (p *pacer) wait(n int) {

@@ -29,7 +29,7 @@ test-e2e: testbin ## whole migrations: real control plane, vcsim, controller and
 run-local: ## the whole stack on 127.0.0.1 with a sample migration, live progress; ONCE=1: no terminal, exit 0 only on success
 	ONCE=$(ONCE) hack/run-local.sh
 
-bench-transfer: ## transfer throughput vs curl, and peak RSS, on a 2 GiB disk served by vcsim
+bench-transfer: ## vm-transfer vs curl, curl -o file and curl|tee|openssl on a 2 GiB vcsim disk (throughput, CPU/GiB, RSS), and 1-8 streams over capped connections
 	hack/bench-transfer.sh
 
 testbin: ## build (or reuse the cached) kube-apiserver, kube-controller-manager and etcd

@@ -1,37 +1,64 @@
 #!/usr/bin/env bash
-# Transfer throughput against curl on the same datastore URL, and the
-# transfer command's peak RSS, on a 2 GiB disk served by vcsim on 127.0.0.1.
+# Transfer throughput and client CPU against standard tools doing the same
+# work, on one disk served by vcsim on 127.0.0.1; then throughput over 1, 2,
+# 4 and 8 streams when the simulator caps each connection's rate.
 #
 # hack/benchsim starts the simulator and lays the disk out as ESXi does
-# (descriptor + flat extent); the disk, the copy and everything else live in
-# one temporary directory, removed on exit. Each tool runs ROUNDS times,
-# alternating, and the best run of each counts (the machine is shared).
-# The transfer's time is the command's wall clock: login, descriptor, copy,
-# SHA-256 and the final fsync of the image included. Each run also reports
-# the CPU seconds the client and the simulator spent: on a small machine
-# both tools are CPU-bound, and the transfer does more work per byte (it
-# hashes and writes what curl throws away).
+# (descriptor + flat extent); the disk, the copies and everything else live
+# in one temporary directory (one file system), removed on exit. Each round
+# runs, one after the other on the same flat-extent URL:
+#   (a) curl -o /dev/null                          the wire alone
+#   (b) curl -o FILE                               the wire and a write
+#   (c) curl | tee FILE | openssl dgst -sha256     the same work as vm-transfer
+#   vm-transfer                                    login, descriptor, copy, SHA-256, fsync
+# and openssl dgst -sha256 over the copy (b) wrote, for the hashing CPU.
+# Throughput is the best of ROUNDS; CPU seconds (user + system of the client
+# processes, from /usr/bin/time) per GiB are the lowest of ROUNDS, the same
+# rule for every tool; the spread of both is printed. The ideal CPU per GiB
+# is (a)'s plus openssl's hashing. The image's SHA-256 is checked against
+# sha256sum and the digest (c) printed.
 #
-# Environment: SIZE_MIB (default 2048), ROUNDS (default 3), XFER_FLAGS (extra
-# flags for vm-transfer, for example "--chunk-mib 8 --buffers 3").
+# Environment: SIZE_MIB (2048), ROUNDS (3), XFER_FLAGS (extra vm-transfer
+# flags), CAP_MIB (25: the per-connection cap in MiB/s of the streams table;
+# 0 skips it), CAP_SIZE_MIB (512), CAP_STREAMS ("1 2 4 8"), CAP_FLAGS
+# ("--chunk-mib 2": 8 streams then hold 17 MiB of pieces).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 SIZE_MIB=${SIZE_MIB:-2048}
 ROUNDS=${ROUNDS:-3}
 XFER_FLAGS=${XFER_FLAGS:-}
+CAP_MIB=${CAP_MIB:-25}
+CAP_SIZE_MIB=${CAP_SIZE_MIB:-512}
+CAP_STREAMS=${CAP_STREAMS:-1 2 4 8}
+CAP_FLAGS=${CAP_FLAGS:---chunk-mib 2}
 
-for tool in curl /usr/bin/time; do
-	command -v "$tool" >/dev/null || { echo "bench-transfer: $tool is missing (apt-get install -y curl time)" >&2; exit 1; }
+# Debian packages: curl, openssl, coreutils (tee, sha256sum), time.
+missing=()
+for tool in curl:curl openssl:openssl tee:coreutils sha256sum:coreutils /usr/bin/time:time; do
+	command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "installing ${missing[*]}..."
+	if ! command -v apt-get >/dev/null || [ "$(id -u)" != 0 ]; then
+		echo "bench-transfer: missing ${missing[*]} (apt-get install -y ${missing[*]})" >&2
+		exit 1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null ||
+		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null; }
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-transfer.XXXXXX")
 sim_pid=
-cleanup() {
+stop_sim() {
 	if [ -n "$sim_pid" ]; then
 		kill "$sim_pid" 2>/dev/null || true
 		wait "$sim_pid" 2>/dev/null || true
+		sim_pid=
 	fi
+}
+cleanup() {
+	stop_sim
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -40,65 +67,140 @@ echo "building vm-transfer and benchsim..."
 go build -o "$work/bin/vm-transfer" ./cmd/vm-transfer
 go build -o "$work/bin/benchsim" ./hack/benchsim
 
-echo "starting vcsim with a ${SIZE_MIB} MiB disk in $work..."
-"$work/bin/benchsim" --work-dir "$work" --size-mib "$SIZE_MIB" >"$work/env" 2>"$work/sim.log" &
-sim_pid=$!
-for _ in $(seq 600); do
-	grep -q '^READY=1' "$work/env" 2>/dev/null && break
-	kill -0 "$sim_pid" 2>/dev/null || { cat "$work/sim.log" >&2; exit 1; }
-	sleep 0.2
-done
-grep -q '^READY=1' "$work/env" || { echo "bench-transfer: vcsim did not start" >&2; exit 1; }
-# shellcheck disable=SC1091
-source "$work/env"
+# start_sim DIR SIZE_MIB [benchsim flags]: serve a disk, source its description.
+start_sim() {
+	local dir=$1 size=$2
+	shift 2
+	mkdir -p "$dir"
+	echo "starting vcsim with a $size MiB disk in $dir $*..."
+	"$work/bin/benchsim" --work-dir "$dir" --size-mib "$size" "$@" >"$dir/env" 2>"$dir/sim.log" &
+	sim_pid=$!
+	for _ in $(seq 900); do
+		grep -q '^READY=1' "$dir/env" 2>/dev/null && break
+		kill -0 "$sim_pid" 2>/dev/null || { cat "$dir/sim.log" >&2; exit 1; }
+		sleep 0.2
+	done
+	grep -q '^READY=1' "$dir/env" || { echo "bench-transfer: vcsim did not start" >&2; exit 1; }
+	# shellcheck disable=SC1091
+	source "$dir/env"
+}
 
-now() { date +%s.%N; }
-mibps() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", b / s / 1048576 }'; }
-
-# CPU seconds (user + system) a process used so far, from /proc.
-proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"; }
-# CPU seconds of a finished command, from /usr/bin/time -f '%U %S'.
-time_cpu() { awk '{ printf "%.2f", $1 + $2 }' "$1"; }
-sub() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a - b }'; }
-
-best_curl=0 best_xfer=0 rss_kib=0
-for round in $(seq "$ROUNDS"); do
-	s0=$(proc_cpu "$sim_pid")
-	t0=$(now)
-	got=$(/usr/bin/time -f '%U %S' -o "$work/curl-time.txt" curl -sS -k -o /dev/null -b "$COOKIE" -w '%{size_download}' "$FLAT_URL")
-	t1=$(now)
-	s1=$(proc_cpu "$sim_pid")
-	[ "$got" = "$SIZE" ] || { echo "bench-transfer: curl got $got bytes of $SIZE" >&2; exit 1; }
-	curl_rate=$(mibps "$SIZE" "$(sub "$t1" "$t0")")
-	curl_cpu=$(time_cpu "$work/curl-time.txt")
-	curl_srv=$(sub "$s1" "$s0")
-
+calc() { awk "BEGIN { printf \"%.${2:-2}f\", $1 }"; }
+# timed FILE CMD...: run CMD under /usr/bin/time into FILE (wall user sys maxrss-KiB).
+timed() {
+	local out=$1
+	shift
+	/usr/bin/time -f '%e %U %S %M' -o "$out" "$@"
+}
+wall() { awk '{ print $1 }' "$1"; }
+cpu() { awk '{ printf "%.2f", $2 + $3 }' "$1"; }
+rss_mib() { awk '{ printf "%d", $4 / 1024 }' "$1"; }
+sim_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$sim_pid/stat"; }
+# run_xfer DIR FLAGS...: one vm-transfer run of the disk in DIR, timed into DIR/time.
+run_xfer() {
+	local dir=$1
+	shift
 	rm -f "$IMAGE"
-	s0=$(proc_cpu "$sim_pid")
-	t0=$(now)
-	# shellcheck disable=SC2086
-	/usr/bin/time -f '%U %S %M' -o "$work/time.txt" "$work/bin/vm-transfer" --spec "$SPEC" --credentials-dir "$CREDS" \
-		--termination-log "$work/result.json" --progress-interval 2s $XFER_FLAGS >"$work/out.jsonl"
-	t1=$(now)
-	s1=$(proc_cpu "$sim_pid")
-	xfer_rate=$(mibps "$SIZE" "$(sub "$t1" "$t0")")
-	xfer_cpu=$(time_cpu "$work/time.txt")
-	xfer_srv=$(sub "$s1" "$s0")
-	rss=$(awk '{ print $3 }' "$work/time.txt")
-	echo "round $round: curl $curl_rate MiB/s (client ${curl_cpu} CPU-s, server ${curl_srv}), vm-transfer $xfer_rate MiB/s (client ${xfer_cpu} CPU-s, server ${xfer_srv}; peak RSS $((rss / 1024)) MiB)"
-	best_curl=$(awk -v a="$best_curl" -v b="$curl_rate" 'BEGIN { print (b > a) ? b : a }')
-	best_xfer=$(awk -v a="$best_xfer" -v b="$xfer_rate" 'BEGIN { print (b > a) ? b : a }')
-	[ "$rss" -gt "$rss_kib" ] && rss_kib=$rss
-done
-echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); client and server share them"
+	timed "$dir/time" "$work/bin/vm-transfer" --spec "$SPEC" --credentials-dir "$CREDS" \
+		--termination-log "$dir/result.json" --progress-interval 2s "$@" >"$dir/out.jsonl"
+	want=$(sed -n 's/.*"sha256":"\([0-9a-f]*\)".*/\1/p' "$dir/result.json")
+	[ -n "$want" ] || { echo "bench-transfer: vm-transfer gave no checksum" >&2; cat "$dir/result.json" >&2; exit 1; }
+}
 
-# The result's checksum must be the image's.
-want=$(sed -n 's/.*"sha256":"\([0-9a-f]*\)".*/\1/p' "$work/result.json")
+# --- Streams over capped connections -------------------------------------
+if [ "$CAP_MIB" != 0 ]; then
+	start_sim "$work/capped" "$CAP_SIZE_MIB" --conn-rate-mib "$CAP_MIB"
+	cap_rows=()
+	for k in $CAP_STREAMS; do
+		s0=$(sim_cpu)
+		# shellcheck disable=SC2086
+		run_xfer "$work/capped" --streams "$k" $CAP_FLAGS
+		s1=$(sim_cpu)
+		t=$(wall "$work/capped/time")
+		copy=$(sed -n 's/.*"durationSeconds":\([0-9.e+-]*\).*/\1/p' "$work/capped/result.json")
+		rate=$(calc "$SIZE / 1048576 / $copy" 1)
+		busy=$(calc "100 * ($(cpu "$work/capped/time") + $s1 - $s0) / $t / $(nproc)" 0)
+		cap_rows+=("$(printf '%7s %10s %10s %10s %9s%% %9s%% %8s' "$k" "$(calc "$SIZE / 1048576 / $t" 1)" "$rate" \
+			"$(calc "0.9 * $k * $CAP_MIB" 1)" "$(calc "100 * $rate / ($k * $CAP_MIB)" 0)" "$busy" "$(rss_mib "$work/capped/time")")")
+	done
+	[ "$(sha256sum "$IMAGE" | cut -d' ' -f1)" = "$want" ] || { echo "bench-transfer: capped run: checksum mismatch" >&2; exit 1; }
+	stop_sim
+	echo
+	echo "streams over connections capped at $CAP_MIB MiB/s each, $CAP_SIZE_MIB MiB disk ($CAP_FLAGS; checksums match);"
+	echo "wall: the whole command (login, plan, copy); copy: the disk's own duration; CPU busy: client + server over both CPUs:"
+	printf '%7s %10s %10s %10s %10s %10s %8s\n' streams "wall MiB/s" "copy MiB/s" "goal" "of Kxcap" "CPU busy" "RSS MiB"
+	printf '%s\n' "${cap_rows[@]}"
+	echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo
+fi
+
+# --- vm-transfer against curl --------------------------------------------
+start_sim "$work/main" "$SIZE_MIB"
+gib=$(calc "$SIZE / 1073741824" 6)
+curl_args=(-sS -k -b "$COOKIE" "$FLAT_URL")
+# results: one line per tool and round: "tool MiB/s cpu/GiB server-cpu/GiB"
+: >"$work/results"
+record() { # tool timefile serverCPU
+	echo "$1 $(calc "$SIZE / 1048576 / $(wall "$2")" 1) $(calc "$(cpu "$2") / $gib") $(calc "$3 / $gib")" >>"$work/results"
+}
+rss_kib=0
+for round in $(seq "$ROUNDS"); do
+	s0=$(sim_cpu)
+	got=$(timed "$work/a.time" curl -o /dev/null -w '%{size_download}' "${curl_args[@]}")
+	[ "$got" = "$SIZE" ] || { echo "bench-transfer: curl got $got bytes of $SIZE" >&2; exit 1; }
+	s1=$(sim_cpu)
+	record a "$work/a.time" "$(calc "$s1 - $s0")"
+
+	rm -f "$work/curl.img"
+	timed "$work/b.time" curl -o "$work/curl.img" "${curl_args[@]}"
+	s2=$(sim_cpu)
+	record b "$work/b.time" "$(calc "$s2 - $s1")"
+
+	rm -f "$work/tee.img"
+	timed "$work/c.time" bash -c 'curl "$@" | tee "'"$work/tee.img"'" | openssl dgst -sha256 -r >"'"$work/c.sum"'"' _ "${curl_args[@]}"
+	s3=$(sim_cpu)
+	record c "$work/c.time" "$(calc "$s3 - $s2")"
+
+	run_xfer "$work/main" $XFER_FLAGS
+	s4=$(sim_cpu)
+	record x "$work/main/time" "$(calc "$s4 - $s3")"
+	rss=$(awk '{ print $4 }' "$work/main/time")
+	[ "$rss" -gt "$rss_kib" ] && rss_kib=$rss
+
+	timed "$work/h.time" openssl dgst -sha256 -r "$work/curl.img" >/dev/null
+	echo "h 0 $(calc "$(cpu "$work/h.time") / $gib") 0" >>"$work/results"
+	awk -v r="$round" '{ l[NR] = $0 } END {
+		printf "round %d:", r
+		for (i = NR - 4; i <= NR; i++) { split(l[i], f, " "); printf " %s %s MiB/s %s CPU-s/GiB;", f[1], f[2], f[3] }
+		printf "\n" }' "$work/results"
+done
+
+# The result's checksum must be the image's and the one openssl computed in (c).
 got=$(sha256sum "$IMAGE" | cut -d' ' -f1)
-[ -n "$want" ] && [ "$want" = "$got" ] || { echo "bench-transfer: checksum mismatch: result $want, image $got" >&2; exit 1; }
+[ "$want" = "$got" ] || { echo "bench-transfer: checksum mismatch: result $want, image $got" >&2; exit 1; }
+[ "$(cut -d' ' -f1 "$work/c.sum")" = "$got" ] || { echo "bench-transfer: (c) computed another digest" >&2; exit 1; }
 size=$(stat -c %s "$IMAGE")
-alloc=$(( $(stat -c %b "$IMAGE") * $(stat -c %B "$IMAGE") ))
-echo "image: $size bytes, $alloc allocated, sha256 $got (matches the result)"
-echo "best of $ROUNDS: curl $best_curl MiB/s, vm-transfer $best_xfer MiB/s"
-ratio=$(awk -v a="$best_xfer" -v b="$best_curl" 'BEGIN { printf "%.2f", a / b }')
-echo "transfer/curl throughput ratio: $ratio, peak RSS: $((rss_kib / 1024)) MiB"
+alloc=$(($(stat -c %b "$IMAGE") * $(stat -c %B "$IMAGE")))
+
+# best TOOL FIELD max|min: best value over the rounds; spread TOOL FIELD: "min-max".
+best() { awk -v t="$1" -v f="$2" -v m="$3" '$1 == t { v = $f + 0; if (n++ == 0 || (m == "max" ? v > b : v < b)) b = v } END { print b }' "$work/results"; }
+spread() { awk -v t="$1" -v f="$2" '$1 == t { v = $f + 0; if (n++ == 0 || v < lo) lo = v; if (v > hi) hi = v } END { printf "%s-%s", lo, hi }' "$work/results"; }
+echo
+echo "$SIZE_MIB MiB disk, $ROUNDS rounds; MiB/s best (spread), client CPU-s per GiB lowest (spread), server CPU-s per GiB lowest:"
+for t in a b c x; do
+	case $t in
+	a) name="(a) curl -o /dev/null" ;;
+	b) name="(b) curl -o file" ;;
+	c) name="(c) curl | tee file | openssl dgst" ;;
+	x) name="vm-transfer $XFER_FLAGS" ;;
+	esac
+	printf '  %-36s %8s MiB/s (%s)  cpu/GiB %5s (%s)  server %5s\n' "$name" "$(best $t 2 max)" "$(spread $t 2)" \
+		"$(best $t 3 min)" "$(spread $t 3)" "$(best $t 4 min)"
+done
+printf '  %-36s %8s        cpu/GiB %5s (%s)\n' "openssl dgst -sha256 (hash only)" "" "$(best h 3 min)" "$(spread h 3)"
+echo "image: $size bytes, $alloc allocated, sha256 $got (matches the result and (c))"
+echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); client and server share them"
+ratio=$(calc "$(best x 2 max) / $(best a 2 max)")
+same=$(calc "$(best x 2 max) / $(best c 2 max)")
+ideal=$(calc "$(best a 3 min) + $(best h 3 min)")
+echo "transfer/curl throughput ratio: $ratio (same work: $same), peak RSS: $((rss_kib / 1024)) MiB, cpu/GiB: $(best x 3 min) (ideal: $ideal)"

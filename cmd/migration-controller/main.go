@@ -31,6 +31,7 @@ import (
 
 	"platform.example/vm-migration/pkg/manager"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 type flags struct {
@@ -43,6 +44,8 @@ type flags struct {
 	healthAddr         string
 	vsphereCallTimeout time.Duration
 	seccompProfile     string
+	transferStreams    int
+	hostConnections    int
 }
 
 func parseFlags(args []string) (*flags, error) {
@@ -71,6 +74,8 @@ func parseFlags(args []string) (*flags, error) {
 			}
 			return nil
 		})
+	fs.IntVar(&f.transferStreams, "transfer-streams", wire.DefaultStreamsPerDisk, "most Range connections a transfer reads one disk with (the per-host budget may allow fewer)")
+	fs.IntVar(&f.hostConnections, "transfer-connections-per-host", wire.DefaultHostConnections, "datastore connections all transfers from one ESXi host may hold at once, their SOAP sessions included; with --max-transfers-per-host it sets the streams per disk")
 	fs.BoolVar(&f.opts.Pipeline.TransferProgress, "transfer-progress", true, "give each transfer attempt a progress ConfigMap it may patch (through its own ServiceAccount and Role) for live progress")
 	fs.BoolVar(&f.opts.Pipeline.ConversionKVM, "conversion-kvm", false, "request /dev/kvm (devices.kubevirt.io/kvm) for the conversion Jobs")
 	fs.StringVar(&f.seccompProfile, "conversion-seccomp-profile", "", "Localhost seccomp profile for conversion pods whose libguestfs runs passt (empty: RuntimeDefault)")
@@ -91,6 +96,10 @@ func parseFlags(args []string) (*flags, error) {
 	if f.opts.MaxTransfersPerHost < 0 || f.opts.MaxTransfersPerDatastore < 0 {
 		return nil, errors.New("--max-transfers-per-host and --max-transfers-per-datastore must not be negative")
 	}
+	if f.transferStreams < 1 || f.hostConnections < 1 {
+		return nil, errors.New("--transfer-streams and --transfer-connections-per-host must be at least 1")
+	}
+	f.opts.Pipeline.TransferStreams = wire.StreamsPerDisk(f.transferStreams, f.hostConnections, f.opts.MaxTransfersPerHost, wire.DefaultParallelDisks)
 	f.opts.VSphereCallTimeout = f.vsphereCallTimeout
 	if f.opts.Pipeline.TransferImage == "" {
 		return nil, errors.New("--transfer-image must name the controller's image")

@@ -5,6 +5,10 @@
 // a credentials directory, prints shell assignments describing all that,
 // and serves until it receives SIGTERM or SIGINT. The simulator's
 // directories, the disk included, are removed on exit.
+//
+// With --conn-rate-mib, every connection reading a flat extent is paced to
+// that many MiB/s, like the per-stream ceiling of an ESXi host's datastore
+// HTTP (NFC) service: more streams then mean more throughput.
 package main
 
 import (
@@ -15,11 +19,15 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
@@ -41,18 +49,19 @@ func main() {
 	sizeMiB := flag.Int64("size-mib", 2048, "disk size in MiB")
 	zeroMiB := flag.Int64("zero-mib", 64, "MiB of zeros in the middle of the disk (the rest is random)")
 	workDir := flag.String("work-dir", "", "directory for the job spec, credentials and destination (required)")
+	connRate := flag.Float64("conn-rate-mib", 0, "cap each connection's flat-extent reads at this many MiB/s (0: no cap)")
 	flag.Parse()
 	if *workDir == "" {
 		fmt.Fprintln(os.Stderr, "benchsim: --work-dir is required")
 		os.Exit(2)
 	}
-	if err := run(*sizeMiB<<20, *zeroMiB<<20, *workDir); err != nil {
+	if err := run(*sizeMiB<<20, *zeroMiB<<20, *workDir, *connRate*(1<<20)); err != nil {
 		fmt.Fprintf(os.Stderr, "benchsim: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(size, zeros int64, workDir string) error {
+func run(size, zeros int64, workDir string, connRate float64) error {
 	m := simulator.VPX()
 	if err := m.Create(); err != nil {
 		return err
@@ -62,6 +71,10 @@ func run(size, zeros int64, workDir string) error {
 	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(user, password)}
 	s := m.Service.NewServer()
 	defer s.Close()
+	if connRate > 0 {
+		// No request has reached the server yet: its handler can be wrapped.
+		s.Config.Handler = paceConnections(s.Config.Handler, connRate)
+	}
 
 	ctx := context.Background()
 	thumb := soap.ThumbprintSHA256(s.Certificate())
@@ -200,4 +213,69 @@ func writeFlat(path string, size, zeros int64) error {
 		return err
 	}
 	return f.Close()
+}
+
+// paceConnections caps the rate at which each connection receives the
+// body of a flat extent, in bytes per second.
+func paceConnections(next http.Handler, rate float64) http.Handler {
+	var mu sync.Mutex
+	pacers := map[string]*pacer{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "-flat.vmdk") {
+			mu.Lock()
+			p := pacers[r.RemoteAddr]
+			if p == nil {
+				p = &pacer{rate: rate}
+				pacers[r.RemoteAddr] = p
+			}
+			mu.Unlock()
+			w = &pacedWriter{ResponseWriter: w, p: p}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// pacer is one connection's token bucket: it refills at rate bytes per
+// second up to pacerBurst seconds' worth, and a write waits until the
+// bucket holds its bytes. A sleep that runs long is made up by the refill,
+// so the average stays at rate on a busy machine too.
+type pacer struct {
+	mu     sync.Mutex
+	rate   float64
+	tokens float64
+	last   time.Time
+}
+
+// pacerBurst is how many seconds of rate a connection may send at once
+// after a pause: enough to make up a server goroutine woken tens of
+// milliseconds late on a loaded machine (the average stays at rate).
+const pacerBurst = 0.05
+
+// wait blocks until n more bytes fit the connection's rate.
+func (p *pacer) wait(n int) {
+	p.mu.Lock()
+	now := time.Now()
+	if p.last.IsZero() {
+		p.last, p.tokens = now, p.rate*pacerBurst
+	}
+	p.tokens = min(p.tokens+now.Sub(p.last).Seconds()*p.rate, p.rate*pacerBurst)
+	p.last = now
+	p.tokens -= float64(n)
+	d := time.Duration(-p.tokens / p.rate * float64(time.Second))
+	p.mu.Unlock()
+	if d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// pacedWriter paces the body written through it.
+type pacedWriter struct {
+	http.ResponseWriter
+	p *pacer
+}
+
+// Write waits for the connection's pace, then writes.
+func (w *pacedWriter) Write(b []byte) (int, error) {
+	w.p.wait(len(b))
+	return w.ResponseWriter.Write(b)
 }

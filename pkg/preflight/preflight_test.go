@@ -205,7 +205,9 @@ func TestCheck(t *testing.T) {
 		},
 		"a conversion image on the allow-list: allowed": {
 			mods: mods{
-				spec:    func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Conversion.Image = "registry.example.com/v2v/win:2.13" },
+				spec: func(s *v1alpha1.VirtualMachineMigrationSpec) {
+					s.Conversion.Image = "registry.example.com/v2v/win:2.13"
+				},
 				cluster: func(c *ClusterFacts) { c.AllowedConversionImages = []string{"registry.example.com/v2v/*"} },
 			},
 		},
@@ -217,7 +219,9 @@ func TestCheck(t *testing.T) {
 			want: []want{{ReasonConversionImageNotAllowed, v1alpha1.SeverityBlocking, []string{`"evil.example.com/miner:latest"`, "registry.example.com/v2v/*"}}},
 		},
 		"no allow-list: only the default image": {
-			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Conversion.Image = "registry.example.com/v2v/win:2.13" }},
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) {
+				s.Conversion.Image = "registry.example.com/v2v/win:2.13"
+			}},
 			want: []want{{ReasonConversionImageNotAllowed, v1alpha1.SeverityBlocking, []string{"none"}}},
 		},
 		"several rules at once, in rule order": {

@@ -13,10 +13,12 @@ import (
 )
 
 // checkpointVersion is bumped when the checkpoint format changes; an older
-// checkpoint is then ignored (the copy starts over).
-const checkpointVersion = 1
+// checkpoint is then ignored (the copy starts over). Version 2 added the
+// pieces written past Offset, and is only written after the image is synced.
+const checkpointVersion = 2
 
-// checkpoint is the resume state of one disk, kept next to its image.
+// checkpoint is the resume state of one disk, kept next to its image. It
+// names only bytes that were synced to the image before it was written.
 type checkpoint struct {
 	// Version of the format.
 	Version int `json:"version"`
@@ -25,16 +27,23 @@ type checkpoint struct {
 	Source string `json:"source"`
 	// Capacity of the image.
 	Capacity int64 `json:"capacity"`
+	// PieceSize is the length of the pieces listed in Written.
+	PieceSize int64 `json:"pieceSize"`
 	// Offset is how many bytes of the image are written and hashed.
 	Offset int64 `json:"offset"`
 	// HashState is the SHA-256 state after Offset bytes.
 	HashState []byte `json:"hashState"`
-	// ChunkStart is where the last chunk before Offset starts.
+	// ChunkStart is where the verified span before Offset starts (about a
+	// chunk before it).
 	ChunkStart int64 `json:"chunkStart"`
 	// ChunkStartHashState is the SHA-256 state after ChunkStart bytes: the
 	// image's bytes [ChunkStart, Offset) hashed onto it must give HashState.
-	// It verifies the last chunk on resume at no cost during the copy.
+	// It verifies the end of the hashed image on resume at no cost during the copy.
 	ChunkStartHashState []byte `json:"chunkStartHashState"`
+	// Written lists the pieces past Offset already in the image, in order
+	// (fetched by other streams, or not hashed yet): they are not fetched
+	// again, the hasher reads them back.
+	Written []byteRange `json:"written,omitempty"`
 }
 
 // checkpointPath is the default checkpoint of a file image:
@@ -43,14 +52,14 @@ func checkpointPath(image string) string {
 	return filepath.Join(filepath.Dir(image), "."+filepath.Base(image)+".checkpoint")
 }
 
-// saveCheckpoint writes the checkpoint atomically (WriteFileAtomic: its
+// saveCheckpoint writes the checkpoint atomically and synced (its
 // temporary is removeCheckpoint's path+".tmp").
 func saveCheckpoint(path string, cp *checkpoint) error {
 	data, err := json.Marshal(cp)
 	if err != nil {
 		return fmt.Errorf("encoding checkpoint: %w", err)
 	}
-	if err := WriteFileAtomic(path, data, 0o600); err != nil {
+	if err := writeFileSynced(path, data, 0o600); err != nil {
 		return fmt.Errorf("writing checkpoint: %w", err)
 	}
 	return nil
@@ -104,29 +113,28 @@ func restoreHash(state []byte) (hash.Hash, error) {
 	return h, nil
 }
 
-// resumeFrom checks a checkpoint against the source and the image and,
-// when it holds, returns the hash restored to its offset. A checkpoint
-// that does not hold returns a reason and a nil hash: the copy starts over.
-func resumeFrom(cp *checkpoint, source string, capacity int64, dst *destination, buf []byte) (hash.Hash, string) {
-	switch {
-	case cp.Version != checkpointVersion:
-		return nil, fmt.Sprintf("checkpoint version %d, want %d", cp.Version, checkpointVersion)
-	case cp.Source != source:
-		return nil, "the source changed since the checkpoint"
-	case cp.Capacity != capacity:
-		return nil, fmt.Sprintf("checkpoint capacity %d, want %d", cp.Capacity, capacity)
-	case cp.Offset <= 0 || cp.Offset > capacity || cp.ChunkStart < 0 || cp.ChunkStart > cp.Offset:
-		return nil, "checkpoint offsets are inconsistent"
+// resumeFrom checks a checkpoint against the source, the layout and the
+// image and, when it holds, returns the copy's state at its offset (with
+// the written pieces past it, unless the piece size changed: the note then
+// says they are fetched again). A checkpoint that does not hold returns a
+// nil state and the reason: the copy starts over.
+func resumeFrom(cp *checkpoint, source string, layout pieceLayout, dst *destination, buf []byte) (*copyState, string) {
+	if why := checkpointUsable(cp, source, layout.capacity); why != "" {
+		return nil, why
 	}
 	size, err := dst.size()
 	if err != nil {
 		return nil, fmt.Sprintf("sizing the image: %v", err)
 	}
-	if size < cp.Offset {
-		return nil, fmt.Sprintf("the image is %d bytes, shorter than the checkpoint's %d", size, cp.Offset)
+	end := cp.Offset
+	if n := len(cp.Written); n > 0 {
+		end = cp.Written[n-1].End
 	}
-	// Re-read the last chunk written, hash it onto the state before it,
-	// and compare with the state after it.
+	if size < end {
+		return nil, fmt.Sprintf("the image is %d bytes, shorter than the checkpoint's %d", size, end)
+	}
+	// Re-read the end of the hashed image, hash it onto the state before
+	// it, and compare with the state after it.
 	h, err := restoreHash(cp.ChunkStartHashState)
 	if err != nil {
 		return nil, err.Error()
@@ -146,5 +154,46 @@ func resumeFrom(cp *checkpoint, source string, capacity int64, dst *destination,
 	if !bytes.Equal(state, cp.HashState) {
 		return nil, "the image's last checkpointed chunk does not match the checkpoint"
 	}
-	return h, ""
+	st := &copyState{hashed: cp.Offset, h: h, state: state, written: map[int64]int64{}}
+	if cp.ChunkStart < cp.Offset {
+		st.marks = []hashMark{{off: cp.ChunkStart, state: cp.ChunkStartHashState}}
+	}
+	if cp.PieceSize != layout.size && len(cp.Written) > 0 {
+		return st, fmt.Sprintf("the piece size changed from %d to %d: the %d pieces past byte %d are fetched again", cp.PieceSize, layout.size, len(cp.Written), cp.Offset)
+	}
+	for _, r := range cp.Written {
+		st.written[r.Start] = r.End
+	}
+	return st, ""
+}
+
+// checkpointUsable says why a checkpoint cannot be resumed, or "".
+func checkpointUsable(cp *checkpoint, source string, capacity int64) string {
+	switch {
+	case cp.Version != checkpointVersion:
+		return fmt.Sprintf("checkpoint version %d, want %d", cp.Version, checkpointVersion)
+	case cp.Source != source:
+		return "the source changed since the checkpoint"
+	case cp.Capacity != capacity:
+		return fmt.Sprintf("checkpoint capacity %d, want %d", cp.Capacity, capacity)
+	case cp.Offset < 0 || cp.Offset > capacity || cp.ChunkStart < 0 || cp.ChunkStart > cp.Offset:
+		return "checkpoint offsets are inconsistent"
+	case cp.Offset == 0 && len(cp.Written) == 0:
+		return "the checkpoint holds nothing"
+	}
+	prev := cp.Offset
+	for _, r := range cp.Written {
+		if r.Start < prev || r.End <= r.Start || r.End > capacity {
+			return "the checkpoint's written pieces are inconsistent"
+		}
+		prev = r.End
+	}
+	return ""
+}
+
+// newCopyState is the state of a copy starting from the first byte.
+func newCopyState() copyState {
+	h := sha256.New()
+	state, _ := hashState(h)
+	return copyState{h: h, state: state, written: map[int64]int64{}}
 }

@@ -37,7 +37,7 @@ type commandFlags struct {
 	credentialsDir    string
 	parallel          int
 	chunkMiB          int
-	buffers           int
+	streams           int
 	retries           int
 	progressInterval  time.Duration
 	progressFile      string
@@ -55,8 +55,8 @@ func parseFlags(args []string, stderr io.Writer) (*commandFlags, error) {
 	fs.StringVar(&f.spec, "spec", "", "job spec file (JSON or YAML): endpoint, VM moRef, disks and destinations")
 	fs.StringVar(&f.credentialsDir, "credentials-dir", "", "directory of the mounted credentials Secret (username, password, optional ca.crt, thumbprint)")
 	fs.IntVar(&f.parallel, "parallel", DefaultParallel, "disks copied at once")
-	fs.IntVar(&f.chunkMiB, "chunk-mib", DefaultChunkSize>>20, "chunk size in MiB: the unit of reading, writing and checkpointing")
-	fs.IntVar(&f.buffers, "buffers", DefaultBuffers, "chunks in flight per disk (memory is parallel x buffers x chunk)")
+	fs.IntVar(&f.chunkMiB, "chunk-mib", DefaultChunkSize>>20, "chunk size in MiB: the most a crash makes one stream fetch again (each request reads half a chunk)")
+	fs.IntVar(&f.streams, "streams", DefaultStreams, fmt.Sprintf("Range connections reading each disk at once (1 to %d; memory is parallel x (streams + 1/2) x chunk)", MaxStreams))
 	fs.IntVar(&f.retries, "retries", DefaultRetries, "in-process retries of a failed read without progress in between (0: none)")
 	fs.DurationVar(&f.progressInterval, "progress-interval", DefaultProgressInterval, "time between progress reports")
 	fs.StringVar(&f.progressFile, "progress-file", "", "file rewritten atomically with the latest progress (JSON)")
@@ -79,8 +79,10 @@ func parseFlags(args []string, stderr io.Writer) (*commandFlags, error) {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	case len(missing) > 0:
 		return nil, fmt.Errorf("missing %s", strings.Join(missing, " and "))
-	case f.parallel < 1 || f.buffers < 1 || f.chunkMiB < 1 || f.chunkMiB > 256 || f.retries < 0 || f.progressInterval < 100*time.Millisecond:
-		return nil, errors.New("--parallel, --buffers and --chunk-mib (at most 256) must be positive, --retries not negative, --progress-interval at least 100ms")
+	case f.parallel < 1 || f.chunkMiB < 1 || f.chunkMiB > 256 || f.retries < 0 || f.progressInterval < 100*time.Millisecond:
+		return nil, errors.New("--parallel and --chunk-mib (at most 256) must be positive, --retries not negative, --progress-interval at least 100ms")
+	case f.streams < 1 || f.streams > MaxStreams:
+		return nil, fmt.Errorf("--streams must be between 1 and %d", MaxStreams)
 	}
 	return f, nil
 }
@@ -152,6 +154,9 @@ func execute(ctx context.Context, f *commandFlags, stdout io.Writer, logf func(s
 	if err != nil {
 		return failed(spec, err, "")
 	}
+	// Keep a connection per stream of every disk copied at once (and one
+	// for SOAP calls) instead of closing all but two after each request.
+	sess.Client().DefaultTransport().MaxIdleConnsPerHost = f.streams*f.parallel + 1
 	kctx, stopKeepAlive := context.WithCancel(ctx)
 	defer stopKeepAlive()
 	go KeepAlive(kctx, sess.Client(), keepAliveInterval, logf)
@@ -169,7 +174,7 @@ func execute(ctx context.Context, f *commandFlags, stdout io.Writer, logf func(s
 	}
 	return Run(ctx, plans, Options{
 		ChunkSize:  f.chunkMiB << 20,
-		Buffers:    f.buffers,
+		Streams:    f.streams,
 		Parallel:   f.parallel,
 		Retries:    retries,
 		BufferedIO: f.bufferedIO,

@@ -2,26 +2,27 @@ package transfer
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"net/http"
 	"time"
 
 	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
-// Defaults of Options.
+// Defaults and bounds of Options.
 const (
-	// DefaultChunkSize is the unit of reading, hashing, writing and checkpointing.
-	DefaultChunkSize = 4 << 20
-	// DefaultBuffers is how many chunks one disk has in flight.
-	DefaultBuffers = 4
+	// DefaultChunkSize is the unit of the resume promise: the most one
+	// stream has requested from the source and not yet made durable, so
+	// the most a crash makes it fetch again. Each request reads half of it.
+	DefaultChunkSize = 8 << 20
+	// DefaultStreams is how many Range connections read one disk.
+	DefaultStreams = 1
+	// MaxStreams bounds Options.Streams.
+	MaxStreams = 16
 	// DefaultParallel is how many disks are copied at once.
-	DefaultParallel = 2
+	DefaultParallel = wire.DefaultParallelDisks
 	// DefaultRetries is how many times a failed read is retried in-process
 	// without progress in between.
 	DefaultRetries = 3
@@ -29,12 +30,18 @@ const (
 	DefaultProgressInterval = 5 * time.Second
 )
 
+// piecesPerChunk is how many requests one chunk is read with: a stream
+// reads the next piece while the one before is written and synced.
+const piecesPerChunk = 2
+
 // Options tune a run. The zero value of a field means its default.
 type Options struct {
-	// ChunkSize in bytes, a multiple of 64 KiB.
+	// ChunkSize in bytes, rounded up to a multiple of 128 KiB. A stream
+	// never has more than one chunk requested and not yet durable.
 	ChunkSize int
-	// Buffers per disk: memory is Parallel x Buffers x ChunkSize.
-	Buffers int
+	// Streams is how many Range connections read each disk at once, at
+	// most MaxStreams. Memory is Parallel x (2 x Streams + 1) half-chunks.
+	Streams int
 	// Parallel is how many disks are copied at once.
 	Parallel int
 	// Retries of a failed source read before the disk fails; negative means none.
@@ -61,10 +68,9 @@ func (o Options) withDefaults() Options {
 	if o.ChunkSize <= 0 {
 		o.ChunkSize = DefaultChunkSize
 	}
-	o.ChunkSize = (o.ChunkSize + zeroBlock - 1) / zeroBlock * zeroBlock
-	if o.Buffers <= 0 {
-		o.Buffers = DefaultBuffers
-	}
+	unit := piecesPerChunk * zeroBlock
+	o.ChunkSize = (o.ChunkSize + unit - 1) / unit * unit
+	o.Streams = min(max(o.Streams, DefaultStreams), MaxStreams)
 	if o.Parallel <= 0 {
 		o.Parallel = DefaultParallel
 	}
@@ -85,6 +91,13 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// pieceSize is the length of one request.
+func (o Options) pieceSize() int64 { return int64(o.ChunkSize / piecesPerChunk) }
+
+// buffersPerDisk is how many pieces one disk holds in memory: two per
+// stream (one arriving, one being written) and one the hasher may lag by.
+func (o Options) buffersPerDisk() int { return piecesPerChunk*o.Streams + 1 }
 
 // sourceError marks a failure of the source (the network, the server):
 // worth a retry, unlike a failure of the destination.
@@ -112,20 +125,17 @@ func unauthorized(err error) bool {
 	return errors.As(err, &st) && st.Code == http.StatusUnauthorized
 }
 
-// copyState is where one disk's copy stands.
-type copyState struct {
-	off int64
-	h   hash.Hash
-}
-
 // diskCopy copies one disk.
 type diskCopy struct {
 	opts Options
 	plan *DiskPlan
 	t    *tracker
-	bufs [][]byte
-	dst  *destination
-	st   copyState
+	// bufs hold the pieces in memory; scratch reads back the image.
+	bufs    [][]byte
+	scratch []byte
+	dst     *destination
+	layout  pieceLayout
+	ledger  ledger
 }
 
 // run copies the disk and returns its result.
@@ -134,7 +144,7 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 	spec := c.plan.Spec
 	res := wire.DiskResult{Key: spec.Key}
 	done := func(err error) (wire.DiskResult, error) {
-		res.Bytes = c.st.off
+		res.Bytes = c.ledger.hashedBytes()
 		res.DurationSeconds = time.Since(start).Seconds()
 		if err != nil {
 			res.Error = err.Error()
@@ -150,40 +160,12 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 			_ = c.dst.close()
 		}
 	}()
-	res.ResumedFrom = c.st.off
+	res.ResumedFrom = c.ledger.hashedBytes()
 	c.t.state.Store(wire.StateCopying)
-	failures := 0
-	for c.st.off < spec.CapacityBytes {
-		before := c.st.off
-		err := c.stream(ctx)
-		if err == nil {
-			continue
-		}
-		if c.st.off > before {
-			failures = 0
-		}
-		// A 401 is worth a retry once the session is renewed.
-		renew := unauthorized(err) && c.opts.RefreshSession != nil
-		if ctx.Err() != nil || !(renew || retriable(err)) || failures >= c.opts.Retries {
-			return done(fmt.Errorf("disk %d: %w", spec.Key, err))
-		}
-		failures++
-		if renew {
-			c.opts.Logf("disk %d: %v; renewing the session, retry %d of %d from byte %d", spec.Key, err, failures, c.opts.Retries, c.st.off)
-			if rerr := c.opts.RefreshSession(ctx); rerr != nil {
-				return done(fmt.Errorf("disk %d: %w (renewing the session: %v)", spec.Key, err, rerr))
-			}
-			continue
-		}
-		delay := c.opts.RetryDelay << (failures - 1)
-		c.opts.Logf("disk %d: %v; retry %d of %d from byte %d in %s", spec.Key, err, failures, c.opts.Retries, c.st.off, delay)
-		select {
-		case <-ctx.Done():
-			return done(fmt.Errorf("disk %d: %w", spec.Key, ctx.Err()))
-		case <-time.After(delay):
-		}
+	if err := c.copyWithRetries(ctx); err != nil {
+		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
 	}
-	sum := c.st.h.Sum(nil)
+	sum := c.ledger.st.h.Sum(nil)
 	dst := c.dst
 	c.dst = nil
 	if err := dst.finish(); err != nil {
@@ -199,6 +181,49 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 	return done(nil)
 }
 
+// copyWithRetries runs rounds until the whole image is hashed, retrying
+// failed reads (after renewing the session on a 401) while they make
+// progress or the retries last.
+func (c *diskCopy) copyWithRetries(ctx context.Context) error {
+	key := c.plan.Spec.Key
+	failures := 0
+	for c.ledger.hashedBytes() < c.plan.Spec.CapacityBytes {
+		before := c.ledger.doneBytes()
+		err := c.round(ctx)
+		if err == nil && c.ledger.hashedBytes() < c.plan.Spec.CapacityBytes {
+			err = errRoundEnded
+		}
+		if err == nil {
+			continue
+		}
+		if c.ledger.doneBytes() > before {
+			failures = 0
+		}
+		// A 401 is worth a retry once the session is renewed.
+		renew := unauthorized(err) && c.opts.RefreshSession != nil
+		if ctx.Err() != nil || !(renew || retriable(err)) || failures >= c.opts.Retries {
+			return err
+		}
+		failures++
+		at := c.ledger.hashedBytes()
+		if renew {
+			c.opts.Logf("disk %d: %v; renewing the session, retry %d of %d from byte %d", key, err, failures, c.opts.Retries, at)
+			if rerr := c.opts.RefreshSession(ctx); rerr != nil {
+				return fmt.Errorf("%w (renewing the session: %v)", err, rerr)
+			}
+			continue
+		}
+		delay := c.opts.RetryDelay << (failures - 1)
+		c.opts.Logf("disk %d: %v; retry %d of %d from byte %d in %s", key, err, failures, c.opts.Retries, at, delay)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+	return nil
+}
+
 // prepare opens the destination and finds where to start: a checkpoint
 // that holds, or the beginning.
 func (c *diskCopy) prepare() error {
@@ -210,157 +235,47 @@ func (c *diskCopy) prepare() error {
 	if c.plan.Checkpoint == "" {
 		c.plan.Checkpoint = defaultCheckpoint(spec, c.dst.block)
 	}
-	c.st = copyState{h: sha256.New()}
+	c.layout = pieceLayout{extents: c.plan.Extents, size: c.opts.pieceSize(), capacity: spec.CapacityBytes}
+	c.ledger.st = newCopyState()
 	if c.plan.Checkpoint != "" {
-		cp, err := loadCheckpoint(c.plan.Checkpoint)
-		if err != nil {
-			c.opts.Logf("disk %d: starting over: %v", spec.Key, err)
-		} else if cp != nil {
-			h, why := resumeFrom(cp, c.plan.Source, spec.CapacityBytes, c.dst, c.bufs[0])
-			if h == nil {
-				c.opts.Logf("disk %d: starting over: %s", spec.Key, why)
-			} else {
-				c.st = copyState{off: cp.Offset, h: h}
-				c.opts.Logf("disk %d: resuming at byte %d of %d", spec.Key, cp.Offset, spec.CapacityBytes)
-			}
-		}
+		c.resume()
 	}
-	if err := c.dst.reset(c.st.off, spec.CapacityBytes); err != nil {
+	st := &c.ledger.st
+	err = c.dst.reset(st.hashed, st.writtenRanges(), spec.CapacityBytes)
+	if errors.Is(err, errNoPunchHole) && len(st.written) > 0 {
+		c.opts.Logf("disk %d: fetching again the %d pieces past byte %d: %v", spec.Key, len(st.written), st.hashed, err)
+		st.written = map[int64]int64{}
+		err = c.dst.reset(st.hashed, nil, spec.CapacityBytes)
+	}
+	if err != nil {
 		_ = c.dst.close()
 		c.dst = nil
 		return fmt.Errorf("disk %d: %w", spec.Key, err)
 	}
-	c.t.done.Store(c.st.off)
-	c.t.resumedFrom.Store(c.st.off)
+	c.t.done.Store(st.hashed)
+	c.t.resumedFrom.Store(st.hashed)
 	return nil
 }
 
-// filled is a chunk read from the source, or the read's failure.
-type filled struct {
-	buf []byte
-	n   int
-	err error
-}
-
-// stream copies from the current offset to the end of its extent: one
-// range request, read in chunks by a goroutine while this one hashes,
-// writes and checkpoints the chunks before. Chunks read before a failure
-// (or a cancellation) are still written and checkpointed.
-func (c *diskCopy) stream(ctx context.Context) error {
-	e, err := c.extentAt(c.st.off)
-	if err != nil {
-		return err
+// resume loads the checkpoint into the ledger when it holds.
+func (c *diskCopy) resume() {
+	key := c.plan.Spec.Key
+	cp, err := loadCheckpoint(c.plan.Checkpoint)
+	switch {
+	case err != nil:
+		c.opts.Logf("disk %d: starting over: %v", key, err)
+		return
+	case cp == nil:
+		return
 	}
-	from := e.FileOffset + (c.st.off - e.Start)
-	to := e.FileOffset + e.Length
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	body, err := e.File.OpenRange(rctx, from, to, e.FileSize)
-	if err != nil {
-		return &sourceError{err}
+	st, why := resumeFrom(cp, c.plan.Source, c.layout, c.dst, c.scratch)
+	if st == nil {
+		c.opts.Logf("disk %d: starting over: %s", key, why)
+		return
 	}
-	defer body.Close()
-
-	free := make(chan []byte, len(c.bufs))
-	for _, b := range c.bufs {
-		free <- b
+	if why != "" {
+		c.opts.Logf("disk %d: %s", key, why)
 	}
-	full := make(chan filled, len(c.bufs))
-	go readChunks(rctx, body, to-from, free, full)
-
-	var firstErr error
-	for f := range full {
-		switch {
-		case firstErr != nil:
-		case f.err != nil:
-			firstErr = &sourceError{f.err}
-			cancel()
-		default:
-			if err := c.consume(f.buf[:f.n]); err != nil {
-				firstErr = err
-				cancel()
-			}
-		}
-		if f.buf != nil {
-			free <- f.buf
-		}
-	}
-	return firstErr
-}
-
-// readChunks reads want bytes from body into buffers from free and sends
-// them to full, which it closes when done. A short read ends it with an error.
-func readChunks(ctx context.Context, body io.Reader, want int64, free chan []byte, full chan<- filled) {
-	defer close(full)
-	for want > 0 {
-		var buf []byte
-		select {
-		case buf = <-free:
-		case <-ctx.Done():
-			full <- filled{err: ctx.Err()}
-			return
-		}
-		n := int(min(int64(len(buf)), want))
-		if _, err := io.ReadFull(body, buf[:n]); err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			full <- filled{buf: buf, err: err}
-			return
-		}
-		want -= int64(n)
-		full <- filled{buf: buf, n: n}
-	}
-	// The body must end here: the exact reader fails on any byte beyond.
-	var probe [1]byte
-	if _, err := body.Read(probe[:]); err != io.EOF {
-		if err == nil {
-			err = fmt.Errorf("%w: the body runs past its range", ErrBadResponse)
-		}
-		full <- filled{err: err}
-	}
-}
-
-// consume hashes, writes and checkpoints one chunk. The hash and the
-// write run side by side: both are a full pass over the chunk.
-func (c *diskCopy) consume(b []byte) error {
-	before, err := hashState(c.st.h)
-	if err != nil {
-		return err
-	}
-	start := c.st.off
-	written := make(chan error, 1)
-	go func() { written <- c.dst.writeChunk(b, start) }()
-	c.st.h.Write(b)
-	if err := <-written; err != nil {
-		return err
-	}
-	c.st.off += int64(len(b))
-	c.t.done.Store(c.st.off)
-	if c.plan.Checkpoint == "" || c.st.off == c.plan.Spec.CapacityBytes {
-		return nil
-	}
-	after, err := hashState(c.st.h)
-	if err != nil {
-		return err
-	}
-	return saveCheckpoint(c.plan.Checkpoint, &checkpoint{
-		Version:             checkpointVersion,
-		Source:              c.plan.Source,
-		Capacity:            c.plan.Spec.CapacityBytes,
-		Offset:              c.st.off,
-		HashState:           after,
-		ChunkStart:          start,
-		ChunkStartHashState: before,
-	})
-}
-
-// extentAt is the extent holding image offset off.
-func (c *diskCopy) extentAt(off int64) (ExtentPlan, error) {
-	for _, e := range c.plan.Extents {
-		if off >= e.Start && off < e.Start+e.Length {
-			return e, nil
-		}
-	}
-	return ExtentPlan{}, fmt.Errorf("no extent holds image offset %d", off)
+	c.ledger.st = *st
+	c.opts.Logf("disk %d: resuming at byte %d of %d (%d pieces past it already written)", key, st.hashed, c.plan.Spec.CapacityBytes, len(st.written))
 }

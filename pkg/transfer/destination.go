@@ -137,19 +137,52 @@ func (d *destination) checkSpace(capacity int64) error {
 	return nil
 }
 
-// reset prepares the image for a copy starting at offset: a file is cut to
-// offset (dropping anything a previous attempt wrote past the checkpoint)
-// and extended with a hole to capacity. A block device keeps its content:
-// every byte past offset is written or zeroed by the copy.
-func (d *destination) reset(offset, capacity int64) error {
+// errNoPunchHole says the file system cannot punch holes, so a resume
+// cannot keep pieces written past its offset.
+var errNoPunchHole = errors.New("the file system cannot punch holes")
+
+// reset prepares the image for a copy starting at offset, keeping the
+// ranges in keep (written past offset, in order): a file is sized to
+// capacity and every other byte past offset becomes a hole again
+// (dropping anything a previous attempt wrote without checkpointing it).
+// A block device keeps its content: every byte past offset that is not
+// kept is written or zeroed by the copy.
+func (d *destination) reset(offset int64, keep []byteRange, capacity int64) error {
 	if d.block {
 		return nil
 	}
-	if err := d.f.Truncate(offset); err != nil {
-		return fmt.Errorf("truncating %s: %w", d.path, err)
+	if len(keep) == 0 {
+		if err := d.f.Truncate(offset); err != nil {
+			return fmt.Errorf("truncating %s: %w", d.path, err)
+		}
 	}
 	if err := d.f.Truncate(capacity); err != nil {
 		return fmt.Errorf("sizing %s: %w", d.path, err)
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	from := offset
+	for _, r := range append(keep, byteRange{Start: capacity, End: capacity}) {
+		if r.Start > from {
+			err := unix.Fallocate(int(d.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, from, r.Start-from)
+			if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+				return fmt.Errorf("%w (%s): %v", errNoPunchHole, d.path, err)
+			}
+			if err != nil {
+				return fmt.Errorf("clearing %s from byte %d: %w", d.path, from, err)
+			}
+		}
+		from = r.End
+	}
+	return nil
+}
+
+// sync makes what was written to the image durable (fdatasync), before
+// a checkpoint names it.
+func (d *destination) sync() error {
+	if err := unix.Fdatasync(int(d.f.Fd())); err != nil {
+		return fmt.Errorf("syncing %s: %w", d.path, err)
 	}
 	return nil
 }

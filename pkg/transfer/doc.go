@@ -3,21 +3,51 @@
 //
 // For each disk it reads the VMDK text descriptor from the datastore HTTP
 // interface (/folder, with the SOAP session cookie), refuses snapshot deltas
-// and anything that is not made of flat extents, then streams each flat
-// extent with one Range request into the destination: a file (disk.img in a
+// and anything that is not made of flat extents, then reads each flat
+// extent with Range requests into the destination: a file (disk.img in a
 // staging volume, kept sparse where the source has zero blocks) or a raw
 // block device (zero blocks zeroed with FALLOC_FL_ZERO_RANGE). Writes use
 // direct I/O where the file system allows it. A SHA-256 of the whole image,
-// zeros included, is computed on the fly.
-//
-// After every chunk the copy checkpoints its offset and hash state next to
-// the image (".disk.img.checkpoint", written atomically), so a restart
-// re-reads the last chunk from the image, checks it against the saved hash
-// states and continues with a Range request from there: at most one chunk
-// is sent twice. The checkpoint is removed once the image is complete (CDI
-// clones every file in the volume's root). A wrong status, Content-Range or
+// zeros included, is computed on the fly. A wrong status, Content-Range or
 // length, a body that ends early or runs long, or an extent whose size is
 // not what the descriptor says, fails the disk; nothing is a silent success.
+//
+// # Streams, pieces and the hash
+//
+// A disk is read over --streams K connections at once (default 1). Each
+// request reads one piece, half a chunk (--chunk-mib, default 8 MiB), on a
+// grid from each extent's start; streams take the pieces in image order.
+// One writer per disk writes what has arrived, syncs the image
+// (fdatasync) and then rewrites the checkpoint naming those pieces. One
+// hasher per disk hashes the pieces in image order as they come out of
+// the writer (a piece that arrives early waits in memory for its turn), so
+// the result's SHA-256 is the whole image's, computed once, from memory.
+// Memory per disk is 2K+1 pieces, (K + 1/2) chunks, whatever the disk's
+// size: a stream holds at most two pieces and the hasher lags by at most
+// one before streams wait for buffers.
+//
+// # Resume, and what a crash re-sends
+//
+// A stream takes a credit before it requests a piece and the writer gives
+// it back only once the piece is synced and checkpointed; a stream has two
+// credits. The server can only send bytes that were asked for, so what a
+// crash (even SIGKILL, or the node) can make the next attempt fetch again
+// is at most two pieces, one chunk, per stream, whatever the read-ahead,
+// the socket buffers on either side or the server's buffers hold.
+//
+// The checkpoint (".disk.img.checkpoint" beside the image, written to a
+// temporary, synced, renamed, and its directory synced) holds the hashed offset and the SHA-256
+// state there, the state about a chunk before it, and the pieces past the
+// offset already written (out of order, by other streams). It names only
+// bytes that were synced before it was written. A restart re-reads the
+// chunk before the offset and checks it against the two saved states,
+// punches holes over anything past the offset that the checkpoint does not
+// name (a previous attempt may have written it without checkpointing it),
+// reads back the named pieces when the hasher reaches them, and fetches
+// the rest. A checkpoint that does not hold (another source, a damaged
+// image) starts the copy over. The checkpoint is removed once the image is
+// complete (CDI clones every file in the volume's root). A block device
+// has no checkpoint unless the spec names one (no resume).
 //
 // # The command
 //
@@ -25,14 +55,15 @@
 //
 //	vm-transfer --spec /etc/vm-transfer/spec/transfer-spec.json \
 //	    --credentials-dir /etc/vm-transfer/credentials \
-//	    [--parallel 2] [--chunk-mib 4] [--buffers 4] [--retries 3] \
+//	    [--parallel 2] [--streams 1] [--chunk-mib 8] [--retries 3] \
 //	    [--progress-interval 5s] [--progress-file FILE] \
 //	    [--progress-configmap NAMESPACE/NAME] [--termination-log /dev/termination-log]
 //
 // The credentials directory is a mounted Secret (username, password,
 // optional ca.crt and thumbprint); credentials never appear in the spec,
-// the arguments or the environment. Memory is about parallel x buffers x
-// chunk plus 30 MiB, whatever the disk size.
+// the arguments or the environment. Memory is about parallel x (streams +
+// 1/2) x chunk plus 30 MiB, whatever the disk size. The controller sets
+// --streams from its per-host connection budget (wire.StreamsPerDisk).
 //
 // The job spec (JSON or YAML, unknown fields rejected):
 //

@@ -7,6 +7,10 @@ import (
 	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
+// scratchSize bounds the buffer that reads the image back (to verify a
+// checkpoint and to hash pieces a previous round wrote).
+const scratchSize = 1 << 20
+
 // Run copies the planned disks, at most opts.Parallel at once, reporting
 // progress to opts.ProgressSinks. A failed disk does not stop the others:
 // what they copy is checkpointed for the next attempt. The result lists
@@ -34,12 +38,13 @@ func Run(ctx context.Context, plans []DiskPlan, opts Options) *wire.Result {
 		go func() {
 			defer wg.Done()
 			// One set of buffers per worker, reused disk after disk.
-			bufs := make([][]byte, opts.Buffers)
+			bufs := make([][]byte, opts.buffersPerDisk())
 			for i := range bufs {
-				bufs[i] = alignedBuffer(opts.ChunkSize)
+				bufs[i] = alignedBuffer(int(opts.pieceSize()))
 			}
+			scratch := alignedBuffer(min(int(opts.pieceSize()), scratchSize))
 			for i := range next {
-				c := &diskCopy{opts: opts, plan: &plans[i], t: trackers[i], bufs: bufs}
+				c := &diskCopy{opts: opts, plan: &plans[i], t: trackers[i], bufs: bufs, scratch: scratch}
 				results[i], errs[i] = c.run(ctx)
 			}
 		}()

@@ -27,7 +27,7 @@ const testSize = 20*mib + 192<<10
 func testOptions(t *testing.T) transfer.Options {
 	return transfer.Options{
 		ChunkSize:        testChunk,
-		Buffers:          3,
+		Streams:          1,
 		Parallel:         2,
 		Retries:          -1,
 		RetryDelay:       10 * time.Millisecond,

@@ -168,7 +168,9 @@ func (c *Cluster) MirrorNames(informers map[string]cache.SharedIndexInformer) {
 		"persistentvolumeclaims": func(ctx context.Context) (runtime.Object, error) {
 			return c.Kube.CoreV1().PersistentVolumeClaims("").List(ctx, all)
 		},
-		"datavolumes": func(ctx context.Context) (runtime.Object, error) { return c.CDI.CdiV1beta1().DataVolumes("").List(ctx, all) },
+		"datavolumes": func(ctx context.Context) (runtime.Object, error) {
+			return c.CDI.CdiV1beta1().DataVolumes("").List(ctx, all)
+		},
 		"virtualmachines": func(ctx context.Context) (runtime.Object, error) {
 			return c.KV.KubevirtV1().VirtualMachines("").List(ctx, all)
 		},

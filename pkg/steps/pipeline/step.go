@@ -48,6 +48,10 @@ type Config struct {
 	TransferProgress bool
 	// TransferResources of the transfer container; nil means defaults.
 	TransferResources *corev1.ResourceRequirements
+	// TransferStreams is how many Range connections the transfer reads each
+	// disk with (vm-transfer --streams); 0 or 1 means one. The controller
+	// derives it from a per-host connection budget (wire.StreamsPerDisk).
+	TransferStreams int
 	// ConversionResources of the conversion container; nil means defaults.
 	ConversionResources *corev1.ResourceRequirements
 	// ConversionKVM requests /dev/kvm (devices.kubevirt.io/kvm) for the

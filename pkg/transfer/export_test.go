@@ -1,0 +1,16 @@
+package transfer
+
+// CheckpointedBytes is how many bytes of the image a disk's checkpoint
+// names as written: its offset plus the pieces written past it (0 when
+// there is no checkpoint).
+func CheckpointedBytes(path string) (int64, error) {
+	cp, err := loadCheckpoint(path)
+	if err != nil || cp == nil {
+		return 0, err
+	}
+	n := cp.Offset
+	for _, r := range cp.Written {
+		n += r.End - r.Start
+	}
+	return n, nil
+}

@@ -1,0 +1,176 @@
+package transfer
+
+import (
+	"cmp"
+	"hash"
+	"slices"
+	"sync"
+)
+
+// pieceLayout cuts the image into the pieces one request reads: half a
+// chunk each, on a grid from each extent's start, never across an extent.
+type pieceLayout struct {
+	extents  []ExtentPlan
+	size     int64
+	capacity int64
+}
+
+// extentAt is the index of the extent holding image offset off, or -1.
+func (l pieceLayout) extentAt(off int64) int {
+	for i, e := range l.extents {
+		if off >= e.Start && off < e.Start+e.Length {
+			return i
+		}
+	}
+	return -1
+}
+
+// end is where the piece starting at start ends.
+func (l pieceLayout) end(start int64) int64 {
+	i := l.extentAt(start)
+	if i < 0 {
+		return l.capacity
+	}
+	e := l.extents[i]
+	grid := e.Start + ((start-e.Start)/l.size+1)*l.size
+	return min(grid, e.Start+e.Length)
+}
+
+// byteRange is [Start, End) of the image.
+type byteRange struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+}
+
+// hashMark is the SHA-256 state after Off bytes of the image.
+type hashMark struct {
+	off   int64
+	state []byte
+}
+
+// copyState is where one disk's copy stands: the image's bytes before
+// hashed are written (durably, when there is a checkpoint) and hashed into
+// h; written holds the pieces past hashed that are already in the image
+// (start -> end), so they are neither fetched again nor lost.
+type copyState struct {
+	hashed  int64
+	h       hash.Hash
+	written map[int64]int64
+	// state is h's saved state; marks are the states at the starts of the
+	// last pieces hashed, oldest first: a checkpoint verifies the image
+	// from marks[0] on resume.
+	state []byte
+	marks []hashMark
+}
+
+// writtenRanges lists written in order.
+func (s *copyState) writtenRanges() []byteRange {
+	rs := make([]byteRange, 0, len(s.written))
+	for start, end := range s.written {
+		rs = append(rs, byteRange{Start: start, End: end})
+	}
+	slices.SortFunc(rs, func(a, b byteRange) int { return cmp.Compare(a.Start, b.Start) })
+	return rs
+}
+
+// ledger is the state shared by a disk's writer (which adds written
+// pieces) and hasher (which moves hashed on and owns h).
+type ledger struct {
+	mu sync.Mutex
+	st copyState
+}
+
+// hashedBytes is how much of the image is written and hashed.
+func (l *ledger) hashedBytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st.hashed
+}
+
+// doneBytes counts the written pieces past hashed too.
+func (l *ledger) doneBytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.st.hashed
+	for start, end := range l.st.written {
+		n += end - start
+	}
+	return n
+}
+
+// addWritten records pieces that are now in the image for good.
+func (l *ledger) addWritten(ps []fetched) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range ps {
+		l.st.written[p.start] = p.end
+	}
+}
+
+// writtenCopy is a copy of the written pieces.
+func (l *ledger) writtenCopy() map[int64]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := make(map[int64]int64, len(l.st.written))
+	for k, v := range l.st.written {
+		m[k] = v
+	}
+	return m
+}
+
+// advance records that the piece [start, end) is hashed: before is the
+// hash state at start, after the one at end.
+func (l *ledger) advance(start, end int64, before, after []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.st.hashed = end
+	l.st.state = after
+	delete(l.st.written, start)
+	l.st.marks = append(l.st.marks, hashMark{off: start, state: before})
+	if len(l.st.marks) > piecesPerChunk {
+		l.st.marks = l.st.marks[1:]
+	}
+}
+
+// checkpoint is the ledger as a checkpoint of source.
+func (l *ledger) checkpoint(source string, capacity, pieceSize int64) *checkpoint {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cp := &checkpoint{
+		Version:             checkpointVersion,
+		Source:              source,
+		Capacity:            capacity,
+		PieceSize:           pieceSize,
+		Offset:              l.st.hashed,
+		HashState:           l.st.state,
+		ChunkStart:          l.st.hashed,
+		ChunkStartHashState: l.st.state,
+		Written:             l.st.writtenRanges(),
+	}
+	if len(l.st.marks) > 0 {
+		cp.ChunkStart, cp.ChunkStartHashState = l.st.marks[0].off, l.st.marks[0].state
+	}
+	return cp
+}
+
+// dispatcher hands out the pieces still to fetch, in image order.
+type dispatcher struct {
+	mu     sync.Mutex
+	layout pieceLayout
+	next   int64
+	skip   map[int64]int64
+}
+
+// take returns the next piece to fetch, or false when none is left.
+func (d *dispatcher) take() (start, end int64, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for d.next < d.layout.capacity {
+		start, end = d.next, d.layout.end(d.next)
+		d.next = end
+		if d.skip[start] != end {
+			return start, end, true
+		}
+	}
+	return 0, 0, false
+}

@@ -37,7 +37,7 @@ func startAdmission(t *testing.T, env *framework.Environment, ns string) {
 	t.Cleanup(a.Close)
 }
 
-// renderedMigration is a migration in ns that reached Importing (the
+// renderedMigration is a migration in ns that reached CreatingVM (the
 // shared builder's status): an EFI secure-boot VM with two disks and two
 // NICs, one on the pod network and one on Multus.
 func renderedMigration(ns string) *v1alpha1.VirtualMachineMigration {
@@ -57,7 +57,7 @@ func renderedMigration(ns string) *v1alpha1.VirtualMachineMigration {
 	return builders.Migration(builders.Named("web-01"), builders.InNamespace(ns), builders.WithUID("5b6c7d8e-0000-4000-8000-000000000001"),
 		builders.DefaultStorage("standard"),
 		builders.Networks(builders.PodNetwork("VM Network"), builders.MultusNetwork("backend", "default/backend")),
-		builders.Reached(v1alpha1.PhaseImporting, &inv))
+		builders.Reached(v1alpha1.PhaseCreatingVM, &inv))
 }
 
 // toUnstructured converts a typed object for the dynamic client.

@@ -660,8 +660,9 @@ func TestWalkthroughAgainstAPIServer(t *testing.T) {
 }
 
 // TestWalkthroughCancelAgainstAPIServer deletes a migration while its VM
-// starts: every child goes, the unfinished VM too, the finalizer is
-// released and the source is powered on again.
+// starts: the started VM holds migrated data, so it is halted and kept with
+// its DataVolumes, every other child goes, the finalizer is released and
+// the source is powered on again.
 func TestWalkthroughCancelAgainstAPIServer(t *testing.T) {
 	w := newWalkEnv(t)
 	ctx := testContext(t)
@@ -706,8 +707,23 @@ func TestWalkthroughCancelAgainstAPIServer(t *testing.T) {
 	if err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Delete(ctx, walkMigration, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	target := m.Status.Target.Name
+	// Play KubeVirt: the halted VM's instance stops.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, target, metav1.GetOptions{})
+		return err == nil && vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy == kubevirtv1.RunStrategyHalted, nil
+	}); err != nil {
+		t.Fatalf("the started target VM was not halted: %v", err)
+	}
+	if err := w.kv.KubevirtV1().VirtualMachineInstances(w.ns).Delete(ctx, target, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	w.waitFor("the cancelled migration is deleted", func(m *v1alpha1.VirtualMachineMigration) bool { return m == nil })
-	w.wantChildren("after cancelling", uid)
+	kept := []string{"VirtualMachine/" + target}
+	for _, name := range dvNames {
+		kept = append(kept, "DataVolume/"+name)
+	}
+	w.wantChildren("after cancelling", uid, kept...)
 	if s := w.powerState(); s != vimtypes.VirtualMachinePowerStatePoweredOn {
 		t.Errorf("the source is %s after the cancellation, want poweredOn as it was found", s)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"strconv"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -152,9 +153,10 @@ func jobMeta(m *v1alpha1.VirtualMachineMigration, name, component string) (metav
 
 // RenderTransferJob renders the transfer Job of an attempt: one run of
 // vm-transfer (backoffLimit 0: a failed attempt is retried by the
-// controller under a new name), the job spec and the credentials Secret
-// mounted read-only, one staging volume per disk, the result as the
-// termination message, under the restricted Pod Security profile.
+// controller under a new name; the retry deadline as its active deadline),
+// the job spec and the credentials Secret mounted read-only, one staging
+// volume per disk, the result as the termination message, under the
+// restricted Pod Security profile.
 func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg Config) (*batchv1.Job, error) {
 	if cfg.TransferImage == "" {
 		return nil, errors.New("no transfer image is configured")
@@ -163,7 +165,8 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 	if err != nil {
 		return nil, err
 	}
-	secret := m.SpecInForce().Source.CredentialsSecretRef.Name
+	spec := m.SpecInForce()
+	secret := spec.Source.CredentialsSecretRef.Name
 	if secret == "" {
 		return nil, errors.New("spec.source.credentialsSecretRef.name is empty")
 	}
@@ -178,6 +181,9 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 		ObjectMeta: meta,
 		Spec: batchv1.JobSpec{
 			BackoffLimit: ptr.To[int32](0),
+			// A hung transfer cannot hold the migration past its retry
+			// budget: the Job fails, and the budget fails the migration.
+			ActiveDeadlineSeconds: ptr.To(int64(spec.Policy.RetryDeadline() / time.Second)),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: podMeta,
 				Spec: corev1.PodSpec{

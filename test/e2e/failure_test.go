@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 )
@@ -78,9 +79,11 @@ func TestTransferAlwaysFails(t *testing.T) {
 }
 
 // TestCancel deletes a migration while it is in each of several phases:
-// the finalizer is released, no child is left (staging volumes, Jobs and
-// their pods, ConfigMaps, transfer access, DataVolumes, the unfinished VM),
-// no transfer keeps running, and the source is powered on again.
+// the finalizer is released, no staging child is left (staging volumes,
+// Jobs and their pods, ConfigMaps, transfer access), no transfer keeps
+// running, and the source is powered on again. A target VM that never ran
+// goes with its DataVolumes; one that was started (Starting) holds
+// migrated data: it is halted and kept with its DataVolumes.
 func TestCancel(t *testing.T) {
 	cases := []struct {
 		phase v1alpha1.Phase
@@ -125,10 +128,17 @@ func TestCancel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(dvs.Items) != 0 {
-				t.Errorf("%d data volumes left", len(dvs.Items))
+			if tc.phase == v1alpha1.PhaseStarting {
+				if len(dvs.Items) != len(m.Status.Disks) {
+					t.Errorf("%d data volumes kept, want the started target's %d", len(dvs.Items), len(m.Status.Disks))
+				}
+				s.waitHaltedVM("web-02", time.Minute)
+			} else {
+				if len(dvs.Items) != 0 {
+					t.Errorf("%d data volumes left", len(dvs.Items))
+				}
+				s.waitNoVM("web-02", time.Minute)
 			}
-			s.waitNoVM("web-02", time.Minute)
 			if st := s.powerState("web-02"); st != "poweredOn" {
 				t.Errorf("source %s after the cancellation, want poweredOn (as found)", st)
 			}
@@ -153,6 +163,19 @@ func (s *stack) waitPodRunning(m *v1alpha1.VirtualMachineMigration) {
 	})
 	if err != nil {
 		s.t.Fatalf("no pod of migration %s runs: %v", m.Name, err)
+	}
+}
+
+// waitHaltedVM waits until the VM exists, halted, without an instance.
+func (s *stack) waitHaltedVM(name string, timeout time.Duration) {
+	s.t.Helper()
+	err := wait.PollUntilContextTimeout(s.ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		vm, err1 := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(ctx, name, metav1.GetOptions{})
+		_, err2 := s.kv.KubevirtV1().VirtualMachineInstances(s.ns).Get(ctx, name, metav1.GetOptions{})
+		return err1 == nil && vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy == kubevirtv1.RunStrategyHalted && apierrors.IsNotFound(err2), nil
+	})
+	if err != nil {
+		s.t.Errorf("VM %s not kept halted without an instance after %s", name, timeout)
 	}
 }
 

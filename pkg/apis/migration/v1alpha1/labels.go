@@ -11,7 +11,7 @@ const (
 	// or with another UID, is not this migration's.
 	LabelMigrationUID = "migration.platform.example/migration-uid"
 	// LabelComponent says which step made the object (staging, transfer,
-	// conversion, import, vm).
+	// conversion, import, vm, plan).
 	LabelComponent = "migration.platform.example/component"
 	// AnnotationSourceVM, AnnotationSourceUUID and AnnotationSourceServer
 	// tie the migrated VirtualMachine back to its source.
@@ -33,4 +33,6 @@ const (
 	ComponentImport = "import"
 	// ComponentVM marks the target VirtualMachine.
 	ComponentVM = "vm"
+	// ComponentPlan marks the ConfigMap holding a dry-run plan.
+	ComponentPlan = "plan"
 )

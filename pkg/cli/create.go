@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/utils/ptr"
@@ -121,7 +123,44 @@ func (o *createOptions) printCreated(m *v1alpha1.VirtualMachineMigration, suffix
 	if err != nil {
 		return err
 	}
-	return p.PrintObj(m, o.streams.Out)
+	obj, err := withoutEmptyFields(m)
+	if err != nil {
+		return err
+	}
+	return p.PrintObj(obj, o.streams.Out)
+}
+
+// withoutEmptyFields turns a migration into an unstructured object without
+// its empty status, null creation time and empty spec objects, so that a
+// dry run prints only what the flags said.
+func withoutEmptyFields(m *v1alpha1.VirtualMachineMigration) (*unstructured.Unstructured, error) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
+	if err != nil {
+		return nil, fmt.Errorf("converting the migration for printing: %w", err)
+	}
+	u := &unstructured.Unstructured{Object: content}
+	if m.Status.Phase == "" {
+		unstructured.RemoveNestedField(u.Object, "status")
+	}
+	if m.CreationTimestamp.IsZero() {
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	}
+	if spec, ok := u.Object["spec"].(map[string]any); ok {
+		pruneEmpty(spec)
+	}
+	return u, nil
+}
+
+// pruneEmpty removes empty objects, depth first.
+func pruneEmpty(obj map[string]any) {
+	for k, v := range obj {
+		if child, ok := v.(map[string]any); ok {
+			pruneEmpty(child)
+			if len(child) == 0 {
+				delete(obj, k)
+			}
+		}
+	}
 }
 
 // build turns the flags into a migration, or says which flag is wrong.

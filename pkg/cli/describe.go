@@ -46,7 +46,7 @@ func describeHeader(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time.T
 	if m.Status.CompletionTime != nil {
 		fmt.Fprintf(tw, "Completed:\t%s (took %s)\n", timestamp(m.Status.CompletionTime), took(m.Status.StartTime.Time, m.Status.CompletionTime.Time))
 	}
-	fmt.Fprintf(tw, "Retries:\t%d of %d (deadline %s after the start)\n", m.Status.Retries, m.Spec.Policy.RetryLimit(), m.Spec.Policy.RetryDeadline())
+	fmt.Fprintf(tw, "Retries:\t%d of %d (deadline %s after the start)\n", m.Status.Retries, m.Spec.Policy.RetryLimit(), humanDuration(m.Spec.Policy.RetryDeadline()))
 	if line := lastErrorLine(m); line != "" {
 		fmt.Fprintf(tw, "Last Error:\t%s (at %s)\n", line, timestamp(&m.Status.LastError.Time))
 	}
@@ -146,8 +146,11 @@ func transferEvidence(d v1alpha1.DiskStatus) string {
 		if d.BytesTransferred == 0 {
 			return "not started"
 		}
-		return fmt.Sprintf("%s of %s so far, %s, ETA %s", humanBytes(d.BytesTransferred), humanBytes(d.CapacityBytes),
-			humanRate(d.RateBytesPerSecond), humanETA(d.ETASeconds))
+		so := fmt.Sprintf("%s of %s so far", humanBytes(d.BytesTransferred), humanBytes(d.CapacityBytes))
+		if d.RateBytesPerSecond > 0 {
+			so += fmt.Sprintf(", %s, ETA %s", humanRate(d.RateBytesPerSecond), humanETA(d.ETASeconds))
+		}
+		return so
 	}
 	return fmt.Sprintf("%s verified at %s", humanBytesExact(d.BytesTransferred), timestamp(d.TransferredAt))
 }

@@ -21,13 +21,15 @@ func nextStep(m *v1alpha1.VirtualMachineMigration) string {
 	case isTrue(m, statemachine.ConditionStalled):
 		return stalledStep(m)
 	}
-	if reason, message, ok := waiting(m); ok && reason != statemachine.ReasonAwaitingApproval {
+	phase := phaseOf(m)
+	restingPhase := phase == v1alpha1.PhaseAwaitingApproval || phase == v1alpha1.PhasePlanned
+	if reason, message, ok := waiting(m); ok && !restingPhase {
 		return waitingStep(m, reason, message)
 	}
-	if explain, ok := phaseSteps[phaseOf(m)]; ok {
+	if explain, ok := phaseSteps[phase]; ok {
 		return explain(m)
 	}
-	return fmt.Sprintf("The controller works toward %s; nothing to do.", phaseOf(m))
+	return fmt.Sprintf("The controller works toward %s; nothing to do.", phase)
 }
 
 // phaseSteps explain, per phase, what a migration that is not held up
@@ -51,7 +53,7 @@ var phaseSteps = map[v1alpha1.Phase]func(*v1alpha1.VirtualMachineMigration) stri
 	},
 	v1alpha1.PhaseStoppingSource: func(m *v1alpha1.VirtualMachineMigration) string {
 		return fmt.Sprintf("The controller waits for the source VM to power off (a guest shutdown first, then a hard power-off after %s); nothing to do.",
-			m.Spec.Policy.ShutdownTimeout())
+			humanDuration(m.Spec.Policy.ShutdownTimeout()))
 	},
 	v1alpha1.PhaseTransferringDisks: transferStep,
 	v1alpha1.PhaseConverting:        conversionStep,
@@ -118,7 +120,7 @@ func stalledStep(m *v1alpha1.VirtualMachineMigration) string {
 		where = fmt.Sprintf("; look at kubectl logs -n %s job/%s", m.Namespace, m.Status.Conversion.JobName)
 	}
 	return fmt.Sprintf("Stalled: %s (spec.policy.stallTimeout %s)%s; kubectl vmm cancel %s -n %s stops it and restores the source.",
-		clean(c.Message), m.Spec.Policy.StallAfter(), where, m.Name, m.Namespace)
+		clean(c.Message), humanDuration(m.Spec.Policy.StallAfter()), where, m.Name, m.Namespace)
 }
 
 func waitingStep(m *v1alpha1.VirtualMachineMigration, reason, message string) string {
@@ -126,7 +128,7 @@ func waitingStep(m *v1alpha1.VirtualMachineMigration, reason, message string) st
 		return fmt.Sprintf("The controller waits for a transfer slot (%s); the migration starts on its own when one frees, and its source stays untouched meanwhile.", clean(message))
 	}
 	return fmt.Sprintf("The controller waits: %s: %s; fix that and it looks again on its own, until the retry deadline (%s after the start).",
-		clean(reason), clean(message), m.Spec.Policy.RetryDeadline())
+		clean(reason), clean(message), humanDuration(m.Spec.Policy.RetryDeadline()))
 }
 
 func cancellingStep(m *v1alpha1.VirtualMachineMigration) string {

@@ -97,3 +97,16 @@ func bar(fraction float64, width int) string {
 	b.WriteByte(']')
 	return b.String()
 }
+
+// humanDuration formats a policy duration without trailing zero units:
+// "30m", "24h", "1h30m", "90s" as "1m30s".
+func humanDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

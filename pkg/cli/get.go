@@ -165,7 +165,15 @@ func (o *getOptions) printOnce(list *v1alpha1.VirtualMachineMigrationList, name 
 	if name != "" {
 		return p.PrintObj(&list.Items[0], out)
 	}
-	return p.PrintObj(list, out)
+	if o.output() != "name" {
+		return p.PrintObj(list, out)
+	}
+	for i := range list.Items {
+		if err := p.PrintObj(&list.Items[i], out); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (o *getOptions) tableOptions() tableOptions {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/yaml"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 )
@@ -18,21 +20,28 @@ import (
 // parsePlanObjects reads the plan's multi-document YAML, in order; empty
 // documents are skipped.
 func parsePlanObjects(objectsYAML string) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(objectsYAML), 4096)
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(objectsYAML)))
 	var out []*unstructured.Unstructured
-	for {
-		var obj map[string]any
-		err := dec.Decode(&obj)
+	for doc := 1; ; doc++ {
+		data, err := reader.Read()
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading document %d of %s: %w", len(out)+1, v1alpha1.PlanKeyObjects, err)
+			return nil, fmt.Errorf("reading document %d of %s: %w", doc, v1alpha1.PlanKeyObjects, err)
 		}
-		if len(obj) == 0 {
+		if len(bytes.TrimSpace(data)) == 0 || string(bytes.TrimSpace(data)) == "---" {
 			continue
 		}
-		out = append(out, &unstructured.Unstructured{Object: obj})
+		obj := &unstructured.Unstructured{}
+		jsonData, err := yaml.YAMLToJSON(data)
+		if err == nil {
+			err = obj.UnmarshalJSON(jsonData)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading document %d of %s: %w", doc, v1alpha1.PlanKeyObjects, err)
+		}
+		out = append(out, obj)
 	}
 }
 
@@ -41,7 +50,7 @@ func parsePlanObjects(objectsYAML string) ([]*unstructured.Unstructured, error) 
 func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects []*unstructured.Unstructured, domainXML string) error {
 	p := m.Status.Plan
 	fmt.Fprintf(w, "Plan of %s/%s, rendered %s and stored in ConfigMap %s.\n", m.Namespace, m.Name, timestamp(&p.RenderedAt), p.ConfigMapName)
-	fmt.Fprintf(w, "Creating it would not touch the source VM until the migration runs; it would create %s:\n\n", pluralize(len(objects), "object"))
+	fmt.Fprintf(w, "The source VM was not touched. Running the migration would create these %s, in this order:\n\n", pluralize(len(objects), "object"))
 	tw := printers.GetNewTabWriter(w)
 	fmt.Fprintln(tw, "  #\tKIND\tNAME\tWHAT")
 	for i, o := range objects {

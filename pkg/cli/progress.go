@@ -18,9 +18,7 @@ const barWidth = 30
 // overall progress, a bar per disk with rate and ETA, and what it waits for.
 func printProgress(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time.Time) error {
 	head := fmt.Sprintf("%s/%s: %s", m.Namespace, m.Name, phaseOf(m))
-	if m.DeletionTimestamp != nil && !isTerminal(m) {
-		head += " (cancelling)"
-	}
+	head += deletionNote(m)
 	if m.Status.PhaseStartTime != nil && !isTerminal(m) {
 		head += " for " + age(m.Status.PhaseStartTime, now)
 	}
@@ -68,8 +66,8 @@ func etaCell(eta string) string {
 // output is not a terminal: a line is printed each time it changes.
 func progressLine(m *v1alpha1.VirtualMachineMigration) string {
 	parts := []string{m.Name, string(phaseOf(m))}
-	if m.DeletionTimestamp != nil && !isTerminal(m) {
-		parts = append(parts, "(cancelling)")
+	if note := deletionNote(m); note != "" {
+		parts = append(parts, note[1:])
 	}
 	if p := progressOf(m); p != "" {
 		parts = append(parts, p)

@@ -37,9 +37,7 @@ func tableHeader(o tableOptions) []string {
 func tableRow(m *v1alpha1.VirtualMachineMigration, o tableOptions, now time.Time) []string {
 	reason, _, _ := waiting(m)
 	phase := string(phaseOf(m))
-	if m.DeletionTimestamp != nil && !isTerminal(m) {
-		phase += " (cancelling)"
-	}
+	phase += deletionNote(m)
 	row := []string{m.Name, phase, orNone(progressOf(m)), orNone(clean(sourceName(m))), orNone(targetNameOf(m)), orNone(clean(reason)), age(&m.CreationTimestamp, now)}
 	if o.withNamespace {
 		row = append([]string{m.Namespace}, row...)

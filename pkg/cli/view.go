@@ -183,3 +183,15 @@ func pluralize(n int, word string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, strings.TrimSuffix(word, "s"))
 }
+
+// deletionNote is " (cancelling)" or " (deleting)" for a migration being
+// deleted, unless its phase already says so; "" otherwise.
+func deletionNote(m *v1alpha1.VirtualMachineMigration) string {
+	switch {
+	case m.DeletionTimestamp == nil || phaseOf(m) == v1alpha1.PhaseCancelling:
+		return ""
+	case isTerminal(m):
+		return " (deleting)"
+	}
+	return " (cancelling)"
+}

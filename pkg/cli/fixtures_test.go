@@ -213,14 +213,14 @@ func fixtures() map[string]*v1alpha1.VirtualMachineMigration {
 			m.Spec.Policy.RequireApproval = true
 			waitFor(statemachine.ReasonAwaitingApproval, "stopping the source VM waits for approval: kubectl patch vmm approval -n apps --type merge -p '{\"spec\":{\"policy\":{\"approved\":true}}}'")(m)
 		}),
-		"queued":          inPhase("queued", v1alpha1.PhaseQueued, waitFor(statemachine.ReasonWaitingForTransferSlot, "4 of 4 transfers from host esxi-01.example.com run")),
-		"stopping":        inPhase("stopping", v1alpha1.PhaseStoppingSource),
-		"transfer-early":  inPhase("transfer-early", v1alpha1.PhaseTransferringDisks),
-		"transferring":    inPhase("transferring", v1alpha1.PhaseTransferringDisks, transferring(4096*mib, 512*mib, 85*mib)),
-		"stalled":         inPhase("stalled", v1alpha1.PhaseTransferringDisks, transferring(1024*mib, 0, 0), stalled),
-		"converting":      inPhase("converting", v1alpha1.PhaseConverting),
-		"paused":          inPhase("paused", v1alpha1.PhaseConverting, paused),
-		"importing":       inPhase("importing", v1alpha1.PhaseImporting, func(m *v1alpha1.VirtualMachineMigration) {
+		"queued":         inPhase("queued", v1alpha1.PhaseQueued, waitFor(statemachine.ReasonWaitingForTransferSlot, "4 of 4 transfers from host esxi-01.example.com run")),
+		"stopping":       inPhase("stopping", v1alpha1.PhaseStoppingSource),
+		"transfer-early": inPhase("transfer-early", v1alpha1.PhaseTransferringDisks),
+		"transferring":   inPhase("transferring", v1alpha1.PhaseTransferringDisks, transferring(4096*mib, 512*mib, 85*mib)),
+		"stalled":        inPhase("stalled", v1alpha1.PhaseTransferringDisks, transferring(1024*mib, 0, 0), stalled),
+		"converting":     inPhase("converting", v1alpha1.PhaseConverting),
+		"paused":         inPhase("paused", v1alpha1.PhaseConverting, paused),
+		"importing": inPhase("importing", v1alpha1.PhaseImporting, func(m *v1alpha1.VirtualMachineMigration) {
 			imported(m, "CloneInProgress", "37.50%")
 			m.Status.Progress = "37%"
 		}),

@@ -65,6 +65,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		statusWrites.Inc()
 		if dec.Status.Phase != m.Status.Phase {
 			logger.Info("phase changed", "to", dec.Status.Phase)
+			observePhaseExit(m, &dec.Status)
 		}
 	}
 	for _, e := range dec.Events {
@@ -77,6 +78,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	if dec.Action.Type != statemachine.ActionNone {
 		logger.V(2).Info("acting", "action", dec.Action.Type, "name", dec.Action.Name, "attempt", dec.Action.Attempt)
 		err := c.execute(ctx, cur, dec.Action)
+		recordAction(dec.Action.Type, err)
 		if apierrors.IsConflict(err) {
 			return conflictRequeue, nil
 		}

@@ -3,6 +3,9 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -199,4 +202,46 @@ func histogramOf(t *testing.T, phase string) *dto.Histogram {
 		t.Fatal(err)
 	}
 	return m.GetHistogram()
+}
+
+// TestMonitoringUsesExportedMetrics keeps the dashboard and the alerts in
+// manifests/monitoring in step with the metrics: every vm_migration_ name
+// they use is one the controller registers.
+func TestMonitoringUsesExportedMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	if err := collectorOver(t).RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	descs := make(chan *prometheus.Desc, 64)
+	go func() {
+		for _, col := range []prometheus.Collector{reconcileTotal, reconcileDuration, phaseDuration, actionsTotal, actionErrors,
+			sourcePowerOperations, statusWrites, phaseCollector{}, migrationCollector{}} {
+			col.Describe(descs)
+		}
+		close(descs)
+	}()
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for d := range descs {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			exported[m[1]] = true
+		}
+	}
+	used := regexp.MustCompile(`vm_migration_[a-z_]+`)
+	for _, file := range []string{"vm-migration-dashboard.json", "prometheusrule.yaml", "alerts_test.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "monitoring", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := used.FindAllString(string(data), -1)
+		if len(names) == 0 {
+			t.Errorf("%s uses no vm_migration_ metric", file)
+		}
+		for _, name := range names {
+			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
+			if !exported[name] && !exported[base] {
+				t.Errorf("%s uses %s, which the controller does not export", file, name)
+			}
+		}
+	}
 }

@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	migfake "platform.example/vm-migration/pkg/generated/migration/clientset/versioned/fake"
@@ -125,5 +128,23 @@ func TestListEmpty(t *testing.T) {
 	}
 	if h.out.Len() != 0 || !strings.Contains(h.errOut.String(), "No migrations found.") {
 		t.Errorf("stdout %q stderr %q, want only the note on stderr", h.out, h.errOut)
+	}
+}
+
+func TestCRDNotInstalled(t *testing.T) {
+	for _, args := range [][]string{{"list"}, {"get", "web-01"}, {"describe", "web-01"}, {"approve", "web-01"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.factory.mig.PrependReactor("*", "virtualmachinemigrations", func(k8stesting.Action) (bool, runtime.Object, error) {
+				// What an API server without the CRD answers: a NotFound that names no object.
+				return true, nil, apierrors.NewNotFound(schema.GroupResource{}, "")
+			})
+			if code := h.run(context.Background(), args...); code != 1 {
+				t.Fatalf("exit code %d", code)
+			}
+			if !strings.Contains(h.errOut.String(), "does not serve virtualmachinemigration.migration.platform.examples: install the CRD first") {
+				t.Errorf("stderr %q, want it to say the CRD is missing", h.errOut)
+			}
+		})
 	}
 }

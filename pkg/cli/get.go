@@ -113,6 +113,9 @@ func (o *getOptions) list(ctx context.Context, clients Clients, ns, name string)
 		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	}
 	list, err := clients.Migration.MigrationV1alpha1().VirtualMachineMigrations(ns).List(ctx, opts)
+	if unserved(err) {
+		return nil, errUnserved
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing migrations: %w", err)
 	}

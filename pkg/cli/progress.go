@@ -49,15 +49,18 @@ func printDiskBars(w io.Writer, m *v1alpha1.VirtualMachineMigration) error {
 	}
 	tw := printers.GetNewTabWriter(w)
 	for _, r := range rows {
-		fmt.Fprintf(tw, "  %s\t%s\t%s %3d%%\t%s\t%s\t%s\n", r.name, r.stage, bar(r.fraction, barWidth),
-			int(r.fraction*100), clean(r.detail), r.rate, etaCell(r.eta))
+		line := fmt.Sprintf("  %s\t%s\t%s %3d%%\t%s", r.name, r.stage, bar(r.fraction, barWidth), int(r.fraction*100), clean(r.detail))
+		if r.rate != "" {
+			line += "\t" + r.rate + "\t" + etaCell(r.eta)
+		}
+		fmt.Fprintln(tw, line)
 	}
 	return tw.Flush()
 }
 
 func etaCell(eta string) string {
-	if eta == "-" {
-		return "-"
+	if eta == "" || eta == "-" {
+		return eta
 	}
 	return "ETA " + eta
 }
@@ -75,10 +78,10 @@ func progressLine(m *v1alpha1.VirtualMachineMigration) string {
 	var disks []string
 	for _, r := range disksProgress(m) {
 		d := fmt.Sprintf("%s %s %d%%", r.name, r.stage, int(r.fraction*100))
-		if r.rate != "-" {
+		if r.rate != "" && r.rate != "-" {
 			d += " " + r.rate
 		}
-		if r.eta != "-" {
+		if r.eta != "" && r.eta != "-" {
 			d += " ETA " + r.eta
 		}
 		disks = append(disks, d)

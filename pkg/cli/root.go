@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -85,9 +86,26 @@ func (e *env) namespace() (string, error) {
 // notFound rewrites an API NotFound into a line that names the namespace.
 func notFound(err error, name, namespace string) error {
 	if apierrors.IsNotFound(err) {
+		if unserved(err) {
+			return errUnserved
+		}
 		return missing(name, namespace)
 	}
 	return err
+}
+
+// errUnserved says the API server does not know migrations at all.
+var errUnserved = fmt.Errorf("the API server does not serve %ss: install the CRD first (kubectl apply -k manifests/)", resourceName)
+
+// unserved reports a NotFound about the resource itself rather than one
+// object: the CRD is not installed.
+func unserved(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || !apierrors.IsNotFound(err) {
+		return false
+	}
+	details := status.Status().Details
+	return details == nil || details.Name == ""
 }
 
 // missing says a migration does not exist.

@@ -118,7 +118,8 @@ func disksProgress(m *v1alpha1.VirtualMachineMigration) []diskProgress {
 }
 
 func diskProgressOf(d v1alpha1.DiskStatus) diskProgress {
-	p := diskProgress{name: d.Name, rate: "-", eta: "-"}
+	// Rate and ETA are known only while the transfer runs.
+	p := diskProgress{name: d.Name}
 	switch {
 	case d.ImportPhase != "" || (d.DataVolume != "" && d.TransferredAt != nil):
 		p.stage = "import"

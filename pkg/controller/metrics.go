@@ -88,14 +88,21 @@ func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
 func observeReconcile(start time.Time) { reconcileDuration.Observe(time.Since(start).Seconds()) }
 
 // observePhaseExit records the time a migration spent in the phase it
-// leaves: from its phase start to the new status's phase start.
+// leaves: from its phase start (for the first phase, which is entered
+// without one, its start or creation) to the new status's phase start.
 func observePhaseExit(old *v1alpha1.VirtualMachineMigration, next *v1alpha1.VirtualMachineMigrationStatus) {
-	if next.Phase == old.Status.Phase || next.PhaseStartTime == nil {
+	phase := old.Status.Phase
+	if phase == "" {
+		phase = v1alpha1.PhasePending
+	}
+	if next.Phase == phase || next.PhaseStartTime == nil {
 		return
 	}
-	phase, entered := old.Status.Phase, old.Status.PhaseStartTime
-	if phase == "" {
-		phase, entered = v1alpha1.PhasePending, &old.CreationTimestamp
+	entered := old.Status.PhaseStartTime
+	for _, t := range []*metav1.Time{old.Status.StartTime, &old.CreationTimestamp} {
+		if entered == nil || entered.IsZero() {
+			entered = t
+		}
 	}
 	if entered == nil || entered.IsZero() {
 		return

@@ -137,8 +137,11 @@ func TestObservePhaseExit(t *testing.T) {
 	}{
 		{name: "transfer took 90s", old: metricsMigration("a", v1alpha1.PhaseTransferringDisks),
 			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseConverting, PhaseStartTime: metricsTime(150 * time.Second)}},
-		{name: "pending counts from creation", old: metricsMigration("b", ""),
-			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseValidating, PhaseStartTime: metricsTime(2 * time.Second)}},
+		{name: "entering pending is no exit", old: metricsMigration("b", ""),
+			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhasePending, StartTime: metricsTime(time.Second)}},
+		{name: "pending counts from the start", old: metricsMigration("b", v1alpha1.PhasePending, func(m *v1alpha1.VirtualMachineMigration) {
+			m.Status.PhaseStartTime, m.Status.StartTime = nil, metricsTime(time.Second)
+		}), next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseValidating, PhaseStartTime: metricsTime(3 * time.Second)}},
 		{name: "same phase is no exit", old: metricsMigration("c", v1alpha1.PhaseConverting),
 			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseConverting, PhaseStartTime: metricsTime(time.Hour)}},
 	}

@@ -81,9 +81,15 @@ type check struct {
 	want string
 }
 
-func eq(v float64) check    { return check{func(g float64) bool { return g == v }, fmt.Sprintf("= %g", v)} }
-func below(v float64) check { return check{func(g float64) bool { return g < v }, fmt.Sprintf("< %g", v)} }
-func above(v float64) check { return check{func(g float64) bool { return g > v }, fmt.Sprintf("> %g", v)} }
+func eq(v float64) check {
+	return check{func(g float64) bool { return g == v }, fmt.Sprintf("= %g", v)}
+}
+func below(v float64) check {
+	return check{func(g float64) bool { return g < v }, fmt.Sprintf("< %g", v)}
+}
+func above(v float64) check {
+	return check{func(g float64) bool { return g > v }, fmt.Sprintf("> %g", v)}
+}
 
 func with(labels map[string]string, k, v string) map[string]string {
 	out := map[string]string{k: v}

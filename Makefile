@@ -38,7 +38,7 @@ image: ## the controller's OCI image without Docker (go-containerregistry): _out
 	  --image $(IMAGE) --version $(VERSION) --revision "$$(git rev-parse --short HEAD 2>/dev/null)"
 
 install-plugin: ## install kubectl-vmm into GOBIN (default GOPATH/bin); with it on PATH, run kubectl vmm
-	$(GO) install ./cmd/kubectl-vmm
+	$(GO) install -trimpath -ldflags "-s -w" ./cmd/kubectl-vmm
 
 run-local: ## the whole stack on 127.0.0.1 with a sample migration, live progress; ONCE=1: no terminal, exit 0 only on success
 	ONCE=$(ONCE) hack/run-local.sh

@@ -148,3 +148,19 @@ func TestCRDNotInstalled(t *testing.T) {
 		})
 	}
 }
+
+// TestGetOneReadsWithGet: showing one migration needs only the get verb,
+// as kubectl get NAME does.
+func TestGetOneReadsWithGet(t *testing.T) {
+	h := newHarness(t, objects(fixtures()["queued"]))
+	if code := h.run(context.Background(), "get", "queued"); code != 0 {
+		t.Fatalf("exit code %d: %s", code, h.errOut)
+	}
+	var verbs []string
+	for _, a := range h.factory.mig.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if strings.Join(verbs, ",") != "get" {
+		t.Errorf("requests %v, want one get", verbs)
+	}
+}

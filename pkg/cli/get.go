@@ -106,8 +106,17 @@ func (o *getOptions) run(ctx context.Context, name string) error {
 	return o.printOnce(list, name)
 }
 
-// list reads the migrations to show, sorted by namespace and name.
+// list reads the migrations to show, sorted by namespace and name. One
+// named migration is read with a get (all a user may be allowed), unless
+// it is to be watched.
 func (o *getOptions) list(ctx context.Context, clients Clients, ns, name string) (*v1alpha1.VirtualMachineMigrationList, error) {
+	if name != "" && !o.watch {
+		m, err := clients.Migration.MigrationV1alpha1().VirtualMachineMigrations(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, notFound(err, name, ns)
+		}
+		return &v1alpha1.VirtualMachineMigrationList{Items: []v1alpha1.VirtualMachineMigration{*m}}, nil
+	}
 	opts := metav1.ListOptions{LabelSelector: o.selector}
 	if name != "" {
 		opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
@@ -121,9 +130,6 @@ func (o *getOptions) list(ctx context.Context, clients Clients, ns, name string)
 	}
 	if name != "" {
 		list.Items = keepNamed(list.Items, name)
-		if len(list.Items) == 0 && !o.watch {
-			return nil, missing(name, ns)
-		}
 	}
 	sortMigrations(list.Items)
 	return list, nil

@@ -3,8 +3,10 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := bin
 TESTBIN := _output/testbin
+VERSION ?= dev
+IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-e2e run-local bench-transfer generate verify manifests test-crds testbin fmt vet
+.PHONY: help build test test-unit test-integration test-e2e test-alerts install-plugin image run-local bench-transfer generate verify manifests test-crds testbin fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -12,8 +14,9 @@ help: ## list the targets
 build: ## build the controller and the transfer command into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: testbin ## everything CI runs: unit tests, then integration and end-to-end tests against a real API server
+test: testbin ## everything CI runs: unit tests, alert rules, then integration and end-to-end tests against a real API server
 	$(GO) test -count=1 ./...
+	$(MAKE) test-alerts
 	$(MAKE) test-integration
 	$(MAKE) test-e2e
 
@@ -25,6 +28,17 @@ test-integration: testbin ## integration tests against a real kube-apiserver and
 
 test-e2e: testbin ## whole migrations: real control plane, vcsim, controller and vm-transfer; simulated kubelet, storage, CDI, KubeVirt (test/standins)
 	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags e2e -timeout 15m ./test/e2e/...
+
+test-alerts: ## promtool check and unit tests of the alerts in manifests/monitoring (installs the Debian package prometheus when missing)
+	hack/test-alerts.sh
+
+image: ## the controller's OCI image without Docker (go-containerregistry): _output/image/oci (layout), vm-migration-controller.tar, sbom.spdx.json; IMAGE=repo:tag
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "-s -w" -o _output/image/bin/ ./cmd/migration-controller ./cmd/vm-transfer
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./hack/image --bin-dir _output/image/bin --out _output/image \
+	  --image $(IMAGE) --version $(VERSION) --revision "$$(git rev-parse --short HEAD 2>/dev/null)"
+
+install-plugin: ## install kubectl-vmm into GOBIN (default GOPATH/bin); with it on PATH, run kubectl vmm
+	$(GO) install -trimpath -ldflags "-s -w" ./cmd/kubectl-vmm
 
 run-local: ## the whole stack on 127.0.0.1 with a sample migration, live progress; ONCE=1: no terminal, exit 0 only on success
 	ONCE=$(ONCE) hack/run-local.sh

@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // the json log format
 	"k8s.io/klog/v2"
 
 	"platform.example/vm-migration/pkg/manager"
@@ -46,12 +48,16 @@ type flags struct {
 	seccompProfile     string
 	transferStreams    int
 	hostConnections    int
+	logging            *logsapi.LoggingConfiguration
 }
 
 func parseFlags(args []string) (*flags, error) {
-	f := &flags{}
+	f := &flags{logging: logsapi.NewLoggingConfiguration()}
 	fs := flag.NewFlagSet("migration-controller", flag.ContinueOnError)
-	klog.InitFlags(fs)
+	// -v, --vmodule, --logging-format and the split-stream options of
+	// k8s.io/component-base; --log-format is the short name of the format.
+	logsapi.AddGoFlags(f.logging, fs)
+	fs.StringVar(&f.logging.Format, "log-format", logsapi.DefaultLogFormat, `log format: "text" (klog's) or "json" (one JSON object a line)`)
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty means in-cluster, then $KUBECONFIG")
 	fs.StringVar(&f.opts.Namespace, "namespace", "", "watch only this namespace; empty means all namespaces")
 	fs.IntVar(&f.opts.Workers, "workers", 4, "migrations reconciled in parallel")
@@ -90,6 +96,9 @@ func parseFlags(args []string) (*flags, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	if errs := logsapi.Validate(f.logging, nil, nil); len(errs) > 0 {
+		return nil, fmt.Errorf("--log-format and the logging flags: %w", errs.ToAggregate())
+	}
 	if f.opts.Workers < 1 {
 		return nil, fmt.Errorf("--workers must be at least 1, got %d", f.opts.Workers)
 	}
@@ -117,6 +126,10 @@ func main() {
 		os.Exit(0)
 	}
 	if err != nil {
+		fmt.Fprintln(os.Stderr, "migration-controller:", err)
+		os.Exit(2)
+	}
+	if err := logsapi.ValidateAndApply(f.logging, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "migration-controller:", err)
 		os.Exit(2)
 	}

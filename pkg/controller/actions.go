@@ -22,6 +22,7 @@ func (c *Controller) act(ctx context.Context, m *v1alpha1.VirtualMachineMigratio
 	}
 	klog.FromContext(ctx).V(2).Info("acting", "action", a.Type, "name", a.Name, "attempt", a.Attempt, "objects", len(a.Objects))
 	err := c.execute(ctx, m, a)
+	recordAction(a.Type, err)
 	if apierrors.IsConflict(err) {
 		return nil
 	}

@@ -178,6 +178,7 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	defer observeReconcile(time.Now())
 	requeueAfter, err := c.sync(ctx, key)
 	switch {
 	case err != nil:

@@ -1,10 +1,18 @@
 package controller
 
 import (
+	"context"
+	"errors"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/vsphere"
 )
 
 var (
@@ -12,27 +20,123 @@ var (
 		Name: "vm_migration_reconcile_total",
 		Help: "Reconciles of VirtualMachineMigrations, by result.",
 	}, []string{"result"})
+	reconcileDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "vm_migration_reconcile_duration_seconds",
+		Help:    "Time one reconcile of a VirtualMachineMigration took (observe, decide, write status, act).",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+	})
+	phaseDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "vm_migration_phase_duration_seconds",
+		Help: "Time migrations spent in a phase, observed when they leave it.",
+		// From a second (Pending) to a day (a large transfer, an approval).
+		Buckets: prometheus.ExponentialBuckets(1, 4, 9),
+	}, []string{"phase"})
 	actionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vm_migration_actions_total",
 		Help: "Actions executed, by type.",
 	}, []string{"action"})
+	actionErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vm_migration_action_errors_total",
+		Help: "Actions that failed, by type and reason: the API status reason (Forbidden, Conflict...) or, for actions on the source VM, the vSphere error class (Transient, Permission...).",
+	}, []string{"action", "reason"})
+	sourcePowerOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vm_migration_source_power_operations_total",
+		Help: "Power operations on source VMs (ShutdownGuest, PowerOffSource, PowerOnSource), by result (success, error).",
+	}, []string{"operation", "result"})
 	statusWrites = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "vm_migration_status_writes_total",
 		Help: "Status writes of VirtualMachineMigrations (only when the status changed).",
 	})
-	phaseDesc = prometheus.NewDesc("vm_migration_migrations",
-		"VirtualMachineMigrations by phase, from the informer cache.", []string{"phase"}, nil)
 )
 
-// RegisterMetrics registers the controller's metrics, including a gauge of
-// migrations by phase read from the informer cache at scrape time.
+// Per-migration series, read from the informer cache at scrape time.
+var (
+	phaseDesc = prometheus.NewDesc("vm_migration_migrations",
+		"VirtualMachineMigrations by phase, from the informer cache.", []string{"phase"}, nil)
+	migrationLabels   = []string{"namespace", "migration"}
+	transferredDesc   = prometheus.NewDesc("vm_migration_transferred_bytes", "Bytes of the source disks transferred so far (status.disks).", migrationLabels, nil)
+	capacityDesc      = prometheus.NewDesc("vm_migration_capacity_bytes", "Total capacity of the migration's source disks.", migrationLabels, nil)
+	throughputDesc    = prometheus.NewDesc("vm_migration_transfer_throughput_bytes_per_second", "Current transfer rate: the sum of the rates of the disks still transferring (0 once transferred).", migrationLabels, nil)
+	phaseStartDesc    = prometheus.NewDesc("vm_migration_phase_start_time_seconds", "Unix time the migration entered its current phase, labelled with that phase (creation time while Pending).", append(migrationLabels, "phase"), nil)
+	conditionDesc     = prometheus.NewDesc("vm_migration_condition", "1 when a condition of the migration is True, 0 when False (Stalled, Paused, ApprovalRequired...).", append(migrationLabels, "condition"), nil)
+	sourceLeftOffDesc = prometheus.NewDesc("vm_migration_source_left_off", "1 when the migration ended other than Succeeded and the source VM it powered off (found powered on) was not seen powered on again.", migrationLabels, nil)
+	perMigrationDescs = []*prometheus.Desc{transferredDesc, capacityDesc, throughputDesc, phaseStartDesc, conditionDesc, sourceLeftOffDesc}
+)
+
+// powerOperationKind are the actions that change the source VM's power state.
+var powerOperationKind = map[statemachine.ActionType]bool{
+	statemachine.ActionShutdownGuest: true, statemachine.ActionPowerOffSource: true, statemachine.ActionPowerOnSource: true,
+}
+
+// RegisterMetrics registers the controller's metrics, including the
+// migrations by phase and the per-migration series read from the informer
+// cache at scrape time.
 func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
-	for _, col := range []prometheus.Collector{reconcileTotal, actionsTotal, statusWrites, phaseCollector{c}} {
+	for _, col := range []prometheus.Collector{
+		reconcileTotal, reconcileDuration, phaseDuration, actionsTotal, actionErrors, sourcePowerOperations, statusWrites,
+		phaseCollector{c}, migrationCollector{c},
+	} {
 		if err := reg.Register(col); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// observeReconcile records a reconcile's duration; call it deferred with
+// the start time.
+func observeReconcile(start time.Time) { reconcileDuration.Observe(time.Since(start).Seconds()) }
+
+// observePhaseExit records the time a migration spent in the phase it
+// leaves: from its phase start (for the first phase, which is entered
+// without one, its start or creation) to the new status's phase start.
+func observePhaseExit(old *v1alpha1.VirtualMachineMigration, next *v1alpha1.VirtualMachineMigrationStatus) {
+	phase := old.Status.Phase
+	if phase == "" {
+		phase = v1alpha1.PhasePending
+	}
+	if next.Phase == phase || next.PhaseStartTime == nil {
+		return
+	}
+	entered := old.Status.PhaseStartTime
+	for _, t := range []*metav1.Time{old.Status.StartTime, &old.CreationTimestamp} {
+		if entered == nil || entered.IsZero() {
+			entered = t
+		}
+	}
+	if entered == nil || entered.IsZero() {
+		return
+	}
+	phaseDuration.WithLabelValues(string(phase)).Observe(max(next.PhaseStartTime.Sub(entered.Time).Seconds(), 0))
+}
+
+// recordAction counts an executed action's outcome: errors by reason, and
+// power operations on the source by result.
+func recordAction(action statemachine.ActionType, err error) {
+	if powerOperationKind[action] {
+		result := "success"
+		if err != nil {
+			result = "error"
+		}
+		sourcePowerOperations.WithLabelValues(string(action), result).Inc()
+	}
+	if err != nil {
+		actionErrors.WithLabelValues(string(action), errorReason(action, err)).Inc()
+	}
+}
+
+// errorReason names why an action failed, with few distinct values.
+func errorReason(action statemachine.ActionType, err error) string {
+	if reason := apierrors.ReasonForError(err); reason != metav1.StatusReasonUnknown {
+		return string(reason)
+	}
+	if powerOperationKind[action] || action == statemachine.ActionRemoveSnapshot {
+		return string(vsphere.Classify(err))
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "Timeout"
+	}
+	return "Other"
 }
 
 type phaseCollector struct{ c *Controller }
@@ -55,4 +159,75 @@ func (p phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	for phase, n := range counts {
 		ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, float64(n), string(phase))
 	}
+}
+
+// migrationCollector exports per-migration series from status: bytes
+// transferred and throughput, phase start, conditions, a source left off.
+type migrationCollector struct{ c *Controller }
+
+func (p migrationCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range perMigrationDescs {
+		ch <- d
+	}
+}
+
+func (p migrationCollector) Collect(ch chan<- prometheus.Metric) {
+	all, err := p.c.migrations.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, m := range all {
+		for _, metric := range migrationMetrics(m) {
+			ch <- metric
+		}
+	}
+}
+
+// migrationMetrics are one migration's series.
+func migrationMetrics(m *v1alpha1.VirtualMachineMigration) []prometheus.Metric {
+	st := &m.Status
+	ns, name := m.Namespace, m.Name
+	var transferred, capacity, throughput int64
+	for _, d := range st.Disks {
+		transferred += d.BytesTransferred
+		capacity += d.CapacityBytes
+		if d.TransferredAt == nil {
+			throughput += d.RateBytesPerSecond
+		}
+	}
+	phase, entered := st.Phase, st.PhaseStartTime
+	if phase == "" {
+		phase = v1alpha1.PhasePending
+	}
+	if entered == nil {
+		entered = &m.CreationTimestamp
+	}
+	out := []prometheus.Metric{
+		prometheus.MustNewConstMetric(transferredDesc, prometheus.GaugeValue, float64(transferred), ns, name),
+		prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(capacity), ns, name),
+		prometheus.MustNewConstMetric(throughputDesc, prometheus.GaugeValue, float64(throughput), ns, name),
+		prometheus.MustNewConstMetric(phaseStartDesc, prometheus.GaugeValue, float64(entered.Unix()), ns, name, string(phase)),
+		prometheus.MustNewConstMetric(sourceLeftOffDesc, prometheus.GaugeValue, boolValue(sourceLeftOff(st)), ns, name),
+	}
+	for _, c := range st.Conditions {
+		out = append(out, prometheus.MustNewConstMetric(conditionDesc, prometheus.GaugeValue,
+			boolValue(c.Status == metav1.ConditionTrue), ns, name, c.Type))
+	}
+	return out
+}
+
+// sourceLeftOff reports a migration that ended other than Succeeded while
+// the source VM the controller stopped, found running, is not known to run
+// again (the rollback could not restore it).
+func sourceLeftOff(st *v1alpha1.VirtualMachineMigrationStatus) bool {
+	sc := st.SourceControl
+	stopped := sc != nil && (sc.ShutdownRequestedAt != nil || sc.PowerOffRequestedAt != nil)
+	return st.Phase == v1alpha1.PhaseFailed && stopped && sc.OriginalPowerState == statemachine.PowerStateOn && sc.RestoredAt == nil
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

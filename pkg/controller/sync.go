@@ -135,6 +135,7 @@ func (c *Controller) writeStatus(ctx context.Context, m *v1alpha1.VirtualMachine
 	statusWrites.Inc()
 	if dec.Status.Phase != m.Status.Phase {
 		klog.FromContext(ctx).Info("phase changed", "to", dec.Status.Phase)
+		observePhaseExit(m, &dec.Status)
 	}
 	return cur, 0, nil
 }

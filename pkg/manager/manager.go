@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := CheckAPIs(clients.Kube); err != nil {
 		return err
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster := NewEventBroadcaster(ctx)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	if err := migscheme.AddToScheme(scheme.Scheme); err != nil {
@@ -110,6 +110,21 @@ func Steps(clients controller.Clients, f *controller.Factories, sessions *vspher
 			Listers: pipeline.ListersFrom(f.Kube, f.KubeVirt, f.CDI),
 		},
 	}
+}
+
+// NewEventBroadcaster returns the controller's event broadcaster. Events
+// are aggregated only when their messages match too: client-go's default
+// key leaves the message out and, from the tenth event of one reason about
+// one object within ten minutes, rewrites them as "(combined from similar
+// events)", which hid the phase changes of every migration (all of reason
+// PhaseChanged). Repeats of one message are still counted, not repeated.
+func NewEventBroadcaster(ctx context.Context) record.EventBroadcaster {
+	return record.NewBroadcaster(record.WithContext(ctx), record.WithCorrelatorOptions(record.CorrelatorOptions{
+		KeyFunc: func(e *corev1.Event) (string, string) {
+			key, message := record.EventAggregatorByReasonFunc(e)
+			return key + "\x00" + message, message
+		},
+	}))
 }
 
 // NewClients builds every client the controller uses.

@@ -67,6 +67,11 @@ func ConversionConfigMap(migration string, attempt int32) string {
 	return Child(migration, "convert", fmt.Sprint(attempt), "domain")
 }
 
+// PlanConfigMap holds the dry-run plan of a migration with spec.planOnly.
+func PlanConfigMap(migration string) string {
+	return Child(migration, "plan")
+}
+
 // DataVolume is the target disk of the migrated VM at one position (0-based,
 // in source order).
 func DataVolume(targetVM string, index int) string {

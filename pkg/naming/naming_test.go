@@ -89,3 +89,21 @@ func TestChildNames(t *testing.T) {
 		t.Errorf("DiskName = %q", got)
 	}
 }
+
+func TestPlanConfigMap(t *testing.T) {
+	tests := map[string]struct {
+		migration string
+		want      string
+	}{
+		"short": {migration: "web-01", want: "web-01-plan"},
+		"long":  {migration: strings.Repeat("m", 63), want: Child(strings.Repeat("m", 63), "plan")},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := PlanConfigMap(tc.migration)
+			if got != tc.want || len(got) > MaxNameLength || !dns1123.MatchString(got) {
+				t.Fatalf("PlanConfigMap(%q) = %q, want %q (a DNS-1123 label)", tc.migration, got, tc.want)
+			}
+		})
+	}
+}

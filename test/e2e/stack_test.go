@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,6 +64,8 @@ type stackOptions struct {
 	vmiStartDelay time.Duration
 	// noController leaves the controller to the test.
 	noController bool
+	// registerer, when set, receives the controller's metrics.
+	registerer prometheus.Registerer
 }
 
 // stack is one test's world: a namespace in the shared control plane,
@@ -191,7 +194,8 @@ func (s *stack) startController() {
 		Pipeline: pipeline.Config{
 			TransferImage: transferImage, ConversionImage: conversionImage, TransferProgress: true,
 		},
-		Ready: ready,
+		Ready:      ready,
+		Registerer: s.opts.registerer,
 	}
 	go func() { done <- manager.Run(ctx, rest.CopyConfig(s.controllerRC), opts) }()
 	select {

@@ -133,6 +133,11 @@ func TestKubectlPrinterColumns(t *testing.T) {
 		t.Fatalf("getting: %v", err)
 	}
 	vmm.Status = sampleStatus()
+	vmm.Status.Conditions = append(vmm.Status.Conditions, metav1.Condition{
+		Type: "Progressing", Status: metav1.ConditionFalse, Reason: "SourceUnreachable",
+		Message: "connecting: i/o timeout", LastTransitionTime: metav1.Now(), ObservedGeneration: 1,
+	})
+	vmm.Status.LastError = &migrationv1alpha1.MigrationError{Phase: migrationv1alpha1.PhaseValidating, Reason: "PreflightCheckFailed", Message: "reading datastores: timeout", Time: metav1.Now()}
 	if _, err := client.UpdateStatus(ctx, vmm, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("updating status: %v", err)
 	}
@@ -169,9 +174,12 @@ func TestKubectlPrinterColumns(t *testing.T) {
 		}
 	}
 
+	// -o wide adds why the migration does not progress and its last error
+	// (not the Ready condition's reason, which repeats the phase).
 	wide := run("get", "vmm", "-o", "wide")
-	if len(wide) != 2 || len(wide[0]) != 7 || wide[0][6] != "REASON" || wide[1][6] != "Validating" {
-		t.Errorf("kubectl get vmm -o wide: %q, want a REASON column holding the Ready condition's reason", wide)
+	if len(wide) != 2 || len(wide[0]) != 8 || wide[0][6] != "REASON" || wide[0][7] != "LAST ERROR" ||
+		wide[1][6] != "SourceUnreachable" || wide[1][7] != "PreflightCheckFailed" {
+		t.Errorf("kubectl get vmm -o wide: %q, want REASON (the Progressing reason) and LAST ERROR columns", wide)
 	}
 }
 

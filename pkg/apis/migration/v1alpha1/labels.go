@@ -16,7 +16,7 @@ const (
 	// or with another UID, is not this migration's.
 	LabelMigrationUID = "migration.platform.example/migration-uid"
 	// LabelComponent says which step made the object (staging, transfer,
-	// conversion, import, vm).
+	// conversion, import, vm, plan).
 	LabelComponent = "migration.platform.example/component"
 	// LabelVSphereCredentials marks a Secret the controller may use as a
 	// migration's vSphere credentials: a Secret must carry it with the
@@ -44,6 +44,8 @@ const (
 	ComponentImport = "import"
 	// ComponentVM marks the target VirtualMachine.
 	ComponentVM = "vm"
+	// ComponentPlan marks the ConfigMap holding a dry-run plan.
+	ComponentPlan = "plan"
 )
 
 // MigrationUIDOf is the value of an object's LabelMigrationUID label: the

@@ -7,7 +7,7 @@ import (
 
 // Phase is the checkpoint the controller is working toward now: each phase
 // names a desired state, not a step that ran.
-// +kubebuilder:validation:Enum=Pending;Validating;AwaitingApproval;Queued;StoppingSource;TransferringDisks;Converting;Importing;CreatingVM;Starting;CleaningUp;RollingBack;Cancelling;Succeeded;Failed
+// +kubebuilder:validation:Enum=Pending;Validating;Planned;AwaitingApproval;Queued;StoppingSource;TransferringDisks;Converting;Importing;CreatingVM;Starting;CleaningUp;RollingBack;Cancelling;Succeeded;Failed
 type Phase string
 
 const (
@@ -16,6 +16,10 @@ const (
 	// PhaseValidating: the source VM is found and inventoried, and every
 	// preflight rule passes.
 	PhaseValidating Phase = "Validating"
+	// PhasePlanned: a migration with spec.planOnly validated, ran preflight
+	// and stored the plan of every object it would create (status.plan);
+	// it stays here, the source untouched, until spec.planOnly is false.
+	PhasePlanned Phase = "Planned"
 	// PhaseAwaitingApproval: a person approved the cutover.
 	PhaseAwaitingApproval Phase = "AwaitingApproval"
 	// PhaseQueued: a transfer slot is free on the source host and datastores.
@@ -115,6 +119,45 @@ type VirtualMachineMigrationStatus struct {
 	// LastError is the last failure seen, with the phase it happened in.
 	// +optional
 	LastError *MigrationError `json:"lastError,omitempty"`
+	// Plan records the dry-run plan stored for spec.planOnly.
+	// +optional
+	Plan *PlanStatus `json:"plan,omitempty"`
+}
+
+// Keys of the plan ConfigMap (status.plan.configMapName).
+const (
+	// PlanKeyObjects holds a multi-document YAML of every object the
+	// migration would create, in creation order: staging
+	// PersistentVolumeClaims, transfer ConfigMap and Job, conversion
+	// ConfigMap and Job, DataVolumes, VirtualMachine.
+	PlanKeyObjects = "objects.yaml"
+	// PlanKeyDomain holds the conversion's libvirt domain XML.
+	PlanKeyDomain = "domain.xml"
+)
+
+// PlanStatus records a stored dry-run plan.
+type PlanStatus struct {
+	// ConfigMapName is the ConfigMap, in the migration's namespace and
+	// owned by it, that holds the plan under the keys objects.yaml and
+	// domain.xml.
+	ConfigMapName string `json:"configMapName"`
+	// RenderedAt is when the plan was rendered.
+	RenderedAt metav1.Time `json:"renderedAt"`
+	// Objects lists what the migration would create, in creation order.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Objects []PlannedObject `json:"objects,omitempty"`
+}
+
+// PlannedObject names one object a migration would create.
+type PlannedObject struct {
+	// APIVersion of the object, for example v1 or kubevirt.io/v1.
+	APIVersion string `json:"apiVersion"`
+	// Kind of the object, for example PersistentVolumeClaim.
+	Kind string `json:"kind"`
+	// Name of the object, in the migration's namespace.
+	Name string `json:"name"`
 }
 
 // SourceInventory is the observed inventory of the source VM.

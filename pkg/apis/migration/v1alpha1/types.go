@@ -15,7 +15,8 @@ import (
 // +kubebuilder:printcolumn:name="Source VM",type=string,JSONPath=`.status.source.name`
 // +kubebuilder:printcolumn:name="Target VM",type=string,JSONPath=`.status.target.name`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Progressing")].reason`,priority=1,description="why the migration is not progressing (the Progressing condition's reason), or Working"
+// +kubebuilder:printcolumn:name="Last Error",type=string,JSONPath=`.status.lastError.reason`,priority=1
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="the migration's name must be a DNS-1123 label (at most 63 lower case letters, digits and '-'): it is carried in the labels of every object the migration creates"
 
 // VirtualMachineMigration asks the controller to move one virtual machine
@@ -51,6 +52,14 @@ type VirtualMachineMigrationSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Policy PolicySpec `json:"policy,omitempty"`
+	// PlanOnly asks for a dry run: the controller validates the migration,
+	// runs preflight against vSphere and the cluster, renders every object
+	// the migration would create, stores that plan (status.plan names the
+	// ConfigMap holding it) and stops in phase Planned, without touching
+	// the source VM's power state. Setting it back to false continues into
+	// a real migration.
+	// +optional
+	PlanOnly bool `json:"planOnly,omitempty"`
 }
 
 // SourceSpec names the vSphere endpoint and the virtual machine to migrate.

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Checks the alerting rules that manifests/monitoring ships and runs their
+# unit tests with promtool (Debian package prometheus, installed when
+# missing): the spec of prometheusrule.yaml becomes a plain rule file beside
+# a copy of alerts_test.yaml.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dir=$root/manifests/monitoring
+
+if ! command -v promtool >/dev/null; then
+  echo "test-alerts: installing promtool (Debian package prometheus)" >&2
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "test-alerts: promtool is missing: apt-get install -y prometheus (as root)" >&2
+    exit 1
+  fi
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+(cd "$root" && go run ./hack/rulespec "$dir/prometheusrule.yaml") >"$tmp/rules.yaml"
+cp "$dir/alerts_test.yaml" "$tmp/"
+cd "$tmp"
+promtool check rules rules.yaml
+promtool test rules alerts_test.yaml

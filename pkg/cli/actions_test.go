@@ -1,0 +1,261 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+)
+
+// createArgs are the flags of a valid create.
+var createArgs = []string{"create", "web-01", "--url", "https://vcenter.example.com/sdk", "--credentials-secret", "vcenter", "--vm", "web-01"}
+
+func TestCreate(t *testing.T) {
+	h := newHarness(t, nil)
+	args := append(append([]string(nil), createArgs...),
+		"--network-map", "VM Network=pod", "--network-map", "backend=default/backend", "--network-map", "dmz=IGNORE",
+		"--storage-class", "standard", "--storage-map", "ssd-01=fast", "--approve-required", "--plan-only", "--no-start")
+	if code := h.run(context.Background(), args...); code != 0 {
+		t.Fatalf("exit code %d: %s", code, h.errOut)
+	}
+	if got, want := h.out.String(), "virtualmachinemigration.migration.platform.example/web-01 created\n"; got != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+	m, err := h.factory.mig.MigrationV1alpha1().VirtualMachineMigrations("apps").Get(context.Background(), "web-01", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := v1alpha1.VirtualMachineMigrationSpec{
+		Source: v1alpha1.SourceSpec{URL: "https://vcenter.example.com/sdk", CredentialsSecretRef: v1alpha1.SecretReference{Name: "vcenter"}, VM: v1alpha1.VMSelector{Name: "web-01"}},
+		Target: v1alpha1.TargetSpec{
+			Start: ptr.To(false),
+			Networks: []v1alpha1.NetworkMapping{
+				{Source: "VM Network", Type: v1alpha1.NetworkTypePod},
+				{Source: "backend", Type: v1alpha1.NetworkTypeMultus, MultusNetworkName: "default/backend"},
+				{Source: "dmz", Type: v1alpha1.NetworkTypeIgnore},
+			},
+			Storage: v1alpha1.StorageMapping{
+				Default:    &v1alpha1.StorageTarget{StorageClassName: "standard"},
+				Datastores: []v1alpha1.DatastoreStorageMapping{{Datastore: "ssd-01", Target: v1alpha1.StorageTarget{StorageClassName: "fast"}}},
+			},
+		},
+		Policy:   v1alpha1.PolicySpec{RequireApproval: true},
+		PlanOnly: true,
+	}
+	if diff := specDiff(m.Spec, want); diff != "" {
+		t.Errorf("created spec differs: %s", diff)
+	}
+}
+
+func specDiff(got, want v1alpha1.VirtualMachineMigrationSpec) string {
+	g, _ := yamlOf(&got)
+	w, _ := yamlOf(&want)
+	if g != w {
+		return "\n--- got\n" + g + "--- want\n" + w
+	}
+	return ""
+}
+
+func TestCreateDryRunClient(t *testing.T) {
+	h := newHarness(t, nil)
+	args := append(append([]string(nil), createArgs...), "--network-map", "VM Network=pod", "--dry-run=client", "-o", "yaml")
+	if code := h.run(context.Background(), args...); code != 0 {
+		t.Fatalf("exit code %d: %s", code, h.errOut)
+	}
+	golden(t, "create-dry-run", h.out.Bytes())
+	if actions := h.factory.mig.Actions(); len(actions) != 0 {
+		t.Errorf("a client dry run sent %d requests", len(actions))
+	}
+}
+
+func TestCreateRejectsBadFlags(t *testing.T) {
+	cases := map[string]struct {
+		args    []string
+		wantErr string
+	}{
+		"bad name":          {args: []string{"create", "Web_01"}, wantErr: `migration name "Web_01"`},
+		"no url":            {args: []string{"create", "web-01", "--vm", "x", "--credentials-secret", "s"}, wantErr: "--url is required"},
+		"http url":          {args: []string{"create", "web-01", "--url", "http://vc/sdk"}, wantErr: "must be an https URL"},
+		"url with password": {args: []string{"create", "web-01", "--url", "https://root:pw@vc/sdk"}, wantErr: "must not carry credentials"},
+		"no secret":         {args: []string{"create", "web-01", "--url", "https://vc/sdk", "--vm", "x"}, wantErr: "--credentials-secret is required"},
+		"bad secret":        {args: []string{"create", "web-01", "--url", "https://vc/sdk", "--vm", "x", "--credentials-secret", "Bad Secret"}, wantErr: `--credentials-secret "Bad Secret"`},
+		"no vm":             {args: []string{"create", "web-01", "--url", "https://vc/sdk", "--credentials-secret", "s"}, wantErr: "exactly one of --vm"},
+		"two vms":           {args: append(append([]string(nil), createArgs...), "--vm-moref", "vm-1"), wantErr: "(2 given)"},
+		"bad uuid":          {args: []string{"create", "web-01", "--url", "https://vc/sdk", "--credentials-secret", "s", "--vm-uuid", "nope"}, wantErr: `--vm-uuid "nope" is not a UUID`},
+		"bad moref":         {args: []string{"create", "web-01", "--url", "https://vc/sdk", "--credentials-secret", "s", "--vm-moref", "host-1"}, wantErr: "must look like vm-42"},
+		"relative path":     {args: []string{"create", "web-01", "--url", "https://vc/sdk", "--credentials-secret", "s", "--vm-path", "dc/vm/x"}, wantErr: "starting with /"},
+		"network map form":  {args: append(append([]string(nil), createArgs...), "--network-map", "VM Network"), wantErr: "must be SOURCE=pod"},
+		"network map twice": {args: append(append([]string(nil), createArgs...), "--network-map", "a=pod", "--network-map", "a=ignore"), wantErr: `names source network "a" twice`},
+		"bad multus":        {args: append(append([]string(nil), createArgs...), "--network-map", "a=Not/Valid_Name"), wantErr: "neither pod, ignore nor a NetworkAttachmentDefinition"},
+		"storage map form":  {args: append(append([]string(nil), createArgs...), "--storage-map", "ds1"), wantErr: "must be DATASTORE=STORAGECLASS"},
+		"bad class":         {args: append(append([]string(nil), createArgs...), "--storage-map", "ds1=Fast_SSD"), wantErr: "is not a storage class name"},
+		"storage map twice": {args: append(append([]string(nil), createArgs...), "--storage-map", "ds1=a", "--storage-map", "ds1=b"), wantErr: `names datastore "ds1" twice`},
+		"bad target":        {args: append(append([]string(nil), createArgs...), "--target-name", "Web 01"), wantErr: `--target-name "Web 01"`},
+		"skip and image":    {args: append(append([]string(nil), createArgs...), "--skip-conversion", "--conversion-image", "x"), wantErr: "cannot go together"},
+		"bad dry run":       {args: append(append([]string(nil), createArgs...), "--dry-run=maybe"), wantErr: "--dry-run must be none, client or server"},
+		"no name":           {args: []string{"create"}, wantErr: "create needs exactly one migration name, got 0"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			if code := h.run(context.Background(), tc.args...); code != 1 {
+				t.Fatalf("exit code %d, want 1", code)
+			}
+			if !strings.Contains(h.errOut.String(), tc.wantErr) || !strings.HasPrefix(h.errOut.String(), "error: ") {
+				t.Errorf("stderr %q, want an error line with %q", h.errOut, tc.wantErr)
+			}
+			if n := len(h.factory.mig.Actions()); n != 0 {
+				t.Errorf("%d requests sent for invalid flags", n)
+			}
+		})
+	}
+}
+
+func TestPolicyCommands(t *testing.T) {
+	all := fixtures()
+	cases := []struct {
+		name, cmd, migration string
+		wantCode             int
+		wantOut              string
+		check                func(*v1alpha1.VirtualMachineMigration) bool
+	}{
+		{name: "approve", cmd: "approve", migration: "approval", wantOut: "approval approved", check: func(m *v1alpha1.VirtualMachineMigration) bool { return m.Spec.Policy.Approved }},
+		{name: "approve without gate", cmd: "approve", migration: "queued", wantOut: "unchanged: it does not wait for approval", check: func(m *v1alpha1.VirtualMachineMigration) bool { return !m.Spec.Policy.Approved }},
+		{name: "pause", cmd: "pause", migration: "transferring", wantOut: "transferring paused", check: func(m *v1alpha1.VirtualMachineMigration) bool { return m.Spec.Policy.Paused }},
+		{name: "pause paused", cmd: "pause", migration: "paused", wantOut: "unchanged: already paused", check: func(m *v1alpha1.VirtualMachineMigration) bool { return m.Spec.Policy.Paused }},
+		{name: "resume", cmd: "resume", migration: "paused", wantOut: "paused resumed", check: func(m *v1alpha1.VirtualMachineMigration) bool { return !m.Spec.Policy.Paused }},
+		{name: "resume running", cmd: "resume", migration: "transferring", wantOut: "unchanged: not paused", check: func(m *v1alpha1.VirtualMachineMigration) bool { return !m.Spec.Policy.Paused }},
+		{name: "pause finished", cmd: "pause", migration: "succeeded", wantCode: 1, check: func(m *v1alpha1.VirtualMachineMigration) bool { return !m.Spec.Policy.Paused }},
+		{name: "approve cancelling", cmd: "approve", migration: "cancelling", wantCode: 1, check: func(m *v1alpha1.VirtualMachineMigration) bool { return !m.Spec.Policy.Approved }},
+		{name: "pause missing", cmd: "pause", migration: "nope", wantCode: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, objects(all[tc.migration]))
+			if code := h.run(context.Background(), tc.cmd, tc.migration); code != tc.wantCode {
+				t.Fatalf("exit code %d, want %d (stderr %q)", code, tc.wantCode, h.errOut)
+			}
+			if !strings.Contains(h.out.String(), tc.wantOut) {
+				t.Errorf("output %q, want %q", h.out, tc.wantOut)
+			}
+			if tc.check == nil {
+				return
+			}
+			m, err := h.factory.mig.MigrationV1alpha1().VirtualMachineMigrations("apps").Get(context.Background(), tc.migration, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(m) {
+				t.Errorf("spec.policy after %s: %+v", tc.cmd, m.Spec.Policy)
+			}
+		})
+	}
+}
+
+func TestCancel(t *testing.T) {
+	all := fixtures()
+	cases := []struct {
+		name, migration, input string
+		args                   []string
+		wantCode               int
+		wantDeleted            bool
+		wantOut                []string
+	}{
+		{name: "confirmed", migration: "transferring", input: "y\n", wantDeleted: true,
+			wantOut: []string{"is in phase TransferringDisks", "powers the source VM back on", "Cancel apps/transferring? [y/N]: ", "cancelling; follow it"}},
+		{name: "declined", migration: "transferring", input: "n\n", wantOut: []string{"not cancelled"}},
+		{name: "no answer", migration: "transferring", input: "", wantCode: 1},
+		{name: "yes flag", migration: "starting", args: []string{"--yes"}, wantDeleted: true,
+			wantOut: []string{"VirtualMachine web-01 is deleted with its DataVolumes (even if it already runs)"}},
+		{name: "before the cutover", migration: "approval", args: []string{"-y"}, wantDeleted: true, wantOut: []string{"nothing was done to the source VM yet"}},
+		{name: "succeeded", migration: "succeeded", args: []string{"-y"}, wantDeleted: true, wantOut: []string{"VirtualMachine web-01 and its disks stay"}},
+		{name: "already cancelling", migration: "cancelling", args: []string{"-y"}, wantOut: []string{"already being cancelled"}},
+		{name: "missing", migration: "nope", args: []string{"-y"}, wantCode: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, objects(all["transferring"], all["starting"], all["approval"], all["succeeded"], all["cancelling"]))
+			h.in.WriteString(tc.input)
+			if code := h.run(context.Background(), append([]string{"cancel", tc.migration}, tc.args...)...); code != tc.wantCode {
+				t.Fatalf("exit code %d, want %d (stderr %q)", code, tc.wantCode, h.errOut)
+			}
+			for _, want := range tc.wantOut {
+				if !strings.Contains(h.out.String(), want) {
+					t.Errorf("output lacks %q:\n%s", want, h.out)
+				}
+			}
+			deleted := false
+			for _, a := range h.factory.mig.Actions() {
+				deleted = deleted || a.GetVerb() == "delete"
+			}
+			if deleted != tc.wantDeleted {
+				t.Errorf("deleted %v, want %v", deleted, tc.wantDeleted)
+			}
+		})
+	}
+}
+
+// planConfigMap is the plan ConfigMap of the planned fixture, from
+// testdata rendered by the pipeline's own renderers.
+func planConfigMap(t *testing.T, m *v1alpha1.VirtualMachineMigration) *corev1.ConfigMap {
+	t.Helper()
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: m.Status.Plan.ConfigMapName, Namespace: m.Namespace, Labels: map[string]string{
+			v1alpha1.LabelMigrationUID: string(m.UID), v1alpha1.LabelComponent: v1alpha1.ComponentPlan,
+		}},
+		Data: map[string]string{v1alpha1.PlanKeyObjects: read("plan-objects.yaml"), v1alpha1.PlanKeyDomain: read("plan-domain.xml")},
+	}
+}
+
+func TestPlan(t *testing.T) {
+	all := fixtures()
+	planned := all["planned"]
+	cases := []struct {
+		name     string
+		args     []string
+		golden   string
+		wantCode int
+		wantErr  string
+		wantOut  string
+	}{
+		{name: "summary", args: []string{"plan", "planned"}, golden: "plan-summary"},
+		{name: "yaml", args: []string{"plan", "planned", "-o", "yaml"}, wantOut: "kind: VirtualMachine\n"},
+		{name: "json", args: []string{"plan", "planned", "-o", "json"}, wantOut: `"kind": "List"`},
+		{name: "domain", args: []string{"plan", "planned", "--domain"}, wantOut: `<domain type="kvm">`},
+		{name: "bad output", args: []string{"plan", "planned", "-o", "wide"}, wantCode: 1, wantErr: "--output must be yaml or json"},
+		{name: "not asked", args: []string{"plan", "transferring"}, wantCode: 1, wantErr: `has no plan: ask for one with kubectl vmm create transferring --plan-only ..., or kubectl patch vmm transferring -n apps --type merge -p '{"spec":{"planOnly":true}}'`},
+		{name: "not yet", args: []string{"plan", "validating"}, wantCode: 1, wantErr: "has no plan yet (phase Validating)"},
+		{name: "missing configmap", args: []string{"plan", "orphan"}, wantCode: 1, wantErr: "the plan ConfigMap orphan-plan named in status.plan is missing"},
+	}
+	validating := all["validating"]
+	validating.Spec.PlanOnly = true
+	orphan := inPhase("orphan", v1alpha1.PhasePlanned, withPlan)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, objects(planned, all["transferring"], validating, orphan), planConfigMap(t, planned))
+			if code := h.run(context.Background(), tc.args...); code != tc.wantCode {
+				t.Fatalf("exit code %d, want %d (stderr %q)", code, tc.wantCode, h.errOut)
+			}
+			if tc.golden != "" {
+				golden(t, tc.golden, h.out.Bytes())
+			}
+			if !strings.Contains(h.out.String(), tc.wantOut) || !strings.Contains(h.errOut.String(), tc.wantErr) {
+				t.Errorf("stdout %q (want %q), stderr %q (want %q)", h.out, tc.wantOut, h.errOut, tc.wantErr)
+			}
+		})
+	}
+}

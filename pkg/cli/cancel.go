@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"fmt"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
+)
+
+// cancelEffect says what cancelling (deleting) the migration does in its
+// current phase, following the controller's cancellation (see the
+// statemachine's cancel and rollingBack).
+func cancelEffect(m *v1alpha1.VirtualMachineMigration) string {
+	target := orNone(targetNameOf(m))
+	switch phaseOf(m) {
+	case v1alpha1.PhaseSucceeded:
+		return fmt.Sprintf("the migration succeeded, so only its leftover staging objects are deleted; VirtualMachine %s and its disks stay, and the source VM stays powered off.", target)
+	case v1alpha1.PhaseFailed:
+		return "the source was already restored when it failed; the staging objects kept for inspection are deleted, and so is an unfinished target VM it created."
+	case v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhasePlanned, v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseQueued:
+		return "nothing was done to the source VM yet; the migration (and its stored plan, if any) is deleted."
+	case v1alpha1.PhaseStoppingSource:
+		return "the controller stops trying to stop the source VM and " + restoreEffect(m) + "."
+	case v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting:
+		return "the running Job is stopped, the staging volumes, Jobs and ConfigMaps are deleted, and the controller " + restoreEffect(m) + "."
+	case v1alpha1.PhaseImporting:
+		return "the staging objects and the target DataVolumes being imported are deleted, and the controller " + restoreEffect(m) + "."
+	case v1alpha1.PhaseCreatingVM, v1alpha1.PhaseStarting, v1alpha1.PhaseCleaningUp:
+		return fmt.Sprintf("the unfinished VirtualMachine %s is deleted with its DataVolumes (even if it already runs), the staging objects too, and the controller %s.", target, restoreEffect(m))
+	case v1alpha1.PhaseRollingBack:
+		return "the rollback becomes a cancellation: what the migration created is deleted (an unfinished target VM included) and the controller " + restoreEffect(m) + "."
+	}
+	return "what the migration created is deleted and the controller " + restoreEffect(m) + "."
+}
+
+// restoreEffect says what happens to the source VM.
+func restoreEffect(m *v1alpha1.VirtualMachineMigration) string {
+	sc := m.Status.SourceControl
+	switch {
+	case sc == nil || (sc.ShutdownRequestedAt == nil && sc.PowerOffRequestedAt == nil):
+		return "leaves the source VM as it is (it did not stop it)"
+	case sc.OriginalPowerState == statemachine.PowerStateOn && sc.RestoredAt == nil:
+		return "powers the source VM back on (it was running when found) and removes any snapshot it made"
+	default:
+		return fmt.Sprintf("leaves the source VM %s, as it was found, and removes any snapshot it made", orNone(sc.OriginalPowerState))
+	}
+}

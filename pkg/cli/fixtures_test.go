@@ -1,0 +1,290 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/statemachine"
+)
+
+const mib = int64(1) << 20
+
+// t0 is when the fixtures' migrations were created; testNow is when the
+// commands look at them.
+var (
+	t0      = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	testNow = t0.Add(42 * time.Minute)
+)
+
+// at is t0 plus an offset, as an API time.
+func at(offset time.Duration) metav1.Time { return metav1.NewTime(t0.Add(offset)) }
+
+func atp(offset time.Duration) *metav1.Time { t := at(offset); return &t }
+
+// inventory is the source VM of the fixtures: EFI, two disks, two NICs.
+func inventory() *v1alpha1.SourceInventory {
+	return &v1alpha1.SourceInventory{
+		Name: "web-01", MoRef: "vm-42", InventoryPath: "/DC0/vm/web-01", Host: "esxi-01.example.com",
+		CPU: v1alpha1.CPUTopology{Sockets: 2, CoresPerSocket: 2}, MemoryMiB: 2048,
+		Firmware: v1alpha1.FirmwareEFI, SecureBoot: true, PowerState: statemachine.PowerStateOn,
+		Disks: []v1alpha1.SourceDisk{
+			{Key: 2000, Label: "Hard disk 1", CapacityBytes: 8192 * mib, FileName: "[datastore1] web-01/web-01.vmdk", Datastore: "datastore1"},
+			{Key: 2001, Label: "Hard disk 2", CapacityBytes: 2048 * mib, FileName: "[datastore1] web-01/web-01_1.vmdk", Datastore: "datastore1"},
+		},
+		NICs:          []v1alpha1.SourceNIC{{Key: 4000, MAC: "00:50:56:aa:bb:01", Network: "VM Network"}},
+		InventoriedAt: atp(5 * time.Second),
+	}
+}
+
+// newMigration is a migration as created by a user, before the controller
+// looked at it, shaped by modifiers.
+func newMigration(name string, mods ...func(*v1alpha1.VirtualMachineMigration)) *v1alpha1.VirtualMachineMigration {
+	m := &v1alpha1.VirtualMachineMigration{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: "apps", UID: types.UID("uid-" + name), Generation: 1, CreationTimestamp: at(0),
+		},
+		Spec: v1alpha1.VirtualMachineMigrationSpec{
+			Source: v1alpha1.SourceSpec{
+				URL: "https://vcenter.example.com/sdk", CredentialsSecretRef: v1alpha1.SecretReference{Name: "vcenter"},
+				VM: v1alpha1.VMSelector{Name: "web-01"},
+			},
+			Target: v1alpha1.TargetSpec{Networks: []v1alpha1.NetworkMapping{{Source: "VM Network", Type: v1alpha1.NetworkTypePod}}},
+		},
+	}
+	for _, mod := range mods {
+		mod(m)
+	}
+	return m
+}
+
+// checkpoints are the evidence of the happy path, with when each was reached.
+var checkpoints = []struct {
+	phase    v1alpha1.Phase
+	offset   time.Duration
+	observed string
+}{
+	{v1alpha1.PhasePending, 1 * time.Second, "finalizer set and status initialised"},
+	{v1alpha1.PhaseValidating, 6 * time.Second, "found web-01 (vm-42): 4 vCPU, 2048 MiB, EFI, 2 disks, 1 NICs, poweredOn; 0 preflight warnings"},
+	{v1alpha1.PhaseQueued, 7 * time.Second, "transfer slot available; source poweredOn"},
+	{v1alpha1.PhaseStoppingSource, 40 * time.Second, "source shut down by the guest"},
+	{v1alpha1.PhaseTransferringDisks, 20 * time.Minute, "job web-01-transfer-1 transferred 2 disks, 10737418240 bytes, each verified by size and sha256"},
+	{v1alpha1.PhaseConverting, 26 * time.Minute, "job web-01-convert-1 converted the guest (rhel 9.4)"},
+	{v1alpha1.PhaseImporting, 35 * time.Minute, "2 DataVolumes populated"},
+	{v1alpha1.PhaseCreatingVM, 35*time.Minute + 2*time.Second, "VirtualMachine web-01 (uid vm-uid) created halted, owning its 2 DataVolumes"},
+	{v1alpha1.PhaseStarting, 36 * time.Minute, "VirtualMachineInstance web-01 running"},
+	{v1alpha1.PhaseCleaningUp, 36*time.Minute + 5*time.Second, "staging objects deleted"},
+}
+
+// inPhase is a migration the controller drove to phase: the evidence of
+// every earlier checkpoint, the status each phase leaves behind, and the
+// Ready and Progressing conditions of a migration working on phase.
+func inPhase(name string, phase v1alpha1.Phase, mods ...func(*v1alpha1.VirtualMachineMigration)) *v1alpha1.VirtualMachineMigration {
+	m := newMigration(name)
+	st := &m.Status
+	st.Phase, st.StartTime, st.ObservedGeneration = phase, atp(time.Second), 1
+	st.PhaseStartTime = atp(0)
+	reached := checkpointsBefore(phase)
+	for _, c := range checkpoints[:reached] {
+		st.Evidence = append(st.Evidence, v1alpha1.CheckpointEvidence{Phase: c.phase, ReachedAt: at(c.offset), Observed: c.observed})
+		st.PhaseStartTime = atp(c.offset)
+	}
+	if reached >= 2 {
+		st.Source, st.Target = inventory(), &v1alpha1.TargetStatus{Name: "web-01"}
+	}
+	if reached >= 4 {
+		st.AppliedSpec = m.Spec.DeepCopy()
+		st.SourceControl = &v1alpha1.SourceControlStatus{OriginalPowerState: statemachine.PowerStateOn, ShutdownRequestedAt: atp(8 * time.Second), PoweredOffAt: atp(40 * time.Second)}
+	}
+	if reached >= 4 {
+		for i, d := range st.Source.Disks {
+			st.Disks = append(st.Disks, v1alpha1.DiskStatus{Key: d.Key, Name: naming.DiskName(i), StagingClaim: naming.StagingClaim(name, d.Key), CapacityBytes: d.CapacityBytes})
+		}
+		st.Transfer = &v1alpha1.JobStatus{JobName: naming.TransferJob(name, 1), Attempt: 1}
+	}
+	if reached >= 5 {
+		transferred(m)
+	}
+	if reached >= 6 {
+		st.Conversion = &v1alpha1.ConversionStatus{JobStatus: v1alpha1.JobStatus{JobName: naming.ConversionJob(name, 1), Attempt: 1, CompletedAt: atp(35 * time.Minute)},
+			ConfigMapName: naming.ConversionConfigMap(name, 1), OperatingSystem: "rhel 9.4"}
+		imported(m, "Succeeded", "100.0%")
+	}
+	setCondition(m, statemachine.ConditionReady, metav1.ConditionFalse, string(phase), "working")
+	setCondition(m, statemachine.ConditionProgressing, metav1.ConditionTrue, statemachine.ReasonWorking, "working toward "+string(phase))
+	for _, mod := range mods {
+		mod(m)
+	}
+	return m
+}
+
+// checkpointsBefore is how many checkpoints of the happy path a migration
+// in phase reached: those before it, or for a phase off the happy path,
+// those its fixture reached (Planned and Failed after validation, RollingBack
+// and Cancelling during the transfer).
+func checkpointsBefore(phase v1alpha1.Phase) int {
+	switch phase {
+	case v1alpha1.PhasePlanned, v1alpha1.PhaseFailed, v1alpha1.PhaseAwaitingApproval:
+		return 2
+	case v1alpha1.PhaseRollingBack, v1alpha1.PhaseCancelling:
+		return 4
+	case v1alpha1.PhaseSucceeded:
+		return len(checkpoints)
+	}
+	for i, c := range checkpoints {
+		if c.phase == phase {
+			return i
+		}
+	}
+	return 0
+}
+
+// transferred records a verified transfer of every disk.
+func transferred(m *v1alpha1.VirtualMachineMigration) {
+	st := &m.Status
+	st.Transfer.CompletedAt = atp(20 * time.Minute)
+	sums := []string{"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"}
+	for i := range st.Disks {
+		d := &st.Disks[i]
+		d.BytesTransferred, d.SHA256, d.TransferredAt = d.CapacityBytes, sums[i%2], atp(20*time.Minute)
+	}
+	st.Progress = "100%"
+}
+
+// imported records the DataVolumes' phase and progress.
+func imported(m *v1alpha1.VirtualMachineMigration, phase, progress string) {
+	for i := range m.Status.Disks {
+		d := &m.Status.Disks[i]
+		d.DataVolume, d.ImportPhase, d.ImportProgress = naming.DataVolume("web-01", i), phase, progress
+	}
+}
+
+// setCondition sets a condition, its transition 30 seconds before testNow.
+func setCondition(m *v1alpha1.VirtualMachineMigration, t string, status metav1.ConditionStatus, reason, message string) {
+	c := metav1.Condition{Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: m.Generation,
+		LastTransitionTime: metav1.NewTime(testNow.Add(-30 * time.Second))}
+	for i := range m.Status.Conditions {
+		if m.Status.Conditions[i].Type == t {
+			m.Status.Conditions[i] = c
+			return
+		}
+	}
+	m.Status.Conditions = append(m.Status.Conditions, c)
+}
+
+// transferring sets the disks' live progress.
+func transferring(done0, done1, rate int64) func(*v1alpha1.VirtualMachineMigration) {
+	return func(m *v1alpha1.VirtualMachineMigration) {
+		for i, done := range []int64{done0, done1} {
+			d := &m.Status.Disks[i]
+			d.BytesTransferred, d.RateBytesPerSecond = done, rate
+			if rate > 0 && done < d.CapacityBytes {
+				d.ETASeconds = ptr.To((d.CapacityBytes - done + rate - 1) / rate)
+			}
+		}
+		var done, total int64
+		for _, d := range m.Status.Disks {
+			done, total = done+d.BytesTransferred, total+d.CapacityBytes
+		}
+		m.Status.Progress = fmt.Sprintf("%d%%", done*100/total)
+		m.Status.LastProgressTime = atp(41 * time.Minute)
+	}
+}
+
+// fixtures are migrations in every phase and the notable ways of waiting,
+// by name; the golden tests render each.
+func fixtures() map[string]*v1alpha1.VirtualMachineMigration {
+	waitFor := func(reason, message string) func(*v1alpha1.VirtualMachineMigration) {
+		return func(m *v1alpha1.VirtualMachineMigration) {
+			setCondition(m, statemachine.ConditionProgressing, metav1.ConditionFalse, reason, message)
+		}
+	}
+	return map[string]*v1alpha1.VirtualMachineMigration{
+		"new":         newMigration("new"),
+		"validating":  inPhase("validating", v1alpha1.PhaseValidating),
+		"unreachable": inPhase("unreachable", v1alpha1.PhaseValidating, waitFor("SourceUnreachable", "connecting to https://vcenter.example.com/sdk: dial tcp: i/o timeout"), lastError(v1alpha1.PhaseValidating, "SourceUnreachable", "connecting to https://vcenter.example.com/sdk: dial tcp: i/o timeout")),
+		"planned":     inPhase("planned", v1alpha1.PhasePlanned, withPlan),
+		"approval": inPhase("approval", v1alpha1.PhaseAwaitingApproval, func(m *v1alpha1.VirtualMachineMigration) {
+			m.Spec.Policy.RequireApproval = true
+			waitFor(statemachine.ReasonAwaitingApproval, "stopping the source VM waits for approval: kubectl patch vmm approval -n apps --type merge -p '{\"spec\":{\"policy\":{\"approved\":true}}}'")(m)
+		}),
+		"queued":         inPhase("queued", v1alpha1.PhaseQueued, waitFor(statemachine.ReasonWaitingForTransferSlot, "4 of 4 transfers from host esxi-01.example.com run")),
+		"stopping":       inPhase("stopping", v1alpha1.PhaseStoppingSource),
+		"transfer-early": inPhase("transfer-early", v1alpha1.PhaseTransferringDisks),
+		"transferring":   inPhase("transferring", v1alpha1.PhaseTransferringDisks, transferring(4096*mib, 512*mib, 85*mib)),
+		"stalled":        inPhase("stalled", v1alpha1.PhaseTransferringDisks, transferring(1024*mib, 0, 0), stalled),
+		"converting":     inPhase("converting", v1alpha1.PhaseConverting),
+		"paused":         inPhase("paused", v1alpha1.PhaseConverting, paused),
+		"importing": inPhase("importing", v1alpha1.PhaseImporting, func(m *v1alpha1.VirtualMachineMigration) {
+			imported(m, "CloneInProgress", "37.50%")
+			m.Status.Progress = "37%"
+		}),
+		"starting":        inPhase("starting", v1alpha1.PhaseStarting, func(m *v1alpha1.VirtualMachineMigration) { m.Status.Target.VMIPhase = "Scheduling" }),
+		"succeeded":       inPhase("succeeded", v1alpha1.PhaseSucceeded, succeeded),
+		"failed":          inPhase("failed", v1alpha1.PhaseFailed, failed),
+		"rolling-back":    inPhase("rolling-back", v1alpha1.PhaseRollingBack, transferring(1024*mib, 0, 0), lastError(v1alpha1.PhaseTransferringDisks, "TransferFailed", "transfer job rolling-back-transfer-1 failed: BackoffLimitExceeded")),
+		"cancelling":      inPhase("cancelling", v1alpha1.PhaseCancelling, transferring(3072*mib, 1024*mib, 0), cancelling),
+		"delete-finished": inPhase("delete-finished", v1alpha1.PhaseSucceeded, succeeded, cancelling),
+	}
+}
+
+func lastError(phase v1alpha1.Phase, reason, message string) func(*v1alpha1.VirtualMachineMigration) {
+	return func(m *v1alpha1.VirtualMachineMigration) {
+		m.Status.LastError = &v1alpha1.MigrationError{Phase: phase, Reason: reason, Message: message, Time: at(41 * time.Minute)}
+	}
+}
+
+func withPlan(m *v1alpha1.VirtualMachineMigration) {
+	m.Spec.PlanOnly = true
+	m.Status.Plan = &v1alpha1.PlanStatus{ConfigMapName: naming.PlanConfigMap(m.Name), RenderedAt: at(7 * time.Second), Objects: []v1alpha1.PlannedObject{
+		{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: naming.StagingClaim(m.Name, 2000)},
+		{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: naming.StagingClaim(m.Name, 2001)},
+		{APIVersion: "v1", Kind: "ConfigMap", Name: m.Name + "-transfer-1-spec"},
+		{APIVersion: "batch/v1", Kind: "Job", Name: naming.TransferJob(m.Name, 1)},
+		{APIVersion: "v1", Kind: "ConfigMap", Name: naming.ConversionConfigMap(m.Name, 1)},
+		{APIVersion: "batch/v1", Kind: "Job", Name: naming.ConversionJob(m.Name, 1)},
+		{APIVersion: "cdi.kubevirt.io/v1beta1", Kind: "DataVolume", Name: naming.DataVolume("web-01", 0)},
+		{APIVersion: "cdi.kubevirt.io/v1beta1", Kind: "DataVolume", Name: naming.DataVolume("web-01", 1)},
+		{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: "web-01"},
+	}}
+	setCondition(m, statemachine.ConditionProgressing, metav1.ConditionFalse, "Planned", "the plan is stored in ConfigMap "+m.Status.Plan.ConfigMapName)
+}
+
+func stalled(m *v1alpha1.VirtualMachineMigration) {
+	m.Status.LastProgressTime = atp(5 * time.Minute)
+	setCondition(m, statemachine.ConditionStalled, metav1.ConditionTrue, statemachine.ReasonNoProgress, "no progress in TransferringDisks since 2026-11-30T10:05:00Z")
+}
+
+func paused(m *v1alpha1.VirtualMachineMigration) {
+	m.Spec.Policy.Paused = true
+	setCondition(m, statemachine.ConditionProgressing, metav1.ConditionFalse, statemachine.ReasonPaused, "held by spec.policy.paused")
+	setCondition(m, statemachine.ConditionPaused, metav1.ConditionTrue, statemachine.ReasonPaused, "held at Converting by spec.policy.paused; running jobs are not interrupted")
+}
+
+func succeeded(m *v1alpha1.VirtualMachineMigration) {
+	m.Status.Target.UID, m.Status.Target.VMIPhase = "vm-uid", "Running"
+	m.Status.CompletionTime, m.Status.Progress = atp(36*time.Minute+5*time.Second), "100%"
+	setCondition(m, statemachine.ConditionReady, metav1.ConditionTrue, statemachine.ReasonSucceeded, "the VM was migrated: VirtualMachine apps/web-01")
+	setCondition(m, statemachine.ConditionProgressing, metav1.ConditionFalse, "Succeeded", "the migration is succeeded")
+}
+
+func failed(m *v1alpha1.VirtualMachineMigration) {
+	lastError(v1alpha1.PhaseValidating, statemachine.ReasonPreflightFailed, "RDMDisk: disk 2001 is a raw device mapping, which cannot be copied")(m)
+	m.Status.CompletionTime = atp(41 * time.Minute)
+	setCondition(m, statemachine.ConditionReady, metav1.ConditionFalse, statemachine.ReasonPreflightFailed, "failed in Validating: RDMDisk: disk 2001 is a raw device mapping, which cannot be copied")
+	setCondition(m, statemachine.ConditionProgressing, metav1.ConditionFalse, "Failed", "the migration is failed")
+	setCondition(m, statemachine.ConditionFailed, metav1.ConditionTrue, statemachine.ReasonPreflightFailed, "failed in Validating: RDMDisk: disk 2001 is a raw device mapping, which cannot be copied")
+}
+
+func cancelling(m *v1alpha1.VirtualMachineMigration) {
+	m.DeletionTimestamp = atp(41 * time.Minute)
+	m.Finalizers = []string{v1alpha1.FinalizerName}
+	if m.Status.Phase == v1alpha1.PhaseCancelling {
+		setCondition(m, statemachine.ConditionProgressing, metav1.ConditionTrue, statemachine.ReasonWorking, "deleting 5 child objects")
+	}
+}

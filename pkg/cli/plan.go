@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/cli-runtime/pkg/printers"
+	"sigs.k8s.io/yaml"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+)
+
+// parsePlanObjects reads the plan's multi-document YAML, in order; empty
+// documents are skipped.
+func parsePlanObjects(objectsYAML string) ([]*unstructured.Unstructured, error) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(objectsYAML)))
+	var out []*unstructured.Unstructured
+	for doc := 1; ; doc++ {
+		data, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading document %d of %s: %w", doc, v1alpha1.PlanKeyObjects, err)
+		}
+		if len(bytes.TrimSpace(data)) == 0 || string(bytes.TrimSpace(data)) == "---" {
+			continue
+		}
+		obj := &unstructured.Unstructured{}
+		jsonData, err := yaml.YAMLToJSON(data)
+		if err == nil {
+			err = obj.UnmarshalJSON(jsonData)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading document %d of %s: %w", doc, v1alpha1.PlanKeyObjects, err)
+		}
+		out = append(out, obj)
+	}
+}
+
+// printPlanSummary writes what the migration would create, one line per
+// object with what matters about it, then the conversion's domain.
+func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects []*unstructured.Unstructured, domainXML string) error {
+	p := m.Status.Plan
+	fmt.Fprintf(w, "Plan of %s/%s, rendered %s and stored in ConfigMap %s.\n", m.Namespace, m.Name, timestamp(&p.RenderedAt), p.ConfigMapName)
+	fmt.Fprintf(w, "The source VM was not touched. Running the migration would create these %s, in this order:\n\n", pluralize(len(objects), "object"))
+	tw := printers.GetNewTabWriter(w)
+	fmt.Fprintln(tw, "  #\tKIND\tNAME\tWHAT")
+	for i, o := range objects {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", i+1, o.GetKind(), o.GetName(), clean(planDetail(o)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if missing := missingFromStatus(p, objects); len(missing) > 0 {
+		fmt.Fprintf(w, "\nListed in status.plan but not in %s: %s\n", v1alpha1.PlanKeyObjects, strings.Join(missing, ", "))
+	}
+	if domainXML != "" {
+		fmt.Fprintf(w, "\nConversion domain (%s, %d bytes): kubectl vmm plan %s -n %s --domain shows it.\n",
+			v1alpha1.PlanKeyDomain, len(domainXML), m.Name, m.Namespace)
+	}
+	fmt.Fprintf(w, "Full objects: kubectl vmm plan %s -n %s -o yaml\n", m.Name, m.Namespace)
+	return nil
+}
+
+// missingFromStatus lists the objects of status.plan that the ConfigMap
+// does not hold, as Kind/name.
+func missingFromStatus(p *v1alpha1.PlanStatus, objects []*unstructured.Unstructured) []string {
+	have := map[string]bool{}
+	for _, o := range objects {
+		have[o.GetKind()+"/"+o.GetName()] = true
+	}
+	var missing []string
+	for _, o := range p.Objects {
+		if key := o.Kind + "/" + o.Name; !have[key] {
+			missing = append(missing, key)
+		}
+	}
+	return missing
+}
+
+// planDetail says what matters about one planned object.
+func planDetail(o *unstructured.Unstructured) string {
+	switch o.GetKind() {
+	case "PersistentVolumeClaim":
+		size, _, _ := unstructured.NestedString(o.Object, "spec", "resources", "requests", "storage")
+		class, _, _ := unstructured.NestedString(o.Object, "spec", "storageClassName")
+		return fmt.Sprintf("staging volume %s, storage class %s", orNone(size), orDefaultClass(class))
+	case "ConfigMap":
+		data, _, _ := unstructured.NestedMap(o.Object, "data")
+		return "keys " + strings.Join(sortedKeys(data), ", ")
+	case "Job":
+		return jobDetail(o)
+	case "DataVolume":
+		return dataVolumeDetail(o)
+	case "VirtualMachine":
+		return vmDetail(o)
+	}
+	return o.GetAPIVersion()
+}
+
+func orDefaultClass(class string) string {
+	if class == "" {
+		return "(cluster default)"
+	}
+	return class
+}
+
+func jobDetail(o *unstructured.Unstructured) string {
+	containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+	var images []string
+	for _, c := range containers {
+		if cm, ok := c.(map[string]any); ok {
+			image, _ := cm["image"].(string)
+			images = append(images, image)
+		}
+	}
+	component := o.GetLabels()[v1alpha1.LabelComponent]
+	return fmt.Sprintf("%s job, image %s", orNone(component), orNone(strings.Join(images, ", ")))
+}
+
+func dataVolumeDetail(o *unstructured.Unstructured) string {
+	src, _, _ := unstructured.NestedString(o.Object, "spec", "source", "pvc", "name")
+	class, _, _ := unstructured.NestedString(o.Object, "spec", "storage", "storageClassName")
+	size, _, _ := unstructured.NestedString(o.Object, "spec", "storage", "resources", "requests", "storage")
+	what := fmt.Sprintf("clone of %s into storage class %s", orNone(src), orDefaultClass(class))
+	if size != "" {
+		what += ", " + size
+	}
+	return what
+}
+
+func vmDetail(o *unstructured.Unstructured) string {
+	domain := []string{"spec", "template", "spec", "domain"}
+	sockets, _, _ := unstructured.NestedInt64(o.Object, append(domain, "cpu", "sockets")...)
+	cores, _, _ := unstructured.NestedInt64(o.Object, append(domain, "cpu", "cores")...)
+	memory, _, _ := unstructured.NestedString(o.Object, append(domain, "memory", "guest")...)
+	firmware := "BIOS"
+	if _, efi, _ := unstructured.NestedMap(o.Object, append(domain, "firmware", "bootloader", "efi")...); efi {
+		firmware = "EFI"
+		if sb, _, _ := unstructured.NestedBool(o.Object, append(domain, "firmware", "bootloader", "efi", "secureBoot")...); sb {
+			firmware += " with secure boot"
+		}
+	}
+	disks, _, _ := unstructured.NestedSlice(o.Object, append(domain, "devices", "disks")...)
+	nics, _, _ := unstructured.NestedSlice(o.Object, append(domain, "devices", "interfaces")...)
+	strategy, _, _ := unstructured.NestedString(o.Object, "spec", "runStrategy")
+	return fmt.Sprintf("%d sockets x %d cores, %s, %s, %s, %s, run strategy %s",
+		sockets, cores, orNone(memory), firmware, pluralize(len(disks), "disk"), pluralize(len(nics), "interface"), orNone(strategy))
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// printPlanYAML writes the plan's objects as stored, one document each.
+func printPlanYAML(w io.Writer, objectsYAML string) error {
+	_, err := io.WriteString(w, strings.TrimLeft(objectsYAML, "\n"))
+	if err == nil && !strings.HasSuffix(objectsYAML, "\n") {
+		_, err = io.WriteString(w, "\n")
+	}
+	return err
+}
+
+// printPlanJSON writes the plan's objects as one v1 List.
+func printPlanJSON(w io.Writer, objects []*unstructured.Unstructured) error {
+	list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "List"}}
+	for _, o := range objects {
+		list.Items = append(list.Items, *o)
+	}
+	var buf bytes.Buffer
+	if err := (&printers.JSONPrinter{}).PrintObj(list, &buf); err != nil {
+		return fmt.Errorf("printing the plan as JSON: %w", err)
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}

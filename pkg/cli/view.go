@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
+)
+
+// phaseOf is the migration's phase; a migration the controller has not
+// looked at yet is Pending.
+func phaseOf(m *v1alpha1.VirtualMachineMigration) v1alpha1.Phase {
+	if m.Status.Phase == "" {
+		return v1alpha1.PhasePending
+	}
+	return m.Status.Phase
+}
+
+// isTerminal reports whether the migration reached a phase it stays in.
+func isTerminal(m *v1alpha1.VirtualMachineMigration) bool {
+	return statemachine.IsTerminal(phaseOf(m))
+}
+
+// condition returns a condition of the migration, nil when absent.
+func condition(m *v1alpha1.VirtualMachineMigration, t string) *metav1.Condition {
+	return meta.FindStatusCondition(m.Status.Conditions, t)
+}
+
+// isTrue reports whether a condition is set and true.
+func isTrue(m *v1alpha1.VirtualMachineMigration, t string) bool {
+	c := condition(m, t)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+// waiting says why the migration is not progressing, when it is not and
+// has not ended: reason and message of the Stalled, Paused or Progressing
+// condition, in that order.
+func waiting(m *v1alpha1.VirtualMachineMigration) (reason, message string, ok bool) {
+	if isTerminal(m) {
+		return "", "", false
+	}
+	for _, t := range []string{statemachine.ConditionStalled, statemachine.ConditionPaused} {
+		if c := condition(m, t); c != nil && c.Status == metav1.ConditionTrue {
+			return c.Reason, c.Message, true
+		}
+	}
+	c := condition(m, statemachine.ConditionProgressing)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return "", "", false
+	}
+	return c.Reason, c.Message, true
+}
+
+// progressOf is status.progress, or the share of bytes transferred while
+// the transfer runs and the controller has not written a progress yet.
+func progressOf(m *v1alpha1.VirtualMachineMigration) string {
+	if m.Status.Progress != "" {
+		return m.Status.Progress
+	}
+	if phaseOf(m) != v1alpha1.PhaseTransferringDisks {
+		return ""
+	}
+	var done, total int64
+	for _, d := range m.Status.Disks {
+		done += d.BytesTransferred
+		total += d.CapacityBytes
+	}
+	if total <= 0 {
+		return "0%"
+	}
+	return fmt.Sprintf("%d%%", done*100/total)
+}
+
+// sourceName is the source VM's name as inventoried, else as selected.
+func sourceName(m *v1alpha1.VirtualMachineMigration) string {
+	if m.Status.Source != nil && m.Status.Source.Name != "" {
+		return m.Status.Source.Name
+	}
+	vm := m.Spec.Source.VM
+	for _, s := range []string{vm.Name, vm.InventoryPath, vm.MoRef, vm.BIOSUUID, vm.InstanceUUID} {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// targetNameOf is the target VirtualMachine's name, once known.
+func targetNameOf(m *v1alpha1.VirtualMachineMigration) string {
+	if m.Status.Target != nil && m.Status.Target.Name != "" {
+		return m.Status.Target.Name
+	}
+	return m.Spec.Target.Name
+}
+
+// diskProgress is one disk's progress as shown in a progress bar.
+type diskProgress struct {
+	name     string
+	stage    string
+	fraction float64
+	detail   string
+	rate     string
+	eta      string
+}
+
+// disksProgress turns status.disks into progress rows: the transfer's bytes
+// until the disk is verified, then the import's percentage.
+func disksProgress(m *v1alpha1.VirtualMachineMigration) []diskProgress {
+	rows := make([]diskProgress, 0, len(m.Status.Disks))
+	for _, d := range m.Status.Disks {
+		rows = append(rows, diskProgressOf(d))
+	}
+	return rows
+}
+
+func diskProgressOf(d v1alpha1.DiskStatus) diskProgress {
+	// Rate and ETA are known only while the transfer runs.
+	p := diskProgress{name: d.Name}
+	switch {
+	case d.ImportPhase != "" || (d.DataVolume != "" && d.TransferredAt != nil):
+		p.stage = "import"
+		pct, ok := parsePercent(d.ImportProgress)
+		if d.ImportPhase == statemachine.DataVolumeSucceeded {
+			pct, ok = 100, true
+		}
+		p.fraction = pct / 100
+		p.detail = fmt.Sprintf("DataVolume %s %s", d.DataVolume, orNone(d.ImportPhase))
+		if !ok {
+			p.detail += " (progress not reported yet)"
+		}
+	case d.TransferredAt != nil:
+		p.stage, p.fraction = "transfer", 1
+		p.detail = fmt.Sprintf("%s verified", humanBytes(d.BytesTransferred))
+	default:
+		p.stage = "transfer"
+		if d.CapacityBytes > 0 {
+			p.fraction = float64(d.BytesTransferred) / float64(d.CapacityBytes)
+		}
+		p.detail = fmt.Sprintf("%s / %s", humanBytes(d.BytesTransferred), humanBytes(d.CapacityBytes))
+		p.rate, p.eta = humanRate(d.RateBytesPerSecond), humanETA(d.ETASeconds)
+	}
+	return p
+}
+
+// overallRate sums the disks' transfer rates.
+func overallRate(m *v1alpha1.VirtualMachineMigration) int64 {
+	var sum int64
+	for _, d := range m.Status.Disks {
+		if d.TransferredAt == nil {
+			sum += d.RateBytesPerSecond
+		}
+	}
+	return sum
+}
+
+// overallETA is the longest ETA of a disk still transferring.
+func overallETA(m *v1alpha1.VirtualMachineMigration) *int64 {
+	var eta *int64
+	for _, d := range m.Status.Disks {
+		if d.TransferredAt == nil && d.ETASeconds != nil && (eta == nil || *d.ETASeconds > *eta) {
+			eta = d.ETASeconds
+		}
+	}
+	return eta
+}
+
+// lastErrorLine is "Reason in Phase: message", or "" without an error.
+func lastErrorLine(m *v1alpha1.VirtualMachineMigration) string {
+	e := m.Status.LastError
+	if e == nil {
+		return ""
+	}
+	return clean(fmt.Sprintf("%s in %s: %s", e.Reason, e.Phase, e.Message))
+}
+
+// pluralize returns "1 disk" or "2 disks".
+func pluralize(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, strings.TrimSuffix(word, "s"))
+}
+
+// deletionNote is " (cancelling)" or " (deleting)" for a migration being
+// deleted, unless its phase already says so; "" otherwise.
+func deletionNote(m *v1alpha1.VirtualMachineMigration) string {
+	switch {
+	case m.DeletionTimestamp == nil || phaseOf(m) == v1alpha1.PhaseCancelling:
+		return ""
+	case isTerminal(m):
+		return " (deleting)"
+	}
+	return " (cancelling)"
+}

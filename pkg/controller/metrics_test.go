@@ -1,0 +1,250 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	miglisters "platform.example/vm-migration/pkg/generated/migration/listers/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/vsphere"
+)
+
+var metricsT0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+
+func metricsTime(offset time.Duration) *metav1.Time {
+	t := metav1.NewTime(metricsT0.Add(offset))
+	return &t
+}
+
+// collectorOver is a controller whose migration cache holds ms, for the
+// collectors.
+func collectorOver(t *testing.T, ms ...*v1alpha1.VirtualMachineMigration) *Controller {
+	t.Helper()
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, m := range ms {
+		if err := indexer.Add(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &Controller{migrations: miglisters.NewVirtualMachineMigrationLister(indexer)}
+}
+
+func metricsMigration(name string, phase v1alpha1.Phase, mods ...func(*v1alpha1.VirtualMachineMigration)) *v1alpha1.VirtualMachineMigration {
+	m := &v1alpha1.VirtualMachineMigration{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "apps", CreationTimestamp: *metricsTime(0)}}
+	m.Status.Phase = phase
+	if phase != "" {
+		m.Status.PhaseStartTime = metricsTime(time.Minute)
+	}
+	for _, mod := range mods {
+		mod(m)
+	}
+	return m
+}
+
+func TestMigrationCollector(t *testing.T) {
+	transferring := metricsMigration("transferring", v1alpha1.PhaseTransferringDisks, func(m *v1alpha1.VirtualMachineMigration) {
+		m.Status.Disks = []v1alpha1.DiskStatus{
+			{Key: 1, CapacityBytes: 1000, BytesTransferred: 1000, RateBytesPerSecond: 50, TransferredAt: metricsTime(2 * time.Minute)},
+			{Key: 2, CapacityBytes: 3000, BytesTransferred: 600, RateBytesPerSecond: 200},
+		}
+		m.Status.Conditions = []metav1.Condition{{Type: statemachine.ConditionStalled, Status: metav1.ConditionTrue}, {Type: statemachine.ConditionPaused, Status: metav1.ConditionFalse}}
+	})
+	stopped := &v1alpha1.SourceControlStatus{OriginalPowerState: statemachine.PowerStateOn, PowerOffRequestedAt: metricsTime(time.Minute)}
+	leftOff := metricsMigration("left-off", v1alpha1.PhaseFailed, func(m *v1alpha1.VirtualMachineMigration) { m.Status.SourceControl = stopped.DeepCopy() })
+	restored := metricsMigration("restored", v1alpha1.PhaseFailed, func(m *v1alpha1.VirtualMachineMigration) {
+		m.Status.SourceControl = stopped.DeepCopy()
+		m.Status.SourceControl.RestoredAt = metricsTime(3 * time.Minute)
+	})
+	migrated := metricsMigration("migrated", v1alpha1.PhaseSucceeded, func(m *v1alpha1.VirtualMachineMigration) { m.Status.SourceControl = stopped.DeepCopy() })
+	fresh := metricsMigration("fresh", "")
+
+	c := collectorOver(t, transferring, leftOff, restored, migrated, fresh)
+	start := float64(metricsTime(time.Minute).Unix())
+	created := float64(metricsT0.Unix())
+	want := fmt.Sprintf(`
+# HELP vm_migration_transferred_bytes Bytes of the source disks transferred so far (status.disks).
+# TYPE vm_migration_transferred_bytes gauge
+vm_migration_transferred_bytes{migration="fresh",namespace="apps"} 0
+vm_migration_transferred_bytes{migration="left-off",namespace="apps"} 0
+vm_migration_transferred_bytes{migration="migrated",namespace="apps"} 0
+vm_migration_transferred_bytes{migration="restored",namespace="apps"} 0
+vm_migration_transferred_bytes{migration="transferring",namespace="apps"} 1600
+# HELP vm_migration_transfer_throughput_bytes_per_second Current transfer rate: the sum of the rates of the disks still transferring (0 once transferred).
+# TYPE vm_migration_transfer_throughput_bytes_per_second gauge
+vm_migration_transfer_throughput_bytes_per_second{migration="fresh",namespace="apps"} 0
+vm_migration_transfer_throughput_bytes_per_second{migration="left-off",namespace="apps"} 0
+vm_migration_transfer_throughput_bytes_per_second{migration="migrated",namespace="apps"} 0
+vm_migration_transfer_throughput_bytes_per_second{migration="restored",namespace="apps"} 0
+vm_migration_transfer_throughput_bytes_per_second{migration="transferring",namespace="apps"} 200
+# HELP vm_migration_phase_start_time_seconds Unix time the migration entered its current phase, labelled with that phase (creation time while Pending).
+# TYPE vm_migration_phase_start_time_seconds gauge
+vm_migration_phase_start_time_seconds{migration="fresh",namespace="apps",phase="Pending"} %[2]g
+vm_migration_phase_start_time_seconds{migration="left-off",namespace="apps",phase="Failed"} %[1]g
+vm_migration_phase_start_time_seconds{migration="migrated",namespace="apps",phase="Succeeded"} %[1]g
+vm_migration_phase_start_time_seconds{migration="restored",namespace="apps",phase="Failed"} %[1]g
+vm_migration_phase_start_time_seconds{migration="transferring",namespace="apps",phase="TransferringDisks"} %[1]g
+# HELP vm_migration_condition 1 when a condition of the migration is True, 0 when False (Stalled, Paused, ApprovalRequired...).
+# TYPE vm_migration_condition gauge
+vm_migration_condition{condition="Paused",migration="transferring",namespace="apps"} 0
+vm_migration_condition{condition="Stalled",migration="transferring",namespace="apps"} 1
+# HELP vm_migration_source_left_off 1 when the migration ended other than Succeeded and the source VM it powered off (found powered on) was not seen powered on again.
+# TYPE vm_migration_source_left_off gauge
+vm_migration_source_left_off{migration="fresh",namespace="apps"} 0
+vm_migration_source_left_off{migration="left-off",namespace="apps"} 1
+vm_migration_source_left_off{migration="migrated",namespace="apps"} 0
+vm_migration_source_left_off{migration="restored",namespace="apps"} 0
+vm_migration_source_left_off{migration="transferring",namespace="apps"} 0
+`, start, created)
+	names := []string{"vm_migration_transferred_bytes", "vm_migration_transfer_throughput_bytes_per_second",
+		"vm_migration_phase_start_time_seconds", "vm_migration_condition", "vm_migration_source_left_off"}
+	if err := testutil.CollectAndCompare(migrationCollector{c}, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	wantPhases := `
+# HELP vm_migration_migrations VirtualMachineMigrations by phase, from the informer cache.
+# TYPE vm_migration_migrations gauge
+vm_migration_migrations{phase="Failed"} 2
+vm_migration_migrations{phase="Pending"} 1
+vm_migration_migrations{phase="Succeeded"} 1
+vm_migration_migrations{phase="TransferringDisks"} 1
+`
+	if err := testutil.CollectAndCompare(phaseCollector{c}, strings.NewReader(wantPhases)); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestObservePhaseExit(t *testing.T) {
+	phaseDuration.Reset()
+	cases := []struct {
+		name string
+		old  *v1alpha1.VirtualMachineMigration
+		next v1alpha1.VirtualMachineMigrationStatus
+	}{
+		{name: "transfer took 90s", old: metricsMigration("a", v1alpha1.PhaseTransferringDisks),
+			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseConverting, PhaseStartTime: metricsTime(150 * time.Second)}},
+		{name: "entering pending is no exit", old: metricsMigration("b", ""),
+			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhasePending, StartTime: metricsTime(time.Second)}},
+		{name: "pending counts from the start", old: metricsMigration("b", v1alpha1.PhasePending, func(m *v1alpha1.VirtualMachineMigration) {
+			m.Status.PhaseStartTime, m.Status.StartTime = nil, metricsTime(time.Second)
+		}), next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseValidating, PhaseStartTime: metricsTime(3 * time.Second)}},
+		{name: "same phase is no exit", old: metricsMigration("c", v1alpha1.PhaseConverting),
+			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseConverting, PhaseStartTime: metricsTime(time.Hour)}},
+	}
+	for _, tc := range cases {
+		observePhaseExit(tc.old, &tc.next)
+	}
+	want := map[string]struct {
+		count uint64
+		sum   float64
+	}{"TransferringDisks": {1, 90}, "Pending": {1, 2}}
+	if n := testutil.CollectAndCount(phaseDuration); n != len(want) {
+		t.Errorf("%d phases observed, want %d", n, len(want))
+	}
+	for phase, w := range want {
+		h := histogramOf(t, phase)
+		if h.GetSampleCount() != w.count || h.GetSampleSum() != w.sum {
+			t.Errorf("%s: %d samples summing %gs, want %d summing %gs", phase, h.GetSampleCount(), h.GetSampleSum(), w.count, w.sum)
+		}
+	}
+}
+
+func TestRecordAction(t *testing.T) {
+	actionErrors.Reset()
+	sourcePowerOperations.Reset()
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "jobs"}, "x", errors.New("no"))
+	recordAction(statemachine.ActionPowerOffSource, nil)
+	recordAction(statemachine.ActionPowerOffSource, nil)
+	recordAction(statemachine.ActionPowerOnSource, fmt.Errorf("power-on: %w", vsphere.ErrSessionClosed))
+	recordAction(statemachine.ActionCreateTransferJob, fmt.Errorf("creating job: %w", forbidden))
+	recordAction(statemachine.ActionCreateVM, errors.New("boom"))
+	recordAction(statemachine.ActionCreateVM, nil)
+	cases := []struct {
+		got  float64
+		want float64
+		what string
+	}{
+		{testutil.ToFloat64(sourcePowerOperations.WithLabelValues("PowerOffSource", "success")), 2, "power-off successes"},
+		{testutil.ToFloat64(sourcePowerOperations.WithLabelValues("PowerOnSource", "error")), 1, "power-on errors"},
+		{testutil.ToFloat64(actionErrors.WithLabelValues("PowerOnSource", "Transient")), 1, "power-on errors by vSphere class"},
+		{testutil.ToFloat64(actionErrors.WithLabelValues("CreateTransferJob", "Forbidden")), 1, "job errors by API reason"},
+		{testutil.ToFloat64(actionErrors.WithLabelValues("CreateVM", "Other")), 1, "other errors"},
+		{float64(testutil.CollectAndCount(sourcePowerOperations)), 2, "power operation series (no CreateVM)"},
+		{float64(testutil.CollectAndCount(actionErrors)), 3, "error series (none for successes)"},
+	}
+	for _, tc := range cases {
+		if tc.got != tc.want {
+			t.Errorf("%s: %g, want %g", tc.what, tc.got, tc.want)
+		}
+	}
+}
+
+// histogramOf reads the phase duration histogram of one phase.
+func histogramOf(t *testing.T, phase string) *dto.Histogram {
+	t.Helper()
+	var m dto.Metric
+	obs, err := phaseDuration.GetMetricWithLabelValues(phase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.(prometheus.Metric).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram()
+}
+
+// TestMonitoringUsesExportedMetrics keeps the dashboard and the alerts in
+// manifests/monitoring in step with the metrics: every vm_migration_ name
+// they use is one the controller registers.
+func TestMonitoringUsesExportedMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	if err := collectorOver(t).RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	descs := make(chan *prometheus.Desc, 64)
+	go func() {
+		for _, col := range []prometheus.Collector{reconcileTotal, reconcileDuration, phaseDuration, actionsTotal, actionErrors,
+			sourcePowerOperations, statusWrites, phaseCollector{}, migrationCollector{}} {
+			col.Describe(descs)
+		}
+		close(descs)
+	}()
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for d := range descs {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			exported[m[1]] = true
+		}
+	}
+	used := regexp.MustCompile(`vm_migration_[a-z_]+`)
+	for _, file := range []string{"vm-migration-dashboard.json", "prometheusrule.yaml", "alerts_test.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "monitoring", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := used.FindAllString(string(data), -1)
+		if len(names) == 0 {
+			t.Errorf("%s uses no vm_migration_ metric", file)
+		}
+		for _, name := range names {
+			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
+			if !exported[name] && !exported[base] {
+				t.Errorf("%s uses %s, which the controller does not export", file, name)
+			}
+		}
+	}
+}

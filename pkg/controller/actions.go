@@ -2,11 +2,13 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -80,19 +82,26 @@ func (c *Controller) executeCreate(ctx context.Context, m *v1alpha1.VirtualMachi
 	return fmt.Errorf("unknown action %q", a.Type)
 }
 
-// setFinalizer adds or removes the controller's finalizer.
+// setFinalizer adds or removes the controller's finalizer with a merge
+// patch of metadata.finalizers (and the resourceVersion, so it applies to
+// the object observed): a typed Update would send back the whole spec as
+// the client re-encodes it, and the API server would count that as a spec
+// change (a new generation nobody made).
 func (c *Controller) setFinalizer(ctx context.Context, m *v1alpha1.VirtualMachineMigration, present bool) error {
 	has := slices.Contains(m.Finalizers, v1alpha1.FinalizerName)
 	if has == present {
 		return nil
 	}
-	upd := m.DeepCopy()
+	finalizers := slices.DeleteFunc(slices.Clone(m.Finalizers), func(f string) bool { return f == v1alpha1.FinalizerName })
 	if present {
-		upd.Finalizers = append(upd.Finalizers, v1alpha1.FinalizerName)
-	} else {
-		upd.Finalizers = slices.DeleteFunc(upd.Finalizers, func(f string) bool { return f == v1alpha1.FinalizerName })
+		finalizers = append(finalizers, v1alpha1.FinalizerName)
 	}
-	_, err := c.clients.Migration.MigrationV1alpha1().VirtualMachineMigrations(m.Namespace).Update(ctx, upd, metav1.UpdateOptions{})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"finalizers": finalizers, "resourceVersion": m.ResourceVersion}})
+	if err != nil {
+		return fmt.Errorf("encoding the finalizers patch: %w", err)
+	}
+	_, err = c.clients.Migration.MigrationV1alpha1().VirtualMachineMigrations(m.Namespace).Patch(ctx, m.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -25,7 +25,7 @@ func TestNewMigrationGetsFinalizerThenValidating(t *testing.T) {
 	f := newFixture(t, src, m)
 
 	f.sync(m)
-	assert.Equal(t, []string{"update virtualmachinemigrations/status", "update virtualmachinemigrations"}, f.writes,
+	assert.Equal(t, []string{"update virtualmachinemigrations/status", "patch virtualmachinemigrations"}, f.writes,
 		"status initialised, then the finalizer added")
 	cur := f.get(m)
 	assert.Contains(t, cur.Finalizers, v1alpha1.FinalizerName)
@@ -41,7 +41,7 @@ func TestNewMigrationGetsFinalizerThenValidating(t *testing.T) {
 	require.Len(t, cur.Status.Evidence, 1)
 	assert.Equal(t, v1alpha1.PhasePending, cur.Status.Evidence[0].Phase)
 	assert.Empty(t, src.calls, "Pending never talks to vSphere")
-	assert.Contains(t, f.events, "Normal PhaseChanged Pending -> Validating: finalizer set and status initialised")
+	assert.Contains(t, f.events, "Normal Validating Pending -> Validating: finalizer set and status initialised")
 }
 
 func TestMissingSecretWaitsWithConditionAndWritesOnce(t *testing.T) {
@@ -124,7 +124,7 @@ func TestDeletionRunsFinalizerPath(t *testing.T) {
 	assert.Equal(t, v1alpha1.PhaseCancelling, cur.Status.Phase)
 
 	f.sync(cur)
-	assert.Equal(t, []string{"update virtualmachinemigrations/status", "update virtualmachinemigrations"}, f.writes,
+	assert.Equal(t, []string{"update virtualmachinemigrations/status", "patch virtualmachinemigrations"}, f.writes,
 		"nothing to undo: the finalizer is released")
 	cur = f.get(cur)
 	assert.NotContains(t, cur.Finalizers, v1alpha1.FinalizerName)

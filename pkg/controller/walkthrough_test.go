@@ -504,7 +504,7 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 
 	// Pending: status initialised and the finalizer added.
 	m := f.syncTo(v1alpha1.PhasePending)
-	assert.Equal(t, []string{"update virtualmachinemigrations/status", "update virtualmachinemigrations"}, f.writes)
+	assert.Equal(t, []string{"update virtualmachinemigrations/status", "patch virtualmachinemigrations"}, f.writes)
 	assert.Contains(t, m.Finalizers, v1alpha1.FinalizerName)
 	require.NotNil(t, m.Status.StartTime)
 	assert.True(t, m.Status.StartTime.Time.Equal(builders.T0))

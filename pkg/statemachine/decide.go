@@ -150,6 +150,11 @@ func (d *decider) advance(next v1alpha1.Phase, observed string) {
 	d.setPhase(next, observed)
 }
 
+// PhaseChangedReason is the event reason of a move into phase next: the
+// phase itself, so that each phase change is an event of its own (not
+// aggregated with the others) and events can be filtered by phase.
+func PhaseChangedReason(next v1alpha1.Phase) string { return string(next) }
+
 // setPhase moves to a phase without claiming evidence for the current one
 // (failure, cancellation, a step back).
 func (d *decider) setPhase(next v1alpha1.Phase, message string) {
@@ -163,7 +168,7 @@ func (d *decider) setPhase(next v1alpha1.Phase, message string) {
 	}
 	d.out.Events = append(d.out.Events, Event{
 		Warning: next == v1alpha1.PhaseFailed || next == v1alpha1.PhaseRollingBack,
-		Reason:  ReasonPhaseChanged,
+		Reason:  PhaseChangedReason(next),
 		Message: fmt.Sprintf("%s -> %s: %s", from, next, message),
 	})
 	// Look again at once: the next phase has its own work.

@@ -266,11 +266,13 @@ func (d *decider) transferringDisks() {
 	}
 }
 
-// initDisks fills status.disks from the inventory, once.
+// initDisks fills status.disks from the inventory, once, and starts the
+// progress at 0% (the PROGRESS column shows the transfer from its start).
 func (d *decider) initDisks() {
 	if len(d.st.Disks) > 0 || d.st.Source == nil {
 		return
 	}
+	d.st.Progress = "0%"
 	for i, disk := range d.st.Source.Disks {
 		d.st.Disks = append(d.st.Disks, v1alpha1.DiskStatus{
 			Key:           disk.Key,

@@ -35,8 +35,8 @@ func TestPending(t *testing.T) {
 				wantEvidence(t, d, v1alpha1.PhasePending, 0)
 				wantTime(t, "startTime", d.Status.StartTime, 0)
 				wantTime(t, "phaseStartTime", d.Status.PhaseStartTime, 0)
-				if !hasEvent(d, ReasonPhaseChanged) {
-					t.Errorf("no PhaseChanged event: %+v", d.Events)
+				if !hasEvent(d, PhaseChangedReason(v1alpha1.PhaseValidating)) {
+					t.Errorf("no Validating event: %+v", d.Events)
 				}
 			},
 		},

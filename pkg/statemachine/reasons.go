@@ -35,7 +35,6 @@ const (
 // Condition and event reasons.
 const (
 	ReasonInitializing           = "Initializing"
-	ReasonPhaseChanged           = "PhaseChanged"
 	ReasonWorking                = "Working"
 	ReasonWaiting                = "Waiting"
 	ReasonSucceeded              = "Succeeded"

@@ -39,10 +39,10 @@ func TestRollingBack(t *testing.T) {
 			}
 			found := false
 			for _, e := range d.Events {
-				found = found || (e.Reason == ReasonPhaseChanged && strings.Contains(e.Message, message))
+				found = found || (e.Reason == PhaseChangedReason(d.Status.Phase) && strings.Contains(e.Message, message))
 			}
 			if !found {
-				t.Errorf("no PhaseChanged event saying %q: %+v", message, d.Events)
+				t.Errorf("no %s event saying %q: %+v", d.Status.Phase, message, d.Events)
 			}
 		}
 	}

@@ -77,7 +77,6 @@ func TestFinalizerWritesAndGeneration(t *testing.T) {
 // nobody edits, until it has set its finalizer and written status: the
 // generation stays 1.
 func TestUneditedMigrationKeepsGeneration(t *testing.T) {
-	t.Skip("pkg/controller's setFinalizer still adds the finalizer with a typed Update (see TestFinalizerWritesAndGeneration): remove this skip with the fix, a merge patch of metadata.finalizers")
 	env := framework.Env(t)
 	saConfig, _ := controllerIdentity(t, env)
 	ns := env.Namespace(t)

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -93,7 +94,7 @@ func TestControllerRBAC(t *testing.T) {
 	must := []access{
 		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "list", clusterWide: true},
 		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "watch", clusterWide: true},
-		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "update"},
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "patch"},
 		{group: "migration.platform.example", resource: "virtualmachinemigrations", subresource: "status", verb: "update"},
 		{group: "migration.platform.example", resource: "virtualmachinemigrations", subresource: "finalizers", verb: "update"},
 		{resource: "secrets", verb: "list", clusterWide: true},
@@ -134,7 +135,7 @@ func TestControllerRBAC(t *testing.T) {
 		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "delete"},
 		{resource: "pods", verb: "create"},
 		{resource: "pods", verb: "get"},
-		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "patch"},
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "update"},
 		{group: "migration.platform.example", resource: "virtualmachinemigrations", subresource: "status", verb: "patch"},
 		{group: "cdi.kubevirt.io", resource: "datavolumes", verb: "update"},
 		{group: "kubevirt.io", resource: "virtualmachines", verb: "update"},
@@ -246,8 +247,8 @@ func realRequests(t *testing.T, env *framework.Environment, saConfig *rest.Confi
 		t.Fatalf("list migrations: %v", err)
 	}
 	m := &list.Items[0]
-	m.SetFinalizers([]string{"migration.platform.example/cleanup"})
-	if m, err = saMigrations.Namespace(ns).Update(ctx, m, metav1.UpdateOptions{}); err != nil {
+	if m, err = saMigrations.Namespace(ns).Patch(ctx, "rbac", types.MergePatchType,
+		[]byte(`{"metadata":{"finalizers":["migration.platform.example/cleanup"]}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("add a finalizer: %v", err)
 	}
 	if err := unstructured.SetNestedField(m.Object, "Pending", "status", "phase"); err != nil {
@@ -256,8 +257,7 @@ func realRequests(t *testing.T, env *framework.Environment, saConfig *rest.Confi
 	if m, err = saMigrations.Namespace(ns).UpdateStatus(ctx, m, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("update status: %v", err)
 	}
-	m.SetFinalizers(nil)
-	if _, err := saMigrations.Namespace(ns).Update(ctx, m, metav1.UpdateOptions{}); err != nil {
+	if _, err := saMigrations.Namespace(ns).Patch(ctx, "rbac", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Errorf("remove the finalizer: %v", err)
 	}
 	if err := saMigrations.Namespace(ns).Delete(ctx, "rbac", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {

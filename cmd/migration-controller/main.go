@@ -19,12 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
 	"platform.example/vm-migration/pkg/manager"
@@ -60,7 +57,7 @@ func parseFlags(args []string) (*flags, error) {
 	fs.BoolVar(&f.opts.Pipeline.TransferProgress, "transfer-progress", true, "give each transfer attempt a progress ConfigMap it may patch (through its own ServiceAccount and Role) for live progress")
 	fs.BoolVar(&f.opts.Pipeline.ConversionKVM, "conversion-kvm", false, "request /dev/kvm (devices.kubevirt.io/kvm) for the conversion Jobs")
 	fs.StringVar(&f.seccompProfile, "conversion-seccomp-profile", "", "Localhost seccomp profile for conversion pods whose libguestfs runs passt (empty: RuntimeDefault)")
-	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease")
+	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader among replicas with a Lease; only the leader acts (false: act at once, for a single copy only)")
 	fs.StringVar(&f.leaseNamespace, "leader-election-namespace", "vm-migration-system", "namespace of the leader election Lease")
 	fs.StringVar(&f.leaseName, "leader-election-id", "vm-migration-controller", "name of the leader election Lease")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics (empty: off)")
@@ -123,7 +120,6 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 func run(ctx context.Context, f *flags) error {
-	logger := klog.FromContext(ctx)
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err
@@ -143,7 +139,8 @@ func run(ctx context.Context, f *flags) error {
 		case <-ctx.Done():
 		}
 	}()
-	servers, err := startServers(ctx, f, registry, &ready)
+	h := &health{}
+	servers, err := startServers(ctx, f, registry, &ready, h)
 	if err != nil {
 		return err
 	}
@@ -156,33 +153,14 @@ func run(ctx context.Context, f *flags) error {
 	if err != nil {
 		return fmt.Errorf("building kubernetes client: %w", err)
 	}
-	id, err := os.Hostname()
+	ec, err := electionConfig(f, kube, h)
 	if err != nil {
-		return fmt.Errorf("reading hostname for the leader election identity: %w", err)
+		return err
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: f.leaseNamespace, Name: f.leaseName},
-		Client:     kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-	}
-	var runErr error
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		ReleaseOnCancel: true,
-		LeaseDuration:   15 * time.Second,
-		RenewDeadline:   10 * time.Second,
-		RetryPeriod:     2 * time.Second,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				runErr = manager.Run(ctx, cfg, f.opts)
-			},
-			OnStoppedLeading: func() { logger.Info("leadership lost or released", "identity", id) },
-		},
-	})
-	return runErr
+	return runElected(ctx, ec, func(ctx context.Context) error { return manager.Run(ctx, cfg, f.opts) }, h)
 }
 
-func startServers(ctx context.Context, f *flags, registry *prometheus.Registry, ready *atomic.Bool) ([]*http.Server, error) {
+func startServers(ctx context.Context, f *flags, registry *prometheus.Registry, ready *atomic.Bool, h *health) ([]*http.Server, error) {
 	var servers []*http.Server
 	if f.metricsAddr != "" {
 		mux := http.NewServeMux()
@@ -191,7 +169,7 @@ func startServers(ctx context.Context, f *flags, registry *prometheus.Registry, 
 	}
 	if f.healthAddr != "" {
 		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		mux.HandleFunc("/healthz", h.serveHTTP)
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 			if !ready.Load() && f.leaderElect {
 				// A standby replica is ready to take over: it serves.

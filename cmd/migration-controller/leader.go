@@ -93,18 +93,22 @@ func electionConfig(f *flags, kube kubernetes.Interface, h *health) (leaderelect
 // when ctx ended (the loop stopped first, then the lease was released) and
 // an error when the loop returned while leading (the lease is released so
 // that a standby takes over at once) or when the lease could not be
-// renewed (then without waiting for the loop: another replica may lead).
-// Either error must end the process: a replica that renews a lease while
-// its loop is dead, or acts without the lease, is what election prevents.
+// renewed (then at once, without waiting for the loop or releasing the
+// lease: another replica may lead). Either error must end the process: a
+// replica that renews a lease while its loop is dead, or acts without the
+// lease, is what election prevents.
+//
+// The elector never releases the lease itself (client-go's ReleaseOnCancel
+// releases it when renewal fails before it cancels the leader's context,
+// and a standby could then act beside workers still running): its context
+// ends only when this function says so, and releaseLease gives the lease
+// up after the loop returned.
 func runElected(ctx context.Context, ec leaderelection.LeaderElectionConfig, loop func(context.Context) error, h *health) error {
 	logger := klog.FromContext(ctx).WithValues("identity", ec.Lock.Identity())
-	// The elector's context ends only when this function says so, after
-	// the loop returned: releasing the lease while a worker still acts
-	// would let a standby act beside it.
-	electCtx, release := context.WithCancel(context.WithoutCancel(ctx))
-	defer release()
+	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElecting()
 	leading := make(chan context.Context, 1)
-	ec.ReleaseOnCancel = true
+	ec.ReleaseOnCancel = false
 	ec.Callbacks = leaderelection.LeaderCallbacks{
 		OnStartedLeading: func(lctx context.Context) { leading <- lctx },
 		OnStoppedLeading: func() {},
@@ -121,12 +125,18 @@ func runElected(ctx context.Context, ec leaderelection.LeaderElectionConfig, loo
 		defer close(electing)
 		le.Run(electCtx)
 	}()
+	release := func() {
+		stopElecting()
+		<-electing
+		if err := releaseLease(ec.Lock, ec.RenewDeadline); err != nil {
+			logger.Error(err, "the lease expires by itself")
+		}
+	}
 	logger.Info("waiting to lead", "lease", ec.Name)
 	var lctx context.Context
 	select {
 	case <-ctx.Done():
-		release()
-		<-electing
+		release() // in case it was acquired just now
 		return nil
 	case <-electing:
 		return errLeadershipLost
@@ -144,8 +154,32 @@ func runElected(ctx context.Context, ec leaderelection.LeaderElectionConfig, loo
 		logger.Error(err, "releasing the lease")
 	}
 	release()
-	<-electing // the release is bounded by renewDeadline
 	return err
+}
+
+// releaseLease gives the lease up if this process still holds it, so that
+// a standby takes over without waiting for it to expire: no holder, and a
+// one-second duration. Call it only once the elector stopped renewing and
+// the loop the lease guards has returned. The update is conditional on the
+// version read, so a lease another replica took meanwhile stays theirs.
+func releaseLease(lock resourcelock.Interface, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	current, _, err := lock.Get(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the lease to release it: %w", err)
+	}
+	if current.HolderIdentity != lock.Identity() {
+		return nil
+	}
+	now := metav1.Now()
+	released := resourcelock.LeaderElectionRecord{
+		LeaseDurationSeconds: 1, AcquireTime: now, RenewTime: now, LeaderTransitions: current.LeaderTransitions,
+	}
+	if err := lock.Update(ctx, released); err != nil {
+		return fmt.Errorf("releasing the lease: %w", err)
+	}
+	return nil
 }
 
 // lead runs loop while this process leads: until ctx ends (nil, or the

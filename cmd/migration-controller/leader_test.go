@@ -35,6 +35,9 @@ type election struct {
 	// leaseDown makes every Lease request fail (the API server is gone
 	// for this replica), so that renewing fails.
 	leaseDown atomic.Bool
+	// renewalsFail makes every Lease update that names a holder fail,
+	// while reads and releases (no holder) go through.
+	renewalsFail atomic.Bool
 	// loopStarted is closed when the loop starts; loopStopped receives the
 	// loop's context error once it ends.
 	loopStarted chan struct{}
@@ -46,9 +49,14 @@ type election struct {
 
 func newElection(t *testing.T, otherHolds bool) *election {
 	e := &election{t: t, kube: fake.NewClientset(), loopStarted: make(chan struct{}), loopStopped: make(chan error, 1), h: &health{}}
-	e.kube.PrependReactor("*", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+	e.kube.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if e.leaseDown.Load() {
 			return true, nil, errors.New("the API server is unreachable")
+		}
+		if u, ok := a.(k8stesting.UpdateAction); ok && e.renewalsFail.Load() {
+			if l, ok := u.GetObject().(*coordinationv1.Lease); ok && ptr.Deref(l.Spec.HolderIdentity, "") != "" {
+				return true, nil, errors.New("renewal rejected")
+			}
 		}
 		return false, nil, nil
 	})
@@ -165,9 +173,13 @@ func TestRunElected(t *testing.T) {
 		},
 		wantHealthy: false, wantHolder: "", wantHeldAtStop: true, wantLoop: true,
 	}, {
-		name:  "a leader that cannot renew stops its loop and ends the process",
+		name:  "a leader cut off from the API server stops its loop and ends the process",
 		block: true, act: func(e *election, _ context.CancelFunc) { e.leaseDown.Store(true) },
-		wantErr: errLeadershipLost.Error(), wantLoop: true,
+		wantErr: errLeadershipLost.Error(), wantHolder: testIdentity, wantLoop: true,
+	}, {
+		name:  "a leader that cannot renew leaves the lease to expire: never released while its workers may act",
+		block: true, act: func(e *election, _ context.CancelFunc) { e.renewalsFail.Store(true) },
+		wantErr: errLeadershipLost.Error(), wantHolder: testIdentity, wantHeldAtStop: true, wantLoop: true,
 	}, {
 		name:       "a standby is healthy, never runs the loop and leaves the lease alone",
 		otherHolds: true, act: func(e *election, cancel context.CancelFunc) {
@@ -212,7 +224,7 @@ func TestRunElected(t *testing.T) {
 				t.Errorf("/healthz after runElected returned: %d, want healthy=%v", code, tt.wantHealthy)
 			}
 			e.leaseDown.Store(false)
-			if got := e.holder(); got != tt.wantHolder && tt.wantErr != errLeadershipLost.Error() {
+			if got := e.holder(); got != tt.wantHolder {
 				t.Errorf("lease holder %q, want %q", got, tt.wantHolder)
 			}
 			if held, _ := e.holderAtStop.Load().(string); tt.wantHeldAtStop && held != testIdentity {

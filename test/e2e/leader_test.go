@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +34,9 @@ const (
 	// retry late, and look again up to one jittered retry after expiry
 	// (2 x 2.2 x retryPeriod), plus 3s of API latency on a loaded machine.
 	maxTakeover = leaseDuration + 2*22*retryPeriod/10 + 3*time.Second
+	// maxHandover bounds the takeover of a lease released by its leader,
+	// from SIGTERM: one jittered retry, plus the same latency.
+	maxHandover = 22*retryPeriod/10 + 3*time.Second
 )
 
 // TestLeaderElection runs two controller processes (the built command, as
@@ -43,7 +47,8 @@ const (
 // SIGKILL mid-migration; the standby takes the Lease over within
 // maxTakeover and finishes every migration with the right bytes, each child
 // created once, no retry spent and no transfer restarted. The killed
-// process, started again, stays a standby.
+// process, started again, stays a standby, and takes over at once when the
+// new leader is stopped with SIGTERM (which releases the lease, exit 0).
 func TestLeaderElection(t *testing.T) {
 	s := newStack(t, stackOptions{
 		noController: true, cloneBytesPerSecond: 4 << 20,
@@ -116,9 +121,38 @@ func TestLeaderElection(t *testing.T) {
 		t.Errorf("the lease moved to %s after the takeover by %s", h, holder(taken))
 	}
 	t.Logf("new leader's work: %v", b.work())
-	b.stop()
+
+	// A leader stopped with SIGTERM stops its loop, releases the lease and
+	// exits 0: the standby takes over without waiting for it to expire.
+	before := holder(s.lease(lease))
+	stopped := time.Now()
+	if code := b.terminate(); code != 0 {
+		t.Errorf("the leader stopped with SIGTERM exited %d, want 0", code)
+	}
+	s.waitLeaseHolder(lease, func(l *coordinationv1.Lease) bool { return holder(l) != "" && holder(l) != before }, 2*maxTakeover)
+	handover := time.Since(stopped)
+	t.Logf("takeover %s after SIGTERM of the leader (lease released)", handover.Round(100*time.Millisecond))
+	if handover > maxHandover {
+		t.Errorf("the standby took over %s after the leader released the lease, want at most %s", handover, maxHandover)
+	}
 	a.stop()
 	s.verifyNothingRedone(names, vms, creations)
+}
+
+// terminate sends SIGTERM to the process and returns its exit code.
+func (p *electingProcess) terminate() int {
+	p.t.Helper()
+	cmd := p.cmd
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.t.Fatalf("the controller did not exit within 30s of SIGTERM (logs in %s)", p.logDir)
+	}
+	p.cmd = nil
+	return cmd.ProcessState.ExitCode()
 }
 
 // leaderLease is a Lease name for t alone, deleted when t ends.

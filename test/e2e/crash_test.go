@@ -63,7 +63,7 @@ func TestControllerCrashes(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 1))
 	begin := time.Now()
 	deadline := begin.Add(8 * time.Minute)
-	kills := 0
+	kills, killsInFlight := 0, 0
 	killedIn := map[v1alpha1.Phase]int{}
 	var phasesAtKill []string
 	for kills < minKills && time.Now().Before(deadline) {
@@ -81,6 +81,9 @@ func TestControllerCrashes(t *testing.T) {
 		for phase := range hit {
 			killedIn[phase]++
 		}
+		if len(hit) > 1 || len(hit) == 1 && !hit[v1alpha1.PhaseSucceeded] {
+			killsInFlight++
+		}
 		ctrl.kill()
 		kills++
 		if r.IntN(3) == 0 {
@@ -89,7 +92,8 @@ func TestControllerCrashes(t *testing.T) {
 		ctrl.start()
 	}
 	t.Logf("killed the controller %d times; phases at each kill:\n  %s", kills, strings.Join(phasesAtKill, "\n  "))
-	t.Logf("kills that found a migration in each phase: %v; %d kills in %s", killedIn, kills, time.Since(begin).Round(time.Second))
+	t.Logf("kills that found a migration in each phase: %v; %d kills (%d with a migration in flight) in %s",
+		killedIn, kills, killsInFlight, time.Since(begin).Round(time.Second))
 	if kills < minKills {
 		t.Fatalf("only %d kills before the deadline, want at least %d", kills, minKills)
 	}

@@ -182,6 +182,17 @@ func releaseLease(lock resourcelock.Interface, timeout time.Duration) error {
 	return nil
 }
 
+// runAlone runs loop without leader election until ctx ends. A loop that
+// returns while ctx is live is an error, as it is for a leader.
+func runAlone(ctx context.Context, loop func(context.Context) error, h *health) error {
+	err := loop(ctx)
+	h.loopEnded.Store(true)
+	if err == nil && ctx.Err() == nil {
+		return errors.New("controller loop ended: it returned without an error")
+	}
+	return err
+}
+
 // lead runs loop while this process leads: until ctx ends (nil, or the
 // loop's error), the loop returns while leading (an error wrapping its
 // result), or electing ends because the lease could not be renewed

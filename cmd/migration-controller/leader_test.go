@@ -234,6 +234,35 @@ func TestRunElected(t *testing.T) {
 	}
 }
 
+// TestRunAlone: without election, a loop that returns while its context
+// is live ends the process with an error too.
+func TestRunAlone(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name    string
+		ctx     context.Context
+		result  error
+		wantErr string
+	}{
+		{"loop fails", context.Background(), errors.New("no KubeVirt"), "no KubeVirt"},
+		{"loop returns nil while ctx is live", context.Background(), nil, "returned without an error"},
+		{"loop stops at shutdown", cancelled, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &health{}
+			err := runAlone(tt.ctx, func(context.Context) error { return tt.result }, h)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("runAlone: %v, want %q", err, tt.wantErr)
+			}
+			if h.check(nil) == nil {
+				t.Error("healthy after the loop ended")
+			}
+		})
+	}
+}
+
 // waitForLeaseReads waits until the candidate read the Lease n times
 // (it tried to acquire it n times).
 func (e *election) waitForLeaseReads(n int) {

@@ -146,8 +146,9 @@ func run(ctx context.Context, f *flags) error {
 	}
 	defer shutdownServers(servers)
 
+	loop := func(ctx context.Context) error { return manager.Run(ctx, cfg, f.opts) }
 	if !f.leaderElect {
-		return manager.Run(ctx, cfg, f.opts)
+		return runAlone(ctx, loop, h)
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -157,7 +158,7 @@ func run(ctx context.Context, f *flags) error {
 	if err != nil {
 		return err
 	}
-	return runElected(ctx, ec, func(ctx context.Context) error { return manager.Run(ctx, cfg, f.opts) }, h)
+	return runElected(ctx, ec, loop, h)
 }
 
 func startServers(ctx context.Context, f *flags, registry *prometheus.Registry, ready *atomic.Bool, h *health) ([]*http.Server, error) {

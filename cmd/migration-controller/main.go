@@ -21,12 +21,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // the json log format
 	"k8s.io/klog/v2"
@@ -58,6 +55,20 @@ func parseFlags(args []string) (*flags, error) {
 	// k8s.io/component-base; --log-format is the short name of the format.
 	logsapi.AddGoFlags(f.logging, fs)
 	fs.StringVar(&f.logging.Format, "log-format", logsapi.DefaultLogFormat, `log format: "text" (klog's) or "json" (one JSON object a line)`)
+	f.controllerFlags(fs)
+	f.pipelineFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return f, f.complete()
+}
+
+// controllerFlags are the flags of the controller process: its cluster,
+// its workers and limits, leader election and the probes.
+func (f *flags) controllerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty means in-cluster, then $KUBECONFIG")
 	fs.StringVar(&f.opts.Namespace, "namespace", "", "watch only this namespace; empty means all namespaces")
 	fs.IntVar(&f.opts.Workers, "workers", 4, "migrations reconciled in parallel")
@@ -66,58 +77,62 @@ func parseFlags(args []string) (*flags, error) {
 	fs.DurationVar(&f.vsphereCallTimeout, "vsphere-call-timeout", 2*time.Minute, "deadline of each vSphere operation")
 	fs.DurationVar(&f.opts.Decisions.PollInterval, "poll-interval", statemachine.DefaultPollInterval, "how often vSphere and running jobs are looked at")
 	fs.DurationVar(&f.opts.Decisions.WaitInterval, "wait-interval", statemachine.DefaultWaitInterval, "how often a waiting migration is looked at")
+	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader among replicas with a Lease; only the leader acts (false: act at once, for a single copy only)")
+	fs.StringVar(&f.leaseNamespace, "leader-election-namespace", "vm-migration-system", "namespace of the leader election Lease")
+	fs.StringVar(&f.leaseName, "leader-election-id", "vm-migration-controller", "name of the leader election Lease")
+	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics (empty: off)")
+	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (empty: off)")
+}
+
+// pipelineFlags are the flags of what the controller runs: the transfer
+// and conversion Jobs.
+func (f *flags) pipelineFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.opts.Pipeline.TransferImage, "transfer-image", "vm-migration-controller:latest", "image of the transfer Jobs: the controller's own image, which carries vm-transfer")
 	fs.StringVar(&f.opts.Pipeline.ConversionImage, "conversion-image", "", "default virt-v2v image of the conversion Jobs, for migrations without spec.conversion.image")
 	fs.Func("allowed-conversion-images", "comma-separated patterns (path.Match, e.g. registry.example.com/v2v/*) a migration's own spec.conversion.image must match; the default image is always allowed, no other without this flag",
-		func(v string) error {
-			for _, p := range strings.Split(v, ",") {
-				if p = strings.TrimSpace(p); p != "" {
-					if _, err := path.Match(p, ""); err != nil {
-						return fmt.Errorf("pattern %q: %w", p, err)
-					}
-					f.opts.AllowedConversionImages = append(f.opts.AllowedConversionImages, p)
-				}
-			}
-			return nil
-		})
+		f.addAllowedConversionImages)
 	fs.IntVar(&f.transferStreams, "transfer-streams", wire.DefaultStreamsPerDisk, "most Range connections a transfer reads one disk with (the per-host budget may allow fewer)")
 	fs.IntVar(&f.hostConnections, "transfer-connections-per-host", wire.DefaultHostConnections, "datastore connections all transfers from one ESXi host may hold at once, their SOAP sessions included; with --max-transfers-per-host it sets the streams per disk")
 	fs.BoolVar(&f.opts.Pipeline.TransferProgress, "transfer-progress", true, "give each transfer attempt a progress ConfigMap it may patch (through its own ServiceAccount and Role) for live progress")
 	fs.BoolVar(&f.opts.Pipeline.ConversionKVM, "conversion-kvm", false, "request /dev/kvm (devices.kubevirt.io/kvm) for the conversion Jobs")
 	fs.StringVar(&f.seccompProfile, "conversion-seccomp-profile", "", "Localhost seccomp profile for conversion pods whose libguestfs runs passt (empty: RuntimeDefault)")
-	fs.BoolVar(&f.leaderElect, "leader-elect", false, "elect a leader among replicas with a Lease")
-	fs.StringVar(&f.leaseNamespace, "leader-election-namespace", "vm-migration-system", "namespace of the leader election Lease")
-	fs.StringVar(&f.leaseName, "leader-election-id", "vm-migration-controller", "name of the leader election Lease")
-	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics (empty: off)")
-	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (empty: off)")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
+}
+
+// addAllowedConversionImages adds comma-separated image patterns.
+func (f *flags) addAllowedConversionImages(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			if _, err := path.Match(p, ""); err != nil {
+				return fmt.Errorf("pattern %q: %w", p, err)
+			}
+			f.opts.AllowedConversionImages = append(f.opts.AllowedConversionImages, p)
+		}
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
+	return nil
+}
+
+// complete checks the flags together and derives the options.
+func (f *flags) complete() error {
 	if errs := logsapi.Validate(f.logging, nil, nil); len(errs) > 0 {
-		return nil, fmt.Errorf("--log-format and the logging flags: %w", errs.ToAggregate())
+		return fmt.Errorf("--log-format and the logging flags: %w", errs.ToAggregate())
 	}
-	if f.opts.Workers < 1 {
-		return nil, fmt.Errorf("--workers must be at least 1, got %d", f.opts.Workers)
-	}
-	if f.opts.MaxTransfersPerHost < 0 || f.opts.MaxTransfersPerDatastore < 0 {
-		return nil, errors.New("--max-transfers-per-host and --max-transfers-per-datastore must not be negative")
-	}
-	if f.transferStreams < 1 || f.hostConnections < 1 {
-		return nil, errors.New("--transfer-streams and --transfer-connections-per-host must be at least 1")
+	switch {
+	case f.opts.Workers < 1:
+		return fmt.Errorf("--workers must be at least 1, got %d", f.opts.Workers)
+	case f.opts.MaxTransfersPerHost < 0 || f.opts.MaxTransfersPerDatastore < 0:
+		return errors.New("--max-transfers-per-host and --max-transfers-per-datastore must not be negative")
+	case f.transferStreams < 1 || f.hostConnections < 1:
+		return errors.New("--transfer-streams and --transfer-connections-per-host must be at least 1")
+	case f.opts.Pipeline.TransferImage == "":
+		return errors.New("--transfer-image must name the controller's image")
 	}
 	f.opts.Pipeline.TransferStreams = wire.StreamsPerDisk(f.transferStreams, f.hostConnections, f.opts.MaxTransfersPerHost, wire.DefaultParallelDisks)
 	f.opts.VSphereCallTimeout = f.vsphereCallTimeout
-	if f.opts.Pipeline.TransferImage == "" {
-		return nil, errors.New("--transfer-image must name the controller's image")
-	}
 	if f.seccompProfile != "" {
 		profile := f.seccompProfile
 		f.opts.Pipeline.ConversionSeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &profile}
 	}
-	return f, nil
+	return nil
 }
 
 func main() {
@@ -159,7 +174,6 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 func run(ctx context.Context, f *flags) error {
-	logger := klog.FromContext(ctx)
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err
@@ -179,46 +193,29 @@ func run(ctx context.Context, f *flags) error {
 		case <-ctx.Done():
 		}
 	}()
-	servers, err := startServers(ctx, f, registry, &ready)
+	h := &health{}
+	servers, err := startServers(ctx, f, registry, &ready, h)
 	if err != nil {
 		return err
 	}
 	defer shutdownServers(servers)
 
+	loop := func(ctx context.Context) error { return manager.Run(ctx, cfg, f.opts) }
 	if !f.leaderElect {
-		return manager.Run(ctx, cfg, f.opts)
+		return runAlone(ctx, loop, h)
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("building kubernetes client: %w", err)
 	}
-	id, err := os.Hostname()
+	ec, err := electionConfig(f, kube, h)
 	if err != nil {
-		return fmt.Errorf("reading hostname for the leader election identity: %w", err)
+		return err
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: f.leaseNamespace, Name: f.leaseName},
-		Client:     kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-	}
-	var runErr error
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		ReleaseOnCancel: true,
-		LeaseDuration:   15 * time.Second,
-		RenewDeadline:   10 * time.Second,
-		RetryPeriod:     2 * time.Second,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				runErr = manager.Run(ctx, cfg, f.opts)
-			},
-			OnStoppedLeading: func() { logger.Info("leadership lost or released", "identity", id) },
-		},
-	})
-	return runErr
+	return runElected(ctx, ec, loop, h)
 }
 
-func startServers(ctx context.Context, f *flags, registry *prometheus.Registry, ready *atomic.Bool) ([]*http.Server, error) {
+func startServers(ctx context.Context, f *flags, registry *prometheus.Registry, ready *atomic.Bool, h *health) ([]*http.Server, error) {
 	var servers []*http.Server
 	if f.metricsAddr != "" {
 		mux := http.NewServeMux()
@@ -227,7 +224,7 @@ func startServers(ctx context.Context, f *flags, registry *prometheus.Registry, 
 	}
 	if f.healthAddr != "" {
 		mux := http.NewServeMux()
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		mux.HandleFunc("/healthz", h.serveHTTP)
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 			if !ready.Load() && f.leaderElect {
 				// A standby replica is ready to take over: it serves.

@@ -161,6 +161,11 @@ func execute(ctx context.Context, f *commandFlags, stdout io.Writer, logf func(s
 	defer stopKeepAlive()
 	go KeepAlive(kctx, sess.Client(), keepAliveInterval, logf)
 
+	return Run(ctx, plans, f.options(sess, stdout, logf, cmSink))
+}
+
+// options are the copy's options from the flags, with the progress sinks.
+func (f *commandFlags) options(sess *vsphere.Session, stdout io.Writer, logf func(string, ...any), cmSink *ConfigMapSink) Options {
 	sinks := []ProgressSink{&JSONLinesSink{W: stdout}}
 	if f.progressFile != "" {
 		sinks = append(sinks, FileSink{Path: f.progressFile})
@@ -172,7 +177,7 @@ func execute(ctx context.Context, f *commandFlags, stdout io.Writer, logf func(s
 	if retries == 0 {
 		retries = -1 // in Options, zero means the default and negative means none
 	}
-	return Run(ctx, plans, Options{
+	return Options{
 		ChunkSize:  f.chunkMiB << 20,
 		Streams:    f.streams,
 		Parallel:   f.parallel,
@@ -183,7 +188,7 @@ func execute(ctx context.Context, f *commandFlags, stdout io.Writer, logf func(s
 		ProgressInterval: f.progressInterval,
 		ProgressSinks:    sinks,
 		Logf:             logf,
-	})
+	}
 }
 
 // connectError classifies a failed login.

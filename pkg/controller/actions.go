@@ -52,7 +52,7 @@ func (c *Controller) execute(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 	case statemachine.ActionRemoveSnapshot:
 		return src.RemoveSnapshot(ctx, m, a.Name)
 	case statemachine.ActionDeleteJob, statemachine.ActionDeleteDataVolume, statemachine.ActionDeleteVM,
-		statemachine.ActionDeleteStaging, statemachine.ActionDeleteChildren:
+		statemachine.ActionDeleteStaging, statemachine.ActionDeleteChildren, statemachine.ActionDeletePlan:
 		return p.Delete(ctx, m, a.Objects)
 	}
 	return c.executeCreate(ctx, m, a)
@@ -78,6 +78,8 @@ func (c *Controller) executeCreate(ctx context.Context, m *v1alpha1.VirtualMachi
 		return p.SetRunStrategy(ctx, m, statemachine.RunStrategyAlways)
 	case statemachine.ActionHaltVM:
 		return p.SetRunStrategy(ctx, m, statemachine.RunStrategyHalted)
+	case statemachine.ActionCreatePlan:
+		return p.CreatePlan(ctx, m)
 	}
 	return fmt.Errorf("unknown action %q", a.Type)
 }

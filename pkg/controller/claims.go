@@ -73,7 +73,7 @@ func holdsClaims(m *v1alpha1.VirtualMachineMigration) bool {
 	p := m.Status.Phase
 	return m.Status.Source != nil && m.Status.Evidence != nil && slices.ContainsFunc(m.Status.Evidence, func(e v1alpha1.CheckpointEvidence) bool {
 		return e.Phase == v1alpha1.PhaseValidating
-	}) && !statemachine.IsTerminal(p)
+	}) && !statemachine.IsTerminal(p) && p != v1alpha1.PhasePlanned
 }
 
 // look names the migrations holding what m would claim with want.

@@ -100,6 +100,8 @@ func (d *decider) step() {
 		d.cleaningUp()
 	case v1alpha1.PhaseRollingBack:
 		d.rollingBack()
+	case v1alpha1.PhasePlanned:
+		d.planned()
 	case v1alpha1.PhaseCancelling:
 		// Only reachable while the object is being deleted, and then
 		// cancel() runs instead; a restored object simply waits.

@@ -65,6 +65,9 @@ func (d *decider) validating() {
 	}
 	next := v1alpha1.PhaseQueued
 	switch {
+	case d.spec.PlanOnly:
+		next = v1alpha1.PhasePlanned
+		d.st.Plan = &v1alpha1.PlanStatus{ConfigMapName: naming.PlanConfigMap(d.m.Name)}
 	case d.spec.Policy.NeedsApproval():
 		next = v1alpha1.PhaseAwaitingApproval
 	case d.spec.Policy.RequireApproval:
@@ -231,7 +234,7 @@ func (d *decider) transferringDisks() {
 		return
 	}
 	if d.st.Transfer == nil {
-		d.st.Transfer = &v1alpha1.JobStatus{Attempt: 1, JobName: naming.TransferJob(d.m.Name, 1)}
+		d.st.Transfer = transferAttempt(d.m.Name, 1)
 	}
 	t := d.st.Transfer
 	job := d.obs.TransferJob
@@ -379,6 +382,10 @@ func (d *decider) converting() {
 	}
 }
 
+func transferAttempt(migration string, attempt int32) *v1alpha1.JobStatus {
+	return &v1alpha1.JobStatus{JobName: naming.TransferJob(migration, attempt), Attempt: attempt}
+}
+
 func conversionAttempt(migration string, attempt int32) *v1alpha1.ConversionStatus {
 	return &v1alpha1.ConversionStatus{
 		JobStatus:     v1alpha1.JobStatus{JobName: naming.ConversionJob(migration, attempt), Attempt: attempt},
@@ -388,13 +395,10 @@ func conversionAttempt(migration string, attempt int32) *v1alpha1.ConversionStat
 
 // importing: every target DataVolume is populated.
 func (d *decider) importing() {
-	target := d.targetName()
+	d.nameDataVolumes()
 	var missing, done int
 	for i := range d.st.Disks {
 		disk := &d.st.Disks[i]
-		if disk.DataVolume == "" {
-			disk.DataVolume = naming.DataVolume(target, i)
-		}
 		if _, ok := d.obs.DataVolumes[disk.DataVolume]; !ok {
 			missing++
 			// Forget a deleted DataVolume's phase, so that a failure of
@@ -435,6 +439,16 @@ func (d *decider) importing() {
 		return
 	}
 	d.working(fmt.Sprintf("importing disks: %d of %d DataVolumes populated", done, len(d.st.Disks)), d.cfg.PollInterval)
+}
+
+// nameDataVolumes records each disk's target DataVolume name, once.
+func (d *decider) nameDataVolumes() {
+	target := d.targetName()
+	for i := range d.st.Disks {
+		if d.st.Disks[i].DataVolume == "" {
+			d.st.Disks[i].DataVolume = naming.DataVolume(target, i)
+		}
+	}
 }
 
 func (d *decider) targetName() string {

@@ -70,6 +70,7 @@ const (
 	ReasonSourceRunning          = "SourceRunning"
 	ReasonSourceVMClaimed        = "SourceVMClaimed"
 	ReasonTargetNameClaimed      = "TargetNameClaimed"
+	ReasonPlanned                = "Planned"
 )
 
 // Conversion failure reasons a conversion Job reports. Inspection failures

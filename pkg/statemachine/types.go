@@ -116,6 +116,18 @@ type Observation struct {
 	VM *VMObservation
 	// VMI is the target VirtualMachineInstance, nil if absent.
 	VMI *VMIObservation
+	// Plan is the stored dry-run plan (ConfigMap), nil if absent.
+	Plan *PlanObservation
+}
+
+// PlanObservation is what was seen of a stored plan.
+type PlanObservation struct {
+	// Ref is the plan's ConfigMap.
+	Ref ObjectRef
+	// RenderedAt is when it was stored.
+	RenderedAt metav1.Time
+	// Objects the plan lists.
+	Objects []v1alpha1.PlannedObject
 }
 
 // ClaimObservation names the other migrations in flight that hold what
@@ -356,6 +368,8 @@ const (
 	ActionDeleteVM            ActionType = "DeleteVM"
 	ActionDeleteStaging       ActionType = "DeleteStaging"
 	ActionDeleteChildren      ActionType = "DeleteChildren"
+	ActionCreatePlan          ActionType = "CreatePlan"
+	ActionDeletePlan          ActionType = "DeletePlan"
 )
 
 // Action is the one mutating action a decision asks for.

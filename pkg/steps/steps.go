@@ -48,6 +48,9 @@ type PipelineStep interface {
 	AdoptDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
 	// SetRunStrategy sets the target VM's run strategy (Always or Halted).
 	SetRunStrategy(ctx context.Context, m *v1alpha1.VirtualMachineMigration, strategy string) error
+	// CreatePlan stores the dry-run plan of every object the migration
+	// would create (spec.planOnly).
+	CreatePlan(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
 	// Delete deletes observed objects of this migration, each with a UID
 	// precondition; it refuses any ref that does not carry the migration's UID.
 	Delete(ctx context.Context, m *v1alpha1.VirtualMachineMigration, objects []statemachine.ObjectRef) error

@@ -3,13 +3,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -259,7 +256,7 @@ func (w controllerWork) String() string {
 // no work.
 func (p *electingProcess) work() controllerWork {
 	p.t.Helper()
-	sums, err := scrape(p.metricsURL)
+	sums, err := scrapeSums(p.metricsURL)
 	if err != nil {
 		p.t.Fatalf("scraping %s: %v", p.metricsURL, err)
 	}
@@ -277,7 +274,7 @@ func (p *electingProcess) work() controllerWork {
 func (p *electingProcess) waitWork(timeout time.Duration) {
 	p.t.Helper()
 	err := wait.PollUntilContextTimeout(p.s.ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		sums, err := scrape(p.metricsURL)
+		sums, err := scrapeSums(p.metricsURL)
 		return err == nil && sums["vm_migration_reconcile_total"] > 0, nil
 	})
 	if err != nil {
@@ -285,35 +282,26 @@ func (p *electingProcess) waitWork(timeout time.Duration) {
 	}
 }
 
-// scrape sums each metric's samples over their labels.
-func scrape(url string) (map[string]float64, error) {
-	resp, err := http.Get(url)
+// scrapeSums sums each metric's samples over their labels.
+func scrapeSums(url string) (map[string]float64, error) {
+	families, err := readMetrics(url)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, resp.Status)
-	}
 	sums := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				sums[name] += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sums[name] += m.GetGauge().GetValue()
+			case m.Untyped != nil:
+				sums[name] += m.GetUntyped().GetValue()
+			}
 		}
-		i := strings.LastIndexByte(line, ' ')
-		name := line[:i]
-		if j := strings.IndexByte(name, '{'); j >= 0 {
-			name = name[:j]
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q: %w", url, line, err)
-		}
-		sums[name] += v
 	}
-	return sums, sc.Err()
+	return sums, nil
 }
 
 // waitHealthy waits until the process serves /healthz.

@@ -60,20 +60,32 @@ func TestMetrics(t *testing.T) {
 	expectMetric(t, after, "vm_migration_reconcile_duration_seconds", nil, above(0))
 }
 
-// scrape reads /metrics as Prometheus does.
+// scrape reads the controller's /metrics as Prometheus does.
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
+	families, err := readMetrics(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return families
+}
+
+// readMetrics reads and parses the metrics served at url.
+func readMetrics(url string) (map[string]*dto.MetricFamily, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		t.Fatalf("parsing /metrics: %v", err)
+		return nil, fmt.Errorf("parsing %s: %w", url, err)
 	}
-	return families
+	return families, nil
 }
 
 type check struct {

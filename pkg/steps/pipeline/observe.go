@@ -109,6 +109,7 @@ func (s *Step) Observe(m *v1alpha1.VirtualMachineMigration, obs *statemachine.Ob
 	if err := s.observeChildren(m, &obs.Children); err != nil {
 		return err
 	}
+	obs.Plan = s.observePlan(m)
 	if readsJobs(m) {
 		if t := m.Status.Transfer; t != nil {
 			obs.TransferJob = s.observeJob(m, t.JobName)

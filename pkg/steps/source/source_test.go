@@ -86,12 +86,12 @@ func TestObserveWrongPasswordNeedsUserWithoutLeaking(t *testing.T) {
 	assert.NotContains(t, obs.Error.Message, "wrong-Password-42")
 }
 
-func TestObserveUnknownVMIsPermanent(t *testing.T) {
+func TestObserveUnknownVMIsGone(t *testing.T) {
 	e := newEnv(t, credentials(password))
 	e.m.Spec.Source.VM = v1alpha1.VMSelector{Name: "no-such-vm"}
 	obs := e.step.Observe(context.Background(), e.m, statemachine.SourceNeedInventory)
 	require.NotNil(t, obs.Error)
-	assert.Equal(t, statemachine.ErrorPermanent, obs.Error.Class)
+	assert.Equal(t, statemachine.ErrorGone, obs.Error.Class, "a VM that cannot be found is gone: permanent, and the end of a restore")
 	assert.Equal(t, ReasonSourceVMNotFound, obs.Error.Reason)
 }
 

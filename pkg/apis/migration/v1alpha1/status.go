@@ -133,6 +133,9 @@ const (
 	PlanKeyObjects = "objects.yaml"
 	// PlanKeyDomain holds the conversion's libvirt domain XML.
 	PlanKeyDomain = "domain.xml"
+	// PlanKeyIndex holds the JSON list of the planned objects
+	// ([]PlannedObject), which the controller copies into status.plan.
+	PlanKeyIndex = "index.json"
 )
 
 // PlanStatus records a stored dry-run plan.

@@ -241,7 +241,7 @@ func lastError(phase v1alpha1.Phase, reason, message string) func(*v1alpha1.Virt
 
 func withPlan(m *v1alpha1.VirtualMachineMigration) {
 	m.Spec.PlanOnly = true
-	m.Status.Plan = &v1alpha1.PlanStatus{ConfigMapName: naming.PlanConfigMap(m.Name), RenderedAt: at(7 * time.Second), Objects: []v1alpha1.PlannedObject{
+	m.Status.Plan = &v1alpha1.PlanStatus{ConfigMapName: naming.PlanConfigMap(m.Name), RenderedAt: ptr.To(at(7 * time.Second)), Objects: []v1alpha1.PlannedObject{
 		{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: naming.StagingClaim(m.Name, 2000)},
 		{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: naming.StagingClaim(m.Name, 2001)},
 		{APIVersion: "v1", Kind: "ConfigMap", Name: m.Name + "-transfer-1-spec"},

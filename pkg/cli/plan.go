@@ -49,7 +49,7 @@ func parsePlanObjects(objectsYAML string) ([]*unstructured.Unstructured, error) 
 // object with what matters about it, then the conversion's domain.
 func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects []*unstructured.Unstructured, domainXML string) error {
 	p := m.Status.Plan
-	fmt.Fprintf(w, "Plan of %s/%s, rendered %s and stored in ConfigMap %s.\n", m.Namespace, m.Name, timestamp(&p.RenderedAt), p.ConfigMapName)
+	fmt.Fprintf(w, "Plan of %s/%s, rendered %s and stored in ConfigMap %s.\n", m.Namespace, m.Name, timestamp(p.RenderedAt), p.ConfigMapName)
 	fmt.Fprintf(w, "The source VM was not touched. Running the migration would create these %s, in this order:\n\n", pluralize(len(objects), "object"))
 	tw := printers.GetNewTabWriter(w)
 	fmt.Fprintln(tw, "  #\tKIND\tNAME\tWHAT")

@@ -52,11 +52,12 @@ func TestPlanOnly(t *testing.T) {
 				wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, ReasonPlanned)
 				require.NotNil(t, d.Status.Plan)
 				assert.Len(t, d.Status.Plan.Objects, 1)
-				assert.Equal(t, builders.At(-time.Second), d.Status.Plan.RenderedAt)
+				require.NotNil(t, d.Status.Plan.RenderedAt)
+				assert.Equal(t, builders.At(-time.Second), *d.Status.Plan.RenderedAt)
 			},
 		},
 		"planOnly turned off: validate again, then migrate": {
-			m: planned(builders.WithGeneration(2), builders.WithSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.PlanOnly = false })),
+			m:     planned(builders.WithGeneration(2), builders.WithSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.PlanOnly = false })),
 			obs:   newObs(storedPlan),
 			phase: v1alpha1.PhaseValidating, requeue: time.Millisecond,
 		},

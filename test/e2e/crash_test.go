@@ -16,6 +16,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -207,6 +208,16 @@ func (s *stack) phases(names []string) string {
 type creationCounter struct {
 	mu     sync.Mutex
 	counts map[string]map[string]int
+	// first holds each child as it was created, by migration UID and
+	// "Kind/name".
+	first map[string]map[string]runtime.Object
+}
+
+// created is the child "Kind/name" of the migration uid as it was created.
+func (c *creationCounter) created(uid, key string) runtime.Object {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.first[uid][key]
 }
 
 func (c *creationCounter) of(uid string) map[string]int {
@@ -223,7 +234,7 @@ func (c *creationCounter) of(uid string) map[string]int {
 // with a migration UID, and counts creations.
 func (s *stack) watchCreations(t *testing.T) *creationCounter {
 	t.Helper()
-	c := &creationCounter{counts: map[string]map[string]int{}}
+	c := &creationCounter{counts: map[string]map[string]int{}, first: map[string]map[string]runtime.Object{}}
 	opts := metav1.ListOptions{LabelSelector: v1alpha1.LabelMigrationUID}
 	type source struct {
 		kind  string
@@ -275,7 +286,14 @@ func (s *stack) watchCreations(t *testing.T) *creationCounter {
 					if c.counts[uid] == nil {
 						c.counts[uid] = map[string]int{}
 					}
-					c.counts[uid][src.kind+"/"+obj.GetName()]++
+					key := src.kind + "/" + obj.GetName()
+					c.counts[uid][key]++
+					if c.first[uid] == nil {
+						c.first[uid] = map[string]runtime.Object{}
+					}
+					if c.first[uid][key] == nil {
+						c.first[uid][key] = ev.Object.DeepCopyObject()
+					}
 					c.mu.Unlock()
 				}
 			}

@@ -144,8 +144,9 @@ type PlanStatus struct {
 	// owned by it, that holds the plan under the keys objects.yaml and
 	// domain.xml.
 	ConfigMapName string `json:"configMapName"`
-	// RenderedAt is when the plan was rendered.
-	RenderedAt metav1.Time `json:"renderedAt"`
+	// RenderedAt is when the plan was stored, once it is.
+	// +optional
+	RenderedAt *metav1.Time `json:"renderedAt,omitempty"`
 	// Objects lists what the migration would create, in creation order.
 	// +optional
 	// +listType=atomic

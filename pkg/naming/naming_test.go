@@ -4,6 +4,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -21,9 +24,7 @@ func TestChild(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := Child(tc.parent, tc.suffix...); got != tc.want {
-				t.Fatalf("Child(%q, %q) = %q, want %q", tc.parent, tc.suffix, got, tc.want)
-			}
+			require.Equal(t, tc.want, Child(tc.parent, tc.suffix...), "Child(%q, %q)", tc.parent, tc.suffix)
 		})
 	}
 }
@@ -34,19 +35,13 @@ func TestChildLongNamesStayValidAndDistinct(t *testing.T) {
 	b := Child(long+"b", "transfer", "1")
 	c := Child(long+"a", "transfer", "2")
 	for _, n := range []string{a, b, c} {
-		if len(n) > MaxNameLength || !dns1123.MatchString(n) {
-			t.Fatalf("%q is not a valid DNS-1123 label of at most 63 characters", n)
-		}
+		require.LessOrEqual(t, len(n), MaxNameLength, "%q is not a valid DNS-1123 label of at most 63 characters", n)
+		require.Regexp(t, dns1123, n, "%q is not a valid DNS-1123 label of at most 63 characters", n)
 	}
-	if a == b || a == c {
-		t.Fatalf("names collide: %q %q %q", a, b, c)
-	}
-	if !strings.HasSuffix(a, "-transfer-1") {
-		t.Fatalf("%q lost its suffix", a)
-	}
-	if Child(long+"a", "transfer", "1") != a {
-		t.Fatal("Child is not deterministic")
-	}
+	require.NotEqual(t, a, b, "names collide: %q %q %q", a, b, c)
+	require.NotEqual(t, a, c, "names collide: %q %q %q", a, b, c)
+	require.True(t, strings.HasSuffix(a, "-transfer-1"), "%q lost its suffix -transfer-1", a)
+	require.Equal(t, a, Child(long+"a", "transfer", "1"), "Child is not deterministic")
 }
 
 func TestDNS1123Label(t *testing.T) {
@@ -60,34 +55,18 @@ func TestDNS1123Label(t *testing.T) {
 	}
 	for in, want := range tests {
 		got := DNS1123Label(in)
-		if got != want {
-			t.Errorf("DNS1123Label(%q) = %q, want %q", in, got, want)
-		}
-		if !dns1123.MatchString(got) {
-			t.Errorf("DNS1123Label(%q) = %q is not a DNS-1123 label", in, got)
-		}
+		assert.Equal(t, want, got, "DNS1123Label(%q)", in)
+		assert.Regexp(t, dns1123, got, "DNS1123Label(%q) is not a DNS-1123 label", in)
 	}
 }
 
 func TestChildNames(t *testing.T) {
-	if got := StagingClaim("m", 2000); got != "m-staging-2000" {
-		t.Errorf("StagingClaim = %q", got)
-	}
-	if got := TransferJob("m", 3); got != "m-transfer-3" {
-		t.Errorf("TransferJob = %q", got)
-	}
-	if got := ConversionJob("m", 1); got != "m-convert-1" {
-		t.Errorf("ConversionJob = %q", got)
-	}
-	if got := ConversionConfigMap("m", 1); got != "m-convert-1-domain" {
-		t.Errorf("ConversionConfigMap = %q", got)
-	}
-	if got := DataVolume("vm", 0); got != "vm-disk-0" {
-		t.Errorf("DataVolume = %q", got)
-	}
-	if got := DiskName(1); got != "disk-1" {
-		t.Errorf("DiskName = %q", got)
-	}
+	assert.Equal(t, "m-staging-2000", StagingClaim("m", 2000), "StagingClaim")
+	assert.Equal(t, "m-transfer-3", TransferJob("m", 3), "TransferJob")
+	assert.Equal(t, "m-convert-1", ConversionJob("m", 1), "ConversionJob")
+	assert.Equal(t, "m-convert-1-domain", ConversionConfigMap("m", 1), "ConversionConfigMap")
+	assert.Equal(t, "vm-disk-0", DataVolume("vm", 0), "DataVolume")
+	assert.Equal(t, "disk-1", DiskName(1), "DiskName")
 }
 
 func TestPlanConfigMap(t *testing.T) {

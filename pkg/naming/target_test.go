@@ -7,6 +7,8 @@ import (
 	"math/rand"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // sourceHash is the suffix TargetName appends: 8 hex digits of the SHA-256
@@ -22,17 +24,13 @@ func sourceHash(source string) string {
 // and valid for up to 1000 disks.
 func checkTargetName(t *testing.T, source, name string) {
 	t.Helper()
-	if !dns1123.MatchString(name) || len(name) > MaxTargetNameLength {
-		t.Fatalf("TargetName(%q) = %q: not a DNS-1123 label of at most %d characters", source, name, MaxTargetNameLength)
-	}
-	if again := TargetName(name); again != name {
-		t.Fatalf("TargetName(%q) = %q, but TargetName(%q) = %q: not a fixed point", source, name, name, again)
-	}
+	require.Regexp(t, dns1123, name, "TargetName(%q): not a DNS-1123 label of at most %d characters", source, MaxTargetNameLength)
+	require.LessOrEqual(t, len(name), MaxTargetNameLength, "TargetName(%q) = %q: not a DNS-1123 label of at most %d characters", source, name, MaxTargetNameLength)
+	require.Equal(t, name, TargetName(name), "TargetName(%q) = %q, but TargetName(%q) differs: not a fixed point", source, name, name)
 	for _, i := range []int{0, 9, 10, 99, 100, 999} {
 		dv := DataVolume(name, i)
-		if want := fmt.Sprintf("%s-disk-%d", name, i); dv != want || !dns1123.MatchString(dv) {
-			t.Fatalf("DataVolume(%q, %d) = %q, want the valid label %q", name, i, dv, want)
-		}
+		require.Equal(t, fmt.Sprintf("%s-disk-%d", name, i), dv, "DataVolume(%q, %d), want the valid label <name>-disk-<i>", name, i)
+		require.Regexp(t, dns1123, dv, "DataVolume(%q, %d), want a valid label", name, i)
 	}
 }
 
@@ -101,9 +99,7 @@ func TestTargetName(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got := TargetName(tc.source)
-			if got != tc.want {
-				t.Fatalf("TargetName(%q) = %q, want %q", tc.source, got, tc.want)
-			}
+			require.Equal(t, tc.want, got, "TargetName(%q)", tc.source)
 			checkTargetName(t, tc.source, got)
 		})
 	}
@@ -128,9 +124,7 @@ func TestTargetNameDistinct(t *testing.T) {
 	for name, pair := range tests {
 		t.Run(name, func(t *testing.T) {
 			a, b := TargetName(pair[0]), TargetName(pair[1])
-			if a == b {
-				t.Fatalf("TargetName(%q) = TargetName(%q) = %q", pair[0], pair[1], a)
-			}
+			require.NotEqual(t, a, b, "TargetName(%q) = TargetName(%q), want distinct names", pair[0], pair[1])
 		})
 	}
 }
@@ -156,9 +150,8 @@ func TestTargetNameFoldsAlike(t *testing.T) {
 	for name, pair := range tests {
 		t.Run(name, func(t *testing.T) {
 			a, b := TargetName(pair[0]), TargetName(pair[1])
-			if a != b || strings.Contains(a, sourceHash(pair[0])) {
-				t.Fatalf("TargetName(%q) = %q, TargetName(%q) = %q: want the same name, without hash", pair[0], a, pair[1], b)
-			}
+			require.Equal(t, a, b, "TargetName(%q), TargetName(%q): want the same name, without hash", pair[0], pair[1])
+			require.NotContains(t, a, sourceHash(pair[0]), "TargetName(%q): want the same name as TargetName(%q), without hash", pair[0], pair[1])
 		})
 	}
 }
@@ -171,18 +164,13 @@ func checkHashRule(t *testing.T, source, name string) (hashed bool) {
 	folded, lossy := foldLabel(source)
 	switch {
 	case isTargetLabel(source):
-		if name != source {
-			t.Fatalf("TargetName(%q) = %q: a valid label that fits must be unchanged", source, name)
-		}
+		require.Equal(t, source, name, "TargetName(%q): a valid label that fits must be unchanged", source)
 		return false
 	case lossy || folded == "" || len(folded) > MaxTargetNameLength:
-		if !strings.HasSuffix(name, "-"+sourceHash(source)) {
-			t.Fatalf("TargetName(%q) = %q: lost characters (fold %q) but has no hash", source, name, folded)
-		}
+		require.True(t, strings.HasSuffix(name, "-"+sourceHash(source)), "TargetName(%q) = %q: lost characters (fold %q) but has no hash", source, name, folded)
 		return true
-	case name != folded:
-		t.Fatalf("TargetName(%q) = %q, want its lossless fold %q", source, name, folded)
 	}
+	require.Equal(t, folded, name, "TargetName(%q), want its lossless fold", source)
 	return false
 }
 
@@ -218,12 +206,10 @@ func TestTargetNameProperties(t *testing.T) {
 		source := randomName(rng)
 		got := TargetName(source)
 		checkTargetName(t, source, got)
-		if again := TargetName(source); again != got {
-			t.Fatalf("TargetName(%q) gave %q then %q", source, got, again)
-		}
+		require.Equal(t, got, TargetName(source), "TargetName(%q) is not deterministic", source)
 		if checkHashRule(t, source, got) {
-			if other, ok := seen[got]; ok && other != source {
-				t.Fatalf("TargetName(%q) = TargetName(%q) = %q", source, other, got)
+			if other, ok := seen[got]; ok {
+				require.Equal(t, other, source, "TargetName(%q) = TargetName(%q) = %q", source, other, got)
 			}
 			seen[got] = source
 		}
@@ -239,12 +225,10 @@ func FuzzTargetName(f *testing.F) {
 	f.Fuzz(func(t *testing.T, source string) {
 		got := TargetName(source)
 		checkTargetName(t, source, got)
-		if TargetName(source) != got {
-			t.Fatalf("TargetName(%q) is not deterministic", source)
-		}
+		require.Equal(t, got, TargetName(source), "TargetName(%q) is not deterministic", source)
 		checkHashRule(t, source, got)
-		if dns1123.MatchString(source) && len(source) <= MaxTargetNameLength && got != source {
-			t.Fatalf("TargetName(%q) = %q: a valid label that fits must be unchanged", source, got)
+		if dns1123.MatchString(source) && len(source) <= MaxTargetNameLength {
+			require.Equal(t, source, got, "TargetName(%q): a valid label that fits must be unchanged", source)
 		}
 	})
 }

@@ -1,8 +1,10 @@
 package preflight
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 )
@@ -254,26 +256,19 @@ func TestCheck(t *testing.T) {
 				tc.mods.cluster(&cluster)
 			}
 			got := Check(spec, inv, cluster)
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %d findings, want %d: %+v", len(got), len(tc.want), got)
-			}
+			require.Len(t, got, len(tc.want), "one finding per expected finding")
 			for i, w := range tc.want {
-				if got[i].Reason != w.reason || got[i].Severity != w.severity {
-					t.Errorf("finding %d = %s/%s, want %s/%s", i, got[i].Reason, got[i].Severity, w.reason, w.severity)
-				}
+				assert.Equal(t, w.reason, got[i].Reason, "finding %d reason (severity %s, message %q)", i, got[i].Severity, got[i].Message)
+				assert.Equal(t, w.severity, got[i].Severity, "finding %d severity (reason %s, message %q)", i, got[i].Reason, got[i].Message)
 				for _, s := range w.contains {
-					if !strings.Contains(got[i].Message, s) {
-						t.Errorf("finding %d message %q does not contain %q", i, got[i].Message, s)
-					}
+					assert.Contains(t, got[i].Message, s, "finding %d message", i)
 				}
 			}
 			blocks := false
 			for _, w := range tc.want {
 				blocks = blocks || w.severity == v1alpha1.SeverityBlocking
 			}
-			if HasBlocking(got) != blocks {
-				t.Errorf("HasBlocking = %v, want %v", HasBlocking(got), blocks)
-			}
+			assert.Equal(t, blocks, HasBlocking(got), "HasBlocking, want true exactly when a finding blocks")
 		})
 	}
 }
@@ -289,9 +284,9 @@ func TestCheckNilInputs(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := Check(tc.spec, tc.inv, ClusterFacts{})
-			if len(got) != 1 || got[0].Reason != ReasonInventoryMissing || got[0].Severity != v1alpha1.SeverityBlocking {
-				t.Fatalf("got %+v", got)
-			}
+			require.Len(t, got, 1, "want the one InventoryMissing finding")
+			require.Equal(t, ReasonInventoryMissing, got[0].Reason, "finding %+v", got[0])
+			require.Equal(t, v1alpha1.SeverityBlocking, got[0].Severity, "finding %+v", got[0])
 		})
 	}
 	// An empty inventory and empty facts do not panic either.

@@ -1,10 +1,11 @@
 package statemachine
 
 import (
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -17,16 +18,10 @@ func TestConditionsCarryObservedGeneration(t *testing.T) {
 	m := newMigration(builders.WithGeneration(7), builders.Reached(v1alpha1.PhaseTransferringDisks), builders.Insecure, builders.Paused)
 	m.Status.ObservedGeneration = 6
 	d := decide(m, newObs())
-	if d.Status.ObservedGeneration != 7 {
-		t.Errorf("observedGeneration = %d, want 7", d.Status.ObservedGeneration)
-	}
-	if len(d.Status.Conditions) < 4 {
-		t.Fatalf("conditions = %+v", d.Status.Conditions)
-	}
+	assert.Equal(t, int64(7), d.Status.ObservedGeneration, "observedGeneration, want the new generation 7")
+	require.GreaterOrEqual(t, len(d.Status.Conditions), 4, "want at least 4 conditions: %+v", d.Status.Conditions)
 	for _, c := range d.Status.Conditions {
-		if c.ObservedGeneration != 7 {
-			t.Errorf("%s observedGeneration = %d, want 7", c.Type, c.ObservedGeneration)
-		}
+		assert.Equal(t, int64(7), c.ObservedGeneration, "%s observedGeneration, want the new generation 7", c.Type)
 	}
 }
 
@@ -40,19 +35,17 @@ func TestLastTransitionTimeMovesOnlyOnFlips(t *testing.T) {
 	// reason changes), Progressing flips to False.
 	m = after(m, d)
 	d = decideAt(m, newObs(slot(false)), time.Minute)
-	if c := cond(t, d, ConditionReady); !c.LastTransitionTime.Equal(&ready.LastTransitionTime) || c.Reason != string(v1alpha1.PhaseQueued) {
-		t.Errorf("Ready = %+v: transition time moved without a flip (was %s)", c, ready.LastTransitionTime)
-	}
-	if c := cond(t, d, ConditionProgressing); c.Status != metav1.ConditionFalse || !c.LastTransitionTime.Equal(ptrTime(builders.At(time.Minute))) {
-		t.Errorf("Progressing = %+v, want flipped to False at t0+1m (was %+v)", c, progressing)
-	}
+	c := cond(t, d, ConditionReady)
+	assertTime(t, ready.LastTransitionTime, &c.LastTransitionTime, "Ready = %+v: transition time moved without a flip (was %s)", c, ready.LastTransitionTime)
+	assert.Equal(t, string(v1alpha1.PhaseQueued), c.Reason, "Ready = %+v, want the reason Queued", c)
+	c = cond(t, d, ConditionProgressing)
+	assert.Equal(t, metav1.ConditionFalse, c.Status, "Progressing = %+v, want flipped to False at t0+1m (was %+v)", c, progressing)
+	assertTime(t, builders.At(time.Minute), &c.LastTransitionTime, "Progressing = %+v, want flipped to False at t0+1m (was %+v)", c, progressing)
 
 	// The same again, later: nothing moves.
 	m = after(m, d)
 	d2 := decideAt(m, newObs(slot(false)), 2*time.Minute)
-	if !semanticEqual(d2.Status, m.Status) {
-		t.Errorf("an unchanged wait rewrote the status:\n%+v\n%+v", m.Status.Conditions, d2.Status.Conditions)
-	}
+	assertSemanticEqual(t, m.Status, d2.Status, "an unchanged wait rewrote the status:\n%+v\n%+v", m.Status.Conditions, d2.Status.Conditions)
 }
 
 func TestSpecChangeIgnored(t *testing.T) {
@@ -97,13 +90,9 @@ func TestSpecChangeIgnored(t *testing.T) {
 			}
 			c := wantCond(t, d, ConditionSpecChangeIgnored, metav1.ConditionTrue, ReasonSpecChangeIgnored)
 			for _, f := range tc.fields {
-				if !strings.Contains(c.Message, f) {
-					t.Errorf("message %q does not name %s", c.Message, f)
-				}
+				assert.Contains(t, c.Message, f, "the message names the changed field %s", f)
 			}
-			if d.Status.AppliedSpec.Target.Name != "" {
-				t.Errorf("appliedSpec changed: %+v", d.Status.AppliedSpec.Target)
-			}
+			assert.Empty(t, d.Status.AppliedSpec.Target.Name, "appliedSpec changed: %+v", d.Status.AppliedSpec.Target)
 		})
 	}
 
@@ -121,30 +110,23 @@ func TestSpecChangeIgnored(t *testing.T) {
 func TestAppliedSpecIsInForce(t *testing.T) {
 	m := newMigration(builders.Reached(v1alpha1.PhaseCreatingVM), builders.WithSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Target.Name = "renamed" }))
 	d := decide(m, newObs())
-	if d.Action.Type != ActionCreateVM || d.Action.Name != builders.DefaultTarget {
-		t.Errorf("action = %+v, want CreateVM %s", d.Action, builders.DefaultTarget)
-	}
+	assert.Equal(t, ActionCreateVM, d.Action.Type, "action = %+v, want CreateVM %s", d.Action, builders.DefaultTarget)
+	assert.Equal(t, builders.DefaultTarget, d.Action.Name, "action = %+v, want CreateVM %s", d.Action, builders.DefaultTarget)
 }
 
 func TestInsecureConnection(t *testing.T) {
 	m := newMigration(builders.Insecure)
 	d := decide(m, newObs())
 	wantCond(t, d, ConditionInsecureConnection, metav1.ConditionTrue, ReasonInsecureSkipVerify)
-	if !hasEvent(d, ReasonInsecureSkipVerify) {
-		t.Errorf("no warning event on the transition: %+v", d.Events)
-	}
+	assert.Contains(t, eventReasons(d), ReasonInsecureSkipVerify, "want a warning event on the transition: %+v", d.Events)
 	m = after(m, d)
 	d = decideAt(m, newObs(), time.Second)
-	if hasEvent(d, ReasonInsecureSkipVerify) {
-		t.Errorf("warning event repeated without a transition")
-	}
+	assert.NotContains(t, eventReasons(d), ReasonInsecureSkipVerify, "warning event repeated without a transition")
 	m = after(m, d)
 	m.Spec.Source.InsecureSkipVerify = false
 	d = decideAt(m, newObs(), 2*time.Second)
 	wantCond(t, d, ConditionInsecureConnection, metav1.ConditionFalse, ReasonVerifiedTLS)
-	if hasEvent(d, ReasonInsecureSkipVerify) {
-		t.Errorf("warning event when TLS verification is back on")
-	}
+	assert.NotContains(t, eventReasons(d), ReasonInsecureSkipVerify, "warning event when TLS verification is back on")
 
 	// Never set: no condition at all.
 	d = decide(newMigration(), newObs())
@@ -165,9 +147,7 @@ func TestStalled(t *testing.T) {
 			obs: running, phase: v1alpha1.PhaseTransferringDisks, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
 				c := wantCond(t, d, ConditionStalled, metav1.ConditionTrue, ReasonNoProgress)
-				if !strings.Contains(c.Message, "TransferringDisks") {
-					t.Errorf("Stalled message %q", c.Message)
-				}
+				assert.Contains(t, c.Message, "TransferringDisks", "the Stalled message names the phase")
 			},
 		},
 		"custom stall timeout": {
@@ -216,9 +196,7 @@ func TestSpecChangeWhilePausedBeforeCutoverIsValidated(t *testing.T) {
 			m = after(m, decideAt(m, newObs(), 2*time.Second))
 			m.Spec.Policy.Paused, m.Generation = false, 4
 			d := decideAt(m, newObs(slot(true), sourceOn(true)), 3*time.Second)
-			if d.Status.Phase != v1alpha1.PhaseValidating {
-				t.Errorf("phase = %s, want Validating: the target changed while paused", d.Status.Phase)
-			}
+			assert.Equal(t, v1alpha1.PhaseValidating, d.Status.Phase, "want Validating: the target changed while paused")
 		})
 	}
 }

@@ -1,9 +1,12 @@
 package statemachine
 
 import (
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
@@ -29,35 +32,27 @@ func TestTransferringDisks(t *testing.T) {
 	}
 	retried := func(reason string) func(*testing.T, Decision) {
 		return func(t *testing.T, d Decision) {
-			if d.Status.Retries != 1 {
-				t.Errorf("retries = %d, want 1", d.Status.Retries)
-			}
+			assert.Equal(t, int32(1), d.Status.Retries, "retries, want one spent")
 			wantLastError(t, d, v1alpha1.PhaseTransferringDisks, reason)
-			if tr := d.Status.Transfer; tr.JobName != job2 || tr.Attempt != 2 || tr.CompletedAt != nil {
-				t.Errorf("transfer = %+v, want attempt 2 named %s", tr, job2)
-			}
+			tr := d.Status.Transfer
+			require.NotNil(t, tr, "transfer, want attempt 2 named %s", job2)
+			assert.Equal(t, job2, tr.JobName, "transfer = %+v, want attempt 2 named %s", tr, job2)
+			assert.Equal(t, int32(2), tr.Attempt, "transfer = %+v, want attempt 2 named %s", tr, job2)
+			assert.Nil(t, tr.CompletedAt, "transfer = %+v, want attempt 2 named %s, not completed", tr, job2)
 			for _, disk := range d.Status.Disks {
-				if disk.BytesTransferred != 0 || disk.SHA256 != "" || disk.TransferredAt != nil {
-					t.Errorf("disk %d keeps evidence of the failed attempt: %+v", disk.Key, disk)
-				}
+				assert.Zero(t, disk.BytesTransferred, "disk %d keeps evidence (bytes) of the failed attempt: %+v", disk.Key, disk)
+				assert.Empty(t, disk.SHA256, "disk %d keeps evidence (checksum) of the failed attempt: %+v", disk.Key, disk)
+				assert.Nil(t, disk.TransferredAt, "disk %d keeps evidence (transferredAt) of the failed attempt: %+v", disk.Key, disk)
 			}
-			if !hasEvent(d, ReasonRetrying) {
-				t.Errorf("no Retrying event: %+v", d.Events)
-			}
-			if d.Status.Progress != "0%" {
-				t.Errorf("progress = %q after a failed attempt, want 0%%", d.Status.Progress)
-			}
-			if evidenceFor(d.Status, v1alpha1.PhaseTransferringDisks) != nil {
-				t.Errorf("evidence recorded for a failed transfer")
-			}
+			assert.Contains(t, eventReasons(d), ReasonRetrying, "want a Retrying event: %+v", d.Events)
+			assert.Equal(t, "0%", d.Status.Progress, "progress after a failed attempt")
+			assert.Nil(t, evidenceFor(d.Status, v1alpha1.PhaseTransferringDisks), "evidence recorded for a failed transfer")
 		}
 	}
 	budgetSpent := func(reason, why string) func(*testing.T, Decision) {
 		return func(t *testing.T, d Decision) {
 			wantLastError(t, d, v1alpha1.PhaseTransferringDisks, reason)
-			if !strings.Contains(d.Status.LastError.Message, why) {
-				t.Errorf("lastError %q does not say %q", d.Status.LastError.Message, why)
-			}
+			assert.Contains(t, d.Status.LastError.Message, why, "lastError says why the budget is spent")
 		}
 	}
 	badResults := func(f func(r []DiskResult) []DiskResult) []DiskResult { return f(goodResults()) }
@@ -67,12 +62,8 @@ func TestTransferringDisks(t *testing.T) {
 			obs:   newObs(),
 			phase: v1alpha1.PhaseTransferringDisks, action: ActionCreateStagingClaims, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
-				if !semanticEqual(d.Status.Disks, initialDisks()) {
-					t.Errorf("disks = %+v, want %+v", d.Status.Disks, initialDisks())
-				}
-				if d.Status.Transfer != nil {
-					t.Errorf("transfer recorded before its volumes exist")
-				}
+				assertSemanticEqual(t, initialDisks(), d.Status.Disks, "disks, want them initialised from the inventory")
+				assert.Nil(t, d.Status.Transfer, "transfer recorded before its volumes exist")
 			},
 		},
 		"one staging claim missing": {
@@ -83,8 +74,9 @@ func TestTransferringDisks(t *testing.T) {
 			m: m(), obs: newObs(claims(stagingClaims()...)),
 			phase: v1alpha1.PhaseTransferringDisks, action: ActionCreateTransferJob, name: job1, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
-				if d.Action.Attempt != 1 || d.Status.Transfer == nil || d.Status.Transfer.JobName != job1 {
-					t.Errorf("action %+v, transfer %+v: want attempt 1 named %s", d.Action, d.Status.Transfer, job1)
+				assert.Equal(t, int32(1), d.Action.Attempt, "action %+v: want attempt 1 named %s", d.Action, job1)
+				if assert.NotNil(t, d.Status.Transfer, "transfer: want attempt 1 named %s", job1) {
+					assert.Equal(t, job1, d.Status.Transfer.JobName, "transfer %+v: want attempt 1 named %s", d.Status.Transfer, job1)
 				}
 			},
 		},
@@ -93,15 +85,15 @@ func TestTransferringDisks(t *testing.T) {
 			phase: v1alpha1.PhaseTransferringDisks, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
 				d0, d1 := d.Status.Disks[0], d.Status.Disks[1]
-				if d0.BytesTransferred != 5<<30 || d0.RateBytesPerSecond != 100<<20 || d0.ETASeconds == nil || *d0.ETASeconds != 52 {
-					t.Errorf("disk 0 = %+v, want 5 GiB at 100 MiB/s, ETA 52s", d0)
+				assert.Equal(t, int64(5<<30), d0.BytesTransferred, "disk 0 = %+v, want 5 GiB at 100 MiB/s, ETA 52s", d0)
+				assert.Equal(t, int64(100<<20), d0.RateBytesPerSecond, "disk 0 = %+v, want 5 GiB at 100 MiB/s, ETA 52s", d0)
+				if assert.NotNil(t, d0.ETASeconds, "disk 0 = %+v, want 5 GiB at 100 MiB/s, ETA 52s", d0) {
+					assert.Equal(t, int64(52), *d0.ETASeconds, "disk 0 ETA seconds")
 				}
-				if d1.ETASeconds == nil || *d1.ETASeconds != 154 {
-					t.Errorf("disk 1 ETA = %v, want 154s", d1.ETASeconds)
+				if assert.NotNil(t, d1.ETASeconds, "disk 1 ETA, want 154s") {
+					assert.Equal(t, int64(154), *d1.ETASeconds, "disk 1 ETA seconds")
 				}
-				if d.Status.Progress != "33%" {
-					t.Errorf("progress = %q, want 33%%", d.Status.Progress)
-				}
+				assert.Equal(t, "33%", d.Status.Progress, "overall progress")
 				wantTime(t, "lastProgressTime", d.Status.LastProgressTime, 0)
 			},
 		},
@@ -112,9 +104,8 @@ func TestTransferringDisks(t *testing.T) {
 			obs:   newObs(claims(stagingClaims()...), running(halfway...)),
 			phase: v1alpha1.PhaseTransferringDisks, requeue: 6 * time.Second,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Disks[0].BytesTransferred != 0 || d.Status.Progress != "100%" && d.Status.Progress != "" {
-					t.Errorf("progress written within the interval: %+v %q", d.Status.Disks[0], d.Status.Progress)
-				}
+				assert.Zero(t, d.Status.Disks[0].BytesTransferred, "progress written within the interval: %+v", d.Status.Disks[0])
+				assert.Contains(t, []string{"100%", ""}, d.Status.Progress, "progress written within the interval")
 				wantTime(t, "lastProgressTime", d.Status.LastProgressTime, -4*time.Second)
 			},
 		},
@@ -131,16 +122,13 @@ func TestTransferringDisks(t *testing.T) {
 			check: func(t *testing.T, d Decision) {
 				for i, disk := range d.Status.Disks {
 					r := goodResults()[i]
-					if disk.BytesTransferred != r.Bytes || disk.SHA256 != r.SHA256 {
-						t.Errorf("disk %d = %+v, want %+v", disk.Key, disk, r)
-					}
+					assert.Equal(t, r.Bytes, disk.BytesTransferred, "disk %d = %+v, want %+v", disk.Key, disk, r)
+					assert.Equal(t, r.SHA256, disk.SHA256, "disk %d = %+v, want %+v", disk.Key, disk, r)
 					wantTime(t, "transferredAt", disk.TransferredAt, 0)
 				}
 				wantTime(t, "transfer.completedAt", d.Status.Transfer.CompletedAt, 0)
 				wantEvidence(t, d, v1alpha1.PhaseTransferringDisks, 0)
-				if d.Status.Progress != "100%" {
-					t.Errorf("progress = %q", d.Status.Progress)
-				}
+				assert.Equal(t, "100%", d.Status.Progress, "overall progress")
 			},
 		},
 		"succeeded with the wrong byte count: retry": {
@@ -170,9 +158,7 @@ func TestTransferringDisks(t *testing.T) {
 			phase: v1alpha1.PhaseTransferringDisks, action: ActionNone, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				retried(ReasonTransferFailed)(t, d)
-				if !strings.Contains(d.Status.LastError.Message, "connection reset") {
-					t.Errorf("lastError %q lacks the job's message", d.Status.LastError.Message)
-				}
+				assert.Contains(t, d.Status.LastError.Message, "connection reset", "lastError carries the job's message")
 			},
 		},
 		"failed with the retry count spent": {
@@ -215,17 +201,16 @@ func TestConverting(t *testing.T) {
 	}
 	permanent := func(t *testing.T, d Decision) {
 		wantLastError(t, d, v1alpha1.PhaseConverting, ReasonConversionFailed)
-		if d.Status.Retries != 0 {
-			t.Errorf("a permanent conversion failure spent a retry")
-		}
+		assert.Zero(t, d.Status.Retries, "a permanent conversion failure spent a retry")
 	}
 	runCases(t, map[string]decideCase{
 		"skipped by the spec": {
 			m:     newMigration(builders.SkipConversion, builders.Reached(v1alpha1.PhaseConverting)),
 			phase: v1alpha1.PhaseImporting, requeue: ms,
 			check: func(t *testing.T, d Decision) {
-				if c := d.Status.Conversion; c == nil || !c.Skipped || c.JobName != "" {
-					t.Errorf("conversion = %+v, want skipped", c)
+				if c := d.Status.Conversion; assert.NotNil(t, c, "conversion, want skipped") {
+					assert.True(t, c.Skipped, "conversion = %+v, want skipped", c)
+					assert.Empty(t, c.JobName, "conversion = %+v, want skipped, without a job", c)
 				}
 				wantEvidence(t, d, v1alpha1.PhaseConverting, 0)
 			},
@@ -235,8 +220,10 @@ func TestConverting(t *testing.T) {
 			phase: v1alpha1.PhaseConverting, action: ActionCreateConversionJob, name: conv1, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
 				c := d.Status.Conversion
-				if d.Action.Attempt != 1 || c == nil || c.JobName != conv1 || c.ConfigMapName != naming.ConversionConfigMap(builders.Name, 1) {
-					t.Errorf("action %+v, conversion %+v", d.Action, c)
+				assert.Equal(t, int32(1), d.Action.Attempt, "action %+v, want attempt 1", d.Action)
+				if assert.NotNil(t, c, "conversion, want attempt 1 recorded") {
+					assert.Equal(t, conv1, c.JobName, "conversion %+v, want attempt 1", c)
+					assert.Equal(t, naming.ConversionConfigMap(builders.Name, 1), c.ConfigMapName, "conversion %+v, want attempt 1's domain ConfigMap", c)
 				}
 			},
 		},
@@ -257,18 +244,19 @@ func TestConverting(t *testing.T) {
 			phase: v1alpha1.PhaseTransferringDisks, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseConverting, ReasonConversionFailed)
-				if d.Status.Retries != 1 {
-					t.Errorf("retries = %d, want 1", d.Status.Retries)
-				}
-				if tr := d.Status.Transfer; tr.Attempt != 2 || tr.JobName != naming.TransferJob(builders.Name, 2) || tr.CompletedAt != nil {
-					t.Errorf("transfer = %+v, want attempt 2", tr)
-				}
-				if c := d.Status.Conversion; c.Attempt != 2 || c.JobName != naming.ConversionJob(builders.Name, 2) || c.ConfigMapName != naming.ConversionConfigMap(builders.Name, 2) {
-					t.Errorf("conversion = %+v, want attempt 2", c)
-				}
-				if d.Status.Disks[0].SHA256 != "" || d.Status.Progress != "0%" {
-					t.Errorf("disks keep the transfer evidence of the converted images (progress %q)", d.Status.Progress)
-				}
+				assert.Equal(t, int32(1), d.Status.Retries, "retries, want one spent")
+				tr := d.Status.Transfer
+				require.NotNil(t, tr, "transfer, want attempt 2")
+				assert.Equal(t, int32(2), tr.Attempt, "transfer = %+v, want attempt 2", tr)
+				assert.Equal(t, naming.TransferJob(builders.Name, 2), tr.JobName, "transfer = %+v, want attempt 2", tr)
+				assert.Nil(t, tr.CompletedAt, "transfer = %+v, want attempt 2, not completed", tr)
+				c := d.Status.Conversion
+				require.NotNil(t, c, "conversion, want attempt 2")
+				assert.Equal(t, int32(2), c.Attempt, "conversion = %+v, want attempt 2", c)
+				assert.Equal(t, naming.ConversionJob(builders.Name, 2), c.JobName, "conversion = %+v, want attempt 2", c)
+				assert.Equal(t, naming.ConversionConfigMap(builders.Name, 2), c.ConfigMapName, "conversion = %+v, want attempt 2", c)
+				assert.Empty(t, d.Status.Disks[0].SHA256, "disks keep the transfer evidence of the converted images")
+				assert.Equal(t, "0%", d.Status.Progress, "progress, want the transfer evidence of the converted images gone")
 			},
 		},
 		"other failure with the budget spent": {
@@ -281,9 +269,7 @@ func TestConverting(t *testing.T) {
 			obs:   newObs(conversionJob(JobObservation{Name: conv1, Succeeded: true, OperatingSystem: "windows 2019"})),
 			phase: v1alpha1.PhaseImporting, requeue: ms,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Conversion.OperatingSystem != "windows 2019" {
-					t.Errorf("conversion = %+v", d.Status.Conversion)
-				}
+				assert.Equal(t, "windows 2019", d.Status.Conversion.OperatingSystem, "conversion = %+v, want the OS recorded", d.Status.Conversion)
 				wantTime(t, "conversion.completedAt", d.Status.Conversion.CompletedAt, 0)
 				wantEvidence(t, d, v1alpha1.PhaseConverting, 0)
 			},
@@ -311,9 +297,7 @@ func TestImporting(t *testing.T) {
 			phase: v1alpha1.PhaseImporting, action: ActionCreateDataVolumes, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
 				for i, disk := range d.Status.Disks {
-					if want := builders.DefaultTarget + "-disk-" + string(rune('0'+i)); disk.DataVolume != want {
-						t.Errorf("disk %d DataVolume = %q, want %q", i, disk.DataVolume, want)
-					}
+					assert.Equal(t, builders.DefaultTarget+"-disk-"+string(rune('0'+i)), disk.DataVolume, "disk %d DataVolume, named after the target", i)
 				}
 			},
 		},
@@ -325,12 +309,10 @@ func TestImporting(t *testing.T) {
 			m: m(withDVs), obs: newObs(dataVolume(dv0, "ImportInProgress", "45.20%"), dataVolume(dv1, DataVolumeSucceeded, "100.0%")),
 			phase: v1alpha1.PhaseImporting, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
-				if d0 := d.Status.Disks[0]; d0.ImportPhase != "ImportInProgress" || d0.ImportProgress != "45.20%" {
-					t.Errorf("disk 0 = %+v", d0)
-				}
-				if d.Status.Progress != "72%" {
-					t.Errorf("progress = %q, want 72%%", d.Status.Progress)
-				}
+				d0 := d.Status.Disks[0]
+				assert.Equal(t, "ImportInProgress", d0.ImportPhase, "disk 0 = %+v, want its DataVolume's phase", d0)
+				assert.Equal(t, "45.20%", d0.ImportProgress, "disk 0 = %+v, want its DataVolume's progress", d0)
+				assert.Equal(t, "72%", d.Status.Progress, "overall progress")
 				wantTime(t, "lastProgressTime", d.Status.LastProgressTime, 0)
 			},
 		},
@@ -338,9 +320,8 @@ func TestImporting(t *testing.T) {
 			m: m(withDVs), obs: newObs(dataVolume(dv0, DataVolumeFailed, "3%"), dataVolume(dv1, "ImportInProgress", "10%")),
 			phase: v1alpha1.PhaseImporting, action: ActionDeleteDataVolume, name: dv0,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Retries != 1 || d.Status.Disks[0].ImportPhase != DataVolumeFailed {
-					t.Errorf("retries %d, disk 0 %+v", d.Status.Retries, d.Status.Disks[0])
-				}
+				assert.Equal(t, int32(1), d.Status.Retries, "retries, want one spent")
+				assert.Equal(t, DataVolumeFailed, d.Status.Disks[0].ImportPhase, "disk 0 = %+v, want its import failed", d.Status.Disks[0])
 				wantLastError(t, d, v1alpha1.PhaseImporting, ReasonImportFailed)
 			},
 		},
@@ -349,9 +330,7 @@ func TestImporting(t *testing.T) {
 			obs:   newObs(dataVolume(dv0, DataVolumeFailed, "3%"), dataVolume(dv1, "ImportInProgress", "10%")),
 			phase: v1alpha1.PhaseImporting, action: ActionDeleteDataVolume, name: dv0,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Retries != 1 {
-					t.Errorf("retries = %d, want 1", d.Status.Retries)
-				}
+				assert.Equal(t, int32(1), d.Status.Retries, "retries, want no second one spent")
 			},
 		},
 		"a failed DataVolume with the budget spent": {
@@ -365,27 +344,25 @@ func TestImporting(t *testing.T) {
 			phase: v1alpha1.PhaseCreatingVM, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				wantEvidence(t, d, v1alpha1.PhaseImporting, 0)
-				if d.Status.Progress != "100%" || d.Status.Disks[1].ImportPhase != DataVolumeSucceeded {
-					t.Errorf("progress %q, disk 1 %+v", d.Status.Progress, d.Status.Disks[1])
-				}
+				assert.Equal(t, "100%", d.Status.Progress, "overall progress")
+				assert.Equal(t, DataVolumeSucceeded, d.Status.Disks[1].ImportPhase, "disk 1 = %+v, want imported", d.Status.Disks[1])
 			},
 		},
 		"a custom target name names the DataVolumes": {
 			m:     m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target.Name = "db" })),
 			phase: v1alpha1.PhaseImporting, action: ActionCreateDataVolumes,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Disks[1].DataVolume != "db-disk-1" {
-					t.Errorf("DataVolume = %q, want db-disk-1", d.Status.Disks[1].DataVolume)
-				}
+				assert.Equal(t, "db-disk-1", d.Status.Disks[1].DataVolume, "DataVolume, named after the custom target")
 			},
 		},
 		"no target recorded: derived from the inventory": {
 			m:     m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target = nil })),
 			phase: v1alpha1.PhaseImporting, action: ActionCreateDataVolumes,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Target == nil || d.Status.Target.Name != builders.DefaultTarget || d.Status.Disks[0].DataVolume != dv0 {
-					t.Errorf("target %+v, disk 0 %+v", d.Status.Target, d.Status.Disks[0])
+				if assert.NotNil(t, d.Status.Target, "target, want it derived from the inventory") {
+					assert.Equal(t, builders.DefaultTarget, d.Status.Target.Name, "target %+v, want it derived from the inventory", d.Status.Target)
 				}
+				assert.Equal(t, dv0, d.Status.Disks[0].DataVolume, "disk 0 = %+v, want named after the derived target", d.Status.Disks[0])
 			},
 		},
 	})
@@ -400,19 +377,15 @@ func TestImportingRecreatedDataVolumeFailsAgain(t *testing.T) {
 	gone := newObs(dataVolume(dv1, "ImportInProgress", "10%"))
 
 	d := decide(m, failed)
-	if d.Status.Retries != 1 || d.Action.Type != ActionDeleteDataVolume {
-		t.Fatalf("first failure: retries %d, action %+v", d.Status.Retries, d.Action)
-	}
+	require.Equal(t, int32(1), d.Status.Retries, "first failure: retries, want one spent")
+	require.Equal(t, ActionDeleteDataVolume, d.Action.Type, "first failure: action %+v, want the DataVolume deleted", d.Action)
 	m = after(m, d)
 	d = decideAt(m, gone, time.Second)
-	if d.Action.Type != ActionCreateDataVolumes {
-		t.Fatalf("after the deletion: action %+v, want CreateDataVolumes", d.Action)
-	}
+	require.Equal(t, ActionCreateDataVolumes, d.Action.Type, "after the deletion: action %+v, want CreateDataVolumes", d.Action)
 	m = after(m, d)
 	d = decideAt(m, failed, 2*time.Second)
-	if d.Status.Retries != 2 || d.Action.Type != ActionDeleteDataVolume {
-		t.Errorf("second failure: retries %d, action %+v; want a second retry spent", d.Status.Retries, d.Action)
-	}
+	assert.Equal(t, int32(2), d.Status.Retries, "second failure: want a second retry spent")
+	assert.Equal(t, ActionDeleteDataVolume, d.Action.Type, "second failure: action %+v, want the DataVolume deleted again", d.Action)
 }
 
 func TestCreatingVM(t *testing.T) {
@@ -433,18 +406,14 @@ func TestCreatingVM(t *testing.T) {
 			m: m(), obs: newObs(targetVM(true, RunStrategyHalted), dataVolumes(DataVolumeSucceeded, "100.0%", false)),
 			phase: v1alpha1.PhaseCreatingVM, action: ActionAdoptDataVolumes, name: builders.DefaultTarget,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Target.UID != builders.TargetUID {
-					t.Errorf("target uid = %q", d.Status.Target.UID)
-				}
+				assert.Equal(t, types.UID(builders.TargetUID), d.Status.Target.UID, "target uid, want the VM's")
 			},
 		},
 		"VM ours and owning its disks: Starting": {
 			m: m(), obs: newObs(targetVM(true, RunStrategyHalted), dataVolumes(DataVolumeSucceeded, "100.0%", true)),
 			phase: v1alpha1.PhaseStarting, requeue: ms,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Target.UID != builders.TargetUID {
-					t.Errorf("target uid = %q", d.Status.Target.UID)
-				}
+				assert.Equal(t, types.UID(builders.TargetUID), d.Status.Target.UID, "target uid, want the VM's")
 				wantEvidence(t, d, v1alpha1.PhaseCreatingVM, 0)
 			},
 		},
@@ -491,9 +460,7 @@ func TestStarting(t *testing.T) {
 			m: m(), obs: newObs(targetVM(true, RunStrategyAlways), targetVMI(VMIRunning, false)),
 			phase: v1alpha1.PhaseCleaningUp, requeue: ms,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Target.VMIPhase != VMIRunning {
-					t.Errorf("target = %+v", d.Status.Target)
-				}
+				assert.Equal(t, VMIRunning, d.Status.Target.VMIPhase, "target = %+v, want the VMI's phase", d.Status.Target)
 				wantEvidence(t, d, v1alpha1.PhaseStarting, 0)
 			},
 		},
@@ -501,9 +468,7 @@ func TestStarting(t *testing.T) {
 			m: m(), obs: newObs(targetVM(true, RunStrategyAlways), targetVMI("Scheduling", false)),
 			phase: v1alpha1.PhaseStarting, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Target.VMIPhase != "Scheduling" {
-					t.Errorf("target = %+v", d.Status.Target)
-				}
+				assert.Equal(t, "Scheduling", d.Status.Target.VMIPhase, "target = %+v, want the VMI's phase", d.Status.Target)
 			},
 		},
 		"no VMI yet, start deadline close": {
@@ -521,9 +486,7 @@ func TestStarting(t *testing.T) {
 			m: newMigration(builders.WaitForAgent, builders.Reached(v1alpha1.PhaseStarting)), obs: newObs(targetVM(true, RunStrategyAlways), targetVMI(VMIRunning, true)),
 			phase: v1alpha1.PhaseCleaningUp,
 			check: func(t *testing.T, d Decision) {
-				if !d.Status.Target.AgentConnected {
-					t.Errorf("target = %+v", d.Status.Target)
-				}
+				assert.True(t, d.Status.Target.AgentConnected, "target = %+v, want the agent connected", d.Status.Target)
 			},
 		},
 		"start timeout": {
@@ -537,9 +500,7 @@ func TestStarting(t *testing.T) {
 			phase: v1alpha1.PhaseRollingBack,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseStarting, ReasonStartTimeout)
-				if !strings.Contains(d.Status.LastError.Message, "guest agent") {
-					t.Errorf("lastError %q", d.Status.LastError.Message)
-				}
+				assert.Contains(t, d.Status.LastError.Message, "guest agent", "lastError says what the start waited for")
 			},
 		},
 		"VM gone": {

@@ -181,14 +181,13 @@ func evidenceFor(s v1alpha1.VirtualMachineMigrationStatus, p v1alpha1.Phase) *v1
 	return nil
 }
 
-// hasEvent reports whether an event with that reason was recorded.
-func hasEvent(d Decision, reason string) bool {
+// eventReasons are the reasons of the decision's events, in order.
+func eventReasons(d Decision) []string {
+	var out []string
 	for _, e := range d.Events {
-		if e.Reason == reason {
-			return true
-		}
+		out = append(out, e.Reason)
 	}
-	return false
+	return out
 }
 
 // after returns m with the decision's status, as the controller writes it.

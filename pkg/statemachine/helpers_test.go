@@ -1,10 +1,12 @@
 package statemachine
 
 import (
-	"reflect"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,31 +34,23 @@ func runCases(t *testing.T, cases map[string]decideCase) {
 		t.Run(name, func(t *testing.T) {
 			before := tc.m.DeepCopy()
 			d := decideAt(tc.m, tc.obs, tc.now)
-			if !equalObjects(before, tc.m) {
-				t.Fatalf("Decide mutated its input migration")
-			}
-			if d.Status.Phase != tc.phase {
-				t.Errorf("phase = %s, want %s (lastError %+v)", d.Status.Phase, tc.phase, d.Status.LastError)
-			}
-			if d.Action.Type != tc.action {
-				t.Errorf("action = %q, want %q", d.Action.Type, tc.action)
-			}
-			if tc.name != "" && d.Action.Name != tc.name {
-				t.Errorf("action name = %q, want %q", d.Action.Name, tc.name)
+			// require.Equal compares with reflect.DeepEqual: strict, as
+			// "the input was not mutated" needs.
+			require.Equal(t, before, tc.m, "Decide mutated its input migration")
+			assert.Equal(t, tc.phase, d.Status.Phase, "the phase the decision leaves the migration in (lastError %+v)", d.Status.LastError)
+			assert.Equal(t, tc.action, d.Action.Type, "the action asked for")
+			if tc.name != "" {
+				assert.Equal(t, tc.name, d.Action.Name, "the name of the action's object")
 			}
 			switch {
-			case tc.requeue < 0 && d.RequeueAfter != 0:
-				t.Errorf("requeueAfter = %s, want none", d.RequeueAfter)
-			case tc.requeue > 0 && d.RequeueAfter != tc.requeue:
-				t.Errorf("requeueAfter = %s, want %s", d.RequeueAfter, tc.requeue)
+			case tc.requeue < 0:
+				assert.Zero(t, d.RequeueAfter, "requeueAfter, want none")
+			case tc.requeue > 0:
+				assert.Equal(t, tc.requeue, d.RequeueAfter, "requeueAfter")
 			}
-			if d.Status.ObservedGeneration != tc.m.Generation {
-				t.Errorf("observedGeneration = %d, want %d", d.Status.ObservedGeneration, tc.m.Generation)
-			}
+			assert.Equal(t, tc.m.Generation, d.Status.ObservedGeneration, "observedGeneration, want the migration's generation")
 			for _, c := range d.Status.Conditions {
-				if c.ObservedGeneration != tc.m.Generation {
-					t.Errorf("condition %s observedGeneration = %d, want %d", c.Type, c.ObservedGeneration, tc.m.Generation)
-				}
+				assert.Equal(t, tc.m.Generation, c.ObservedGeneration, "condition %s observedGeneration, want the migration's generation", c.Type)
 			}
 			if tc.check != nil {
 				tc.check(t, d)
@@ -65,66 +59,71 @@ func runCases(t *testing.T, cases map[string]decideCase) {
 	}
 }
 
-// equalObjects is strict equality, for "the input was not mutated".
-func equalObjects(a, b any) bool { return reflect.DeepEqual(a, b) }
-
 // semanticEqual is the comparison the controller makes before it writes
 // the status.
 func semanticEqual(a, b any) bool { return equality.Semantic.DeepEqual(a, b) }
+
+// assertSemanticEqual is assert.Equal with the comparison the controller
+// makes before it writes the status (equality.Semantic: nil and empty
+// slices and maps alike, times and quantities by value); testify's Equal
+// is reflect.DeepEqual and cannot be told to compare that way.
+func assertSemanticEqual(t *testing.T, want, got any, msgAndArgs ...any) bool {
+	t.Helper()
+	if semanticEqual(want, got) {
+		return true
+	}
+	return assert.Fail(t, fmt.Sprintf("Not semantically equal:\nwant: %+v\ngot:  %+v", want, got), msgAndArgs...)
+}
+
+// assertTime asserts that got is set and is the instant want, compared as
+// metav1.Time.Equal does (the same instant, whatever the location).
+func assertTime(t *testing.T, want metav1.Time, got *metav1.Time, msgAndArgs ...any) bool {
+	t.Helper()
+	return assert.NotNil(t, got, msgAndArgs...) && assert.WithinDuration(t, want.Time, got.Time, 0, msgAndArgs...)
+}
 
 // cond returns the condition of that type, failing the test when absent.
 func cond(t *testing.T, d Decision, typ string) metav1.Condition {
 	t.Helper()
 	c := meta.FindStatusCondition(d.Status.Conditions, typ)
-	if c == nil {
-		t.Fatalf("no %s condition in %+v", typ, d.Status.Conditions)
-	}
+	require.NotNil(t, c, "want a %s condition in %+v", typ, d.Status.Conditions)
 	return *c
 }
 
+// wantCond asserts the condition's status and, unless reason is empty, its
+// reason; it fails the test at once when the condition is absent.
 func wantCond(t *testing.T, d Decision, typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
 	c := cond(t, d, typ)
-	if c.Status != status || (reason != "" && c.Reason != reason) {
-		t.Errorf("%s = %s/%s (%q), want %s/%s", typ, c.Status, c.Reason, c.Message, status, reason)
+	assert.Equal(t, status, c.Status, "%s status (reason %s, message %q)", typ, c.Reason, c.Message)
+	if reason != "" {
+		assert.Equal(t, reason, c.Reason, "%s reason (status %s, message %q)", typ, c.Status, c.Message)
 	}
 	return c
 }
 
 func wantNoCond(t *testing.T, d Decision, typ string) {
 	t.Helper()
-	if c := meta.FindStatusCondition(d.Status.Conditions, typ); c != nil {
-		t.Errorf("unexpected condition %+v", *c)
-	}
+	assert.Nil(t, meta.FindStatusCondition(d.Status.Conditions, typ), "want no %s condition", typ)
 }
 
 func wantLastError(t *testing.T, d Decision, phase v1alpha1.Phase, reason string) {
 	t.Helper()
 	e := d.Status.LastError
-	if e == nil {
-		t.Fatalf("lastError is nil, want %s in %s", reason, phase)
-	}
-	if e.Phase != phase || e.Reason != reason {
-		t.Errorf("lastError = %s/%s (%q), want %s/%s", e.Phase, e.Reason, e.Message, phase, reason)
-	}
+	require.NotNil(t, e, "lastError is nil, want %s in %s", reason, phase)
+	assert.Equal(t, phase, e.Phase, "the phase of lastError %s (%q)", e.Reason, e.Message)
+	assert.Equal(t, reason, e.Reason, "the reason of lastError in %s (%q)", e.Phase, e.Message)
 }
 
 func wantEvidence(t *testing.T, d Decision, phase v1alpha1.Phase, now time.Duration) {
 	t.Helper()
 	ev := evidenceFor(d.Status, phase)
-	if ev == nil {
-		t.Fatalf("no evidence for %s", phase)
-	}
-	if !ev.ReachedAt.Equal(ptrTime(builders.At(now))) || ev.Observed == "" {
-		t.Errorf("evidence for %s = %+v, want reached at %s with what was observed", phase, *ev, builders.At(now))
-	}
+	require.NotNil(t, ev, "want evidence for %s", phase)
+	assertTime(t, builders.At(now), &ev.ReachedAt, "evidence for %s = %+v, want reached at %s", phase, *ev, builders.At(now))
+	assert.NotEmpty(t, ev.Observed, "evidence for %s = %+v, want what was observed", phase, *ev)
 }
-
-func ptrTime(t metav1.Time) *metav1.Time { return &t }
 
 func wantTime(t *testing.T, what string, got *metav1.Time, want time.Duration) {
 	t.Helper()
-	if got == nil || !got.Equal(builders.TP(want)) {
-		t.Errorf("%s = %v, want %v", what, got, builders.At(want))
-	}
+	assertTime(t, builders.At(want), got, "%s = %v, want %v", what, got, builders.At(want))
 }

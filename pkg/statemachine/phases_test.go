@@ -1,10 +1,10 @@
 package statemachine
 
 import (
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -21,9 +21,7 @@ func TestPending(t *testing.T) {
 			phase: v1alpha1.PhasePending, action: ActionAddFinalizer, name: v1alpha1.FinalizerName, requeue: -1,
 			check: func(t *testing.T, d Decision) {
 				wantTime(t, "startTime", d.Status.StartTime, 0)
-				if len(d.Status.Evidence) != 0 {
-					t.Errorf("evidence before the finalizer is set: %+v", d.Status.Evidence)
-				}
+				assert.Empty(t, d.Status.Evidence, "no evidence before the finalizer is set")
 				wantCond(t, d, ConditionReady, metav1.ConditionFalse, string(v1alpha1.PhasePending))
 			},
 		},
@@ -35,9 +33,7 @@ func TestPending(t *testing.T) {
 				wantEvidence(t, d, v1alpha1.PhasePending, 0)
 				wantTime(t, "startTime", d.Status.StartTime, 0)
 				wantTime(t, "phaseStartTime", d.Status.PhaseStartTime, 0)
-				if !hasEvent(d, PhaseChangedReason(v1alpha1.PhaseValidating)) {
-					t.Errorf("no Validating event: %+v", d.Events)
-				}
+				assert.Contains(t, eventReasons(d), PhaseChangedReason(v1alpha1.PhaseValidating), "want a Validating event: %+v", d.Events)
 			},
 		},
 		"start time is kept once set": {
@@ -58,9 +54,7 @@ func TestValidating(t *testing.T) {
 		return func(t *testing.T, d Decision) {
 			wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, reason)
 			wantLastError(t, d, v1alpha1.PhaseValidating, reason)
-			if d.Status.Source != nil {
-				t.Errorf("inventory recorded from a failed read")
-			}
+			assert.Nil(t, d.Status.Source, "inventory recorded from a failed read")
 			wantNoCond(t, d, ConditionFailed)
 		}
 	}
@@ -72,9 +66,7 @@ func TestValidating(t *testing.T) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonSourceVMNotFound)
 				wantCond(t, d, ConditionFailed, metav1.ConditionTrue, ReasonSourceVMNotFound)
 				wantCond(t, d, ConditionReady, metav1.ConditionFalse, ReasonSourceVMNotFound)
-				if !hasEvent(d, ReasonSourceVMNotFound) {
-					t.Errorf("no warning event for the failure: %+v", d.Events)
-				}
+				assert.Contains(t, eventReasons(d), ReasonSourceVMNotFound, "want a warning event for the failure: %+v", d.Events)
 			},
 		},
 		"needs-user error waits with its reason": {
@@ -93,9 +85,7 @@ func TestValidating(t *testing.T) {
 			phase: v1alpha1.PhaseRollingBack,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, "CredentialsSecretMissing")
-				if !strings.Contains(d.Status.LastError.Message, "retry deadline") {
-					t.Errorf("lastError message %q does not say the deadline passed", d.Status.LastError.Message)
-				}
+				assert.Contains(t, d.Status.LastError.Message, "retry deadline", "the lastError message says the deadline passed")
 			},
 		},
 		"transient error close to the retry deadline: look again at the deadline": {
@@ -122,18 +112,14 @@ func TestValidating(t *testing.T) {
 			obs:   newObs(sourceInventory),
 			phase: v1alpha1.PhaseQueued, requeue: ms,
 			check: func(t *testing.T, d Decision) {
-				if !semanticEqual(d.Status.Source, builders.Inventory()) {
-					t.Errorf("status.source = %+v, want the inventory", d.Status.Source)
-				}
-				if d.Status.Target == nil || d.Status.Target.Name != builders.DefaultTarget {
-					t.Errorf("target = %+v, want %s", d.Status.Target, builders.DefaultTarget)
+				assertSemanticEqual(t, builders.Inventory(), d.Status.Source, "status.source, want the inventory")
+				if assert.NotNil(t, d.Status.Target, "target, want %s", builders.DefaultTarget) {
+					assert.Equal(t, builders.DefaultTarget, d.Status.Target.Name, "target = %+v, want the default name", d.Status.Target)
 				}
 				wantEvidence(t, d, v1alpha1.PhaseValidating, 0)
 				ev := evidenceFor(d.Status, v1alpha1.PhaseValidating)
 				for _, want := range []string{"vm-42", "4 vCPU", "8192 MiB", "EFI", "2 disks", "2 NICs"} {
-					if !strings.Contains(ev.Observed, want) {
-						t.Errorf("evidence %q lacks %q", ev.Observed, want)
-					}
+					assert.Contains(t, ev.Observed, want, "the evidence names what was read")
 				}
 			},
 		},
@@ -141,9 +127,7 @@ func TestValidating(t *testing.T) {
 			m: m(builders.TargetName("web-new")), obs: newObs(sourceInventory),
 			phase: v1alpha1.PhaseQueued,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.Target.Name != "web-new" {
-					t.Errorf("target = %s, want web-new", d.Status.Target.Name)
-				}
+				assert.Equal(t, "web-new", d.Status.Target.Name, "target, want spec.target.name")
 			},
 		},
 		"blocking preflight finding fails": {
@@ -152,15 +136,10 @@ func TestValidating(t *testing.T) {
 			phase: v1alpha1.PhaseRollingBack,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
-				if !strings.Contains(d.Status.LastError.Message, "RDMDisk") || strings.Contains(d.Status.LastError.Message, "CBTDisabled") {
-					t.Errorf("lastError %q should name the blocking finding only", d.Status.LastError.Message)
-				}
-				if len(d.Status.Preflight) != 2 {
-					t.Errorf("preflight = %+v, want both findings recorded", d.Status.Preflight)
-				}
-				if evidenceFor(d.Status, v1alpha1.PhaseValidating) != nil {
-					t.Errorf("evidence recorded for a failed validation")
-				}
+				assert.Contains(t, d.Status.LastError.Message, "RDMDisk", "lastError should name the blocking finding")
+				assert.NotContains(t, d.Status.LastError.Message, "CBTDisabled", "lastError should name the blocking finding only")
+				assert.Len(t, d.Status.Preflight, 2, "want both findings recorded")
+				assert.Nil(t, evidenceFor(d.Status, v1alpha1.PhaseValidating), "evidence recorded for a failed validation")
 			},
 		},
 		"warnings are events and the migration advances": {
@@ -174,12 +153,8 @@ func TestValidating(t *testing.T) {
 						n++
 					}
 				}
-				if n != 2 {
-					t.Errorf("%d PreflightWarning events, want 2: %+v", n, d.Events)
-				}
-				if len(d.Status.Preflight) != 2 {
-					t.Errorf("preflight = %+v", d.Status.Preflight)
-				}
+				assert.Equal(t, 2, n, "PreflightWarning events, want one per warning: %+v", d.Events)
+				assert.Len(t, d.Status.Preflight, 2, "want both warnings recorded")
 			},
 		},
 		"approval required": {
@@ -209,9 +184,7 @@ func TestAwaitingApproval(t *testing.T) {
 			check: func(t *testing.T, d Decision) {
 				c := wantCond(t, d, ConditionApprovalRequired, metav1.ConditionTrue, ReasonAwaitingApproval)
 				want := `kubectl patch vmm web01-mig -n apps --type merge -p '{"spec":{"policy":{"approved":true}}}'`
-				if !strings.Contains(c.Message, want) {
-					t.Errorf("ApprovalRequired message %q lacks %q", c.Message, want)
-				}
+				assert.Contains(t, c.Message, want, "the ApprovalRequired message says how to approve")
 				wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, ReasonAwaitingApproval)
 				wantNoCond(t, d, ConditionStalled)
 			},
@@ -229,18 +202,14 @@ func TestAwaitingApproval(t *testing.T) {
 			check: func(t *testing.T, d Decision) {
 				wantEvidence(t, d, v1alpha1.PhaseAwaitingApproval, 0)
 				c := wantCond(t, d, ConditionApprovalRequired, metav1.ConditionFalse, ReasonApproved)
-				if !c.LastTransitionTime.Equal(ptrTime(builders.At(0))) {
-					t.Errorf("ApprovalRequired flipped but its transition time stayed %s", c.LastTransitionTime)
-				}
+				assertTime(t, builders.At(0), &c.LastTransitionTime, "ApprovalRequired flipped but its transition time stayed %s", c.LastTransitionTime)
 			},
 		},
 		"spec changed since validation: validate again": {
 			m:     m(builders.WithGeneration(2)),
 			phase: v1alpha1.PhaseValidating, requeue: ms,
 			check: func(t *testing.T, d Decision) {
-				if evidenceFor(d.Status, v1alpha1.PhaseAwaitingApproval) != nil {
-					t.Errorf("evidence recorded for a step back")
-				}
+				assert.Nil(t, evidenceFor(d.Status, v1alpha1.PhaseAwaitingApproval), "evidence recorded for a step back")
 			},
 		},
 	})
@@ -256,23 +225,18 @@ func TestQueued(t *testing.T) {
 			phase: v1alpha1.PhaseQueued, requeue: DefaultWaitInterval,
 			check: func(t *testing.T, d Decision) {
 				c := wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, ReasonWaitingForTransferSlot)
-				if !strings.Contains(c.Message, "2 of 2 transfers") {
-					t.Errorf("Progressing message %q does not say which limit holds", c.Message)
-				}
-				if d.Status.AppliedSpec != nil || d.Status.SourceControl != nil {
-					t.Errorf("committed to the cutover without a slot")
-				}
+				assert.Contains(t, c.Message, "2 of 2 transfers", "the Progressing message says which limit holds")
+				assert.Nil(t, d.Status.AppliedSpec, "committed to the cutover (appliedSpec) without a slot")
+				assert.Nil(t, d.Status.SourceControl, "committed to the cutover (sourceControl) without a slot")
 			},
 		},
 		"slot free: commit to the spec and record the power state": {
 			m: m(), obs: newObs(slot(true), sourceOn(true)),
 			phase: v1alpha1.PhaseStoppingSource, requeue: ms,
 			check: func(t *testing.T, d Decision) {
-				if !semanticEqual(d.Status.AppliedSpec, &newMigration().Spec) {
-					t.Errorf("appliedSpec = %+v, want the spec", d.Status.AppliedSpec)
-				}
-				if sc := d.Status.SourceControl; sc == nil || sc.OriginalPowerState != PowerStateOn {
-					t.Errorf("sourceControl = %+v, want originalPowerState poweredOn", sc)
+				assertSemanticEqual(t, &newMigration().Spec, d.Status.AppliedSpec, "appliedSpec, want the spec")
+				if sc := d.Status.SourceControl; assert.NotNil(t, sc, "sourceControl, want originalPowerState poweredOn") {
+					assert.Equal(t, PowerStateOn, sc.OriginalPowerState, "sourceControl = %+v, want originalPowerState poweredOn", sc)
 				}
 				wantEvidence(t, d, v1alpha1.PhaseQueued, 0)
 			},
@@ -281,18 +245,14 @@ func TestQueued(t *testing.T) {
 			m: m(), obs: newObs(slot(true), sourceOff),
 			phase: v1alpha1.PhaseStoppingSource,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.SourceControl.OriginalPowerState != PowerStateOff {
-					t.Errorf("originalPowerState = %s", d.Status.SourceControl.OriginalPowerState)
-				}
+				assert.Equal(t, PowerStateOff, d.Status.SourceControl.OriginalPowerState, "originalPowerState, want the source's")
 			},
 		},
 		"slot free, power state not read yet": {
 			m: m(), obs: newObs(slot(true)),
 			phase: v1alpha1.PhaseQueued, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.AppliedSpec != nil {
-					t.Errorf("committed without knowing the power state")
-				}
+				assert.Nil(t, d.Status.AppliedSpec, "committed without knowing the power state")
 			},
 		},
 		"slot free, source read failed transiently": {
@@ -324,9 +284,7 @@ func TestStoppingSource(t *testing.T) {
 		return func(t *testing.T, d Decision) {
 			wantTime(t, "poweredOffAt", d.Status.SourceControl.PoweredOffAt, 0)
 			wantEvidence(t, d, v1alpha1.PhaseStoppingSource, 0)
-			if ev := evidenceFor(d.Status, v1alpha1.PhaseStoppingSource); !strings.Contains(ev.Observed, how) {
-				t.Errorf("evidence %q, want %q", ev.Observed, how)
-			}
+			assert.Contains(t, evidenceFor(d.Status, v1alpha1.PhaseStoppingSource).Observed, how, "the evidence says how the source stopped")
 		}
 	}
 	runCases(t, map[string]decideCase{
@@ -347,9 +305,7 @@ func TestStoppingSource(t *testing.T) {
 			phase: v1alpha1.PhaseStoppingSource, action: ActionShutdownGuest, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
 				wantTime(t, "shutdownRequestedAt", d.Status.SourceControl.ShutdownRequestedAt, 0)
-				if d.Status.SourceControl.PowerOffRequestedAt != nil {
-					t.Errorf("power-off requested with the guest shutdown")
-				}
+				assert.Nil(t, d.Status.SourceControl.PowerOffRequestedAt, "power-off requested with the guest shutdown")
 			},
 		},
 		"guest shutting down within the timeout: wait": {
@@ -374,9 +330,7 @@ func TestStoppingSource(t *testing.T) {
 			m: newMigration(builders.PowerOffMode, builders.Reached(v1alpha1.PhaseStoppingSource)), obs: newObs(sourceOn(true)),
 			phase: v1alpha1.PhaseStoppingSource, action: ActionPowerOffSource,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.SourceControl.ShutdownRequestedAt != nil {
-					t.Errorf("guest shutdown requested in PowerOff mode")
-				}
+				assert.Nil(t, d.Status.SourceControl.ShutdownRequestedAt, "guest shutdown requested in PowerOff mode")
 				wantTime(t, "powerOffRequestedAt", d.Status.SourceControl.PowerOffRequestedAt, 0)
 			},
 		},

@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -236,7 +239,7 @@ func forEachInput(t *testing.T, f func(t *testing.T, i int, in Input)) {
 		in := g.input()
 		f(t, i, in)
 		if t.Failed() {
-			t.Fatalf("failed on case %d (seed %d): phase %q, deleted %v, paused %v", i, propertySeed,
+			require.FailNow(t, "stopped at the first failing case", "failed on case %d (seed %d): phase %q, deleted %v, paused %v", i, propertySeed,
 				in.Migration.Status.Phase, in.Migration.DeletionTimestamp != nil, in.Migration.Spec.Policy.Paused)
 		}
 	}
@@ -256,9 +259,7 @@ func snapshot(t *testing.T, in Input) string {
 		M *v1alpha1.VirtualMachineMigration
 		O Observation
 	}{in.Migration, in.Observation})
-	if err != nil {
-		t.Fatalf("encoding the input: %v", err)
-	}
+	require.NoError(t, err, "encoding the input")
 	return string(data)
 }
 
@@ -269,12 +270,8 @@ func TestPropertyDeterministic(t *testing.T) {
 		before := snapshot(t, in)
 		d1 := Decide(cloneInput(in))
 		d2 := Decide(in)
-		if !reflect.DeepEqual(d1, d2) {
-			t.Errorf("two decisions differ:\n%+v\n%+v", d1, d2)
-		}
-		if after := snapshot(t, in); after != before {
-			t.Errorf("Decide mutated its input:\nbefore %s\nafter  %s", before, after)
-		}
+		assert.Equal(t, d1, d2, "two decisions on the same input differ")
+		assert.Equal(t, before, snapshot(t, in), "Decide mutated its input")
 	})
 }
 
@@ -299,9 +296,7 @@ func TestSnapshotSeesNestedMutations(t *testing.T) {
 		in := base()
 		before := snapshot(t, in)
 		mutate(&in)
-		if snapshot(t, in) == before {
-			t.Errorf("%s: the snapshot did not change", name)
-		}
+		assert.NotEqual(t, before, snapshot(t, in), "%s: the snapshot did not change", name)
 	}
 }
 
@@ -355,28 +350,25 @@ func TestPropertyNoCheckpointSkipped(t *testing.T) {
 		deleting := in.Migration.DeletionTimestamp != nil
 		switch {
 		case deleting:
-			if to != v1alpha1.PhaseCancelling || IsTerminal(from) {
-				t.Errorf("deletion moved %s to %s, want Cancelling", from, to)
-			}
+			assert.Equal(t, v1alpha1.PhaseCancelling, to, "deletion moved %s to %s, want Cancelling", from, to)
+			assert.False(t, IsTerminal(from), "deletion moved terminal %s to %s", from, to)
 		case to == v1alpha1.PhaseRollingBack:
-			if IsTerminal(from) || from == v1alpha1.PhaseCancelling {
-				t.Errorf("%s moved to RollingBack", from)
-			}
-		case !slices.Contains(allowedNext[from], to):
-			t.Errorf("%s moved to %s; allowed: %v", from, to, allowedNext[from])
+			assert.False(t, IsTerminal(from), "terminal %s moved to RollingBack", from)
+			assert.NotEqual(t, v1alpha1.PhaseCancelling, from, "%s moved to RollingBack", from)
+		default:
+			assert.Contains(t, allowedNext[from], to, "%s moved to %s, not a phase allowed next", from, to)
 		}
 		if forward(from, to) {
 			ev := evidenceFor(d.Status, from)
-			if ev == nil || !ev.ReachedAt.Equal(&in.Now) || ev.Observed == "" {
-				t.Errorf("%s -> %s without evidence for %s recorded now: %+v", from, to, from, ev)
+			if assert.NotNil(t, ev, "%s -> %s without evidence for %s", from, to, from) {
+				assertTime(t, in.Now, &ev.ReachedAt, "%s -> %s: evidence for %s not recorded now: %+v", from, to, from, ev)
+				assert.NotEmpty(t, ev.Observed, "%s -> %s: evidence for %s does not say what was observed: %+v", from, to, from, ev)
 			}
 		}
-		if to == v1alpha1.PhaseRollingBack && d.Status.LastError == nil {
-			t.Errorf("%s -> RollingBack without lastError", from)
+		if to == v1alpha1.PhaseRollingBack {
+			assert.NotNil(t, d.Status.LastError, "%s -> RollingBack without lastError", from)
 		}
-		if d.Status.PhaseStartTime == nil || !d.Status.PhaseStartTime.Equal(&in.Now) {
-			t.Errorf("%s -> %s: phaseStartTime %v, want now", from, to, d.Status.PhaseStartTime)
-		}
+		assertTime(t, in.Now, d.Status.PhaseStartTime, "%s -> %s: phaseStartTime %v, want now", from, to, d.Status.PhaseStartTime)
 	})
 }
 
@@ -389,13 +381,9 @@ func TestPropertyTerminalStaysTerminal(t *testing.T) {
 			return
 		}
 		d := Decide(in)
-		if d.Status.Phase != from {
-			t.Errorf("terminal %s moved to %s", from, d.Status.Phase)
-		}
+		assert.Equal(t, from, d.Status.Phase, "terminal %s moved", from)
 		if in.Migration.DeletionTimestamp == nil {
-			if d.Action.Type != ActionNone {
-				t.Errorf("terminal %s asked for %+v", from, d.Action)
-			}
+			assert.Equal(t, ActionNone, d.Action.Type, "terminal %s asked for %+v", from, d.Action)
 			return
 		}
 		allowed := []ActionType{ActionNone, ActionDeleteStaging, ActionRemoveFinalizer}
@@ -404,9 +392,7 @@ func TestPropertyTerminalStaysTerminal(t *testing.T) {
 			// unless it ran: then it is halted and kept.
 			allowed = append(allowed, ActionDeleteVM, ActionDeleteChildren, ActionHaltVM)
 		}
-		if !slices.Contains(allowed, d.Action.Type) {
-			t.Errorf("deleting a %s migration asked for %+v", from, d.Action)
-		}
+		assert.Contains(t, allowed, d.Action.Type, "deleting a %s migration asked for %+v", from, d.Action)
 	})
 }
 
@@ -422,9 +408,7 @@ func TestPropertyUnchangedSyncWritesNoStatus(t *testing.T) {
 		m := in.Migration
 		var d Decision
 		for step := 0; ; step++ {
-			if step == 100 {
-				t.Fatalf("no fixpoint after 100 decisions on the same observation; phase %s", d.Status.Phase)
-			}
+			require.Less(t, step, 100, "no fixpoint after 100 decisions on the same observation; phase %s", d.Status.Phase)
 			d = Decide(Input{Migration: m, Observation: in.Observation, Now: in.Now})
 			if semanticEqual(d.Status, m.Status) {
 				break
@@ -437,10 +421,8 @@ func TestPropertyUnchangedSyncWritesNoStatus(t *testing.T) {
 		}
 		later := metav1.NewTime(in.Now.Add(1 + time.Duration(rand.New(rand.NewSource(int64(i))).Int63n(int64(horizon)-1))))
 		d2 := Decide(Input{Migration: m, Observation: in.Observation, Now: later})
-		if !semanticEqual(d2.Status, m.Status) {
-			t.Errorf("phase %s: deciding %s later (requeueAfter %s) rewrote the status:\nwas %s\nnow %s", m.Status.Phase,
-				later.Sub(in.Now.Time), d.RequeueAfter, statusDiff(m.Status, d2.Status), statusDiff(d2.Status, m.Status))
-		}
+		assertSemanticEqual(t, m.Status, d2.Status, "phase %s: deciding %s later (requeueAfter %s) rewrote the status:\nwas %s\nnow %s", m.Status.Phase,
+			later.Sub(in.Now.Time), d.RequeueAfter, statusDiff(m.Status, d2.Status), statusDiff(d2.Status, m.Status))
 	})
 }
 
@@ -547,7 +529,7 @@ func drive(t *testing.T, m *v1alpha1.VirtualMachineMigration, w *world) *v1alpha
 		}
 		now += max(d.RequeueAfter, time.Second)
 	}
-	t.Fatalf("no terminal phase after 500 decisions: %s", m.Status.Phase)
+	require.FailNow(t, "no terminal phase after 500 decisions", "phase %s", m.Status.Phase)
 	return nil
 }
 
@@ -561,21 +543,15 @@ func TestPropertyAlwaysFailingTransferFailsAfterTheBudget(t *testing.T) {
 			w := &world{sourceOn: true, jobs: map[string]bool{}, transferFails: true}
 			m = drive(t, m, w)
 			s := m.Status
-			if s.Phase != v1alpha1.PhaseFailed || s.Retries != limit {
-				t.Fatalf("phase %s, retries %d; want Failed after %d retries", s.Phase, s.Retries, limit)
-			}
+			require.Equal(t, v1alpha1.PhaseFailed, s.Phase, "want Failed after %d retries (retries %d)", limit, s.Retries)
+			require.Equal(t, limit, s.Retries, "want Failed after %d retries", limit)
 			wantLastError(t, Decision{Status: s}, v1alpha1.PhaseTransferringDisks, ReasonTransferFailed)
-			if len(w.created) != int(limit)+1 {
-				t.Errorf("transfer jobs created: %v, want %d", w.created, limit+1)
-			}
+			assert.Len(t, w.created, int(limit)+1, "transfer jobs created, want one per attempt")
 			for i, name := range w.created {
-				if want := naming.TransferJob(builders.Name, int32(i+1)); name != want {
-					t.Errorf("job %d = %s, want %s", i, name, want)
-				}
+				assert.Equal(t, naming.TransferJob(builders.Name, int32(i+1)), name, "job %d, want named after its attempt", i)
 			}
-			if !w.sourceOn || s.SourceControl.RestoredAt == nil {
-				t.Errorf("source not restored: on=%v, %+v", w.sourceOn, s.SourceControl)
-			}
+			assert.True(t, w.sourceOn, "source not powered on again: %+v", s.SourceControl)
+			assert.NotNil(t, s.SourceControl.RestoredAt, "source not recorded restored: on=%v, %+v", w.sourceOn, s.SourceControl)
 		})
 	}
 }
@@ -586,20 +562,18 @@ func TestDriveToSuccess(t *testing.T) {
 	m := newMigration(builders.WithoutFinalizer, func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Target.PreserveMACAddresses = ptr.To(true) })
 	w := &world{sourceOn: true, jobs: map[string]bool{}}
 	m = drive(t, m, w)
-	if m.Status.Phase != v1alpha1.PhaseSucceeded {
-		t.Fatalf("phase %s, lastError %+v", m.Status.Phase, m.Status.LastError)
-	}
+	require.Equal(t, v1alpha1.PhaseSucceeded, m.Status.Phase, "want Succeeded (lastError %+v)", m.Status.LastError)
 	for _, p := range builders.Happy[:len(builders.Happy)-1] {
-		if evidenceFor(m.Status, p) == nil {
-			t.Errorf("no evidence for %s", p)
-		}
+		assert.NotNil(t, evidenceFor(m.Status, p), "want evidence for %s", p)
 	}
-	if w.claims || len(w.jobs) != 0 || w.vm == nil || w.sourceOn {
-		t.Errorf("world after success: %+v", w)
-	}
-	if m.Status.Retries != 0 || m.Status.Progress != "100%" || m.Status.Target.UID != builders.TargetUID {
-		t.Errorf("status: retries %d, progress %q, target %+v", m.Status.Retries, m.Status.Progress, m.Status.Target)
-	}
+	assert.False(t, w.claims, "world after success: staging claims left: %+v", w)
+	assert.Empty(t, w.jobs, "world after success: jobs left: %+v", w)
+	assert.NotNil(t, w.vm, "world after success: no target VM: %+v", w)
+	assert.False(t, w.sourceOn, "world after success: the source is on: %+v", w)
+	assert.Zero(t, m.Status.Retries, "status: retries, want none spent")
+	assert.Equal(t, "100%", m.Status.Progress, "status: progress")
+	require.NotNil(t, m.Status.Target, "status: target, want the VM")
+	assert.Equal(t, types.UID(builders.TargetUID), m.Status.Target.UID, "status: target %+v, want the VM's uid", m.Status.Target)
 }
 
 // NeedsSource covers what Decide reads: with what it says is not needed
@@ -617,9 +591,7 @@ func TestPropertyNeedsSourceCoversDecide(t *testing.T) {
 			stripped.Observation.Source = SourceObservation{}
 		}
 		stripped.Observation.Preflight = nil
-		if d1, d2 := Decide(in), Decide(stripped); !reflect.DeepEqual(d1, d2) {
-			t.Errorf("NeedsSource = %d for phase %q, but Decide read more of the source:\n%+v\n%+v", need, in.Migration.Status.Phase, d1.Action, d2.Action)
-		}
+		assert.Equal(t, Decide(in), Decide(stripped), "NeedsSource = %d for phase %q, but Decide read more of the source", need, in.Migration.Status.Phase)
 	})
 }
 
@@ -644,8 +616,6 @@ func TestNeedsSource(t *testing.T) {
 		"deleted, nothing touched":          {newMigration(builders.Reached(v1alpha1.PhaseValidating), builders.Deleted), SourceNeedNothing},
 		"deleted after success, a snapshot": {newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted, withSnapshot), SourceNeedNothing},
 	} {
-		if got := NeedsSource(tc.m); got != tc.want {
-			t.Errorf("%s: NeedsSource = %d, want %d", name, got, tc.want)
-		}
+		assert.Equal(t, tc.want, NeedsSource(tc.m), "%s: NeedsSource", name)
 	}
 }

@@ -1,10 +1,13 @@
 package statemachine
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -34,16 +37,10 @@ func TestRollingBack(t *testing.T) {
 			wantLastError(t, d, v1alpha1.PhaseTransferringDisks, ReasonTransferFailed)
 			wantCond(t, d, ConditionFailed, metav1.ConditionTrue, ReasonTransferFailed)
 			wantCond(t, d, ConditionReady, metav1.ConditionFalse, ReasonTransferFailed)
-			if ev := evidenceFor(d.Status, v1alpha1.PhaseRollingBack); ev != nil {
-				t.Errorf("evidence claimed for a rollback: %+v", ev)
-			}
-			found := false
-			for _, e := range d.Events {
-				found = found || (e.Reason == PhaseChangedReason(d.Status.Phase) && strings.Contains(e.Message, message))
-			}
-			if !found {
-				t.Errorf("no %s event saying %q: %+v", d.Status.Phase, message, d.Events)
-			}
+			assert.Nil(t, evidenceFor(d.Status, v1alpha1.PhaseRollingBack), "evidence claimed for a rollback")
+			assert.True(t, slices.ContainsFunc(d.Events, func(e Event) bool {
+				return e.Reason == PhaseChangedReason(d.Status.Phase) && strings.Contains(e.Message, message)
+			}), "want a %s event saying %q: %+v", d.Status.Phase, message, d.Events)
 		}
 	}
 	runCases(t, map[string]decideCase{
@@ -82,9 +79,7 @@ func TestRollingBack(t *testing.T) {
 			phase: v1alpha1.PhaseRollingBack,
 			check: func(t *testing.T, d Decision) {
 				wantTime(t, "restoredAt", d.Status.SourceControl.RestoredAt, 0)
-				if !hasEvent(d, ReasonSourceRestored) {
-					t.Errorf("no SourceRestored event")
-				}
+				assert.Contains(t, eventReasons(d), ReasonSourceRestored, "want a SourceRestored event")
 			},
 		},
 		"restored: Failed": {
@@ -116,9 +111,7 @@ func TestRollingBack(t *testing.T) {
 			phase: v1alpha1.PhaseFailed,
 			check: func(t *testing.T, d Decision) {
 				failed("no longer exists")(t, d)
-				if !hasEvent(d, ReasonSourceVMNotFound) {
-					t.Errorf("no event for the lost source")
-				}
+				assert.Contains(t, eventReasons(d), ReasonSourceVMNotFound, "want an event for the lost source")
 				wantTime(t, "sourceGoneAt", d.Status.SourceControl.SourceGoneAt, 0)
 			},
 		},
@@ -160,9 +153,7 @@ func TestDeletion(t *testing.T) {
 			m: newMigration(builders.Reached(p), builders.Deleted), obs: newObs(sourceOff, targetVM(true, RunStrategyAlways), claims(stagingClaims()...)),
 			phase: v1alpha1.PhaseCancelling, action: ActionNone, requeue: ms,
 			check: func(t *testing.T, d Decision) {
-				if !hasEvent(d, ReasonCancelled) {
-					t.Errorf("no Cancelled event: %+v", d.Events)
-				}
+				assert.Contains(t, eventReasons(d), ReasonCancelled, "want a Cancelled event: %+v", d.Events)
 			},
 		}
 	}
@@ -193,9 +184,7 @@ func TestDeletion(t *testing.T) {
 			phase: v1alpha1.PhaseCancelling, action: ActionDeleteStaging,
 			check: func(t *testing.T, d Decision) {
 				for _, o := range d.Action.Objects {
-					if o.Kind == KindDataVolume || o.Kind == KindVirtualMachine {
-						t.Errorf("a started target's %s %s is deleted", o.Kind, o.Name)
-					}
+					assert.NotContains(t, []string{KindDataVolume, KindVirtualMachine}, o.Kind, "a started target's %s %s is deleted", o.Kind, o.Name)
 				}
 			},
 		},
@@ -232,9 +221,7 @@ func TestDeletion(t *testing.T) {
 			phase: v1alpha1.PhaseSucceeded, action: ActionDeleteStaging,
 			check: func(t *testing.T, d Decision) {
 				for _, o := range d.Action.Objects {
-					if o.Kind == KindDataVolume || o.Kind == KindVirtualMachine {
-						t.Errorf("deleting a Succeeded migration deletes %s %s", o.Kind, o.Name)
-					}
+					assert.NotContains(t, []string{KindDataVolume, KindVirtualMachine}, o.Kind, "deleting a Succeeded migration deletes %s %s", o.Kind, o.Name)
 				}
 			},
 		},
@@ -281,9 +268,7 @@ func TestPaused(t *testing.T) {
 			phase: p, action: ActionNone, requeue: -1,
 			check: func(t *testing.T, d Decision) {
 				c := wantCond(t, d, ConditionPaused, metav1.ConditionTrue, ReasonPaused)
-				if !strings.Contains(c.Message, string(p)) {
-					t.Errorf("Paused message %q does not name the phase", c.Message)
-				}
+				assert.Contains(t, c.Message, string(p), "the Paused message names the phase")
 				wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, ReasonPaused)
 				wantNoCond(t, d, ConditionStalled)
 			},
@@ -296,9 +281,7 @@ func TestPaused(t *testing.T) {
 		phase: v1alpha1.PhaseImporting, action: ActionCreateDataVolumes,
 		check: func(t *testing.T, d Decision) {
 			c := wantCond(t, d, ConditionPaused, metav1.ConditionFalse, ReasonNotPaused)
-			if !c.LastTransitionTime.Equal(ptrTime(builders.At(0))) {
-				t.Errorf("lastTransitionTime = %s, want now", c.LastTransitionTime)
-			}
+			assertTime(t, builders.At(0), &c.LastTransitionTime, "lastTransitionTime = %s, want now", c.LastTransitionTime)
 		},
 	}
 	runCases(t, cases)
@@ -337,8 +320,6 @@ func TestTerminal(t *testing.T) {
 
 func TestUnknownPhaseFails(t *testing.T) {
 	d := decide(newMigration(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Phase = "Verifying" })), newObs())
-	if d.Status.Phase != v1alpha1.PhaseRollingBack {
-		t.Fatalf("phase = %s, want RollingBack", d.Status.Phase)
-	}
+	require.Equal(t, v1alpha1.PhaseRollingBack, d.Status.Phase, "an unknown phase, want RollingBack")
 	wantLastError(t, d, "Verifying", ReasonFailed)
 }

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/test/builders"
@@ -279,12 +280,11 @@ func checkDeletes(t *testing.T, seed int64, m *v1alpha1.VirtualMachineMigration,
 	t.Helper()
 	started := w.started || (m.Status.Target != nil && m.Status.Target.StartRequestedAt != nil)
 	for _, o := range a.Objects {
-		if o.MigrationUID != m.UID || o.MigrationUID == types.UID("") {
-			t.Errorf("seed %d: (d) %s deletes %s %s of migration %q", seed, a.Type, o.Kind, o.Name, o.MigrationUID)
-		}
-		target := o.Kind == KindDataVolume || o.Kind == KindVirtualMachine
-		if target && (started || m.Status.Phase == v1alpha1.PhaseSucceeded) {
-			t.Errorf("seed %d: (b) %s deletes %s %s in %s after the target was started or the migration succeeded",
+		assert.Equal(t, m.UID, o.MigrationUID, "seed %d: (d) %s deletes %s %s of another migration", seed, a.Type, o.Kind, o.Name)
+		assert.NotEmpty(t, o.MigrationUID, "seed %d: (d) %s deletes %s %s of no migration", seed, a.Type, o.Kind, o.Name)
+		if started || m.Status.Phase == v1alpha1.PhaseSucceeded {
+			assert.NotContains(t, []string{KindDataVolume, KindVirtualMachine}, o.Kind,
+				"seed %d: (b) %s deletes %s %s in %s after the target was started or the migration succeeded",
 				seed, a.Type, o.Kind, o.Name, m.Status.Phase)
 		}
 	}
@@ -299,15 +299,14 @@ func TestSafetyProperties(t *testing.T) {
 		released := w.gone && m.Status.Phase != v1alpha1.PhaseSucceeded
 		end := fmt.Sprintf("%s deleted=%v", m.Status.Phase, w.gone)
 		ends[end]++
-		if (m.Status.Phase == v1alpha1.PhaseFailed || released) && w.source != "gone" && w.source != w.original {
-			t.Errorf("seed %d: (a) %s, finalizer released %v: the source is %s, it was found %s (sourceControl %+v)",
-				seed, m.Status.Phase, w.gone, w.source, w.original, m.Status.SourceControl)
+		if (m.Status.Phase == v1alpha1.PhaseFailed || released) && w.source != "gone" {
+			assert.Equal(t, w.original, w.source, "seed %d: (a) %s, finalizer released %v: want the source in the power state it was found in (sourceControl %+v)",
+				seed, m.Status.Phase, w.gone, m.Status.SourceControl)
 		}
 	}
 	t.Logf("ends of %d runs: %v", safetyRuns, ends)
-	if ends[fmt.Sprintf("%s deleted=false", v1alpha1.PhaseSucceeded)] == 0 || ends[fmt.Sprintf("%s deleted=false", v1alpha1.PhaseFailed)] == 0 {
-		t.Errorf("the runs did not reach both Succeeded and Failed: %v", ends)
-	}
+	assert.NotZero(t, ends[fmt.Sprintf("%s deleted=false", v1alpha1.PhaseSucceeded)], "the runs did not reach Succeeded: %v", ends)
+	assert.NotZero(t, ends[fmt.Sprintf("%s deleted=false", v1alpha1.PhaseFailed)], "the runs did not reach Failed: %v", ends)
 }
 
 // TestSafetyFailingActionsEndFailed checks (c): with every forward action
@@ -317,17 +316,15 @@ func TestSafetyFailingActionsEndFailed(t *testing.T) {
 	for i := range safetyRuns / 3 {
 		seed := propertySeed + 100000 + int64(i)
 		m, w := safetyRun(t, seed, true)
-		if !w.gone && m.Status.Phase != v1alpha1.PhaseFailed {
-			t.Errorf("seed %d: (c) every forward action fails, the run ends in %s (lastError %+v)", seed, m.Status.Phase, m.Status.LastError)
+		if !w.gone && !assert.Equal(t, v1alpha1.PhaseFailed, m.Status.Phase, "seed %d: (c) every forward action fails, want the run to end Failed (lastError %+v)", seed, m.Status.LastError) {
 			continue
 		}
 		if m.Status.CompletionTime != nil && m.Status.StartTime != nil {
-			if took := m.Status.CompletionTime.Sub(m.Status.StartTime.Time); took > time.Hour+30*time.Minute {
-				t.Errorf("seed %d: (c) Failed %s after the start, past the retry deadline of 1h", seed, took)
-			}
+			took := m.Status.CompletionTime.Sub(m.Status.StartTime.Time)
+			assert.LessOrEqual(t, took, time.Hour+30*time.Minute, "seed %d: (c) Failed %s after the start, past the retry deadline of 1h", seed, took)
 		}
-		if w.source != "gone" && w.source != w.original {
-			t.Errorf("seed %d: (a) the source is %s, it was found %s", seed, w.source, w.original)
+		if w.source != "gone" {
+			assert.Equal(t, w.original, w.source, "seed %d: (a) want the source in the power state it was found in", seed)
 		}
 	}
 }
@@ -348,9 +345,7 @@ func TestRestoreWaitsForAPendingStop(t *testing.T) {
 			m: cancelling(), obs: newObs(sourceOn(true)),
 			phase: v1alpha1.PhaseCancelling, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
-				if d.Status.SourceControl.RestoredAt != nil {
-					t.Errorf("restored while the guest may still be shutting down")
-				}
+				assert.Nil(t, d.Status.SourceControl.RestoredAt, "restored while the guest may still be shutting down")
 			},
 		},
 		"off now: power it on": {
@@ -407,19 +402,13 @@ func TestActionFailed(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tc.e.Message = "it went wrong"
 			d := ActionFailed(Input{Migration: tc.m, Now: builders.At(tc.now)}, tc.a, tc.e)
-			if d.Status.Phase != tc.phase {
-				t.Fatalf("phase %s, want %s", d.Status.Phase, tc.phase)
-			}
+			require.Equal(t, tc.phase, d.Status.Phase, "the phase the failed action leaves the migration in")
 			c := cond(t, d, tc.cond)
-			if c.Reason != tc.reason {
-				t.Errorf("%s reason %s, want %s", tc.cond, c.Reason, tc.reason)
+			assert.Equal(t, tc.reason, c.Reason, "%s reason", tc.cond)
+			if tc.requeue > 0 {
+				assert.Equal(t, tc.requeue, d.RequeueAfter, "requeueAfter")
 			}
-			if tc.requeue > 0 && d.RequeueAfter != tc.requeue {
-				t.Errorf("requeueAfter %s, want %s", d.RequeueAfter, tc.requeue)
-			}
-			if !hasEvent(d, ReasonActionFailed) {
-				t.Errorf("no ActionFailed event")
-			}
+			assert.Contains(t, eventReasons(d), ReasonActionFailed, "want an ActionFailed event")
 		})
 	}
 }

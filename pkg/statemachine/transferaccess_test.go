@@ -3,6 +3,8 @@ package statemachine
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/test/builders"
 )
@@ -23,7 +25,5 @@ func TestCleaningUpWaitsForTransferAccess(t *testing.T) {
 			phase: v1alpha1.PhaseSucceeded,
 		},
 	})
-	if n := left.Children.Count(); n != 1 {
-		t.Errorf("Count() = %d with one ServiceAccount left, want 1 (cancellation waits on it)", n)
-	}
+	assert.Equal(t, 1, left.Children.Count(), "Count() with one ServiceAccount left, want 1 (cancellation waits on it)")
 }

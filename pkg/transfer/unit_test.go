@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
@@ -39,22 +41,14 @@ func TestParseDescriptor(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := ParseDescriptor([]byte(tc.text))
 			if tc.wantErr != nil {
-				if err == nil || (!errors.Is(err, tc.wantErr) && !strings.Contains(err.Error(), tc.wantErr.Error())) {
-					t.Fatalf("error %v, want %v", err, tc.wantErr)
+				// The error is tc.wantErr, wraps it, or says what it says.
+				if !errors.Is(err, tc.wantErr) {
+					require.ErrorContains(t, err, tc.wantErr.Error(), "want %v", tc.wantErr)
 				}
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(d.Extents) != len(tc.extents) {
-				t.Fatalf("extents %+v, want %+v", d.Extents, tc.extents)
-			}
-			for i := range d.Extents {
-				if d.Extents[i] != tc.extents[i] {
-					t.Fatalf("extent %d: %+v, want %+v", i, d.Extents[i], tc.extents[i])
-				}
-			}
+			require.NoError(t, err)
+			require.Equal(t, tc.extents, d.Extents, "extents")
 		})
 	}
 }
@@ -77,18 +71,18 @@ func TestParseDatastorePath(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			p, err := wire.ParseDatastorePath(tc.in)
-			if tc.bad != (err != nil) {
-				t.Fatalf("error %v, bad %v", err, tc.bad)
+			if tc.bad {
+				require.Error(t, err, "want %q refused", tc.in)
+				return
 			}
-			if !tc.bad && (p.Datastore != tc.ds || p.Path != tc.path) {
-				t.Fatalf("got %+v", p)
-			}
+			require.NoError(t, err)
+			require.Equal(t, tc.ds, p.Datastore, "datastore of %q", tc.in)
+			require.Equal(t, tc.path, p.Path, "path of %q", tc.in)
 		})
 	}
 	p, _ := wire.ParseDatastorePath("[ds1] web/web.vmdk")
-	if _, err := p.Sibling("../x-flat.vmdk"); err == nil {
-		t.Fatal("an extent outside the descriptor's directory was accepted")
-	}
+	_, err := p.Sibling("../x-flat.vmdk")
+	require.Error(t, err, "an extent outside the descriptor's directory was accepted")
 }
 
 func TestParseContentRange(t *testing.T) {
@@ -107,12 +101,14 @@ func TestParseContentRange(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			f, l, n, err := parseContentRange(tc.in)
-			if tc.bad != (err != nil) {
-				t.Fatalf("error %v, bad %v", err, tc.bad)
+			if tc.bad {
+				require.Error(t, err, "want %q refused", tc.in)
+				return
 			}
-			if !tc.bad && (f != tc.first || l != tc.last || n != tc.total) {
-				t.Fatalf("got %d-%d/%d", f, l, n)
-			}
+			require.NoError(t, err)
+			require.Equal(t, tc.first, f, "first byte of %q", tc.in)
+			require.Equal(t, tc.last, l, "last byte of %q", tc.in)
+			require.Equal(t, tc.total, n, "total of %q", tc.in)
 		})
 	}
 }
@@ -124,9 +120,8 @@ vmMoRef: vm-42
 disks:
 - {key: 2000, fileName: "[ds1] web/web.vmdk", capacityBytes: 1048576, destination: /staging/2000/disk.img}
 `
-	if _, err := wire.ParseJobSpec([]byte(good)); err != nil {
-		t.Fatal(err)
-	}
+	_, err := wire.ParseJobSpec([]byte(good))
+	require.NoError(t, err, "the good spec")
 	tests := map[string]struct{ from, to, want string }{
 		"unknown field":      {from: "vmMoRef:", to: "vmName: web\nvmMoRef:", want: "unknown field"},
 		"duplicate key":      {from: "disks:\n", to: "disks:\n- {key: 2000, fileName: \"[ds1] a.vmdk\", capacityBytes: 512, destination: /s/b/disk.img}\n", want: "duplicate key"},
@@ -139,9 +134,7 @@ disks:
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			_, err := wire.ParseJobSpec([]byte(strings.Replace(good, tc.from, tc.to, 1)))
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want %q", err, tc.want)
-			}
+			require.ErrorContains(t, err, tc.want)
 		})
 	}
 }
@@ -152,13 +145,11 @@ func TestTerminationMessageFits(t *testing.T) {
 		res.Disks = append(res.Disks, wire.DiskResult{Key: int32(2000 + i), Bytes: math.MaxInt64, SHA256: strings.Repeat("a", 64), DurationSeconds: 12345.678, Error: strings.Repeat("e", 200)})
 	}
 	msg := wire.TerminationMessage(res)
-	if len(msg) > wire.MaxTerminationMessage {
-		t.Fatalf("termination message is %d bytes", len(msg))
-	}
+	require.LessOrEqual(t, len(msg), wire.MaxTerminationMessage, "termination message size")
 	back, err := wire.ParseResult(msg)
-	if err != nil || len(back.Disks) != 16 || back.Disks[15].SHA256 != res.Disks[15].SHA256 {
-		t.Fatalf("checksums lost: %v", err)
-	}
+	require.NoError(t, err, "checksums lost")
+	require.Len(t, back.Disks, 16, "checksums lost")
+	require.Equal(t, res.Disks[15].SHA256, back.Disks[15].SHA256, "checksums lost")
 }
 
 // TestBlockDestinationZeroes writes through the block-device path (on a
@@ -166,27 +157,19 @@ func TestTerminationMessageFits(t *testing.T) {
 func TestBlockDestinationZeroes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "dev")
 	old := bytes.Repeat([]byte{0xEE}, 1<<20)
-	if err := os.WriteFile(path, old, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, old, 0o600))
 	for _, direct := range []bool{false, true} {
 		d, err := openDestination(path, 1<<20, direct)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		d.block = true
 		chunk := alignedBuffer(1 << 20)
 		copy(chunk[300<<10:], bytes.Repeat([]byte{7}, 100<<10))
-		if err := d.writeChunk(chunk, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.finish(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, d.writeChunk(chunk, 0))
+		require.NoError(t, d.finish())
 		got, _ := os.ReadFile(path)
-		if !bytes.Equal(got, chunk) {
-			t.Fatalf("direct=%v: the device does not hold the chunk", direct)
-		}
+		// A 1 MiB diff helps nobody: the size, then bytes.Equal.
+		require.Equal(t, len(chunk), len(got), "direct=%v: the device does not hold the chunk", direct)
+		require.True(t, bytes.Equal(chunk, got), "direct=%v: the device does not hold the chunk", direct)
 		copy(chunk, old) // dirty it again for the next round
 		_ = os.WriteFile(path, old, 0o600)
 	}
@@ -195,10 +178,8 @@ func TestBlockDestinationZeroes(t *testing.T) {
 func TestDestinationNeedsSpace(t *testing.T) {
 	dir := t.TempDir()
 	_, err := openDestination(filepath.Join(dir, "disk.img"), 1<<60, true)
-	if !errors.Is(err, ErrDestination) || !strings.Contains(err.Error(), "not enough space") {
-		t.Fatalf("error %v, want not enough space", err)
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-		t.Fatalf("a refused destination left %v behind", entries)
-	}
+	require.ErrorIs(t, err, ErrDestination)
+	require.ErrorContains(t, err, "not enough space")
+	entries, _ := os.ReadDir(dir)
+	require.Empty(t, entries, "a refused destination left files behind")
 }

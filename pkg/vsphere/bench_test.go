@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/soap"
 )
 
@@ -54,17 +55,16 @@ func BenchmarkInventory(b *testing.B) {
 			vm := buildVM(b, s, "bench-vm", benchDisks(), benchNICs(kind))
 			ctx := testCtx(b)
 			inv, err := Inventory(ctx, s, vm)
-			if err != nil || len(inv.Disks) != 16 || len(inv.NICs) != 8 {
-				b.Fatalf("inventory: %v (disks %d, nics %d)", err, len(inv.Disks), len(inv.NICs))
-			}
+			require.NoError(b, err, "inventory")
+			require.Len(b, inv.Disks, 16, "inventory disks")
+			require.Len(b, inv.NICs, 8, "inventory NICs")
 
 			calls.Store(0)
 			start := time.Now()
 			b.ResetTimer()
 			for b.Loop() {
-				if _, err := Inventory(ctx, s, vm); err != nil {
-					b.Fatal(err)
-				}
+				_, err := Inventory(ctx, s, vm)
+				require.NoError(b, err, "inventory")
 			}
 			b.StopTimer()
 			n := float64(b.N)

@@ -111,7 +111,7 @@ func buildVM(t testing.TB, s *Session, name string, disks []diskSpec, nics []nic
 				return c
 			}
 		}
-		t.Fatalf("no %s controller on bus %d", d.ctrl, d.bus)
+		require.FailNowf(t, "no controller for the disk", "want a %s controller on bus %d", d.ctrl, d.bus)
 		return nil
 	}
 	finder := find.NewFinder(s.Client(), true)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 )
 
@@ -167,7 +168,7 @@ func Env(t testing.TB) *Environment {
 	if skipReason != "" {
 		t.Skip(skipReason)
 	}
-	t.Fatal("framework: no environment: call framework.Run from TestMain")
+	require.FailNow(t, "framework: no environment: call framework.Run from TestMain")
 	return nil
 }
 

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // These tests need no control-plane binaries: they run with go test ./...
@@ -22,9 +26,7 @@ func TestStopKillsTheWholeProcessGroup(t *testing.T) {
 	// The shell starts a grandchild that ignores SIGTERM, then waits.
 	script := "trap '' TERM; sh -c 'trap \"\" TERM; sleep 300' & echo $! > " + pidFile + "; wait"
 	p, err := startProcess(s, "sh", "/bin/sh", []string{"-c", script}, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "starting sh")
 	var grandchild int
 	deadline := time.Now().Add(5 * time.Second)
 	for grandchild == 0 && time.Now().Before(deadline) {
@@ -33,29 +35,21 @@ func TestStopKillsTheWholeProcessGroup(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if grandchild == 0 {
-		t.Fatal("the grandchild did not start")
-	}
-	if pgid, err := syscall.Getpgid(grandchild); err != nil || pgid != p.pid() {
-		t.Fatalf("grandchild in process group %d (%v), want %d", pgid, err, p.pid())
-	}
+	require.NotZero(t, grandchild, "the grandchild did not start")
+	pgid, err := syscall.Getpgid(grandchild)
+	require.NoError(t, err, "the grandchild's process group")
+	require.Equal(t, p.pid(), pgid, "the grandchild's process group, want the child's")
 
 	start := time.Now()
 	p.stop(500 * time.Millisecond)
 	t.Logf("stopped in %s", time.Since(start).Round(time.Millisecond))
-	if ok, _ := p.exited(); !ok {
-		t.Error("the process is still running after stop")
-	}
+	exited, _ := p.exited()
+	assert.True(t, exited, "the process is still running after stop")
 	// The grandchild is not our child: it is gone once signalled, or a
 	// zombie until init reaps it.
-	deadline = time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(grandchild, 0); errors.Is(err, syscall.ESRCH) || isZombie(grandchild) {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Errorf("grandchild %d survived the stop", grandchild)
+	assert.Eventually(t, func() bool {
+		return errors.Is(syscall.Kill(grandchild, 0), syscall.ESRCH) || isZombie(grandchild)
+	}, 5*time.Second, 50*time.Millisecond, "grandchild %d survived the stop", grandchild)
 }
 
 func isZombie(pid int) bool {
@@ -73,21 +67,16 @@ func TestExitedReportsAnEarlyExit(t *testing.T) {
 	s := newSpawner()
 	defer s.close()
 	p, err := startProcess(s, "false", "/bin/sh", []string{"-c", "echo boom >&2; exit 3"}, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "starting sh")
 	select {
 	case <-p.done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("did not exit")
+		require.FailNow(t, "did not exit within 5s")
 	}
 	ok, why := p.exited()
-	if !ok || why == nil || !strings.Contains(why.Error(), "exit status 3") {
-		t.Errorf("exited() = %v, %v", ok, why)
-	}
-	if got := p.tail(5); got != "boom" {
-		t.Errorf("log tail %q, want boom", got)
-	}
+	assert.True(t, ok, "exited() = %v, %v, want it exited", ok, why)
+	assert.ErrorContains(t, why, "exit status 3", "exited() = %v, %v, want why it exited", ok, why)
+	assert.Equal(t, "boom", p.tail(5), "log tail")
 	p.stop(time.Second) // stopping an exited process is harmless
 }
 
@@ -101,13 +90,10 @@ func TestNamespaceName(t *testing.T) {
 		"/",
 	} {
 		got := namespaceName(name)
-		if len(got) > 63 || !valid.MatchString(got) {
-			t.Errorf("namespaceName(%q) = %q: not a DNS-1123 label", name, got)
-		}
+		assert.LessOrEqual(t, len(got), 63, "namespaceName(%q) = %q: not a DNS-1123 label", name, got)
+		assert.Regexp(t, valid, got, "namespaceName(%q): not a DNS-1123 label", name)
 	}
-	if namespaceName("TestX") == namespaceName("TestX") {
-		t.Error("two namespaces for the same test got the same name")
-	}
+	assert.NotEqual(t, namespaceName("TestX"), namespaceName("TestX"), "two namespaces for the same test got the same name")
 }
 
 func TestDecodeObjects(t *testing.T) {
@@ -128,33 +114,23 @@ resources: [a.yaml]
 just: data
 `
 	objs, err := DecodeObjects([]byte(in))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var got []string
 	for _, o := range objs {
 		got = append(got, o.GetKind()+"/"+o.GetName())
 	}
-	if strings.Join(got, ",") != "ConfigMap/a,Secret/b" {
-		t.Errorf("decoded %v, want ConfigMap/a and Secret/b", got)
-	}
-	if _, err := DecodeObjects([]byte("apiVersion: v1\nkind: [unclosed\n")); err == nil {
-		t.Error("malformed YAML decoded without error")
-	}
+	assert.Equal(t, []string{"ConfigMap/a", "Secret/b"}, got, "decoded objects, want ConfigMap/a and Secret/b only")
+	_, err = DecodeObjects([]byte("apiVersion: v1\nkind: [unclosed\n"))
+	assert.Error(t, err, "malformed YAML decoded without error")
 }
 
 func TestRepoRootAndBinaries(t *testing.T) {
 	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "test", "framework", "doc.go")); err != nil {
-		t.Errorf("RepoRoot() = %s, which does not hold test/framework: %v", root, err)
-	}
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(root, "test", "framework", "doc.go"))
+	assert.NoError(t, err, "RepoRoot() = %s, which does not hold test/framework", root)
 	err = checkBinaries(t.TempDir(), true)
-	if err == nil || !strings.Contains(err.Error(), "etcd, kube-apiserver, kube-controller-manager") {
-		t.Errorf("checkBinaries on an empty directory: %v", err)
-	}
+	assert.ErrorContains(t, err, "etcd, kube-apiserver, kube-controller-manager", "checkBinaries on an empty directory names every missing binary")
 }
 
 func TestRemoveStaleTempDirs(t *testing.T) {
@@ -163,18 +139,12 @@ func TestRemoveStaleTempDirs(t *testing.T) {
 	stale := filepath.Join(tmp, tempDirPrefix+"stale")
 	live := filepath.Join(tmp, tempDirPrefix+"live")
 	for dir, pid := range map[string]int{stale: 1 << 22, live: os.Getpid()} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(pid)), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(dir, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(pid)), 0o600))
 	}
 	removeStaleTempDirs()
-	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Errorf("the directory of a dead owner survived: %v", err)
-	}
-	if _, err := os.Stat(live); err != nil {
-		t.Errorf("the directory of a live owner was removed: %v", err)
-	}
+	_, err := os.Stat(stale)
+	assert.ErrorIs(t, err, fs.ErrNotExist, "the directory of a dead owner survived")
+	_, err = os.Stat(live)
+	assert.NoError(t, err, "the directory of a live owner was removed")
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,9 +46,7 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 func (e *Environment) Kubernetes(t testing.TB) kubernetes.Interface {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(e.Config())
-	if err != nil {
-		t.Fatalf("creating clientset: %v", err)
-	}
+	require.NoError(t, err, "creating clientset")
 	return cs
 }
 
@@ -54,9 +54,7 @@ func (e *Environment) Kubernetes(t testing.TB) kubernetes.Interface {
 func (e *Environment) Dynamic(t testing.TB) dynamic.Interface {
 	t.Helper()
 	dc, err := dynamic.NewForConfig(e.Config())
-	if err != nil {
-		t.Fatalf("creating dynamic client: %v", err)
-	}
+	require.NoError(t, err, "creating dynamic client")
 	return dc
 }
 
@@ -73,14 +71,14 @@ func (e *Environment) Namespace(t testing.TB) string {
 		Name:   name,
 		Labels: map[string]string{"test.platform.example/framework": "true"},
 	}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating namespace %s: %v", name, err)
-	}
+	_, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	require.NoError(t, err, "creating namespace %s", name)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting namespace %s: %v", name, err)
+		// Already gone is fine.
+		if err := cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+			assert.NoError(t, err, "deleting namespace %s", name)
 		}
 	})
 	return name

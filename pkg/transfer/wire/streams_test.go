@@ -1,6 +1,10 @@
 package wire
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
 
 func TestStreamsPerDisk(t *testing.T) {
 	tests := map[string]struct {
@@ -17,9 +21,8 @@ func TestStreamsPerDisk(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := StreamsPerDisk(tc.want, tc.budget, tc.transfers, tc.disks); got != tc.streams {
-				t.Fatalf("StreamsPerDisk(%d, %d, %d, %d) = %d, want %d", tc.want, tc.budget, tc.transfers, tc.disks, got, tc.streams)
-			}
+			require.Equal(t, tc.streams, StreamsPerDisk(tc.want, tc.budget, tc.transfers, tc.disks),
+				"StreamsPerDisk(%d, %d, %d, %d)", tc.want, tc.budget, tc.transfers, tc.disks)
 		})
 	}
 }

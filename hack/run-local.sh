@@ -163,7 +163,7 @@ say "kube-controller-manager on 127.0.0.1:$kcm_port"
 # --- CRDs and the controller's identity ---------------------------------------
 kubectl apply -f "$root/manifests/crd" -f "$root/test/crds" >/dev/null 2>"$state/logs/kubectl.log"
 kubectl wait --for condition=established --timeout=60s crd --all >/dev/null 2>>"$state/logs/kubectl.log"
-kubectl apply -f "$root/manifests/namespace.yaml" -f "$root/manifests/rbac.yaml" >/dev/null 2>>"$state/logs/kubectl.log"
+kubectl apply -f "$root/manifests/base/namespace.yaml" -f "$root/manifests/base/serviceaccount.yaml" -f "$root/manifests/rbac.yaml" >/dev/null 2>>"$state/logs/kubectl.log"
 say "CRDs installed (ours, KubeVirt's and CDI's), controller RBAC applied"
 
 # --- vcsim --------------------------------------------------------------------

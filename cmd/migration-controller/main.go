@@ -70,7 +70,7 @@ func parseFlags(args []string) (*flags, error) {
 // its workers and limits, leader election and the probes.
 func (f *flags) controllerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty means in-cluster, then $KUBECONFIG")
-	fs.StringVar(&f.opts.Namespace, "namespace", "", "watch only this namespace; empty means all namespaces")
+	addNamespaceFlags(fs, &f.opts.Namespaces)
 	fs.IntVar(&f.opts.Workers, "workers", 4, "migrations reconciled in parallel")
 	fs.IntVar(&f.opts.MaxTransfersPerHost, "max-transfers-per-host", 4, "concurrent transfers from one ESXi host (0: no bound)")
 	fs.IntVar(&f.opts.MaxTransfersPerDatastore, "max-transfers-per-datastore", 0, "concurrent transfers from one datastore (0: no bound)")

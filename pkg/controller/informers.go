@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,8 +40,9 @@ type Factories struct {
 	Names metadatainformer.SharedInformerFactory
 }
 
-// NewFactories builds the factories, scoped to one namespace when
-// namespace is not empty.
+// NewFactories builds the factories of one namespace, or of all of them
+// when namespace is empty. A controller of several namespaces has one per
+// namespace (see Watch).
 func NewFactories(clients Clients, namespace string, resync time.Duration) *Factories {
 	own := func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelMigrationUID }
 	credentials := func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelVSphereCredentials + "=true" }
@@ -63,6 +65,14 @@ func NewFactories(clients Clients, namespace string, resync time.Duration) *Fact
 // the migrations, the storage classes, the credentials Secrets and the
 // steps' child informers (built from f.Kube, f.KubeVirt and f.CDI).
 func (f *Factories) Informers(children map[string]cache.SharedIndexInformer) Informers {
+	inf := f.namespaced(children)
+	inf.StorageClasses = f.Cluster.Storage().V1().StorageClasses().Informer()
+	return inf
+}
+
+// namespaced returns the informers of f's namespace: Informers without
+// the cluster-scoped StorageClasses.
+func (f *Factories) namespaced(children map[string]cache.SharedIndexInformer) Informers {
 	names := map[string]cache.SharedIndexInformer{}
 	for _, gvr := range nameResources {
 		informer := f.Names.ForResource(gvr).Informer()
@@ -71,11 +81,10 @@ func (f *Factories) Informers(children map[string]cache.SharedIndexInformer) Inf
 		names[gvr.Resource] = informer
 	}
 	return Informers{
-		Migrations:     f.Migration.Migration().V1alpha1().VirtualMachineMigrations().Informer(),
-		StorageClasses: f.Cluster.Storage().V1().StorageClasses().Informer(),
-		Secrets:        f.Secrets.Core().V1().Secrets().Informer(),
-		Children:       children,
-		Names:          names,
+		Migrations: f.Migration.Migration().V1alpha1().VirtualMachineMigrations().Informer(),
+		Secrets:    f.Secrets.Core().V1().Secrets().Informer(),
+		Children:   children,
+		Names:      names,
 	}
 }
 
@@ -99,4 +108,106 @@ func (f *Factories) Shutdown() {
 	f.Secrets.Shutdown()
 	f.Cluster.Shutdown()
 	f.Names.Shutdown()
+}
+
+// ChildInformersFunc builds the child informers a step observes through
+// from one namespace's factories, by resource name
+// (pipeline.ChildInformers).
+type ChildInformersFunc func(kube kubeinformers.SharedInformerFactory, kv kvinformers.SharedInformerFactory, cdi cdiinformers.SharedInformerFactory) map[string]cache.SharedIndexInformer
+
+// Watch is what the controller watches: one Factories per watched
+// namespace (the API server watches one namespace or all of them), whose
+// informers of each resource are joined into one (fanOut), so that the
+// controller and the steps read one cache per resource whatever the
+// namespaces; and the cluster-scoped StorageClasses, watched once.
+type Watch struct {
+	// Namespaces are the watched namespaces, sorted; [""] means all.
+	Namespaces []string
+	sets       map[string]*Factories
+	cluster    kubeinformers.SharedInformerFactory
+}
+
+// NewWatch builds the factories of the namespaces (see WatchedNamespaces).
+func NewWatch(clients Clients, namespaces []string, resync time.Duration) *Watch {
+	w := &Watch{Namespaces: WatchedNamespaces(namespaces), sets: map[string]*Factories{}}
+	for _, ns := range w.Namespaces {
+		w.sets[ns] = NewFactories(clients, ns, resync)
+	}
+	w.cluster = w.sets[w.Namespaces[0]].Cluster
+	return w
+}
+
+// WatchedNamespaces returns the namespaces sorted, each once; none, or
+// "" (all namespaces) among them, is [""].
+func WatchedNamespaces(namespaces []string) []string {
+	if len(namespaces) == 0 || slices.Contains(namespaces, metav1.NamespaceAll) {
+		return []string{metav1.NamespaceAll}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(namespaces)))
+}
+
+// Children builds the child informers of every watched namespace with
+// build and joins them per resource.
+func (w *Watch) Children(build ChildInformersFunc) map[string]cache.SharedIndexInformer {
+	byResource := map[string]map[string]cache.SharedIndexInformer{}
+	for ns, f := range w.sets {
+		for resource, informer := range build(f.Kube, f.KubeVirt, f.CDI) {
+			addMember(byResource, resource, ns, informer)
+		}
+	}
+	return fanOutEach(byResource)
+}
+
+// Informers returns the informers the controller reads and waits for,
+// each joined over the watched namespaces (see Factories.Informers), with
+// children from w.Children.
+func (w *Watch) Informers(children map[string]cache.SharedIndexInformer) Informers {
+	migrations := map[string]cache.SharedIndexInformer{}
+	secrets := map[string]cache.SharedIndexInformer{}
+	names := map[string]map[string]cache.SharedIndexInformer{}
+	for ns, f := range w.sets {
+		inf := f.namespaced(nil)
+		migrations[ns], secrets[ns] = inf.Migrations, inf.Secrets
+		for resource, informer := range inf.Names {
+			addMember(names, resource, ns, informer)
+		}
+	}
+	return Informers{
+		Migrations:     fanOut(migrations),
+		StorageClasses: w.cluster.Storage().V1().StorageClasses().Informer(),
+		Secrets:        fanOut(secrets),
+		Children:       children,
+		Names:          fanOutEach(names),
+	}
+}
+
+// Start starts every informer the controller asked for.
+func (w *Watch) Start(ctx context.Context) {
+	for _, f := range w.sets {
+		f.Start(ctx)
+	}
+}
+
+// Shutdown waits for the informers to stop once ctx is done.
+func (w *Watch) Shutdown() {
+	for _, f := range w.sets {
+		f.Shutdown()
+	}
+}
+
+// addMember files informer under resource and namespace.
+func addMember(byResource map[string]map[string]cache.SharedIndexInformer, resource, ns string, informer cache.SharedIndexInformer) {
+	if byResource[resource] == nil {
+		byResource[resource] = map[string]cache.SharedIndexInformer{}
+	}
+	byResource[resource][ns] = informer
+}
+
+// fanOutEach joins the informers of each resource.
+func fanOutEach(byResource map[string]map[string]cache.SharedIndexInformer) map[string]cache.SharedIndexInformer {
+	out := make(map[string]cache.SharedIndexInformer, len(byResource))
+	for resource, byNamespace := range byResource {
+		out[resource] = fanOut(byNamespace)
+	}
+	return out
 }

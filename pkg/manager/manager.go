@@ -3,6 +3,8 @@ package manager
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -29,7 +32,11 @@ import (
 
 // Options configure a controller run.
 type Options struct {
-	// Namespace limits the controller to one namespace; empty means all.
+	// Namespaces limit the controller to those namespaces; none means
+	// all namespaces (a cluster-wide install).
+	Namespaces []string
+	// Namespace is one more namespace to watch, for callers that watch
+	// one: the same as Namespaces: []string{Namespace}.
 	Namespace string
 	// Workers is how many migrations are reconciled in parallel.
 	Workers int
@@ -78,9 +85,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			klog.FromContext(ctx).Error(err, "logging out of vSphere")
 		}
 	}()
-	factories := controller.NewFactories(clients, opts.Namespace, 10*time.Hour)
-	children := pipeline.ChildInformers(factories.Kube, factories.KubeVirt, factories.CDI)
-	c, err := controller.New(clients, factories.Informers(children), Steps(clients, factories, sessions, opts), recorder, controller.Config{
+	watch := controller.NewWatch(clients, opts.watched(), 10*time.Hour)
+	if err := CheckAccess(ctx, clients.Kube, watch.Namespaces); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("watching", "namespaces", describeNamespaces(watch.Namespaces))
+	informers := watch.Informers(watch.Children(pipeline.ChildInformers))
+	c, err := controller.New(clients, informers, Steps(clients, informers, sessions, opts), recorder, controller.Config{
 		Workers:                  opts.Workers,
 		MaxTransfersPerHost:      opts.MaxTransfersPerHost,
 		MaxTransfersPerDatastore: opts.MaxTransfersPerDatastore,
@@ -96,18 +107,18 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 			return fmt.Errorf("registering metrics: %w", err)
 		}
 	}
-	factories.Start(ctx)
-	defer factories.Shutdown()
+	watch.Start(ctx)
+	defer watch.Shutdown()
 	return c.Run(ctx, opts.Ready)
 }
 
-// Steps builds the source and pipeline steps over the factories' caches.
-func Steps(clients controller.Clients, f *controller.Factories, sessions *vsphere.SessionCache, opts Options) controller.Steps {
+// Steps builds the source and pipeline steps over the controller's caches.
+func Steps(clients controller.Clients, inf controller.Informers, sessions *vsphere.SessionCache, opts Options) controller.Steps {
 	return controller.Steps{
-		Source: &source.Step{Secrets: f.Secrets.Core().V1().Secrets().Lister(), Sessions: sessions, CallTimeout: opts.VSphereCallTimeout},
+		Source: &source.Step{Secrets: corelisters.NewSecretLister(inf.Secrets.GetIndexer()), Sessions: sessions, CallTimeout: opts.VSphereCallTimeout},
 		Pipeline: &pipeline.Step{
 			Kube: clients.Kube, KubeVirt: clients.KubeVirt, CDI: clients.CDI, Config: opts.Pipeline,
-			Listers: pipeline.ListersFrom(f.Kube, f.KubeVirt, f.CDI),
+			Listers: pipeline.ListersOver(inf.Children),
 		},
 	}
 }
@@ -125,6 +136,23 @@ func NewEventBroadcaster(ctx context.Context) record.EventBroadcaster {
 			return key + "\x00" + message, message
 		},
 	}))
+}
+
+// watched returns the namespaces to watch: Namespaces and Namespace; none
+// means all.
+func (o Options) watched() []string {
+	if o.Namespace == "" {
+		return o.Namespaces
+	}
+	return append(slices.Clone(o.Namespaces), o.Namespace)
+}
+
+// describeNamespaces names the watched namespaces for the log.
+func describeNamespaces(namespaces []string) string {
+	if len(namespaces) == 1 && namespaces[0] == "" {
+		return "all"
+	}
+	return strings.Join(namespaces, ",")
 }
 
 // NewClients builds every client the controller uses.

@@ -45,7 +45,7 @@ const (
 	// credentialsSecret holds the vcsim login in each test namespace.
 	credentialsSecret = "vcsim-credentials"
 	// controllerNamespace and controllerAccount are the controller's
-	// identity from manifests/rbac.yaml.
+	// identity from manifests/base/serviceaccount.yaml.
 	controllerNamespace = "vm-migration-system"
 	controllerAccount   = "migration-controller"
 )
@@ -109,7 +109,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 
 	var rbacErr error
 	rbacOnce.Do(func() {
-		for _, f := range []string{"manifests/namespace.yaml", "manifests/rbac.yaml"} {
+		for _, f := range []string{"manifests/base/namespace.yaml", "manifests/base/serviceaccount.yaml", "manifests/rbac.yaml"} {
 			if _, err := env.Apply(ctx, framework.RepoPath(f), ""); err != nil {
 				rbacErr = err
 			}

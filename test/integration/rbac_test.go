@@ -25,14 +25,15 @@ import (
 	"platform.example/vm-migration/test/framework"
 )
 
-// controllerIdentity applies manifests/namespace.yaml and manifests/rbac*.yaml
-// and returns a rest.Config authenticated as the controller's
+// controllerIdentity applies the controller's namespace and ServiceAccount
+// (manifests/base) and the cluster-wide grant (manifests/rbac*.yaml) and
+// returns a rest.Config authenticated as the controller's
 // ServiceAccount (a token issued by the API server), and the ServiceAccount's
 // namespace.
 func controllerIdentity(t *testing.T, env *framework.Environment) (*rest.Config, string) {
 	t.Helper()
 	ctx := testContext(t)
-	files := []string{framework.RepoPath("manifests/namespace.yaml")}
+	files := []string{framework.RepoPath("manifests/base/namespace.yaml"), framework.RepoPath("manifests/base/serviceaccount.yaml")}
 	more, err := globRepo("manifests/rbac*.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +55,7 @@ func controllerIdentity(t *testing.T, env *framework.Environment) (*rest.Config,
 		}
 	}
 	if sa == nil {
-		t.Fatal("manifests/rbac*.yaml define no ServiceAccount")
+		t.Fatal("manifests/base/serviceaccount.yaml defines no ServiceAccount")
 	}
 	cfg, err := env.ServiceAccountConfig(ctx, sa.GetNamespace(), sa.GetName())
 	if err != nil {

@@ -48,14 +48,25 @@ type Listers struct {
 // informer factories (registering their informers before the factories
 // start).
 func ListersFrom(kube kubeinformers.SharedInformerFactory, kv kvinformers.SharedInformerFactory, cdi cdiinformers.SharedInformerFactory) Listers {
-	core, batch, rbac := kube.Core().V1(), kube.Batch().V1(), kube.Rbac().V1()
+	return ListersOver(ChildInformers(kube, kv, cdi))
+}
+
+// ListersOver builds the listers over the caches of children, as
+// ChildInformers names them: the informers of one set of factories, or
+// those of several namespaces joined into one per resource.
+func ListersOver(children map[string]cache.SharedIndexInformer) Listers {
+	idx := func(resource string) cache.Indexer { return children[resource].GetIndexer() }
 	return Listers{
-		Jobs: batch.Jobs().Lister(), Pods: core.Pods().Lister(), Claims: core.PersistentVolumeClaims().Lister(),
-		ConfigMaps: core.ConfigMaps().Lister(), ServiceAccounts: core.ServiceAccounts().Lister(),
-		Roles: rbac.Roles().Lister(), RoleBindings: rbac.RoleBindings().Lister(),
-		DataVolumes: cdi.Cdi().V1beta1().DataVolumes().Lister(),
-		VMs:         kv.Kubevirt().V1().VirtualMachines().Lister(),
-		VMIs:        kv.Kubevirt().V1().VirtualMachineInstances().Lister(),
+		Jobs:            batchlisters.NewJobLister(idx("jobs")),
+		Pods:            corelisters.NewPodLister(idx("pods")),
+		Claims:          corelisters.NewPersistentVolumeClaimLister(idx("persistentvolumeclaims")),
+		ConfigMaps:      corelisters.NewConfigMapLister(idx("configmaps")),
+		ServiceAccounts: corelisters.NewServiceAccountLister(idx("serviceaccounts")),
+		Roles:           rbaclisters.NewRoleLister(idx("roles")),
+		RoleBindings:    rbaclisters.NewRoleBindingLister(idx("rolebindings")),
+		DataVolumes:     cdilisters.NewDataVolumeLister(idx("datavolumes")),
+		VMs:             kvlisters.NewVirtualMachineLister(idx("virtualmachines")),
+		VMIs:            kvlisters.NewVirtualMachineInstanceLister(idx("virtualmachineinstances")),
 	}
 }
 

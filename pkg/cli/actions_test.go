@@ -173,7 +173,7 @@ func TestCancel(t *testing.T) {
 		{name: "declined", migration: "transferring", input: "n\n", wantOut: []string{"not cancelled"}},
 		{name: "no answer", migration: "transferring", input: "", wantCode: 1},
 		{name: "yes flag", migration: "starting", args: []string{"--yes"}, wantDeleted: true,
-			wantOut: []string{"VirtualMachine web-01 is deleted with its DataVolumes (even if it already runs)"}},
+			wantOut: []string{"VirtualMachine web-01, which was started, is halted and kept with its DataVolumes"}},
 		{name: "before the cutover", migration: "approval", args: []string{"-y"}, wantDeleted: true, wantOut: []string{"nothing was done to the source VM yet"}},
 		{name: "succeeded", migration: "succeeded", args: []string{"-y"}, wantDeleted: true, wantOut: []string{"VirtualMachine web-01 and its disks stay"}},
 		{name: "already cancelling", migration: "cancelling", args: []string{"-y"}, wantOut: []string{"already being cancelled"}},

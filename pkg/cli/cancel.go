@@ -16,7 +16,7 @@ func cancelEffect(m *v1alpha1.VirtualMachineMigration) string {
 	case v1alpha1.PhaseSucceeded:
 		return fmt.Sprintf("the migration succeeded, so only its leftover staging objects are deleted; VirtualMachine %s and its disks stay, and the source VM stays powered off.", target)
 	case v1alpha1.PhaseFailed:
-		return "the source was already restored when it failed; the staging objects kept for inspection are deleted, and so is an unfinished target VM it created."
+		return "the source was already restored when it failed; the staging objects kept for inspection are deleted, and " + targetEffect(m, target) + "."
 	case v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhasePlanned, v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseQueued:
 		return "nothing was done to the source VM yet; the migration (and its stored plan, if any) is deleted."
 	case v1alpha1.PhaseStoppingSource:
@@ -26,11 +26,21 @@ func cancelEffect(m *v1alpha1.VirtualMachineMigration) string {
 	case v1alpha1.PhaseImporting:
 		return "the staging objects and the target DataVolumes being imported are deleted, and the controller " + restoreEffect(m) + "."
 	case v1alpha1.PhaseCreatingVM, v1alpha1.PhaseStarting, v1alpha1.PhaseCleaningUp:
-		return fmt.Sprintf("the unfinished VirtualMachine %s is deleted with its DataVolumes (even if it already runs), the staging objects too, and the controller %s.", target, restoreEffect(m))
+		return fmt.Sprintf("the staging objects are deleted, %s, and the controller %s.", targetEffect(m, target), restoreEffect(m))
 	case v1alpha1.PhaseRollingBack:
-		return "the rollback becomes a cancellation: what the migration created is deleted (an unfinished target VM included) and the controller " + restoreEffect(m) + "."
+		return "the rollback becomes a cancellation: the staging objects are deleted, " + targetEffect(m, target) + ", and the controller " + restoreEffect(m) + "."
 	}
 	return "what the migration created is deleted and the controller " + restoreEffect(m) + "."
+}
+
+// targetEffect says what happens to the target VM: one that was started
+// holds migrated data and is kept, halted, with its DataVolumes; one that
+// never ran is deleted with them.
+func targetEffect(m *v1alpha1.VirtualMachineMigration, target string) string {
+	if t := m.Status.Target; t != nil && t.StartRequestedAt != nil {
+		return fmt.Sprintf("VirtualMachine %s, which was started, is halted and kept with its DataVolumes (delete them yourself if unwanted)", target)
+	}
+	return fmt.Sprintf("the target VirtualMachine %s, which never ran, is deleted with its DataVolumes if it exists", target)
 }
 
 // restoreEffect says what happens to the source VM.

@@ -127,8 +127,9 @@ func newCancelCommand(e *env) *cobra.Command {
 		Long: `Cancel deletes the migration. The controller's finalizer then undoes what the
 migration did in its current phase (kubectl vmm cancel explains it before it
 asks): it stops running Jobs, deletes staging volumes, Jobs, ConfigMaps and
-an unfinished target VM, powers the source VM back on if it stopped it, and
-removes its snapshots. A migrated VM is never deleted.`,
+a target VM that never ran, halts and keeps one that was started (it holds
+migrated data), powers the source VM back on if it stopped it, and removes
+its snapshots. A migrated VM is never deleted.`,
 		Args: exactlyOneName,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), args[0]) },
 	}

@@ -135,7 +135,7 @@ func cancellingStep(m *v1alpha1.VirtualMachineMigration) string {
 	if isTerminal(m) {
 		return "The migration is being deleted: the controller deletes its staging objects, then releases the finalizer; nothing to do."
 	}
-	msg := "The migration is being cancelled: the controller deletes what it created (an unfinished target VM included) and restores the source VM before it releases the finalizer"
+	msg := "The migration is being cancelled: the controller deletes its staging objects and a target VM that never ran (a started one is halted and kept), and restores the source VM before it releases the finalizer"
 	if reason, message, ok := waiting(m); ok {
 		return fmt.Sprintf("%s; it waits: %s: %s.", msg, clean(reason), clean(message))
 	}

@@ -224,7 +224,10 @@ func fixtures() map[string]*v1alpha1.VirtualMachineMigration {
 			imported(m, "CloneInProgress", "37.50%")
 			m.Status.Progress = "37%"
 		}),
-		"starting":        inPhase("starting", v1alpha1.PhaseStarting, func(m *v1alpha1.VirtualMachineMigration) { m.Status.Target.VMIPhase = "Scheduling" }),
+		"starting": inPhase("starting", v1alpha1.PhaseStarting, func(m *v1alpha1.VirtualMachineMigration) {
+			m.Status.Target.VMIPhase = "Scheduling"
+			m.Status.Target.StartRequestedAt = ptr.To(at(39 * time.Minute))
+		}),
 		"succeeded":       inPhase("succeeded", v1alpha1.PhaseSucceeded, succeeded),
 		"failed":          inPhase("failed", v1alpha1.PhaseFailed, failed),
 		"rolling-back":    inPhase("rolling-back", v1alpha1.PhaseRollingBack, transferring(1024*mib, 0, 0), lastError(v1alpha1.PhaseTransferringDisks, "TransferFailed", "transfer job rolling-back-transfer-1 failed: BackoffLimitExceeded")),

@@ -63,6 +63,8 @@ type stackOptions struct {
 	vmiStartDelay time.Duration
 	// noController leaves the controller to the test.
 	noController bool
+	// transferStreams is the controller's streams per disk (0: one).
+	transferStreams int
 }
 
 // stack is one test's world: a namespace in the shared control plane,
@@ -190,6 +192,7 @@ func (s *stack) startController() {
 		},
 		Pipeline: pipeline.Config{
 			TransferImage: transferImage, ConversionImage: conversionImage, TransferProgress: true,
+			TransferStreams: s.opts.transferStreams,
 		},
 		Ready: ready,
 	}

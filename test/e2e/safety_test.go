@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -204,4 +207,58 @@ func TestSecondMigrationOfSameSourceRefused(t *testing.T) {
 	assert.Equal(t, int32(0), first.Status.Retries)
 	assert.Equal(t, stopped, s.vc.PowerOps(vm), "power operations at the end: the first migration's stop only")
 	assert.Equal(t, "poweredOff", s.powerState(vm))
+}
+
+// TestCancelAfterStartKeepsTarget deletes a migration in Starting, once
+// its target VM was asked to run (its instance held Scheduling): the
+// target holds migrated data, so it is halted and kept with its
+// DataVolumes, named in a TargetKept event; the staging objects go and
+// the source is powered on again.
+func TestCancelAfterStartKeepsTarget(t *testing.T) {
+	s := newStack(t, stackOptions{vmiStartDelay: time.Hour})
+	const name = "started-01"
+	s.addVM(name, 121)
+	m := s.create(s.newMigration(name, name))
+	m = s.waitFor(m.Name, 2*time.Minute, "the target asked to run", func(m *v1alpha1.VirtualMachineMigration) bool {
+		return m.Status.Phase == v1alpha1.PhaseStarting && m.Status.Target != nil && m.Status.Target.StartRequestedAt != nil
+	})
+	vm, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	var dvs []string
+	dvUIDs := map[string]types.UID{}
+	for _, d := range m.Status.Disks {
+		dv, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).Get(s.ctx, d.DataVolume, metav1.GetOptions{})
+		require.NoError(t, err)
+		dvs, dvUIDs[dv.Name] = append(dvs, dv.Name), dv.UID
+	}
+
+	s.deleteMigration(m.Name)
+	s.waitGone(m.Name, time.Minute)
+	s.waitNoLeftovers(m, time.Minute)
+	got, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, name, metav1.GetOptions{})
+	require.NoError(t, err, "the started target VM is gone with its migration")
+	assert.Equal(t, vm.UID, got.UID)
+	require.NotNil(t, got.Spec.RunStrategy)
+	assert.Equal(t, kubevirtv1.RunStrategyHalted, *got.Spec.RunStrategy, "the kept target runs beside the restored source")
+	s.waitNoVMI(name, time.Minute)
+	for dvName, uid := range dvUIDs {
+		dv, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).Get(s.ctx, dvName, metav1.GetOptions{})
+		if assert.NoError(t, err, "data volume %s is gone with the migration", dvName) {
+			assert.Equal(t, uid, dv.UID, "data volume %s was replaced", dvName)
+		}
+	}
+	assert.Equal(t, "poweredOn", s.powerState(name), "the source after the cancellation")
+	s.waitEvent(m, corev1.EventTypeWarning, statemachine.ReasonTargetKept,
+		"VirtualMachine "+s.ns+"/"+name+" and its DataVolumes "+strings.Join(dvs, ", ")+" hold migrated data and are kept, halted")
+	s.waitEvent(m, corev1.EventTypeNormal, statemachine.ReasonSourceRestored, "powered on again")
+}
+
+// waitNoVMI waits until the VM's instance is gone.
+func (s *stack) waitNoVMI(name string, timeout time.Duration) {
+	s.t.Helper()
+	err := wait.PollUntilContextTimeout(s.ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		_, err := s.kv.KubevirtV1().VirtualMachineInstances(s.ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	require.NoError(s.t, err, "the instance of VM %s still exists after %s", name, timeout)
 }

@@ -14,6 +14,7 @@ import (
 // finish sets the observed generation and every condition from what the
 // decision found, and collects the output status.
 func (d *decider) finish() {
+	d.keepActionWait()
 	d.st.ObservedGeneration = d.m.Generation
 	d.readyCondition()
 	d.progressingCondition()

@@ -3,8 +3,10 @@ package statemachine
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -273,7 +275,7 @@ func (d *decider) requeueAtDeadline() {
 // SourceRestoreFailed condition).
 func ActionFailed(in Input, failed Action, e ObservedError) Decision {
 	d := newDecider(in)
-	msg := fmt.Sprintf("%s failed: %s", failed.Type, e.Message)
+	msg := failedPrefix(failed.Type) + e.Message
 	d.out.Events = append(d.out.Events, Event{Warning: true, Reason: ReasonActionFailed, Message: msg})
 	switch {
 	case failed.Type == ActionPowerOnSource:
@@ -285,6 +287,26 @@ func ActionFailed(in Input, failed Action, e ObservedError) Decision {
 	}
 	d.finish()
 	return d.out
+}
+
+// failedPrefix begins the message of a failed action of type t.
+func failedPrefix(t ActionType) string { return string(t) + " failed: " }
+
+// keepActionWait keeps the wait a failed action left (Progressing false
+// with its reason and message) while the decision tries that action
+// again, until it succeeds. Flipping Progressing to Working for the retry
+// and back for its failure would write the status twice per retry, and
+// each write brings the migration back at once through its informer: a
+// hot loop, whose events also drown the migration's later ones.
+func (d *decider) keepActionWait() {
+	a := d.out.Action.Type
+	if a == ActionNone || d.waitReason != "" {
+		return
+	}
+	c := meta.FindStatusCondition(d.m.Status.Conditions, ConditionProgressing)
+	if c != nil && c.Status == metav1.ConditionFalse && strings.HasPrefix(c.Message, failedPrefix(a)) {
+		d.waitReason, d.waitMessage = c.Reason, c.Message
+	}
 }
 
 // hasFinalizer reports whether the migration carries the controller's finalizer.

@@ -94,7 +94,7 @@ func TestCancel(t *testing.T) {
 		{phase: v1alpha1.PhaseTransferringDisks, holdTransfer: true},
 		{phase: v1alpha1.PhaseConverting, opts: stackOptions{conversionDuration: time.Hour}},
 		{phase: v1alpha1.PhaseImporting, opts: stackOptions{cloneBytesPerSecond: 64 << 10}},
-		{phase: v1alpha1.PhaseStarting, opts: stackOptions{vmiStartDelay: time.Hour}},
+		// Starting: the started target is kept (TestCancelAfterStartKeepsTarget).
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.phase), func(t *testing.T) {

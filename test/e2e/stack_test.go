@@ -66,6 +66,8 @@ type stackOptions struct {
 	noController bool
 	// registerer, when set, receives the controller's metrics.
 	registerer prometheus.Registerer
+	// transferStreams is the controller's streams per disk (0: one).
+	transferStreams int
 }
 
 // stack is one test's world: a namespace in the shared control plane,
@@ -193,6 +195,7 @@ func (s *stack) startController() {
 		},
 		Pipeline: pipeline.Config{
 			TransferImage: transferImage, ConversionImage: conversionImage, TransferProgress: true,
+			TransferStreams: s.opts.transferStreams,
 		},
 		Ready:      ready,
 		Registerer: s.opts.registerer,

@@ -81,6 +81,7 @@ type Server struct {
 	faults        map[string]*extentFault  // by VM folder name
 	holds         map[string]chan struct{} // by VM folder name; closed on release
 	served        map[string]int64         // flat-extent bytes sent, by VM folder name
+	paces         map[string]*pace         // by VM folder name (pace.go)
 	vms           map[string]*VM
 }
 
@@ -216,7 +217,7 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 				// The simulator rewrites r.URL.Path while serving: take the
 				// VM folder now.
 				folder := vmFolder(r.URL.Path)
-				w = &countingWriter{ResponseWriter: w, add: func(n int) { s.addServed(folder, n) }}
+				w = &countingWriter{ResponseWriter: s.paced(folder, w), add: func(n int) { s.addServed(folder, n) }}
 			}
 		}
 		next.ServeHTTP(w, r)

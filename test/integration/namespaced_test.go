@@ -182,13 +182,15 @@ func installNamespacedOverlay(t *testing.T, env *framework.Environment, controll
 	return cfg
 }
 
-// may asks the API server whether the config's user may verb resource in
-// namespace ns ("" for all namespaces).
+// may asks the API server whether the config's user may verb resource
+// ("resource/subresource" for a subresource) in namespace ns ("" for all
+// namespaces).
 func may(t *testing.T, kube kubernetes.Interface, verb, group, resource, ns string) bool {
 	t.Helper()
+	resource, subresource, _ := strings.Cut(resource, "/")
 	r, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(testContext(t), &authorizationv1.SelfSubjectAccessReview{
 		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Verb: verb, Group: group, Resource: resource, Namespace: ns,
+			Verb: verb, Group: group, Resource: resource, Subresource: subresource, Namespace: ns,
 		}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -213,7 +215,9 @@ func TestNamespacedInstall(t *testing.T) {
 		for _, ns := range []string{one, two} {
 			assert.True(t, may(t, saKube, "watch", "", "secrets", ns), "watch secrets in %s", ns)
 			assert.True(t, may(t, saKube, "create", "batch", "jobs", ns), "create jobs in %s", ns)
-			assert.True(t, may(t, saKube, "update", v1alpha1.SchemeGroupVersion.Group, "virtualmachinemigrations", ns), "update migrations in %s", ns)
+			assert.True(t, may(t, saKube, "patch", v1alpha1.SchemeGroupVersion.Group, "virtualmachinemigrations", ns), "patch migrations in %s", ns)
+			assert.True(t, may(t, saKube, "update", v1alpha1.SchemeGroupVersion.Group, "virtualmachinemigrations/status", ns), "update migration status in %s", ns)
+			assert.False(t, may(t, saKube, "update", v1alpha1.SchemeGroupVersion.Group, "virtualmachinemigrations", ns), "update migrations in %s: the controller only patches its finalizer", ns)
 		}
 		for _, ns := range []string{other, ""} {
 			for _, verb := range []string{"get", "list", "watch"} {

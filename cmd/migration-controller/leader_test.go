@@ -5,11 +5,12 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -68,9 +69,8 @@ func newElection(t *testing.T, otherHolds bool) *election {
 				RenewTime: ptr.To(metav1.NewMicroTime(time.Now())), AcquireTime: ptr.To(metav1.NewMicroTime(time.Now())),
 			},
 		}
-		if _, err := e.kube.CoordinationV1().Leases(testLeaseNamespace).Create(context.Background(), lease, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := e.kube.CoordinationV1().Leases(testLeaseNamespace).Create(context.Background(), lease, metav1.CreateOptions{})
+		require.NoError(t, err, "creating the lease the other replica holds")
 	}
 	return e
 }
@@ -95,9 +95,7 @@ func (e *election) config() leaderelection.LeaderElectionConfig {
 // holder is the Lease's holder now ("" when released).
 func (e *election) holder() string {
 	lease, err := e.kube.CoordinationV1().Leases(testLeaseNamespace).Get(context.Background(), testLeaseName, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatalf("reading the lease: %v", err)
-	}
+	require.NoError(e.t, err, "reading the lease")
 	return ptr.Deref(lease.Spec.HolderIdentity, "")
 }
 
@@ -131,7 +129,7 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 	case v := <-ch:
 		return v
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not happen", what)
+		require.FailNow(t, "timed out after 30s", "%s did not happen", what)
 		var zero T
 		return zero
 	}
@@ -166,9 +164,7 @@ func TestRunElected(t *testing.T) {
 	}, {
 		name:  "shutdown stops the loop first, then releases the lease",
 		block: true, act: func(e *election, cancel context.CancelFunc) {
-			if code := e.healthz(); code != http.StatusOK {
-				e.t.Errorf("/healthz of a leader whose loop runs: %d, want 200", code)
-			}
+			assert.Equal(e.t, http.StatusOK, e.healthz(), "/healthz of a leader whose loop runs")
 			cancel()
 		},
 		wantHealthy: false, wantHolder: "", wantHeldAtStop: true, wantLoop: true,
@@ -183,9 +179,7 @@ func TestRunElected(t *testing.T) {
 	}, {
 		name:       "a standby is healthy, never runs the loop and leaves the lease alone",
 		otherHolds: true, act: func(e *election, cancel context.CancelFunc) {
-			if code := e.healthz(); code != http.StatusOK {
-				e.t.Errorf("/healthz of a standby: %d, want 200", code)
-			}
+			assert.Equal(e.t, http.StatusOK, e.healthz(), "/healthz of a standby")
 			cancel()
 		},
 		wantHealthy: true, wantHolder: otherIdentity,
@@ -206,29 +200,33 @@ func TestRunElected(t *testing.T) {
 				tt.act(e, cancel)
 			}
 			err := waitFor(t, done, "runElected's return")
-			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
-				t.Fatalf("runElected: %v, want %q", err, tt.wantErr)
+			if tt.wantErr == "" {
+				require.NoError(t, err, "runElected")
+			} else {
+				require.ErrorContains(t, err, tt.wantErr, "runElected")
 			}
 			if tt.wantLoop {
-				if ctxErr := waitFor(t, e.loopStopped, "the loop's end"); tt.block && ctxErr == nil {
-					t.Error("the loop ended without its context being cancelled")
+				ctxErr := waitFor(t, e.loopStopped, "the loop's end")
+				if tt.block {
+					assert.Error(t, ctxErr, "the loop ended without its context being cancelled")
 				}
 			} else {
 				select {
 				case <-e.loopStarted:
-					t.Error("a standby ran the controller loop")
+					assert.Fail(t, "a standby ran the controller loop")
 				default:
 				}
 			}
-			if code := e.healthz(); (code == http.StatusOK) != tt.wantHealthy {
-				t.Errorf("/healthz after runElected returned: %d, want healthy=%v", code, tt.wantHealthy)
+			if tt.wantHealthy {
+				assert.Equal(t, http.StatusOK, e.healthz(), "/healthz after runElected returned, want healthy")
+			} else {
+				assert.NotEqual(t, http.StatusOK, e.healthz(), "/healthz after runElected returned, want unhealthy")
 			}
 			e.leaseDown.Store(false)
-			if got := e.holder(); got != tt.wantHolder {
-				t.Errorf("lease holder %q, want %q", got, tt.wantHolder)
-			}
-			if held, _ := e.holderAtStop.Load().(string); tt.wantHeldAtStop && held != testIdentity {
-				t.Errorf("lease holder when the loop stopped: %q, want %q (released before the workers stopped)", held, testIdentity)
+			assert.Equal(t, tt.wantHolder, e.holder(), "lease holder")
+			if tt.wantHeldAtStop {
+				held, _ := e.holderAtStop.Load().(string)
+				assert.Equal(t, testIdentity, held, "lease holder when the loop stopped (not ours: released before the workers stopped)")
 			}
 		})
 	}
@@ -253,12 +251,12 @@ func TestRunAlone(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &health{}
 			err := runAlone(tt.ctx, func(context.Context) error { return tt.result }, h)
-			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
-				t.Errorf("runAlone: %v, want %q", err, tt.wantErr)
+			if tt.wantErr == "" {
+				assert.NoError(t, err, "runAlone")
+			} else {
+				assert.ErrorContains(t, err, tt.wantErr, "runAlone")
 			}
-			if h.check(nil) == nil {
-				t.Error("healthy after the loop ended")
-			}
+			assert.Error(t, h.check(nil), "healthy after the loop ended")
 		})
 	}
 }
@@ -266,20 +264,16 @@ func TestRunAlone(t *testing.T) {
 // waitForLeaseReads waits until the candidate read the Lease n times
 // (it tried to acquire it n times).
 func (e *election) waitForLeaseReads(n int) {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	e.t.Helper()
+	require.EventuallyWithT(e.t, func(c *assert.CollectT) {
 		gets := 0
 		for _, a := range e.kube.Actions() {
 			if a.GetResource().Resource == "leases" && a.GetVerb() == "get" {
 				gets++
 			}
 		}
-		if gets >= n {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.t.Fatalf("the candidate did not read the lease %d times", n)
+		assert.GreaterOrEqual(c, gets, n, "lease reads")
+	}, 30*time.Second, 10*time.Millisecond, "the candidate did not read the lease %d times", n)
 }
 
 // TestElectionIdentityIsPerProcess: two processes on one host must not
@@ -288,16 +282,10 @@ func TestElectionIdentityIsPerProcess(t *testing.T) {
 	f := &flags{leaseNamespace: testLeaseNamespace, leaseName: testLeaseName}
 	kube := fake.NewClientset()
 	a, err := electionConfig(f, kube, &health{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "the first election config")
 	b, err := electionConfig(f, kube, &health{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.Lock.Identity() == b.Lock.Identity() {
-		t.Errorf("two election configs share the identity %q", a.Lock.Identity())
-	}
+	require.NoError(t, err, "the second election config")
+	assert.NotEqual(t, a.Lock.Identity(), b.Lock.Identity(), "two election configs share an identity")
 }
 
 // TestLeaderElectDefault: leader election is on unless turned off.
@@ -312,11 +300,8 @@ func TestLeaderElectDefault(t *testing.T) {
 	}
 	for _, tt := range tests {
 		f, err := parseFlags(tt.args)
-		if err != nil {
-			t.Fatalf("%v: %v", tt.args, err)
-		}
-		if f.leaderElect != tt.want {
-			t.Errorf("%v: leaderElect %v, want %v", tt.args, f.leaderElect, tt.want)
-		}
+		require.NoError(t, err, "parsing %v", tt.args)
+		assert.Equal(t, tt.want, f.leaderElect, "%v: leaderElect", tt.args)
+
 	}
 }

@@ -3,9 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 )
@@ -25,17 +26,11 @@ func TestLogFormatFlag(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f, err := parseFlags(tc.args)
 			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one with %q", err, tc.wantErr)
-				}
+				require.ErrorContains(t, err, tc.wantErr, "parsing %v", tc.args)
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if f.logging.Format != tc.wantFormat {
-				t.Errorf("format %q, want %q", f.logging.Format, tc.wantFormat)
-			}
+			require.NoError(t, err, "parsing %v", tc.args)
+			assert.Equal(t, tc.wantFormat, f.logging.Format, "log format")
 		})
 	}
 }
@@ -44,25 +39,19 @@ func TestLogFormatFlag(t *testing.T) {
 // out as one JSON object with the message and its key/value pairs.
 func TestJSONLogs(t *testing.T) {
 	f, err := parseFlags([]string{"--log-format=json"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "parsing --log-format=json")
 	var out bytes.Buffer
-	if err := logsapi.ValidateAndApplyWithOptions(f.logging, &logsapi.LoggingOptions{ErrorStream: &out, InfoStream: &out}, nil); err != nil {
-		t.Fatal(err)
-	}
+	err = logsapi.ValidateAndApplyWithOptions(f.logging, &logsapi.LoggingOptions{ErrorStream: &out, InfoStream: &out}, nil)
+	require.NoError(t, err, "applying the logging options")
 	t.Cleanup(func() {
-		if err := logsapi.ResetForTest(nil); err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, logsapi.ResetForTest(nil), "resetting the logging")
 	})
 	klog.Background().Info("phase changed", "migration", "apps/web-01", "to", "Converting")
 	klog.Flush()
 	var line map[string]any
-	if err := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &line); err != nil {
-		t.Fatalf("log output is not one JSON object: %v\n%s", err, out.String())
-	}
-	if line["msg"] != "phase changed" || line["migration"] != "apps/web-01" || line["to"] != "Converting" {
-		t.Errorf("log line %v lacks the message or its values", line)
-	}
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace(out.Bytes()), &line), "log output is not one JSON object:\n%s", out.String())
+	assert.Equal(t, "phase changed", line["msg"], "the message of log line %v", line)
+	assert.Equal(t, "apps/web-01", line["migration"], "the migration value of log line %v", line)
+	assert.Equal(t, "Converting", line["to"], "the to value of log line %v", line)
+
 }

@@ -16,6 +16,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"platform.example/vm-migration/pkg/steps/pipeline"
 )
@@ -32,9 +34,8 @@ func buildBinaries(t *testing.T) string {
 	}
 	cmd := exec.Command("go", args...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build:\n%s", out)
 	t.Logf("binaries built in %s", time.Since(start).Round(time.Millisecond))
 	return dir
 }
@@ -47,71 +48,48 @@ func TestImage(t *testing.T) {
 	opts := Options{BinDir: buildBinaries(t), OutDir: out, Reference: "registry.example/vm-migration-controller:v1.2.3",
 		Version: "v1.2.3", Revision: "abc123", CACertificates: "/etc/ssl/certs/ca-certificates.crt", Created: time.Unix(1700000000, 0).UTC()}
 	res, err := Build(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "building the image")
 	img := imageFromLayout(t, res.LayoutPath)
 	cfg, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "reading the image config")
 	checkConfig(t, cfg)
 	files := imageFiles(t, img)
 	checkFiles(t, files)
 
 	fromTar, err := tarball.ImageFromPath(res.TarballPath, nil)
-	if err != nil {
-		t.Fatalf("reading the tarball: %v", err)
-	}
+	require.NoError(t, err, "reading the tarball")
 	// The tarball holds the same config (hence the same layers by diff ID).
 	tarConfig, err := fromTar.ConfigName()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if layoutConfig, _ := img.ConfigName(); tarConfig != layoutConfig {
-		t.Errorf("tarball image config %s, layout image config %s", tarConfig, layoutConfig)
-	}
+	require.NoError(t, err, "the tarball image's config name")
+	layoutConfig, _ := img.ConfigName()
+	assert.Equal(t, layoutConfig, tarConfig, "tarball image config, want the layout image's")
 	again, err := Build(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again.Digest != res.Digest {
-		t.Errorf("building twice gave %s then %s: the build is not reproducible", res.Digest, again.Digest)
-	}
+	require.NoError(t, err, "building the image again")
+	assert.Equal(t, res.Digest, again.Digest, "the digest of a second build: the build is not reproducible")
 }
 
 func imageFromLayout(t *testing.T, path string) v1.Image {
 	t.Helper()
 	idx, err := layout.ImageIndexFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "reading the layout index")
 	manifest, err := idx.IndexManifest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(manifest.Manifests) != 1 || manifest.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "registry.example/vm-migration-controller:v1.2.3" {
-		t.Fatalf("layout index %+v, want one image named by its reference", manifest.Manifests)
-	}
+	require.NoError(t, err, "reading the layout's index manifest")
+	require.Len(t, manifest.Manifests, 1, "layout index, want one image named by its reference")
+	require.Equal(t, "registry.example/vm-migration-controller:v1.2.3", manifest.Manifests[0].Annotations["org.opencontainers.image.ref.name"],
+		"the name of the layout's image (%+v), want its reference", manifest.Manifests[0])
 	img, err := idx.Image(manifest.Manifests[0].Digest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "reading the layout's image")
 	return img
 }
 
 func checkConfig(t *testing.T, cfg *v1.ConfigFile) {
 	t.Helper()
 	c := cfg.Config
-	if c.User != "65532:65532" {
-		t.Errorf("user %q, want the numeric non-root 65532:65532", c.User)
-	}
-	if len(c.Entrypoint) != 1 || c.Entrypoint[0] != "/usr/local/bin/migration-controller" || len(c.Cmd) != 0 {
-		t.Errorf("entrypoint %q cmd %q, want the controller alone (no shell)", c.Entrypoint, c.Cmd)
-	}
-	if cfg.OS != "linux" || cfg.Architecture != runtime.GOARCH {
-		t.Errorf("platform %s/%s", cfg.OS, cfg.Architecture)
-	}
+	assert.Equal(t, "65532:65532", c.User, "user, want the numeric non-root 65532:65532")
+	assert.Equal(t, []string{"/usr/local/bin/migration-controller"}, c.Entrypoint, "entrypoint, want the controller alone (no shell)")
+	assert.Empty(t, c.Cmd, "cmd, want the controller alone (no shell)")
+	assert.Equal(t, "linux", cfg.OS, "platform %s/%s: OS", cfg.OS, cfg.Architecture)
+	assert.Equal(t, runtime.GOARCH, cfg.Architecture, "platform %s/%s: architecture", cfg.OS, cfg.Architecture)
 	want := map[string]string{
 		"org.opencontainers.image.title":    "vm-migration-controller",
 		"org.opencontainers.image.version":  "v1.2.3",
@@ -121,9 +99,7 @@ func checkConfig(t *testing.T, cfg *v1.ConfigFile) {
 		LabelSBOM:                           imageSBOM,
 	}
 	for k, v := range want {
-		if c.Labels[k] != v {
-			t.Errorf("label %s = %q, want %q", k, c.Labels[k], v)
-		}
+		assert.Equal(t, v, c.Labels[k], "label %s", k)
 	}
 }
 
@@ -131,24 +107,18 @@ func checkConfig(t *testing.T, cfg *v1.ConfigFile) {
 func imageFiles(t *testing.T, img v1.Image) map[string]*tar.Header {
 	t.Helper()
 	layers, err := img.Layers()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "the image's layers")
 	files := map[string]*tar.Header{}
 	for _, l := range layers {
 		rc, err := l.Uncompressed()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "uncompressing a layer")
 		tr := tar.NewReader(rc)
 		for {
 			h, err := tr.Next()
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "reading a layer's tar")
 			if h.Name == strings.TrimPrefix(imageSBOM, "/") {
 				checkSBOM(t, tr)
 			}
@@ -161,26 +131,25 @@ func imageFiles(t *testing.T, img v1.Image) map[string]*tar.Header {
 
 func checkFiles(t *testing.T, files map[string]*tar.Header) {
 	t.Helper()
+	// Looked up with NotNil rather than Contains: a failing Contains would
+	// print the map's header pointers.
 	for _, exe := range []string{"/usr/local/bin/migration-controller", pipeline.DefaultTransferCommand} {
-		if h := files[exe]; h == nil || h.Mode&0o111 == 0 || h.Typeflag != tar.TypeReg {
-			t.Errorf("%s is missing or not executable", exe)
+		if h := files[exe]; assert.NotNil(t, h, "%s is missing", exe) {
+			assert.Equal(t, byte(tar.TypeReg), h.Typeflag, "%s: the tar type, want a regular file", exe)
+			assert.NotZero(t, h.Mode&0o111, "%s is not executable (mode %o)", exe, h.Mode)
 		}
 	}
 	for _, f := range []string{"/etc/passwd", "/etc/group", imageCAFile, imageSBOM} {
-		if files[f] == nil {
-			t.Errorf("%s is missing", f)
-		}
+		assert.NotNil(t, files[f], "%s is missing", f)
 	}
 	for _, shell := range []string{"/bin/sh", "/bin/bash", "/usr/bin/sh"} {
-		if files[shell] != nil {
-			t.Errorf("the image carries a shell at %s", shell)
-		}
+		assert.Nil(t, files[shell], "the image carries a shell at %s", shell)
 	}
-	if h := files["/tmp"]; h == nil || h.Mode&0o1777 != 0o1777 {
-		t.Error("/tmp is missing or not world-writable with the sticky bit")
+	if h := files["/tmp"]; assert.NotNil(t, h, "/tmp is missing") {
+		assert.Equal(t, int64(0o1777), h.Mode&0o1777, "/tmp (mode %o) is not world-writable with the sticky bit", h.Mode)
 	}
-	if h := files[imageHome]; h == nil || h.Uid != nonRootID {
-		t.Errorf("%s is missing or not owned by %d", imageHome, nonRootID)
+	if h := files[imageHome]; assert.NotNil(t, h, "%s is missing", imageHome) {
+		assert.Equal(t, nonRootID, h.Uid, "the owner of %s", imageHome)
 	}
 }
 
@@ -189,21 +158,16 @@ func checkFiles(t *testing.T, files map[string]*tar.Header) {
 func checkSBOM(t *testing.T, r io.Reader) {
 	t.Helper()
 	var doc spdxDocument
-	if err := json.NewDecoder(r).Decode(&doc); err != nil {
-		t.Fatalf("the SBOM is not JSON: %v", err)
-	}
+	require.NoError(t, json.NewDecoder(r).Decode(&doc), "the SBOM is not JSON")
 	names := map[string]bool{}
 	for _, p := range doc.Packages {
 		names[p.Name] = true
 	}
 	for _, want := range []string{"migration-controller", "vm-transfer", "stdlib", "k8s.io/client-go", "github.com/vmware/govmomi", "ca-certificates"} {
-		if !names[want] {
-			t.Errorf("the SBOM lists no package %s", want)
-		}
+		assert.Contains(t, names, want, "the SBOM lists no package %s", want)
 	}
-	if doc.SPDXVersion != "SPDX-2.3" || len(doc.Relationships) == 0 {
-		t.Errorf("SBOM version %q with %d relationships", doc.SPDXVersion, len(doc.Relationships))
-	}
+	assert.Equal(t, "SPDX-2.3", doc.SPDXVersion, "SBOM version")
+	assert.NotEmpty(t, doc.Relationships, "SBOM relationships")
 }
 
 func TestBuildRejectsDynamicBinaries(t *testing.T) {
@@ -214,12 +178,8 @@ func TestBuildRejectsDynamicBinaries(t *testing.T) {
 		if err != nil {
 			t.Skip("no /bin/true to stand for a dynamic binary")
 		}
-		if err := os.WriteFile(filepath.Join(dir, bin), data, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, bin), data, 0o755))
 	}
 	_, err := Build(Options{BinDir: dir, OutDir: t.TempDir(), Reference: "x/y:z", CACertificates: "/etc/ssl/certs/ca-certificates.crt"})
-	if err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
-		t.Errorf("error %v, want one saying to build with CGO_ENABLED=0", err)
-	}
+	assert.ErrorContains(t, err, "CGO_ENABLED=0", "want an error saying to build with CGO_ENABLED=0")
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -22,16 +24,10 @@ func TestCreate(t *testing.T) {
 	args := append(append([]string(nil), createArgs...),
 		"--network-map", "VM Network=pod", "--network-map", "backend=default/backend", "--network-map", "dmz=IGNORE",
 		"--storage-class", "standard", "--storage-map", "ssd-01=fast", "--approve-required", "--plan-only", "--no-start")
-	if code := h.run(context.Background(), args...); code != 0 {
-		t.Fatalf("exit code %d: %s", code, h.errOut)
-	}
-	if got, want := h.out.String(), "virtualmachinemigration.migration.platform.example/web-01 created\n"; got != want {
-		t.Errorf("output %q, want %q", got, want)
-	}
+	require.Equal(t, 0, h.run(context.Background(), args...), "exit code (stderr %q)", h.errOut)
+	assert.Equal(t, "virtualmachinemigration.migration.platform.example/web-01 created\n", h.out.String(), "output")
 	m, err := h.factory.mig.MigrationV1alpha1().VirtualMachineMigrations("apps").Get(context.Background(), "web-01", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "getting the created migration")
 	want := v1alpha1.VirtualMachineMigrationSpec{
 		Source: v1alpha1.SourceSpec{URL: "https://vcenter.example.com/sdk", CredentialsSecretRef: v1alpha1.SecretReference{Name: "vcenter"}, VM: v1alpha1.VMSelector{Name: "web-01"}},
 		Target: v1alpha1.TargetSpec{
@@ -49,30 +45,26 @@ func TestCreate(t *testing.T) {
 		Policy:   v1alpha1.PolicySpec{RequireApproval: true},
 		PlanOnly: true,
 	}
-	if diff := specDiff(m.Spec, want); diff != "" {
-		t.Errorf("created spec differs: %s", diff)
-	}
+	assertSpecYAML(t, want, m.Spec, "created spec differs")
 }
 
-func specDiff(got, want v1alpha1.VirtualMachineMigrationSpec) string {
-	g, _ := yamlOf(&got)
-	w, _ := yamlOf(&want)
-	if g != w {
-		return "\n--- got\n" + g + "--- want\n" + w
-	}
-	return ""
+// assertSpecYAML asserts that two specs render to the same YAML, the
+// comparison a user sees (nil and empty alike), with a diff of the YAML.
+func assertSpecYAML(t *testing.T, want, got v1alpha1.VirtualMachineMigrationSpec, msgAndArgs ...any) bool {
+	t.Helper()
+	g, err := yamlOf(&got)
+	require.NoError(t, err, "rendering the spec as YAML")
+	w, err := yamlOf(&want)
+	require.NoError(t, err, "rendering the wanted spec as YAML")
+	return assert.Equal(t, w, g, msgAndArgs...)
 }
 
 func TestCreateDryRunClient(t *testing.T) {
 	h := newHarness(t, nil)
 	args := append(append([]string(nil), createArgs...), "--network-map", "VM Network=pod", "--dry-run=client", "-o", "yaml")
-	if code := h.run(context.Background(), args...); code != 0 {
-		t.Fatalf("exit code %d: %s", code, h.errOut)
-	}
+	require.Equal(t, 0, h.run(context.Background(), args...), "exit code (stderr %q)", h.errOut)
 	golden(t, "create-dry-run", h.out.Bytes())
-	if actions := h.factory.mig.Actions(); len(actions) != 0 {
-		t.Errorf("a client dry run sent %d requests", len(actions))
-	}
+	assert.Empty(t, h.factory.mig.Actions(), "a client dry run sent requests")
 }
 
 func TestCreateRejectsBadFlags(t *testing.T) {
@@ -105,15 +97,10 @@ func TestCreateRejectsBadFlags(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, nil)
-			if code := h.run(context.Background(), tc.args...); code != 1 {
-				t.Fatalf("exit code %d, want 1", code)
-			}
-			if !strings.Contains(h.errOut.String(), tc.wantErr) || !strings.HasPrefix(h.errOut.String(), "error: ") {
-				t.Errorf("stderr %q, want an error line with %q", h.errOut, tc.wantErr)
-			}
-			if n := len(h.factory.mig.Actions()); n != 0 {
-				t.Errorf("%d requests sent for invalid flags", n)
-			}
+			require.Equal(t, 1, h.run(context.Background(), tc.args...), "exit code")
+			assert.Contains(t, h.errOut.String(), tc.wantErr, "stderr, want an error line with %q", tc.wantErr)
+			assert.True(t, strings.HasPrefix(h.errOut.String(), "error: "), "stderr %q, want an error line (error: ...)", h.errOut)
+			assert.Empty(t, h.factory.mig.Actions(), "requests sent for invalid flags")
 		})
 	}
 }
@@ -139,22 +126,14 @@ func TestPolicyCommands(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, objects(all[tc.migration]))
-			if code := h.run(context.Background(), tc.cmd, tc.migration); code != tc.wantCode {
-				t.Fatalf("exit code %d, want %d (stderr %q)", code, tc.wantCode, h.errOut)
-			}
-			if !strings.Contains(h.out.String(), tc.wantOut) {
-				t.Errorf("output %q, want %q", h.out, tc.wantOut)
-			}
+			require.Equal(t, tc.wantCode, h.run(context.Background(), tc.cmd, tc.migration), "exit code (stderr %q)", h.errOut)
+			assert.Contains(t, h.out.String(), tc.wantOut, "output")
 			if tc.check == nil {
 				return
 			}
 			m, err := h.factory.mig.MigrationV1alpha1().VirtualMachineMigrations("apps").Get(context.Background(), tc.migration, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !tc.check(m) {
-				t.Errorf("spec.policy after %s: %+v", tc.cmd, m.Spec.Policy)
-			}
+			require.NoError(t, err, "getting migration %s", tc.migration)
+			assert.True(t, tc.check(m), "spec.policy after %s: %+v", tc.cmd, m.Spec.Policy)
 		})
 	}
 }
@@ -183,21 +162,16 @@ func TestCancel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, objects(all["transferring"], all["starting"], all["approval"], all["succeeded"], all["cancelling"]))
 			h.in.WriteString(tc.input)
-			if code := h.run(context.Background(), append([]string{"cancel", tc.migration}, tc.args...)...); code != tc.wantCode {
-				t.Fatalf("exit code %d, want %d (stderr %q)", code, tc.wantCode, h.errOut)
-			}
+			code := h.run(context.Background(), append([]string{"cancel", tc.migration}, tc.args...)...)
+			require.Equal(t, tc.wantCode, code, "exit code (stderr %q)", h.errOut)
 			for _, want := range tc.wantOut {
-				if !strings.Contains(h.out.String(), want) {
-					t.Errorf("output lacks %q:\n%s", want, h.out)
-				}
+				assert.Contains(t, h.out.String(), want, "output lacks %q", want)
 			}
 			deleted := false
 			for _, a := range h.factory.mig.Actions() {
 				deleted = deleted || a.GetVerb() == "delete"
 			}
-			if deleted != tc.wantDeleted {
-				t.Errorf("deleted %v, want %v", deleted, tc.wantDeleted)
-			}
+			assert.Equal(t, tc.wantDeleted, deleted, "whether the migration was deleted")
 		})
 	}
 }
@@ -208,9 +182,7 @@ func planConfigMap(t *testing.T, m *v1alpha1.VirtualMachineMigration) *corev1.Co
 	t.Helper()
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "reading testdata/%s", name)
 		return string(b)
 	}
 	return &corev1.ConfigMap{
@@ -247,15 +219,13 @@ func TestPlan(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, objects(planned, all["transferring"], validating, orphan), planConfigMap(t, planned))
-			if code := h.run(context.Background(), tc.args...); code != tc.wantCode {
-				t.Fatalf("exit code %d, want %d (stderr %q)", code, tc.wantCode, h.errOut)
-			}
+			require.Equal(t, tc.wantCode, h.run(context.Background(), tc.args...), "exit code (stderr %q)", h.errOut)
 			if tc.golden != "" {
 				golden(t, tc.golden, h.out.Bytes())
 			}
-			if !strings.Contains(h.out.String(), tc.wantOut) || !strings.Contains(h.errOut.String(), tc.wantErr) {
-				t.Errorf("stdout %q (want %q), stderr %q (want %q)", h.out, tc.wantOut, h.errOut, tc.wantErr)
-			}
+			assert.Contains(t, h.out.String(), tc.wantOut, "stdout")
+			assert.Contains(t, h.errOut.String(), tc.wantErr, "stderr")
+
 		})
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -98,37 +100,27 @@ func TestCommandsPrint(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, objects(all["transferring"], all["queued"], all["succeeded"], all["failed"]))
 			code := h.run(context.Background(), tc.args...)
-			if code != tc.wantCode {
-				t.Fatalf("exit code %d, want %d (stderr %q)", code, tc.wantCode, h.errOut)
-			}
+			require.Equal(t, tc.wantCode, code, "exit code (stderr %q)", h.errOut)
 			for _, want := range tc.wantOut {
-				if !strings.Contains(h.out.String(), want) {
-					t.Errorf("output lacks %q:\n%s", want, h.out)
-				}
+				assert.Contains(t, h.out.String(), want, "output lacks %q", want)
 			}
 			for _, not := range tc.notWantOut {
-				if strings.Contains(h.out.String(), not) {
-					t.Errorf("output has %q:\n%s", not, h.out)
-				}
+				assert.NotContains(t, h.out.String(), not, "output has %q", not)
 			}
-			if !strings.Contains(h.errOut.String(), tc.wantErr) || (tc.wantErr == "" && h.errOut.Len() > 0) {
-				t.Errorf("stderr %q, want %q", h.errOut, tc.wantErr)
+			assert.Contains(t, h.errOut.String(), tc.wantErr, "stderr")
+			if tc.wantErr == "" {
+				assert.Empty(t, h.errOut.String(), "stderr, want none")
 			}
-			if strings.Count(strings.TrimSpace(h.errOut.String()), "\n") > 0 {
-				t.Errorf("stderr is more than one line: %q", h.errOut)
-			}
+			assert.NotContains(t, strings.TrimSpace(h.errOut.String()), "\n", "stderr is more than one line")
 		})
 	}
 }
 
 func TestListEmpty(t *testing.T) {
 	h := newHarness(t, nil)
-	if code := h.run(context.Background(), "list"); code != 0 {
-		t.Fatalf("exit code %d", code)
-	}
-	if h.out.Len() != 0 || !strings.Contains(h.errOut.String(), "No migrations found.") {
-		t.Errorf("stdout %q stderr %q, want only the note on stderr", h.out, h.errOut)
-	}
+	require.Equal(t, 0, h.run(context.Background(), "list"), "exit code (stderr %q)", h.errOut)
+	assert.Empty(t, h.out.String(), "stdout, want only the note on stderr")
+	assert.Contains(t, h.errOut.String(), "No migrations found.", "stderr, want the note")
 }
 
 func TestCRDNotInstalled(t *testing.T) {
@@ -139,12 +131,9 @@ func TestCRDNotInstalled(t *testing.T) {
 				// What an API server without the CRD answers: a NotFound that names no object.
 				return true, nil, apierrors.NewNotFound(schema.GroupResource{}, "")
 			})
-			if code := h.run(context.Background(), args...); code != 1 {
-				t.Fatalf("exit code %d", code)
-			}
-			if !strings.Contains(h.errOut.String(), "does not serve virtualmachinemigration.migration.platform.examples: install the CRD first") {
-				t.Errorf("stderr %q, want it to say the CRD is missing", h.errOut)
-			}
+			require.Equal(t, 1, h.run(context.Background(), args...), "exit code")
+			assert.Contains(t, h.errOut.String(), "does not serve virtualmachinemigration.migration.platform.examples: install the CRD first",
+				"stderr, want it to say the CRD is missing")
 		})
 	}
 }
@@ -153,14 +142,11 @@ func TestCRDNotInstalled(t *testing.T) {
 // as kubectl get NAME does.
 func TestGetOneReadsWithGet(t *testing.T) {
 	h := newHarness(t, objects(fixtures()["queued"]))
-	if code := h.run(context.Background(), "get", "queued"); code != 0 {
-		t.Fatalf("exit code %d: %s", code, h.errOut)
-	}
+	require.Equal(t, 0, h.run(context.Background(), "get", "queued"), "exit code (stderr %q)", h.errOut)
 	var verbs []string
 	for _, a := range h.factory.mig.Actions() {
 		verbs = append(verbs, a.GetVerb())
 	}
-	if strings.Join(verbs, ",") != "get" {
-		t.Errorf("requests %v, want one get", verbs)
-	}
+	assert.Equal(t, []string{"get"}, verbs, "the verbs of the requests, want one get")
+
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -23,18 +25,13 @@ func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", name+".golden")
 	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, got, 0o644), "writing %s", path)
 		return
 	}
 	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading %s (run go test ./pkg/cli -update to create it): %v", path, err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (run go test ./pkg/cli -update and review the diff):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	require.NoError(t, err, "reading %s (run go test ./pkg/cli -update to create it)", path)
+	// As strings, so that a difference shows as a text diff.
+	assert.Equal(t, string(want), string(got), "%s differs (run go test ./pkg/cli -update and review the diff)", path)
 }
 
 // fixtureNames are the fixtures' names, sorted.
@@ -66,9 +63,7 @@ func TestGoldenTable(t *testing.T) {
 	for name, opts := range cases {
 		t.Run(name, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := printTable(&buf, allFixtures(), opts, testNow); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, printTable(&buf, allFixtures(), opts, testNow), "printing the table")
 			golden(t, name, buf.Bytes())
 		})
 	}
@@ -79,9 +74,7 @@ func TestGoldenProgress(t *testing.T) {
 	for _, name := range fixtureNames() {
 		t.Run(name, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := printProgress(&buf, all[name], testNow); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, printProgress(&buf, all[name], testNow), "printing the progress")
 			buf.WriteString("--- as a line:\n" + progressLine(all[name]) + "\n")
 			golden(t, "progress-"+name, buf.Bytes())
 		})
@@ -94,9 +87,8 @@ func TestGoldenDescribe(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := all[name]
 			var buf bytes.Buffer
-			if err := printDescribe(&buf, m, fixtureEvents(m), testNow); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, printDescribe(&buf, m, fixtureEvents(m), testNow), "printing the description")
+
 			golden(t, "describe-"+name, buf.Bytes())
 		})
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -78,20 +80,18 @@ func runWatch(t *testing.T, terminal bool, objs []runtime.Object, args []string,
 	case code := <-codes:
 		return out.String(), code
 	case <-time.After(5 * time.Second):
-		t.Fatal("the watch did not stop when its context ended")
+		require.FailNow(t, "the watch did not stop within 5s of its context ending")
 	}
 	return "", -1
 }
 
+// waitOutput waits up to 5s for the output to show text; on a timeout the
+// failure shows the output as it last was.
 func waitOutput(t *testing.T, out *syncBuffer, text string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(out.String(), text) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output never showed %q:\n%s", text, out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Contains(c, out.String(), text)
+	}, 5*time.Second, 5*time.Millisecond, "output never showed %q", text)
 }
 
 // progressed returns a copy of m with more bytes transferred.
@@ -110,21 +110,15 @@ func TestWatchOneAsLines(t *testing.T) {
 		{waitFor: "TransferringDisks 65%", event: &watch.Event{Type: watch.Modified, Object: progressed(m, 6144*mib, "65%")}},
 		{waitFor: "TransferringDisks 65%", event: &watch.Event{Type: watch.Deleted, Object: m}},
 	})
-	if code != 0 {
-		t.Fatalf("exit code %d", code)
-	}
+	require.Equal(t, 0, code, "exit code")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	want := []string{
 		"2026-11-30T10:42:00Z transferring TransferringDisks 45% [disk-0 transfer 50% 85.0 MiB/s ETA 49s, disk-1 transfer 25% 85.0 MiB/s ETA 19s]",
 		"2026-11-30T10:42:00Z transferring TransferringDisks 65% [disk-0 transfer 75% 85.0 MiB/s ETA 49s, disk-1 transfer 25% 85.0 MiB/s ETA 19s]",
 		"virtualmachinemigration.migration.platform.example/transferring deleted",
 	}
-	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
-		t.Errorf("watch printed:\n%s\nwant:\n%s", out, strings.Join(want, "\n"))
-	}
-	if strings.Contains(out, clearScreen) {
-		t.Error("a watch into a pipe printed terminal escapes")
-	}
+	assert.Equal(t, want, lines, "the lines the watch printed")
+	assert.NotContains(t, out, clearScreen, "a watch into a pipe printed terminal escapes")
 }
 
 func TestWatchListAsRows(t *testing.T) {
@@ -134,9 +128,9 @@ func TestWatchListAsRows(t *testing.T) {
 		{waitFor: "65%"},
 	})
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "NAME") || !strings.HasPrefix(lines[3], "transferring") {
-		t.Errorf("want a header, two rows and one changed row, got:\n%s", out)
-	}
+	require.Len(t, lines, 4, "want a header, two rows and one changed row, got:\n%s", out)
+	assert.True(t, strings.HasPrefix(lines[0], "NAME"), "the first line %q, want the header (NAME ...)", lines[0])
+	assert.True(t, strings.HasPrefix(lines[3], "transferring"), "the last line %q, want the changed row of transferring", lines[3])
 }
 
 func TestWatchRedrawsInTerminal(t *testing.T) {
@@ -146,13 +140,10 @@ func TestWatchRedrawsInTerminal(t *testing.T) {
 		{waitFor: "65%"},
 	})
 	frames := strings.Split(out, clearScreen)
-	if len(frames) < 3 {
-		t.Fatalf("want at least two redraws, got %d frames:\n%q", len(frames)-1, out)
-	}
+	require.GreaterOrEqual(t, len(frames)-1, 2, "want at least two redraws (clear screens), got:\n%q", out)
 	last := frames[len(frames)-1]
 	for _, want := range []string{"apps/transferring: TransferringDisks for 41m, 65%", "[======================>       ]  75%", "Next:"} {
-		if !strings.Contains(last, want) {
-			t.Errorf("the last frame lacks %q:\n%s", want, last)
-		}
+		assert.Contains(t, last, want, "the last frame lacks %q", want)
 	}
+
 }

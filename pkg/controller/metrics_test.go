@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -37,9 +39,7 @@ func collectorOver(t *testing.T, ms ...*v1alpha1.VirtualMachineMigration) *Contr
 	t.Helper()
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, m := range ms {
-		if err := indexer.Add(m); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, indexer.Add(m), "adding %s to the cache", m.Name)
 	}
 	return &Controller{migrations: miglisters.NewVirtualMachineMigrationLister(indexer)}
 }
@@ -112,9 +112,7 @@ vm_migration_source_left_off{migration="transferring",namespace="apps"} 0
 `, start, created)
 	names := []string{"vm_migration_transferred_bytes", "vm_migration_transfer_throughput_bytes_per_second",
 		"vm_migration_phase_start_time_seconds", "vm_migration_condition", "vm_migration_source_left_off"}
-	if err := testutil.CollectAndCompare(migrationCollector{c}, strings.NewReader(want), names...); err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, testutil.CollectAndCompare(migrationCollector{c}, strings.NewReader(want), names...), "the per-migration metrics")
 	wantPhases := `
 # HELP vm_migration_migrations VirtualMachineMigrations by phase, from the informer cache.
 # TYPE vm_migration_migrations gauge
@@ -123,9 +121,7 @@ vm_migration_migrations{phase="Pending"} 1
 vm_migration_migrations{phase="Succeeded"} 1
 vm_migration_migrations{phase="TransferringDisks"} 1
 `
-	if err := testutil.CollectAndCompare(phaseCollector{c}, strings.NewReader(wantPhases)); err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, testutil.CollectAndCompare(phaseCollector{c}, strings.NewReader(wantPhases)), "the migrations by phase")
 }
 
 func TestObservePhaseExit(t *testing.T) {
@@ -152,14 +148,11 @@ func TestObservePhaseExit(t *testing.T) {
 		count uint64
 		sum   float64
 	}{"TransferringDisks": {1, 90}, "Pending": {1, 2}}
-	if n := testutil.CollectAndCount(phaseDuration); n != len(want) {
-		t.Errorf("%d phases observed, want %d", n, len(want))
-	}
+	assert.Equal(t, len(want), testutil.CollectAndCount(phaseDuration), "phases observed")
 	for phase, w := range want {
 		h := histogramOf(t, phase)
-		if h.GetSampleCount() != w.count || h.GetSampleSum() != w.sum {
-			t.Errorf("%s: %d samples summing %gs, want %d summing %gs", phase, h.GetSampleCount(), h.GetSampleSum(), w.count, w.sum)
-		}
+		assert.Equal(t, w.count, h.GetSampleCount(), "%s: samples", phase)
+		assert.Equal(t, w.sum, h.GetSampleSum(), "%s: the sum of the samples, in seconds", phase)
 	}
 }
 
@@ -187,9 +180,7 @@ func TestRecordAction(t *testing.T) {
 		{float64(testutil.CollectAndCount(actionErrors)), 3, "error series (none for successes)"},
 	}
 	for _, tc := range cases {
-		if tc.got != tc.want {
-			t.Errorf("%s: %g, want %g", tc.what, tc.got, tc.want)
-		}
+		assert.Equal(t, tc.want, tc.got, tc.what)
 	}
 }
 
@@ -198,12 +189,8 @@ func histogramOf(t *testing.T, phase string) *dto.Histogram {
 	t.Helper()
 	var m dto.Metric
 	obs, err := phaseDuration.GetMetricWithLabelValues(phase)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := obs.(prometheus.Metric).Write(&m); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "the phase duration histogram of %s", phase)
+	require.NoError(t, obs.(prometheus.Metric).Write(&m), "reading the phase duration histogram of %s", phase)
 	return m.GetHistogram()
 }
 
@@ -212,9 +199,7 @@ func histogramOf(t *testing.T, phase string) *dto.Histogram {
 // they use is one the controller registers.
 func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	if err := collectorOver(t).RegisterMetrics(reg); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, collectorOver(t).RegisterMetrics(reg), "registering the metrics")
 	exported := map[string]bool{}
 	descs := make(chan *prometheus.Desc, 64)
 	go func() {
@@ -233,18 +218,13 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	used := regexp.MustCompile(`vm_migration_[a-z_]+`)
 	for _, file := range []string{"vm-migration-dashboard.json", "prometheusrule.yaml", "alerts_test.yaml"} {
 		data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "monitoring", file))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "reading manifests/monitoring/%s", file)
 		names := used.FindAllString(string(data), -1)
-		if len(names) == 0 {
-			t.Errorf("%s uses no vm_migration_ metric", file)
-		}
+		assert.NotEmpty(t, names, "%s uses no vm_migration_ metric", file)
 		for _, name := range names {
 			base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
-			if !exported[name] && !exported[base] {
-				t.Errorf("%s uses %s, which the controller does not export", file, name)
-			}
+			assert.True(t, exported[name] || exported[base], "%s uses %s, which the controller does not export", file, name)
 		}
+
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -34,18 +36,15 @@ func TestPhaseChangesAreNotCombined(t *testing.T) {
 	for range 3 {
 		rec.Event(obj, corev1.EventTypeWarning, "Retrying", "transfer failed; retry 1 of 3")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// Events reach the sink asynchronously. A combined event never goes
+	// away, so it fails every later poll too and is reported at the end.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		events, err := kube.CoreV1().Events("apps").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(c, err, "listing events")
 		var phaseEvents, retries int
 		var retryCount int32
 		for _, e := range events.Items {
-			if strings.HasPrefix(e.Message, "(combined") {
-				t.Fatalf("event combined: %q", e.Message)
-			}
+			assert.False(c, strings.HasPrefix(e.Message, "(combined"), "event combined: %q", e.Message)
 			switch e.Reason {
 			case "PhaseChanged":
 				phaseEvents++
@@ -53,12 +52,8 @@ func TestPhaseChangesAreNotCombined(t *testing.T) {
 				retries, retryCount = retries+1, e.Count
 			}
 		}
-		if phaseEvents == phases && retries == 1 && retryCount == 3 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d phase events (want %d), %d retry events counting %d (want 1 counting 3)", phaseEvents, phases, retries, retryCount)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		assert.Equal(c, phases, phaseEvents, "phase events, want one per phase change")
+		assert.Equal(c, 1, retries, "retry events, want the three identical ones on one event")
+		assert.Equal(c, int32(3), retryCount, "the count of the retry event")
+	}, 10*time.Second, 20*time.Millisecond, "the events recorded")
 }

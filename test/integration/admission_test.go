@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,9 +33,7 @@ var (
 func startAdmission(t *testing.T, env *framework.Environment, ns string) {
 	t.Helper()
 	a, err := standins.StartAdmission(testContext(t), standins.Config{RestConfig: env.Config(), Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "starting the admission webhook stand-ins for %s", ns)
 	t.Cleanup(a.Close)
 }
 
@@ -64,9 +64,7 @@ func renderedMigration(ns string) *v1alpha1.VirtualMachineMigration {
 func toUnstructured(t *testing.T, obj runtime.Object) *unstructured.Unstructured {
 	t.Helper()
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "converting %T to unstructured", obj)
 	return &unstructured.Unstructured{Object: m}
 }
 
@@ -80,14 +78,11 @@ func TestAdmissionRejectsWhatKubeVirtRejects(t *testing.T) {
 	ctx := testContext(t)
 	startAdmission(t, env, ns)
 	vm, err := pipeline.RenderVirtualMachine(renderedMigration(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "rendering the VirtualMachine")
 	api := env.Dynamic(t).Resource(vmGVR).Namespace(ns)
 	strict := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
-	if _, err := api.Create(ctx, toUnstructured(t, vm), strict); err != nil {
-		t.Fatalf("the rendered VM is refused: %v", err)
-	}
+	_, err = api.Create(ctx, toUnstructured(t, vm), strict)
+	require.NoError(t, err, "the rendered VM is refused")
 	const webhook = `admission webhook "virtualmachine-validator.kubevirt.io" denied the request: `
 	domain := func(v *kubevirtv1.VirtualMachine) *kubevirtv1.DomainSpec { return &v.Spec.Template.Spec.Domain }
 	cases := []struct {
@@ -146,9 +141,7 @@ func TestAdmissionRejectsWhatKubeVirtRejects(t *testing.T) {
 				tc.raw(obj.Object)
 			}
 			_, err := api.Create(ctx, obj, strict)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %v\nwant an error containing %q", err, tc.want)
-			}
+			require.ErrorContains(t, err, tc.want, "creating the broken VM")
 			t.Logf("refused: %v", err)
 		})
 	}
@@ -163,18 +156,13 @@ func TestAdmissionRejectsWhatCDIRejects(t *testing.T) {
 	ctx := testContext(t)
 	startAdmission(t, env, ns)
 	dvs, err := pipeline.RenderDataVolumes(renderedMigration(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "rendering the DataVolumes")
 	api := env.Dynamic(t).Resource(dvGVR).Namespace(ns)
 	strict := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
 	created, err := api.Create(ctx, toUnstructured(t, dvs[0]), strict)
-	if err != nil {
-		t.Fatalf("the rendered DataVolume is refused: %v", err)
-	}
-	if created.GetAnnotations()[standins.AnnotationCloneToken] == "" {
-		t.Errorf("the clone was admitted without a clone token: %v", created.GetAnnotations())
-	}
+	require.NoError(t, err, "the rendered DataVolume is refused")
+	assert.NotEmpty(t, created.GetAnnotations()[standins.AnnotationCloneToken],
+		"the clone was admitted without a clone token: %v", created.GetAnnotations())
 	const webhook = `admission webhook "datavolume-validate.cdi.kubevirt.io" denied the request: `
 	size := func(q string) corev1.VolumeResourceRequirements {
 		return corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(q)}}
@@ -203,15 +191,12 @@ func TestAdmissionRejectsWhatCDIRejects(t *testing.T) {
 			bad := dvs[1].DeepCopy()
 			tc.mutate(bad)
 			_, err := api.Create(ctx, toUnstructured(t, bad), strict)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %v\nwant an error containing %q", err, tc.want)
-			}
+			require.ErrorContains(t, err, tc.want, "creating the broken DataVolume")
 		})
 	}
 	created.Object["spec"].(map[string]any)["contentType"] = "archive"
-	if _, err := api.Update(ctx, created, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "Cannot update DataVolume Spec") {
-		t.Errorf("changing a DataVolume's spec: got %v, want CDI's Cannot update DataVolume Spec", err)
-	}
+	_, err = api.Update(ctx, created, metav1.UpdateOptions{})
+	assert.ErrorContains(t, err, "Cannot update DataVolume Spec", "changing a DataVolume's spec, want CDI's refusal")
 }
 
 // TestRenderedGoldensAdmitted creates every VirtualMachine and DataVolume
@@ -226,9 +211,7 @@ func TestRenderedGoldensAdmitted(t *testing.T) {
 	ctx := testContext(t)
 	startAdmission(t, env, ns)
 	files, err := globRepo("pkg/steps/pipeline/testdata/*-*.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "listing the pipeline's golden files")
 	strict := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
 	dyn := env.Dynamic(t)
 	created := 0
@@ -237,9 +220,7 @@ func TestRenderedGoldensAdmitted(t *testing.T) {
 			continue
 		}
 		objs, err := framework.ReadObjects(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "reading %s", f)
 		for _, o := range objs {
 			o.SetNamespace(ns)
 			gvr := vmGVR
@@ -247,14 +228,12 @@ func TestRenderedGoldensAdmitted(t *testing.T) {
 				gvr = dvGVR
 				_ = unstructured.SetNestedField(o.Object, ns, "spec", "source", "pvc", "namespace")
 			}
-			if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, o, strict); err != nil {
-				t.Errorf("%s: %s %s refused: %v", f, o.GetKind(), o.GetName(), err)
+			_, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, o, strict)
+			if !assert.NoError(t, err, "%s: %s %s refused", f, o.GetKind(), o.GetName()) {
 				continue
 			}
 			created++
 		}
 	}
-	if created < 6 {
-		t.Errorf("only %d objects created from the golden files", created)
-	}
+	assert.GreaterOrEqual(t, created, 6, "objects created from the golden files")
 }

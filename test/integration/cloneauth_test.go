@@ -5,15 +5,15 @@ package integration
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
@@ -46,22 +46,15 @@ func TestCloneAuthorization(t *testing.T) {
 	saCDI := cdiclient.NewForConfigOrDie(saConfig)
 	user := fmt.Sprintf("system:serviceaccount:%s:migration-controller", saNamespace)
 
-	if allowed := canCreateCloneSource(ctx, t, sa, src); allowed {
-		t.Fatalf("the shipped RBAC lets the controller create datavolumes/source in %s: it needs no such permission", src)
-	}
+	require.False(t, canCreateCloneSource(ctx, t, sa, src),
+		"the shipped RBAC lets the controller create datavolumes/source in %s: it needs no such permission", src)
 
 	m := renderedMigration(src)
 	dvs, err := pipeline.RenderDataVolumes(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "rendering the DataVolumes")
 	got, err := saCDI.CdiV1beta1().DataVolumes(src).Create(ctx, dvs[0], metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
-	if err != nil {
-		t.Fatalf("the controller's own clone (same namespace) is refused: %v", err)
-	}
-	if got.Annotations[standins.AnnotationCloneToken] == "" {
-		t.Error("the admitted clone has no clone token")
-	}
+	require.NoError(t, err, "the controller's own clone (same namespace) is refused")
+	assert.NotEmpty(t, got.Annotations[standins.AnnotationCloneToken], "the admitted clone has no clone token")
 	t.Logf("same-namespace clone admitted as %s without datavolumes/source", user)
 
 	cross := dvs[1].DeepCopy()
@@ -69,28 +62,26 @@ func TestCloneAuthorization(t *testing.T) {
 	crossAPI := saCDI.CdiV1beta1().DataVolumes(dst)
 	_, err = crossAPI.Create(ctx, cross, metav1.CreateOptions{})
 	want := fmt.Sprintf(`admission webhook "datavolume-mutate.cdi.kubevirt.io" denied the request:  User %s has insufficient permissions in clone source namespace %s`, user, src)
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("cross-namespace clone without permission: got %v\nwant %q", err, want)
+	require.ErrorContains(t, err, want, "cross-namespace clone without permission")
+	// CDI's refusal: 422 with one cause, on spec.source.PVC.namespace.
+	const notCDIs = "the refusal is not CDI's (422, one cause on spec.source.PVC.namespace): %#v"
+	if assert.Implements(t, (*apierrors.APIStatus)(nil), err, notCDIs, err) {
+		s := err.(apierrors.APIStatus).Status()
+		assert.Equal(t, int32(422), s.Code, notCDIs, err)
+		if assert.NotNil(t, s.Details, notCDIs, err) && assert.Len(t, s.Details.Causes, 1, notCDIs, err) {
+			assert.Equal(t, "spec.source.PVC.namespace", s.Details.Causes[0].Field, notCDIs, err)
+		}
 	}
-	if status, ok := err.(apierrors.APIStatus); !ok || status.Status().Code != 422 ||
-		status.Status().Details == nil || len(status.Status().Details.Causes) != 1 || status.Status().Details.Causes[0].Field != "spec.source.PVC.namespace" {
-		t.Errorf("the refusal is not CDI's (422, one cause on spec.source.PVC.namespace): %#v", err)
-	}
-	if _, err := crossAPI.Get(ctx, cross.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("a refused DataVolume exists: %v", err)
-	}
-	if _, err := env.Kubernetes(t).CoreV1().PersistentVolumeClaims(dst).Get(ctx, cross.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("a refused clone has a target claim: %v", err)
-	}
+	_, err = crossAPI.Get(ctx, cross.Name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "a refused DataVolume exists: %v", err)
+	_, err = env.Kubernetes(t).CoreV1().PersistentVolumeClaims(dst).Get(ctx, cross.Name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "a refused clone has a target claim: %v", err)
 
 	grantCloneSource(ctx, t, env, src, saNamespace)
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, err := crossAPI.Create(ctx, cross, metav1.CreateOptions{})
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("cross-namespace clone still refused once datavolumes/source is granted in %s: %v", src, err)
-	}
+		assert.NoError(c, err, "creating the cross-namespace clone")
+	}, 20*time.Second, 200*time.Millisecond, "cross-namespace clone still refused 20s after datavolumes/source was granted in %s", src)
 }
 
 // canCreateCloneSource asks, as the ServiceAccount, whether it may create
@@ -102,9 +93,7 @@ func canCreateCloneSource(ctx context.Context, t *testing.T, sa kubernetes.Inter
 			Namespace: ns, Verb: "create", Group: cdiv1.SchemeGroupVersion.Group, Resource: "datavolumes", Subresource: "source",
 		}},
 	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "reviewing create datavolumes/source in %s", ns)
 	return r.Status.Allowed
 }
 
@@ -117,15 +106,13 @@ func grantCloneSource(ctx context.Context, t *testing.T, env *framework.Environm
 		ObjectMeta: metav1.ObjectMeta{Name: "clone-source", Namespace: ns},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{cdiv1.SchemeGroupVersion.Group}, Resources: []string{"datavolumes/source"}, Verbs: []string{"create"}}},
 	}
-	if _, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
+	require.NoError(t, err, "creating the Role %s/%s", ns, role.Name)
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "clone-source", Namespace: ns},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "migration-controller", Namespace: saNamespace}},
 	}
-	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{})
+	require.NoError(t, err, "creating the RoleBinding %s/%s", ns, binding.Name)
 }

@@ -3,19 +3,18 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -66,36 +65,25 @@ func TestControllerWaitsForMissingCredentialsSecret(t *testing.T) {
 		set("spec.source.credentialsSecretRef.name", "vcenter-credentials"),
 	))
 
-	// The condition names the Secret and says what to do.
+	// The condition names the Secret and says what to do. The polls run
+	// one at a time; cond and last are read once one of them succeeded.
 	var cond *metav1.Condition
 	var last *v1alpha1.VirtualMachineMigration
-	err := wait.PollUntilContextTimeout(tctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		m, err := client.Get(ctx, "web-01", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		m, err := client.Get(tctx, "web-01", metav1.GetOptions{})
+		require.NoError(c, err, "reading the migration")
 		last = m
 		cond = conditionWithReason(m.Status.Conditions, "CredentialsSecretNotFound")
-		return cond != nil, nil
-	})
-	if err != nil {
-		t.Fatalf("no condition with reason CredentialsSecretNotFound within 30s; status: %s", describeStatus(last))
-	}
+		assert.NotNil(c, cond, "no condition with reason CredentialsSecretNotFound; status: %s", describeStatus(m))
+	}, 30*time.Second, 200*time.Millisecond, "no condition with reason CredentialsSecretNotFound within 30s")
 	t.Logf("condition %s=%s reason %s: %s (phase %s)", cond.Type, cond.Status, cond.Reason, cond.Message, last.Status.Phase)
-	if !strings.Contains(cond.Message, `"vcenter-credentials"`) || !strings.Contains(cond.Message, ns) ||
-		!strings.Contains(cond.Message, v1alpha1.LabelVSphereCredentials+"=true") {
-		t.Errorf("the condition's message does not name the Secret, its namespace and the opt-in label: %q", cond.Message)
+	for _, want := range []string{`"vcenter-credentials"`, ns, v1alpha1.LabelVSphereCredentials + "=true"} {
+		assert.Contains(t, cond.Message, want, "the condition's message does not name the Secret, its namespace and the opt-in label")
 	}
-	if last.Status.Phase == v1alpha1.PhaseFailed {
-		t.Errorf("a missing Secret failed the migration; it should wait for the user")
-	}
-	if !slices.Contains(last.Finalizers, v1alpha1.FinalizerName) {
-		t.Errorf("finalizer %s not set: %v", v1alpha1.FinalizerName, last.Finalizers)
-	}
+	assert.NotEqual(t, v1alpha1.PhaseFailed, last.Status.Phase, "a missing Secret failed the migration; it should wait for the user")
+	assert.Contains(t, last.Finalizers, v1alpha1.FinalizerName, "finalizer %s not set", v1alpha1.FinalizerName)
 	events, err := env.Kubernetes(t).CoreV1().Events(ns).List(tctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web-01"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "listing the migration's events")
 	for _, e := range events.Items {
 		t.Logf("event %s %s x%d: %s", e.Type, e.Reason, e.Count, e.Message)
 	}
@@ -106,17 +94,14 @@ func TestControllerWaitsForMissingCredentialsSecret(t *testing.T) {
 	time.Sleep(quietWindow)
 	select {
 	case err := <-done:
-		t.Fatalf("the controller stopped while waiting: %v", err)
+		require.FailNow(t, fmt.Sprintf("the controller stopped while waiting: %v", err))
 	default:
 	}
 	delta := counter.snapshot().since(before)
 	t.Logf("API requests over %s while waiting:\n%s", quietWindow, delta)
-	if w := delta.writes(); w > maxQuietWrites {
-		t.Errorf("%d writes in %s while waiting for a Secret, want at most %d: a hot loop", w, quietWindow, maxQuietWrites)
-	}
-	if r := delta.matching(http.MethodGet, "/secrets/vcenter-credentials"); r > 0 {
-		t.Errorf("%d reads of the Secret in %s: the controller reads it from its cache only", r, quietWindow)
-	}
+	assert.LessOrEqual(t, delta.writes(), maxQuietWrites, "writes in %s while waiting for a Secret: a hot loop", quietWindow)
+	assert.Zero(t, delta.matching(http.MethodGet, "/secrets/vcenter-credentials"),
+		"reads of the Secret in %s: the controller reads it from its cache only", quietWindow)
 
 	// A Secret without the opt-in label is not used: the migration still
 	// waits, with the same condition.
@@ -125,31 +110,26 @@ func TestControllerWaitsForMissingCredentialsSecret(t *testing.T) {
 		StringData: map[string]string{"username": "migration@vsphere.local", "password": "secret"},
 	}
 	kube := env.Kubernetes(t)
-	if secret, err = kube.CoreV1().Secrets(ns).Create(tctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	secret, err = kube.CoreV1().Secrets(ns).Create(tctx, secret, metav1.CreateOptions{})
+	require.NoError(t, err, "creating the Secret without the opt-in label")
 	time.Sleep(2 * time.Second)
-	if m, err := client.Get(tctx, "web-01", metav1.GetOptions{}); err != nil || conditionWithReason(m.Status.Conditions, "CredentialsSecretNotFound") == nil {
-		t.Fatalf("a Secret without the label %s=true was used; status: %s", v1alpha1.LabelVSphereCredentials, describeStatus(m))
-	}
+	m, err := client.Get(tctx, "web-01", metav1.GetOptions{})
+	require.NoError(t, err, "reading the migration")
+	require.NotNil(t, conditionWithReason(m.Status.Conditions, "CredentialsSecretNotFound"),
+		"a Secret without the label %s=true was used; status: %s", v1alpha1.LabelVSphereCredentials, describeStatus(m))
 
 	// Labelled, it is used and the migration moves on (here to an
 	// unreachable endpoint).
 	secret.Labels = map[string]string{v1alpha1.LabelVSphereCredentials: "true"}
-	if _, err := kube.CoreV1().Secrets(ns).Update(tctx, secret, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err = wait.PollUntilContextTimeout(tctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		m, err := client.Get(ctx, "web-01", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
+	_, err = kube.CoreV1().Secrets(ns).Update(tctx, secret, metav1.UpdateOptions{})
+	require.NoError(t, err, "labelling the Secret")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		m, err := client.Get(tctx, "web-01", metav1.GetOptions{})
+		require.NoError(c, err, "reading the migration")
 		last = m
-		return conditionWithReason(m.Status.Conditions, "CredentialsSecretNotFound") == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("the controller still reports the Secret missing 30s after it was created; status: %s", describeStatus(last))
-	}
+		assert.Nil(c, conditionWithReason(m.Status.Conditions, "CredentialsSecretNotFound"),
+			"the controller still reports the Secret missing; status: %s", describeStatus(m))
+	}, 30*time.Second, 200*time.Millisecond, "the controller still reports the Secret missing 30s after it was labelled")
 	t.Logf("after the Secret was created: %s", describeStatus(last))
 }
 

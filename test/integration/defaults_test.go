@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -27,70 +29,64 @@ func TestDefaultsApplied(t *testing.T) {
 	createAndGet(t, env, ns, newMigration("minimal"))
 
 	got, err := migrationClient(t, env).MigrationV1alpha1().VirtualMachineMigrations(ns).Get(testContext(t), "minimal", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("getting the migration: %v", err)
-	}
-	for _, problem := range defaultProblems(&got.Spec) {
-		t.Error(problem)
-	}
+	require.NoError(t, err, "getting the migration")
+	assertDefaults(t, &got.Spec)
 	// Fields without a default stay unset.
-	if got.Spec.Target.Name != "" || got.Spec.Conversion.Skip || got.Spec.Policy.RequireApproval || got.Spec.Policy.Paused {
-		t.Errorf("fields without a default were set: target.name %q, conversion.skip %v, requireApproval %v, paused %v",
-			got.Spec.Target.Name, got.Spec.Conversion.Skip, got.Spec.Policy.RequireApproval, got.Spec.Policy.Paused)
-	}
+	const notDefaulted = "%s has no default, but was set"
+	assert.Empty(t, got.Spec.Target.Name, notDefaulted, "spec.target.name")
+	assert.False(t, got.Spec.Conversion.Skip, notDefaulted, "spec.conversion.skip")
+	assert.False(t, got.Spec.Policy.RequireApproval, notDefaulted, "spec.policy.requireApproval")
+	assert.False(t, got.Spec.Policy.Paused, notDefaulted, "spec.policy.paused")
 }
 
-// defaultProblems lists the defaulted fields of spec that do not hold
-// their documented default.
-func defaultProblems(spec *migrationv1alpha1.VirtualMachineMigrationSpec) []string {
-	var p []string
-	check := func(field string, ok bool, got any, want any) {
-		if !ok {
-			p = append(p, fmt.Sprintf("spec.%s = %v, want default %v", field, got, want))
-		}
-	}
-	check("target.start", spec.Target.Start != nil && *spec.Target.Start, ptrString(spec.Target.Start), true)
-	check("target.preserveMACAddresses", spec.Target.PreserveMACAddresses != nil && *spec.Target.PreserveMACAddresses, ptrString(spec.Target.PreserveMACAddresses), true)
-	check("staging.sizeOverheadPercent", spec.Staging.SizeOverheadPercent != nil && *spec.Staging.SizeOverheadPercent == 10, ptrString(spec.Staging.SizeOverheadPercent), 10)
-	check("policy.shutdown.mode", spec.Policy.Shutdown.Mode == migrationv1alpha1.ShutdownModeGuestThenPowerOff, spec.Policy.Shutdown.Mode, migrationv1alpha1.ShutdownModeGuestThenPowerOff)
-	check("policy.shutdown.timeout", durationIs(spec.Policy.Shutdown.Timeout, 5*time.Minute), spec.Policy.Shutdown.Timeout, "5m")
-	check("policy.retry.limit", spec.Policy.Retry.Limit != nil && *spec.Policy.Retry.Limit == 3, ptrString(spec.Policy.Retry.Limit), 3)
-	check("policy.retry.deadline", durationIs(spec.Policy.Retry.Deadline, 24*time.Hour), spec.Policy.Retry.Deadline, "24h")
-	check("policy.cleanup", spec.Policy.Cleanup == migrationv1alpha1.CleanupPolicyDelete, spec.Policy.Cleanup, migrationv1alpha1.CleanupPolicyDelete)
-	check("policy.stallTimeout", durationIs(spec.Policy.StallTimeout, 30*time.Minute), spec.Policy.StallTimeout, "30m")
-	check("policy.startTimeout", durationIs(spec.Policy.StartTimeout, 10*time.Minute), spec.Policy.StartTimeout, "10m")
-	return p
+// assertDefaults asserts that every defaulted field of spec holds its
+// documented default. Pointers are compared as ptrString renders them,
+// so that an unset field fails as <unset>.
+func assertDefaults(t *testing.T, spec *migrationv1alpha1.VirtualMachineMigrationSpec) {
+	t.Helper()
+	const msg = "spec.%s, want its default"
+	assert.Equal(t, "true", ptrString(spec.Target.Start), msg, "target.start")
+	assert.Equal(t, "true", ptrString(spec.Target.PreserveMACAddresses), msg, "target.preserveMACAddresses")
+	assert.Equal(t, "10", ptrString(spec.Staging.SizeOverheadPercent), msg, "staging.sizeOverheadPercent")
+	assert.Equal(t, migrationv1alpha1.ShutdownModeGuestThenPowerOff, spec.Policy.Shutdown.Mode, msg, "policy.shutdown.mode")
+	assertDuration(t, 5*time.Minute, spec.Policy.Shutdown.Timeout, msg, "policy.shutdown.timeout")
+	assert.Equal(t, "3", ptrString(spec.Policy.Retry.Limit), msg, "policy.retry.limit")
+	assertDuration(t, 24*time.Hour, spec.Policy.Retry.Deadline, msg, "policy.retry.deadline")
+	assert.Equal(t, migrationv1alpha1.CleanupPolicyDelete, spec.Policy.Cleanup, msg, "policy.cleanup")
+	assertDuration(t, 30*time.Minute, spec.Policy.StallTimeout, msg, "policy.stallTimeout")
+	assertDuration(t, 10*time.Minute, spec.Policy.StartTimeout, msg, "policy.startTimeout")
 }
 
-// setFieldsProblems lists the defaulted fields of spec that are unset: an
-// example may choose other values, but the API server must fill every one.
-func setFieldsProblems(spec *migrationv1alpha1.VirtualMachineMigrationSpec) []string {
-	var p []string
-	if spec.Target.Start == nil {
-		p = append(p, "spec.target.start not defaulted")
-	}
-	if spec.Target.PreserveMACAddresses == nil {
-		p = append(p, "spec.target.preserveMACAddresses not defaulted")
-	}
-	if spec.Staging.SizeOverheadPercent == nil {
-		p = append(p, "spec.staging.sizeOverheadPercent not defaulted")
-	}
-	if spec.Policy.Shutdown.Mode == "" || spec.Policy.Shutdown.Timeout == nil {
-		p = append(p, "spec.policy.shutdown not defaulted")
-	}
-	if spec.Policy.Retry.Limit == nil || spec.Policy.Retry.Deadline == nil {
-		p = append(p, "spec.policy.retry not defaulted")
-	}
-	if spec.Policy.Cleanup == "" || spec.Policy.StallTimeout == nil || spec.Policy.StartTimeout == nil {
-		p = append(p, "spec.policy cleanup/stallTimeout/startTimeout not defaulted")
-	}
-	return p
+// assertDefaultsFilled asserts that no defaulted field of spec is unset:
+// an example may choose other values, but the API server must fill every
+// one.
+func assertDefaultsFilled(t *testing.T, spec *migrationv1alpha1.VirtualMachineMigrationSpec) {
+	t.Helper()
+	const msg = "spec.%s not defaulted"
+	assert.NotNil(t, spec.Target.Start, msg, "target.start")
+	assert.NotNil(t, spec.Target.PreserveMACAddresses, msg, "target.preserveMACAddresses")
+	assert.NotNil(t, spec.Staging.SizeOverheadPercent, msg, "staging.sizeOverheadPercent")
+	assert.NotEmpty(t, spec.Policy.Shutdown.Mode, msg, "policy.shutdown.mode")
+	assert.NotNil(t, spec.Policy.Shutdown.Timeout, msg, "policy.shutdown.timeout")
+	assert.NotNil(t, spec.Policy.Retry.Limit, msg, "policy.retry.limit")
+	assert.NotNil(t, spec.Policy.Retry.Deadline, msg, "policy.retry.deadline")
+	assert.NotEmpty(t, spec.Policy.Cleanup, msg, "policy.cleanup")
+	assert.NotNil(t, spec.Policy.StallTimeout, msg, "policy.stallTimeout")
+	assert.NotNil(t, spec.Policy.StartTimeout, msg, "policy.startTimeout")
 }
 
-func durationIs(d *metav1.Duration, want time.Duration) bool {
-	return d != nil && d.Duration == want
+// assertDuration asserts that d is set to want (compared as the
+// durations' text, so that an unset d fails as <unset>).
+func assertDuration(t *testing.T, want time.Duration, d *metav1.Duration, msgAndArgs ...any) bool {
+	t.Helper()
+	got := "<unset>"
+	if d != nil {
+		got = d.Duration.String()
+	}
+	return assert.Equal(t, want.String(), got, msgAndArgs...)
 }
 
+// ptrString renders *p, or <unset> for nil.
 func ptrString[T any](p *T) string {
 	if p == nil {
 		return "<unset>"
@@ -147,19 +143,19 @@ func TestValidSpecsAccepted(t *testing.T) {
 				}),
 			},
 			check: func(t *testing.T, s *migrationv1alpha1.VirtualMachineMigrationSpec) {
-				if *s.Target.Start || *s.Target.PreserveMACAddresses || *s.Staging.SizeOverheadPercent != 0 || *s.Policy.Retry.Limit != 0 {
-					t.Errorf("explicit false/0 values were overwritten by defaults: start %v, preserveMACAddresses %v, sizeOverheadPercent %d, retry.limit %d",
-						*s.Target.Start, *s.Target.PreserveMACAddresses, *s.Staging.SizeOverheadPercent, *s.Policy.Retry.Limit)
-				}
-				if s.Policy.Shutdown.Mode != migrationv1alpha1.ShutdownModePowerOff || s.Policy.Cleanup != migrationv1alpha1.CleanupPolicyRetain {
-					t.Errorf("enums overwritten: shutdown.mode %q, cleanup %q", s.Policy.Shutdown.Mode, s.Policy.Cleanup)
-				}
-				if !durationIs(s.Policy.Shutdown.Timeout, 90*time.Second) || !durationIs(s.Policy.Retry.Deadline, 90*time.Minute) ||
-					!durationIs(s.Policy.StallTimeout, 90*time.Minute) || !durationIs(s.Policy.StartTimeout, 500*time.Millisecond) {
-					t.Errorf("durations changed: %v %v %v %v", s.Policy.Shutdown.Timeout, s.Policy.Retry.Deadline, s.Policy.StallTimeout, s.Policy.StartTimeout)
-				}
-				if len(s.Target.Networks) != 4 || s.Target.Networks[1].MultusNetworkName != "networking/vlan10" {
-					t.Errorf("networks: %+v", s.Target.Networks)
+				const zeroes = "%s: an explicit false/0 was overwritten by its default"
+				assert.Equal(t, "false", ptrString(s.Target.Start), zeroes, "target.start")
+				assert.Equal(t, "false", ptrString(s.Target.PreserveMACAddresses), zeroes, "target.preserveMACAddresses")
+				assert.Equal(t, "0", ptrString(s.Staging.SizeOverheadPercent), zeroes, "staging.sizeOverheadPercent")
+				assert.Equal(t, "0", ptrString(s.Policy.Retry.Limit), zeroes, "policy.retry.limit")
+				assert.Equal(t, migrationv1alpha1.ShutdownModePowerOff, s.Policy.Shutdown.Mode, "enum overwritten: shutdown.mode")
+				assert.Equal(t, migrationv1alpha1.CleanupPolicyRetain, s.Policy.Cleanup, "enum overwritten: cleanup")
+				assertDuration(t, 90*time.Second, s.Policy.Shutdown.Timeout, "duration changed: policy.shutdown.timeout")
+				assertDuration(t, 90*time.Minute, s.Policy.Retry.Deadline, "duration changed: policy.retry.deadline")
+				assertDuration(t, 90*time.Minute, s.Policy.StallTimeout, "duration changed: policy.stallTimeout")
+				assertDuration(t, 500*time.Millisecond, s.Policy.StartTimeout, "duration changed: policy.startTimeout")
+				if assert.Len(t, s.Target.Networks, 4, "networks") {
+					assert.Equal(t, "networking/vlan10", s.Target.Networks[1].MultusNetworkName, "networks[1].multusNetworkName: %+v", s.Target.Networks)
 				}
 			},
 		},
@@ -169,12 +165,8 @@ func TestValidSpecsAccepted(t *testing.T) {
 			name := fmt.Sprintf("valid-%d", i)
 			createAndGet(t, env, ns, newMigration(name, tc.mods...))
 			got, err := typed.Get(testContext(t), name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatalf("getting: %v", err)
-			}
-			for _, p := range setFieldsProblems(&got.Spec) {
-				t.Error(p)
-			}
+			require.NoError(t, err, "getting %s", name)
+			assertDefaultsFilled(t, &got.Spec)
 			if tc.check != nil {
 				tc.check(t, &got.Spec)
 			}
@@ -188,9 +180,7 @@ func TestValidSpecsAccepted(t *testing.T) {
 func TestDocumentedExamplesAccepted(t *testing.T) {
 	env := framework.Env(t)
 	examples, err := findExamples(framework.RepoPath(""))
-	if err != nil {
-		t.Fatalf("finding examples: %v", err)
-	}
+	require.NoError(t, err, "finding examples")
 	if len(examples) == 0 {
 		t.Skip("no VirtualMachineMigration examples in manifests/, README.md, docs/ or examples/ yet")
 	}
@@ -203,20 +193,12 @@ func TestDocumentedExamplesAccepted(t *testing.T) {
 			obj := ex.obj.DeepCopy()
 			obj.SetNamespace(ns)
 			created, err := client.Create(ctx, obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
-			if err != nil {
-				t.Fatalf("the example is rejected: %v", err)
-			}
+			require.NoError(t, err, "the example is rejected")
 			got, err := typed.Get(ctx, created.GetName(), metav1.GetOptions{})
-			if err != nil {
-				t.Fatalf("getting: %v", err)
-			}
-			for _, p := range setFieldsProblems(&got.Spec) {
-				t.Error(p)
-			}
+			require.NoError(t, err, "getting %s", created.GetName())
+			assertDefaultsFilled(t, &got.Spec)
 			// Examples may share a name; make room for the next one.
-			if err := client.Delete(ctx, created.GetName(), metav1.DeleteOptions{}); err != nil {
-				t.Fatalf("deleting: %v", err)
-			}
+			require.NoError(t, client.Delete(ctx, created.GetName(), metav1.DeleteOptions{}), "deleting %s", created.GetName())
 		})
 	}
 }

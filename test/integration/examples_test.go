@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestFindExamples checks the example finder on a made-up repository, so
@@ -16,12 +19,8 @@ func TestFindExamples(t *testing.T) {
 	write := func(rel, content string) {
 		t.Helper()
 		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
 	}
 	vmm := "apiVersion: migration.platform.example/v1alpha1\nkind: VirtualMachineMigration\nmetadata:\n  name: %s\nspec: {}\n"
 	write("README.md", "# Title\n\n```yaml\n"+fmt.Sprintf(vmm, "readme-1")+"```\n\n```bash\nkubectl get vmm\n```\n\n```yaml\napiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n---\n"+fmt.Sprintf(vmm, "readme-2")+"```\n")
@@ -30,9 +29,7 @@ func TestFindExamples(t *testing.T) {
 	write("docs/guide/usage.md", "```yml\n"+fmt.Sprintf(vmm, "docs-1")+"```\n")
 
 	got, err := findExamples(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "finding examples")
 	var names []string
 	for _, e := range got {
 		names = append(names, e.obj.GetName()+" @ "+e.where)
@@ -43,12 +40,5 @@ func TestFindExamples(t *testing.T) {
 		"readme-1 @ README.md yaml block 1#1 readme-1",
 		"readme-2 @ README.md yaml block 2#1 readme-2",
 	}
-	if len(names) != len(want) {
-		t.Fatalf("found %q, want %q", names, want)
-	}
-	for i := range want {
-		if names[i] != want[i] {
-			t.Errorf("example %d: %q, want %q", i, names[i], want[i])
-		}
-	}
+	assert.Equal(t, want, names, "the examples found, in order")
 }

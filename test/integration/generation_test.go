@@ -3,16 +3,14 @@
 package integration
 
 import (
-	"context"
 	"fmt"
-	"reflect"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/manager"
@@ -50,24 +48,18 @@ func TestFinalizerWritesAndGeneration(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := createAndGet(t, env, ns, newMigration(tc.name, set("spec.policy.stallTimeout", "45m")))
 			m, err := client.Get(ctx, tc.name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "getting %s", tc.name)
 			updated, err := tc.addFinalizer(m)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "adding the finalizer")
 			after, err := migrations(t, env, ns).Get(ctx, tc.name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if updated.Generation != tc.wantGeneration || !slices.Contains(updated.Finalizers, v1alpha1.FinalizerName) {
-				t.Errorf("generation %d with finalizers %v, want %d with the finalizer; spec before: %v; after: %v",
-					updated.Generation, updated.Finalizers, tc.wantGeneration, before.Object["spec"], after.Object["spec"])
-			}
-			unchanged := reflect.DeepEqual(before.Object["spec"], after.Object["spec"])
-			if unchanged != (tc.wantGeneration == 1) {
-				t.Errorf("stored spec unchanged: %v, want %v; before: %v; after: %v", unchanged, tc.wantGeneration == 1, before.Object["spec"], after.Object["spec"])
+			require.NoError(t, err, "getting %s after the finalizer was added", tc.name)
+			assert.Equal(t, tc.wantGeneration, updated.Generation, "generation once the finalizer was added; spec before: %v; after: %v",
+				before.Object["spec"], after.Object["spec"])
+			assert.Contains(t, updated.Finalizers, v1alpha1.FinalizerName, "finalizers once the finalizer was added")
+			if tc.wantGeneration == 1 {
+				assert.Equal(t, before.Object["spec"], after.Object["spec"], "the stored spec, want it unchanged")
+			} else {
+				assert.NotEqual(t, before.Object["spec"], after.Object["spec"], "the stored spec, want it rewritten")
 			}
 		})
 	}
@@ -86,19 +78,16 @@ func TestUneditedMigrationKeepsGeneration(t *testing.T) {
 	})
 	createAndGet(t, env, ns, newMigration("web-01", set("spec.source.url", "https://127.0.0.1:1/sdk")))
 	client := migrationClient(t, env).MigrationV1alpha1().VirtualMachineMigrations(ns)
+	// The polls run one at a time; last is read once one succeeded.
 	var last *v1alpha1.VirtualMachineMigration
-	err := wait.PollUntilContextTimeout(testContext(t), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	ctx := testContext(t)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		m, err := client.Get(ctx, "web-01", metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
+		require.NoError(c, err, "getting web-01")
 		last = m
-		return slices.Contains(m.Finalizers, v1alpha1.FinalizerName) && m.Status.Phase == v1alpha1.PhaseValidating, nil
-	})
-	if err != nil {
-		t.Fatalf("the controller did not set its finalizer and reach Validating within 30s; status: %s", describeStatus(last))
-	}
-	if last.Generation != 1 || last.Status.ObservedGeneration != 1 {
-		t.Errorf("generation %d, observed %d, want 1 and 1: something but the user wrote spec", last.Generation, last.Status.ObservedGeneration)
-	}
+		assert.Contains(c, m.Finalizers, v1alpha1.FinalizerName, "finalizers; status: %s", describeStatus(m))
+		assert.Equal(c, v1alpha1.PhaseValidating, m.Status.Phase, "phase; status: %s", describeStatus(m))
+	}, 30*time.Second, 200*time.Millisecond, "the controller did not set its finalizer and reach Validating within 30s")
+	assert.Equal(t, int64(1), last.Generation, "generation: something but the user wrote spec")
+	assert.Equal(t, int64(1), last.Status.ObservedGeneration, "observed generation")
 }

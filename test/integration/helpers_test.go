@@ -4,10 +4,13 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -40,9 +43,7 @@ func migrations(t *testing.T, env *framework.Environment, ns string) dynamic.Res
 func migrationClient(t *testing.T, env *framework.Environment) migrationclient.Interface {
 	t.Helper()
 	cs, err := migrationclient.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatalf("creating migration clientset: %v", err)
-	}
+	require.NoError(t, err, "creating migration clientset")
 	return cs
 }
 
@@ -112,17 +113,6 @@ func networks(entries ...map[string]any) modifier {
 	return set("spec.target.networks", list)
 }
 
-// containsAll reports the wanted substrings missing from s.
-func missingSubstrings(s string, want []string) []string {
-	var missing []string
-	for _, w := range want {
-		if !strings.Contains(s, w) {
-			missing = append(missing, w)
-		}
-	}
-	return missing
-}
-
 // runController runs the controller in-process with manager.Run until the
 // test ends, and returns once its caches synced, with a channel that
 // receives manager.Run's result should it stop early. The cleanup stops it
@@ -134,23 +124,22 @@ func runController(t *testing.T, cfg *rest.Config, opts manager.Options) <-chan 
 	done := make(chan error, 1)
 	opts.Ready = ready
 	go func() { done <- manager.Run(ctx, cfg, opts) }()
+	// The cleanup runs on the test's goroutine, after the test.
 	t.Cleanup(func() {
 		cancel()
 		select {
 		case err := <-done:
-			if err != nil {
-				t.Errorf("the controller returned an error on shutdown: %v", err)
-			}
+			assert.NoError(t, err, "the controller returned an error on shutdown")
 		case <-time.After(20 * time.Second):
-			t.Error("the controller did not stop within 20s of its context ending")
+			assert.Fail(t, "the controller did not stop within 20s of its context ending")
 		}
 	})
 	select {
 	case <-ready:
 	case err := <-done:
-		t.Fatalf("the controller stopped before it was ready: %v", err)
+		require.FailNow(t, fmt.Sprintf("the controller stopped before it was ready: %v", err))
 	case <-time.After(30 * time.Second):
-		t.Fatal("the controller's caches did not sync within 30s")
+		require.FailNow(t, "the controller's caches did not sync within 30s")
 	}
 	return done
 }

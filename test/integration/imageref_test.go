@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
 
@@ -23,35 +25,27 @@ func TestManifestsImageReference(t *testing.T) {
 		t.Skip("kubectl not installed")
 	}
 	rendered, err := exec.CommandContext(testContext(t), kubectl, "kustomize", framework.RepoPath("manifests")).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize manifests/: %v", err)
-	}
+	require.NoError(t, err, "kubectl kustomize manifests/")
 	var dep *appsv1.Deployment
 	for _, doc := range strings.Split(string(rendered), "\n---\n") {
 		if strings.Contains(doc, "kind: Deployment\n") {
 			dep = &appsv1.Deployment{}
-			if err := yaml.Unmarshal([]byte(doc), dep); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, yaml.Unmarshal([]byte(doc), dep), "decoding the Deployment")
 		}
 	}
-	if dep == nil || len(dep.Spec.Template.Spec.Containers) != 1 {
-		t.Fatalf("no Deployment with one container in the rendered manifests")
-	}
+	require.NotNil(t, dep, "no Deployment in the rendered manifests")
+	require.Len(t, dep.Spec.Template.Spec.Containers, 1, "the Deployment's containers")
 	c := dep.Spec.Template.Spec.Containers[0]
-	if c.Image != "platform.example/vm-migration-controller:dev" {
-		t.Errorf("controller image %q, want the one kustomization.yaml's images: sets", c.Image)
-	}
+	assert.Equal(t, "platform.example/vm-migration-controller:dev", c.Image, "controller image, want the one kustomization.yaml's images: sets")
 	transfer := ""
 	for _, arg := range c.Args {
 		if v, ok := strings.CutPrefix(arg, "--transfer-image="); ok {
 			transfer = v
 		}
 	}
-	if transfer != c.Image {
-		t.Errorf("--transfer-image=%q, want the controller's image %q (the replacement in kustomization.yaml targets args by position)", transfer, c.Image)
-	}
-	if sc := dep.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 65532 {
-		t.Errorf("the pod does not run as 65532, the image's user")
+	assert.Equal(t, c.Image, transfer, "--transfer-image, want the controller's image (the replacement in kustomization.yaml targets args by position)")
+	const notNonRoot = "the pod does not run as 65532, the image's user"
+	if sc := dep.Spec.Template.Spec.SecurityContext; assert.NotNil(t, sc, notNonRoot) && assert.NotNil(t, sc.RunAsUser, notNonRoot) {
+		assert.Equal(t, int64(65532), *sc.RunAsUser, notNonRoot)
 	}
 }

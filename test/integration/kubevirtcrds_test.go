@@ -4,9 +4,10 @@ package integration
 
 import (
 	"os/exec"
-	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,13 +30,9 @@ func TestKubeVirtAndCDITestCRDs(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := testContext(t)
 	kv, err := kubevirtclient.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "creating the KubeVirt clientset")
 	cdi, err := cdiclient.NewForConfig(env.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "creating the CDI clientset")
 
 	dv := &cdiv1beta1.DataVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-01-disk-0", Namespace: ns},
@@ -49,22 +46,17 @@ func TestKubeVirtAndCDITestCRDs(t *testing.T) {
 		},
 	}
 	createdDV, err := cdi.CdiV1beta1().DataVolumes(ns).Create(ctx, dv, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
-	if err != nil {
-		t.Fatalf("creating DataVolume: %v", err)
-	}
-	if createdDV.Spec.Source == nil || createdDV.Spec.Source.PVC == nil || createdDV.Spec.Source.PVC.Name != "web-01-staging-2000" {
-		t.Errorf("DataVolume source lost: %+v", createdDV.Spec.Source)
+	require.NoError(t, err, "creating DataVolume")
+	if src := createdDV.Spec.Source; assert.NotNil(t, src, "DataVolume source lost") && assert.NotNil(t, src.PVC, "DataVolume source lost: %+v", src) {
+		assert.Equal(t, "web-01-staging-2000", src.PVC.Name, "DataVolume source lost: %+v", src)
 	}
 	createdDV.Status.Phase = cdiv1beta1.ImportInProgress
 	createdDV.Status.Progress = "45.20%"
 	createdDV.Spec.ContentType = cdiv1beta1.DataVolumeArchive
 	afterStatus, err := cdi.CdiV1beta1().DataVolumes(ns).UpdateStatus(ctx, createdDV, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatalf("updating DataVolume status: %v", err)
-	}
-	if afterStatus.Status.Phase != cdiv1beta1.ImportInProgress || afterStatus.Spec.ContentType != cdiv1beta1.DataVolumeKubeVirt {
-		t.Errorf("DataVolume status subresource: phase %q, contentType %q", afterStatus.Status.Phase, afterStatus.Spec.ContentType)
-	}
+	require.NoError(t, err, "updating DataVolume status")
+	assert.Equal(t, cdiv1beta1.ImportInProgress, afterStatus.Status.Phase, "DataVolume status subresource: phase, want the status written")
+	assert.Equal(t, cdiv1beta1.DataVolumeKubeVirt, afterStatus.Spec.ContentType, "DataVolume status subresource: contentType, want the spec left alone")
 
 	runStrategy := kubevirtv1.RunStrategyAlways
 	vm := &kubevirtv1.VirtualMachine{
@@ -88,17 +80,14 @@ func TestKubeVirtAndCDITestCRDs(t *testing.T) {
 		},
 	}
 	createdVM, err := kv.KubevirtV1().VirtualMachines(ns).Create(ctx, vm, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
-	if err != nil {
-		t.Fatalf("creating VirtualMachine: %v", err)
-	}
-	if got := createdVM.Spec.Template.Spec.Domain.Devices.Interfaces; len(got) != 1 || got[0].MacAddress != "00:50:56:aa:bb:cc" {
-		t.Errorf("VirtualMachine interfaces lost: %+v", got)
+	require.NoError(t, err, "creating VirtualMachine")
+	if got := createdVM.Spec.Template.Spec.Domain.Devices.Interfaces; assert.Len(t, got, 1, "VirtualMachine interfaces lost: %+v", got) {
+		assert.Equal(t, "00:50:56:aa:bb:cc", got[0].MacAddress, "VirtualMachine interfaces lost: %+v", got)
 	}
 	createdVM.Status.PrintableStatus = kubevirtv1.VirtualMachineStatusRunning
 	createdVM.Status.Ready = true
-	if _, err := kv.KubevirtV1().VirtualMachines(ns).UpdateStatus(ctx, createdVM, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("updating VirtualMachine status: %v", err)
-	}
+	_, err = kv.KubevirtV1().VirtualMachines(ns).UpdateStatus(ctx, createdVM, metav1.UpdateOptions{})
+	require.NoError(t, err, "updating VirtualMachine status")
 
 	// The schema is KubeVirt's own (generated from its Go types): it knows
 	// every field, so a misspelt one fails strict validation and is pruned
@@ -110,36 +99,25 @@ func TestKubeVirtAndCDITestCRDs(t *testing.T) {
 			"domain": map[string]any{"devices": map[string]any{}, "cpu": map[string]any{"sockts": int64(2)}}}}},
 	}
 	vms := env.Dynamic(t).Resource(vmGVR).Namespace(ns)
-	if _, err := vms.Create(ctx, &unstructured.Unstructured{Object: misspelt}, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err == nil ||
-		!strings.Contains(err.Error(), `unknown field "spec.template.spec.domain.cpu.sockts"`) {
-		t.Errorf("VirtualMachine with a misspelt field under strict validation: got %v, want unknown field", err)
-	}
+	_, err = vms.Create(ctx, &unstructured.Unstructured{Object: misspelt}, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
+	assert.ErrorContains(t, err, `unknown field "spec.template.spec.domain.cpu.sockts"`, "VirtualMachine with a misspelt field under strict validation")
 	pruned, err := vms.Create(ctx, &unstructured.Unstructured{Object: misspelt}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("VirtualMachine with a misspelt field, default validation: %v", err)
-	}
-	if cpu, _, _ := unstructured.NestedMap(pruned.Object, "spec", "template", "spec", "domain", "cpu"); len(cpu) != 0 {
-		t.Errorf("the misspelt field was kept: cpu %v", cpu)
-	}
+	require.NoError(t, err, "VirtualMachine with a misspelt field, default validation")
+	cpu, _, _ := unstructured.NestedMap(pruned.Object, "spec", "template", "spec", "domain", "cpu")
+	assert.Empty(t, cpu, "the misspelt field was kept")
 
 	vmi := &kubevirtv1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-01", Namespace: ns},
 		Spec:       vm.Spec.Template.Spec,
 	}
 	createdVMI, err := kv.KubevirtV1().VirtualMachineInstances(ns).Create(ctx, vmi, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
-	if err != nil {
-		t.Fatalf("creating VirtualMachineInstance: %v", err)
-	}
+	require.NoError(t, err, "creating VirtualMachineInstance")
 	// KubeVirt's VMI has no status subresource: its status is written
 	// with the object.
 	createdVMI.Status.Phase = kubevirtv1.Running
 	updatedVMI, err := kv.KubevirtV1().VirtualMachineInstances(ns).Update(ctx, createdVMI, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatalf("updating VirtualMachineInstance: %v", err)
-	}
-	if updatedVMI.Status.Phase != kubevirtv1.Running {
-		t.Errorf("VirtualMachineInstance status phase %q after update, want Running", updatedVMI.Status.Phase)
-	}
+	require.NoError(t, err, "updating VirtualMachineInstance")
+	assert.Equal(t, kubevirtv1.Running, updatedVMI.Status.Phase, "VirtualMachineInstance status phase after update")
 
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
@@ -147,13 +125,10 @@ func TestKubeVirtAndCDITestCRDs(t *testing.T) {
 	}
 	for short, want := range map[string]string{"vm": "Running", "vmi": "Running", "dv": "ImportInProgress"} {
 		out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", env.KubeconfigPath(), "-n", ns, "get", short).CombinedOutput()
-		if err != nil {
-			t.Errorf("kubectl get %s: %v\n%s", short, err, out)
+		if !assert.NoError(t, err, "kubectl get %s:\n%s", short, out) {
 			continue
 		}
-		if !strings.Contains(string(out), want) {
-			t.Errorf("kubectl get %s does not show %s:\n%s", short, want, out)
-		}
+		assert.Contains(t, string(out), want, "kubectl get %s does not show %s", short, want)
 	}
 }
 

@@ -4,13 +4,15 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	kubevirtclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
@@ -34,15 +36,13 @@ func TestKubeVirtStandinSaysNo(t *testing.T) {
 	}()
 	t.Cleanup(func() {
 		stop()
-		if err := <-done; err != nil {
-			t.Errorf("stand-ins: %v", err)
-		}
+		assert.NoError(t, <-done, "the stand-ins returned an error")
 	})
 	select {
 	case <-ready:
 	case err := <-done:
 		done <- err
-		t.Fatalf("stand-ins: %v", err)
+		require.FailNow(t, fmt.Sprintf("the stand-ins stopped before they were ready: %v", err))
 	}
 	kv := kubevirtclient.NewForConfigOrDie(env.Config())
 	vm := func(name string, memory bool) *kubevirtv1.VirtualMachine {
@@ -64,34 +64,31 @@ func TestKubeVirtStandinSaysNo(t *testing.T) {
 		return v
 	}
 	for _, v := range []*kubevirtv1.VirtualMachine{vm("no-disk", true), vm("no-memory", false)} {
-		if _, err := kv.KubevirtV1().VirtualMachines(ns).Create(ctx, v, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
-			t.Fatalf("creating VM %s: %v", v.Name, err)
-		}
+		_, err := kv.KubevirtV1().VirtualMachines(ns).Create(ctx, v, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
+		require.NoError(t, err, "creating VM %s", v.Name)
 	}
+	// waitVM polls a VM until ok holds; the polls run one at a time and
+	// last is read once one succeeded.
 	waitVM := func(name string, ok func(*kubevirtv1.VirtualMachine) bool) *kubevirtv1.VirtualMachine {
+		t.Helper()
 		var last *kubevirtv1.VirtualMachine
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			got, err := kv.KubevirtV1().VirtualMachines(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
+			require.NoError(c, err, "getting VM %s", name)
 			last = got
-			return ok(got), nil
-		})
-		if err != nil {
-			t.Fatalf("VM %s: status %+v", name, last.Status)
-		}
+			assert.True(c, ok(got), "VM %s: status %+v", name, got.Status)
+		}, 20*time.Second, 200*time.Millisecond, "VM %s did not get there within 20s", name)
 		return last
 	}
 	waitVM("no-disk", func(v *kubevirtv1.VirtualMachine) bool {
 		return v.Status.PrintableStatus == kubevirtv1.VirtualMachineStatusPvcNotFound
 	})
 	vmi, err := kv.KubevirtV1().VirtualMachineInstances(ns).Get(ctx, "no-disk", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if vmi.Status.Phase != kubevirtv1.Pending || len(vmi.Status.Conditions) != 1 || vmi.Status.Conditions[0].Reason != "FailedPvcNotFound" {
-		t.Errorf("instance of a VM without its DataVolume: phase %s, conditions %+v", vmi.Status.Phase, vmi.Status.Conditions)
+	require.NoError(t, err, "getting the instance of no-disk")
+	const noDV = "instance of a VM without its DataVolume: phase %s, conditions %+v"
+	assert.Equal(t, kubevirtv1.Pending, vmi.Status.Phase, noDV, vmi.Status.Phase, vmi.Status.Conditions)
+	if assert.Len(t, vmi.Status.Conditions, 1, noDV, vmi.Status.Phase, vmi.Status.Conditions) {
+		assert.Equal(t, "FailedPvcNotFound", vmi.Status.Conditions[0].Reason, noDV, vmi.Status.Phase, vmi.Status.Conditions)
 	}
 
 	failed := waitVM("no-memory", func(v *kubevirtv1.VirtualMachine) bool {
@@ -104,11 +101,10 @@ func TestKubeVirtStandinSaysNo(t *testing.T) {
 	})
 	want := `Error creating virtual machine instance: admission webhook "virtualmachineinstances-create-validator.kubevirt.io" denied the request: no memory requested`
 	for _, c := range failed.Status.Conditions {
-		if c.Type == kubevirtv1.VirtualMachineFailure && (c.Reason != "FailedCreate" || !strings.HasPrefix(c.Message, want)) {
-			t.Errorf("Failure condition %s: %s, want FailedCreate: %s...", c.Reason, c.Message, want)
+		if c.Type == kubevirtv1.VirtualMachineFailure {
+			assert.Equal(t, "FailedCreate", c.Reason, "Failure condition %s: %s, want FailedCreate: %s...", c.Reason, c.Message, want)
+			assert.True(t, strings.HasPrefix(c.Message, want), "Failure condition %s: %s, want FailedCreate: %s...", c.Reason, c.Message, want)
 		}
 	}
-	if failed.Status.PrintableStatus != kubevirtv1.VirtualMachineStatusStopped {
-		t.Errorf("a VM whose instance was refused shows %s", failed.Status.PrintableStatus)
-	}
+	assert.Equal(t, kubevirtv1.VirtualMachineStatusStopped, failed.Status.PrintableStatus, "what a VM whose instance was refused shows")
 }

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"platform.example/vm-migration/test/framework"
 )
 
@@ -21,24 +24,18 @@ func TestManifestsRenderAndApply(t *testing.T) {
 		t.Skip("kubectl not installed")
 	}
 	rendered, err := exec.CommandContext(testContext(t), kubectl, "kustomize", framework.RepoPath("manifests")).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize manifests/: %v", err)
-	}
+	require.NoError(t, err, "kubectl kustomize manifests/")
+	// assert.True, not Contains: a failing Contains would print the whole
+	// render, CRD included.
 	for _, kind := range []string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment"} {
-		if !strings.Contains(string(rendered), "kind: "+kind+"\n") {
-			t.Errorf("rendered manifests lack a %s", kind)
-		}
+		assert.True(t, strings.Contains(string(rendered), "kind: "+kind+"\n"), "rendered manifests lack a %s", kind)
 	}
 	for _, mode := range [][]string{{"--dry-run=client"}, {"--server-side", "--force-conflicts"}} {
 		args := append([]string{"--kubeconfig", env.KubeconfigPath(), "apply", "-f", "-"}, mode...)
 		cmd := exec.CommandContext(testContext(t), kubectl, args...)
 		cmd.Stdin = strings.NewReader(string(rendered))
 		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl apply %v: %v\n%s", mode, err, out)
-		}
-		if !strings.Contains(string(out), "deployment.apps/migration-controller") {
-			t.Errorf("kubectl apply %v did not mention the Deployment:\n%s", mode, out)
-		}
+		require.NoError(t, err, "kubectl apply %v:\n%s", mode, out)
+		assert.Contains(t, string(out), "deployment.apps/migration-controller", "kubectl apply %v did not mention the Deployment", mode)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -35,9 +37,7 @@ func controllerIdentity(t *testing.T, env *framework.Environment) (*rest.Config,
 	ctx := testContext(t)
 	files := []string{framework.RepoPath("manifests/base/namespace.yaml"), framework.RepoPath("manifests/base/serviceaccount.yaml")}
 	more, err := globRepo("manifests/rbac*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "listing manifests/rbac*.yaml")
 	if len(more) == 0 {
 		t.Skip("no manifests/rbac*.yaml yet")
 	}
@@ -45,22 +45,16 @@ func controllerIdentity(t *testing.T, env *framework.Environment) (*rest.Config,
 	var sa *unstructured.Unstructured
 	for _, f := range files {
 		applied, err := env.Apply(ctx, f, "default")
-		if err != nil {
-			t.Fatalf("applying %s: %v", f, err)
-		}
+		require.NoError(t, err, "applying %s", f)
 		for _, o := range applied {
 			if o.GetKind() == "ServiceAccount" {
 				sa = o
 			}
 		}
 	}
-	if sa == nil {
-		t.Fatal("manifests/base/serviceaccount.yaml defines no ServiceAccount")
-	}
+	require.NotNil(t, sa, "manifests/base/serviceaccount.yaml defines no ServiceAccount")
 	cfg, err := env.ServiceAccountConfig(ctx, sa.GetNamespace(), sa.GetName())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "a client config authenticated as %s/%s", sa.GetNamespace(), sa.GetName())
 	return cfg, sa.GetNamespace()
 }
 
@@ -75,13 +69,9 @@ func TestControllerRBAC(t *testing.T) {
 	ctx := testContext(t)
 
 	saKube, err := kubernetes.NewForConfig(saConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "creating the ServiceAccount's clientset")
 	who, err := saKube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("who am I: %v", err)
-	}
+	require.NoError(t, err, "who am I")
 	t.Logf("authenticated as %s %v", who.Status.UserInfo.Username, who.Status.UserInfo.Groups)
 
 	type access struct {
@@ -163,9 +153,7 @@ func TestControllerRBAC(t *testing.T) {
 		r, err := saKube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: attrs},
 		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("access review: %v", err)
-		}
+		require.NoError(t, err, "access review")
 		return r.Status.Allowed, r.Status.Reason
 	}
 	describe := func(a access) string {
@@ -189,14 +177,12 @@ func TestControllerRBAC(t *testing.T) {
 		return fmt.Sprintf("%s %s in %s", a.verb, r, where)
 	}
 	for _, a := range must {
-		if ok, reason := review(a); !ok {
-			t.Errorf("the controller cannot %s (%s)", describe(a), reason)
-		}
+		ok, reason := review(a)
+		assert.True(t, ok, "the controller cannot %s (%s)", describe(a), reason)
 	}
 	for _, a := range mustNot {
-		if ok, reason := review(a); ok {
-			t.Errorf("the controller can %s, and must not (%s)", describe(a), reason)
-		}
+		ok, reason := review(a)
+		assert.False(t, ok, "the controller can %s, and must not (%s)", describe(a), reason)
 	}
 
 	t.Run("real requests", func(t *testing.T) {
@@ -210,60 +196,43 @@ func realRequests(t *testing.T, env *framework.Environment, saConfig *rest.Confi
 	ctx := testContext(t)
 	admin := env.Kubernetes(t)
 	sa, err := kubernetes.NewForConfig(saConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "creating the ServiceAccount's clientset")
 	saDynamic, err := dynamic.NewForConfig(saConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "creating the ServiceAccount's dynamic client")
 
 	// Secrets: listed and watched (the informer selects the labelled
 	// ones), never read by name or changed.
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vcenter-credentials", Namespace: ns}, StringData: map[string]string{"username": "u", "password": "p"}}
-	if _, err := admin.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sa.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: "migration.platform.example/vsphere-credentials=true"}); err != nil {
-		t.Errorf("list labelled Secrets in all namespaces: %v", err)
-	}
-	if _, err := sa.CoreV1().Secrets(ns).Get(ctx, "vcenter-credentials", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("get Secret by name: got %v, want Forbidden", err)
-	}
+	_, err = admin.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{})
+	require.NoError(t, err, "creating the Secret")
+	_, err = sa.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: "migration.platform.example/vsphere-credentials=true"})
+	assert.NoError(t, err, "list labelled Secrets in all namespaces")
+	_, err = sa.CoreV1().Secrets(ns).Get(ctx, "vcenter-credentials", metav1.GetOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "get Secret by name: got %v, want Forbidden", err)
 
 	// Migrations: list and watch everywhere, update, finalizers, status.
 	createAndGet(t, env, ns, newMigration("rbac"))
 	saMigrations := saDynamic.Resource(migrationGVR)
-	if _, err := saMigrations.List(ctx, metav1.ListOptions{}); err != nil {
-		t.Errorf("list migrations in all namespaces: %v", err)
-	}
+	_, err = saMigrations.List(ctx, metav1.ListOptions{})
+	assert.NoError(t, err, "list migrations in all namespaces")
 	w, err := saMigrations.Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Errorf("watch migrations in all namespaces: %v", err)
-	} else {
+	if assert.NoError(t, err, "watch migrations in all namespaces") {
 		w.Stop()
 	}
 	list, err := saMigrations.Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil || len(list.Items) != 1 {
-		t.Fatalf("list migrations: %v", err)
-	}
+	require.NoError(t, err, "list migrations")
+	require.Len(t, list.Items, 1, "migrations listed in %s", ns)
 	m := &list.Items[0]
-	if m, err = saMigrations.Namespace(ns).Patch(ctx, "rbac", types.MergePatchType,
-		[]byte(`{"metadata":{"finalizers":["migration.platform.example/cleanup"]}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("add a finalizer: %v", err)
-	}
-	if err := unstructured.SetNestedField(m.Object, "Pending", "status", "phase"); err != nil {
-		t.Fatal(err)
-	}
-	if m, err = saMigrations.Namespace(ns).UpdateStatus(ctx, m, metav1.UpdateOptions{}); err != nil {
-		t.Errorf("update status: %v", err)
-	}
-	if _, err := saMigrations.Namespace(ns).Patch(ctx, "rbac", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
-		t.Errorf("remove the finalizer: %v", err)
-	}
-	if err := saMigrations.Namespace(ns).Delete(ctx, "rbac", metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("delete a migration: got %v, want Forbidden", err)
-	}
+	m, err = saMigrations.Namespace(ns).Patch(ctx, "rbac", types.MergePatchType,
+		[]byte(`{"metadata":{"finalizers":["migration.platform.example/cleanup"]}}`), metav1.PatchOptions{})
+	require.NoError(t, err, "add a finalizer")
+	require.NoError(t, unstructured.SetNestedField(m.Object, "Pending", "status", "phase"))
+	m, err = saMigrations.Namespace(ns).UpdateStatus(ctx, m, metav1.UpdateOptions{})
+	assert.NoError(t, err, "update status")
+	_, err = saMigrations.Namespace(ns).Patch(ctx, "rbac", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	assert.NoError(t, err, "remove the finalizer")
+	err = saMigrations.Namespace(ns).Delete(ctx, "rbac", metav1.DeleteOptions{})
+	assert.True(t, apierrors.IsForbidden(err), "delete a migration: got %v, want Forbidden", err)
 
 	// Children: create and delete each kind the controller owns.
 	owner := metav1.OwnerReference{APIVersion: "migration.platform.example/v1alpha1", Kind: "VirtualMachineMigration", Name: "rbac", UID: m.GetUID(), Controller: ptr(true), BlockOwnerDeletion: ptr(true)}
@@ -325,14 +294,11 @@ func realRequests(t *testing.T, env *framework.Environment, saConfig *rest.Confi
 		}, nil},
 	}
 	for _, c := range children {
-		if err := c.create(); err != nil {
-			t.Errorf("create %s: %v", c.kind, err)
+		if !assert.NoError(t, c.create(), "create %s", c.kind) {
 			continue
 		}
 		if c.delete != nil {
-			if err := c.delete(); err != nil {
-				t.Errorf("delete %s: %v", c.kind, err)
-			}
+			assert.NoError(t, c.delete(), "delete %s", c.kind)
 		}
 	}
 }

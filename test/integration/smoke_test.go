@@ -6,6 +6,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"platform.example/vm-migration/test/framework"
@@ -15,12 +16,8 @@ func TestSmoke(t *testing.T) {
 	env := framework.Env(t)
 	ns := env.Namespace(t)
 	v, err := env.Kubernetes(t).Discovery().ServerVersion()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "reading the server version")
 	t.Logf("server %s, namespace %s", v.GitVersion, ns)
 	_, err = env.Kubernetes(t).CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "getting the test's namespace %s", ns)
 }

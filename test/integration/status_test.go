@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -26,67 +28,45 @@ func TestStatusSubresource(t *testing.T) {
 
 	createAndGet(t, env, ns, newMigration("web-01"))
 	vmm, err := client.Get(ctx, "web-01", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("getting: %v", err)
-	}
-	if vmm.Generation != 1 {
-		t.Fatalf("generation %d after create, want 1", vmm.Generation)
-	}
+	require.NoError(t, err, "getting web-01")
+	require.Equal(t, int64(1), vmm.Generation, "generation after create")
 
 	// A status update that also tries to change the spec.
 	vmm.Status = sampleStatus()
 	vmm.Spec.Policy.Paused = true
 	afterStatus, err := client.UpdateStatus(ctx, vmm, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatalf("updating status: %v", err)
-	}
-	if afterStatus.Spec.Policy.Paused {
-		t.Error("the status update changed spec.policy.paused")
-	}
-	if afterStatus.Generation != 1 {
-		t.Errorf("generation %d after a status update, want 1", afterStatus.Generation)
-	}
-	if afterStatus.Status.Phase != migrationv1alpha1.PhaseValidating || afterStatus.Status.Progress != "12%" {
-		t.Errorf("status not written: phase %q progress %q", afterStatus.Status.Phase, afterStatus.Status.Progress)
-	}
+	require.NoError(t, err, "updating status")
+	assert.False(t, afterStatus.Spec.Policy.Paused, "the status update changed spec.policy.paused")
+	assert.Equal(t, int64(1), afterStatus.Generation, "generation after a status update")
+	assert.Equal(t, migrationv1alpha1.PhaseValidating, afterStatus.Status.Phase, "status not written: phase")
+	assert.Equal(t, "12%", afterStatus.Status.Progress, "status not written: progress")
 
 	// A spec update that also tries to change the status.
 	afterStatus.Spec.Policy.Paused = true
 	afterStatus.Status.Phase = migrationv1alpha1.PhaseFailed
 	afterStatus.Status.Progress = "99%"
 	afterSpec, err := client.Update(ctx, afterStatus, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatalf("updating spec: %v", err)
-	}
-	if !afterSpec.Spec.Policy.Paused {
-		t.Error("the spec update did not change spec.policy.paused")
-	}
-	if afterSpec.Generation != 2 {
-		t.Errorf("generation %d after a spec update, want 2", afterSpec.Generation)
-	}
-	if afterSpec.Status.Phase != migrationv1alpha1.PhaseValidating || afterSpec.Status.Progress != "12%" {
-		t.Errorf("the spec update changed status: phase %q progress %q", afterSpec.Status.Phase, afterSpec.Status.Progress)
-	}
+	require.NoError(t, err, "updating spec")
+	assert.True(t, afterSpec.Spec.Policy.Paused, "the spec update did not change spec.policy.paused")
+	assert.Equal(t, int64(2), afterSpec.Generation, "generation after a spec update")
+	assert.Equal(t, migrationv1alpha1.PhaseValidating, afterSpec.Status.Phase, "the spec update changed status: phase")
+	assert.Equal(t, "12%", afterSpec.Status.Progress, "the spec update changed status: progress")
 
 	// Status is validated against its schema too.
 	bad := afterSpec.DeepCopy()
 	bad.Status.Phase = "Done"
 	_, err = client.UpdateStatus(ctx, bad, metav1.UpdateOptions{})
-	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `status.phase: Unsupported value: "Done"`) {
-		t.Errorf("status with an unknown phase: got %v, want 422 naming status.phase", err)
-	}
+	assert.True(t, apierrors.IsInvalid(err), "status with an unknown phase: got %v, want 422 (Invalid)", err)
+	assert.ErrorContains(t, err, `status.phase: Unsupported value: "Done"`, "status with an unknown phase, want an error naming status.phase")
 
 	// Finalizers are metadata: the main resource takes them.
 	withFinalizer := afterSpec.DeepCopy()
 	withFinalizer.Finalizers = []string{"migration.platform.example/cleanup"}
 	got, err := client.Update(ctx, withFinalizer, metav1.UpdateOptions{})
-	if err != nil {
-		t.Fatalf("adding a finalizer: %v", err)
-	}
+	require.NoError(t, err, "adding a finalizer")
 	got.Finalizers = nil
-	if _, err := client.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("removing the finalizer: %v", err)
-	}
+	_, err = client.Update(ctx, got, metav1.UpdateOptions{})
+	require.NoError(t, err, "removing the finalizer")
 }
 
 // sampleStatus is a status as the controller writes it during validation.
@@ -129,18 +109,15 @@ func TestKubectlPrinterColumns(t *testing.T) {
 	client := migrationClient(t, env).MigrationV1alpha1().VirtualMachineMigrations(ns)
 	createAndGet(t, env, ns, newMigration("web-01"))
 	vmm, err := client.Get(ctx, "web-01", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("getting: %v", err)
-	}
+	require.NoError(t, err, "getting web-01")
 	vmm.Status = sampleStatus()
 	vmm.Status.Conditions = append(vmm.Status.Conditions, metav1.Condition{
 		Type: "Progressing", Status: metav1.ConditionFalse, Reason: "SourceUnreachable",
 		Message: "connecting: i/o timeout", LastTransitionTime: metav1.Now(), ObservedGeneration: 1,
 	})
 	vmm.Status.LastError = &migrationv1alpha1.MigrationError{Phase: migrationv1alpha1.PhaseValidating, Reason: "PreflightCheckFailed", Message: "reading datastores: timeout", Time: metav1.Now()}
-	if _, err := client.UpdateStatus(ctx, vmm, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("updating status: %v", err)
-	}
+	_, err = client.UpdateStatus(ctx, vmm, metav1.UpdateOptions{})
+	require.NoError(t, err, "updating status")
 
 	run := func(args ...string) [][]string {
 		t.Helper()
@@ -149,9 +126,7 @@ func TestKubectlPrinterColumns(t *testing.T) {
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-		}
+		require.NoError(t, err, "kubectl %s:\n%s", strings.Join(args, " "), stderr.String())
 		if s := stderr.String(); s != "" {
 			t.Logf("kubectl %s stderr: %s", strings.Join(args, " "), s)
 		}
@@ -162,24 +137,22 @@ func TestKubectlPrinterColumns(t *testing.T) {
 	for _, resource := range []string{"vmm", "virtualmachinemigrations", "migration"} {
 		rows := run("get", resource)
 		wantHeader := []string{"NAME", "PHASE", "PROGRESS", "SOURCE VM", "TARGET VM", "AGE"}
-		if len(rows) != 2 {
-			t.Fatalf("kubectl get %s: %d lines, want a header and one row", resource, len(rows))
-		}
-		if !equalStrings(rows[0], wantHeader) {
-			t.Errorf("kubectl get %s header %q, want %q", resource, rows[0], wantHeader)
-		}
+		require.Len(t, rows, 2, "kubectl get %s: want a header and one row", resource)
+		assert.Equal(t, wantHeader, rows[0], "kubectl get %s header", resource)
 		wantRow := []string{"web-01", "Validating", "12%", "web-01", "web-01-kv"}
-		if len(rows[1]) != 6 || !equalStrings(rows[1][:5], wantRow) {
-			t.Errorf("kubectl get %s row %q, want %q and an age", resource, rows[1], wantRow)
+		if assert.Len(t, rows[1], 6, "kubectl get %s row, want %q and an age", resource, wantRow) {
+			assert.Equal(t, wantRow, rows[1][:5], "kubectl get %s row %q, want %q and an age", resource, rows[1], wantRow)
 		}
 	}
 
 	// -o wide adds why the migration does not progress and its last error
 	// (not the Ready condition's reason, which repeats the phase).
 	wide := run("get", "vmm", "-o", "wide")
-	if len(wide) != 2 || len(wide[0]) != 8 || wide[0][6] != "REASON" || wide[0][7] != "LAST ERROR" ||
-		wide[1][6] != "SourceUnreachable" || wide[1][7] != "PreflightCheckFailed" {
-		t.Errorf("kubectl get vmm -o wide: %q, want REASON (the Progressing reason) and LAST ERROR columns", wide)
+	const wideWant = "kubectl get vmm -o wide: %q, want REASON (the Progressing reason) and LAST ERROR columns"
+	if assert.Len(t, wide, 2, wideWant, wide) && assert.Len(t, wide[0], 8, wideWant, wide) &&
+		assert.GreaterOrEqual(t, len(wide[1]), 8, wideWant, wide) {
+		assert.Equal(t, []string{"REASON", "LAST ERROR"}, wide[0][6:8], wideWant, wide)
+		assert.Equal(t, []string{"SourceUnreachable", "PreflightCheckFailed"}, wide[1][6:8], wideWant, wide)
 	}
 }
 
@@ -196,16 +169,4 @@ func table(out string) [][]string {
 		rows = append(rows, columnGap.Split(strings.TrimSpace(line), -1))
 	}
 	return rows
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

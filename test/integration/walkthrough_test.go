@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/simulator"
@@ -29,7 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
@@ -122,20 +123,15 @@ func newWalkEnv(t *testing.T) *walkEnv {
 	saConfig, _ := controllerIdentity(t, env)
 	w := &walkEnv{t: t, ns: env.Namespace(t), kube: env.Kubernetes(t), counter: &requestCounter{}}
 	var err error
-	if w.mig, err = migclient.NewForConfig(env.Config()); err != nil {
-		t.Fatal(err)
-	}
-	if w.kv, err = kvclient.NewForConfig(env.Config()); err != nil {
-		t.Fatal(err)
-	}
-	if w.cdi, err = cdiclient.NewForConfig(env.Config()); err != nil {
-		t.Fatal(err)
-	}
+	w.mig, err = migclient.NewForConfig(env.Config())
+	require.NoError(t, err, "creating the migration clientset")
+	w.kv, err = kvclient.NewForConfig(env.Config())
+	require.NoError(t, err, "creating the KubeVirt clientset")
+	w.cdi, err = cdiclient.NewForConfig(env.Config())
+	require.NoError(t, err, "creating the CDI clientset")
 
 	model := simulator.VPX()
-	if err := model.Create(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, model.Create(), "creating the vCenter simulator's inventory")
 	model.Service.TLS = new(tls.Config)
 	model.Service.Listen = &url.URL{User: url.UserPassword(walkVCUser, walkVCPassword)}
 	server := model.Service.NewServer()
@@ -147,15 +143,13 @@ func newWalkEnv(t *testing.T) *walkEnv {
 		"username": walkVCUser, "password": walkVCPassword, "thumbprint": soap.ThumbprintSHA256(server.Certificate()),
 	})
 	w.secret.UID = ""
-	if _, err := w.kube.CoreV1().Secrets(w.ns).Create(ctx, w.secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = w.kube.CoreV1().Secrets(w.ns).Create(ctx, w.secret, metav1.CreateOptions{})
+	require.NoError(t, err, "creating the credentials Secret")
 	// A storage class of this test's own, named by the spec, so that the
 	// cluster's default is left alone for the other tests.
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: w.ns + "-standard"}, Provisioner: "example.com/csi"}
-	if _, err := w.kube.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = w.kube.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
+	require.NoError(t, err, "creating the StorageClass %s", sc.Name)
 	t.Cleanup(func() {
 		_ = w.kube.StorageV1().StorageClasses().Delete(context.Background(), sc.Name, metav1.DeleteOptions{})
 	})
@@ -190,14 +184,10 @@ func (w *walkEnv) newWalkMigration() *v1alpha1.VirtualMachineMigration {
 	sessions := vsphere.NewSessionCache()
 	defer func() { _ = sessions.Close(context.Background()) }()
 	secrets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	if err := secrets.Add(w.secret); err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, secrets.Add(w.secret), "adding the credentials Secret to the source step's cache")
 	step := &source.Step{Secrets: corelisters.NewSecretLister(secrets), Sessions: sessions, CallTimeout: 20 * time.Second}
 	obs := step.Observe(testContext(w.t), m, statemachine.SourceNeedInventory)
-	if obs.Error != nil {
-		w.t.Fatalf("reading the simulator's VM: %s", obs.Error.Message)
-	}
+	require.Nil(w.t, obs.Error, "reading the simulator's VM")
 	for _, nic := range obs.Inventory.NICs {
 		if slices.ContainsFunc(m.Spec.Target.Networks, func(n v1alpha1.NetworkMapping) bool { return n.Source == nic.Network }) {
 			continue
@@ -209,9 +199,7 @@ func (w *walkEnv) newWalkMigration() *v1alpha1.VirtualMachineMigration {
 		m.Spec.Target.Networks = append(m.Spec.Target.Networks, mapping)
 	}
 	created, err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Create(testContext(w.t), m, metav1.CreateOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, err, "creating the migration")
 	return created
 }
 
@@ -224,17 +212,18 @@ func (w *walkEnv) get() *v1alpha1.VirtualMachineMigration {
 	return m
 }
 
-// waitFor polls the migration until ok holds, and returns it.
+// waitFor polls the migration until ok holds, and returns it. A timeout
+// fails the test with the status of the last poll.
 func (w *walkEnv) waitFor(what string, ok func(*v1alpha1.VirtualMachineMigration) bool) *v1alpha1.VirtualMachineMigration {
 	w.t.Helper()
+	// Written by one poll at a time; read once EventuallyWithT succeeded,
+	// after the last poll ended.
 	var last *v1alpha1.VirtualMachineMigration
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		last = w.get()
-		return ok(last), nil
-	})
-	if err != nil {
-		w.t.Fatalf("%s: not within 30s; status: %s", what, describeStatus(last))
-	}
+	require.EventuallyWithT(w.t, func(c *assert.CollectT) {
+		m := w.get()
+		last = m
+		assert.True(c, ok(m), "%s; status: %s", what, describeStatus(m))
+	}, 30*time.Second, 100*time.Millisecond, "%s: not within 30s", what)
 	return last
 }
 
@@ -269,12 +258,9 @@ func (w *walkEnv) quiet(where string) {
 			writes += v
 		}
 	}
-	if writes > 0 {
-		w.t.Errorf("%s: %d writes in %s while nothing changed:\n%s", where, writes, walkQuiet, delta)
-	}
-	if m := w.get(); m.ResourceVersion != rv {
-		w.t.Errorf("%s: the migration changed while nothing else did: %s", where, describeStatus(m))
-	}
+	assert.Zero(w.t, writes, "%s: writes in %s while nothing changed:\n%s", where, walkQuiet, delta)
+	m := w.get()
+	assert.Equal(w.t, rv, m.ResourceVersion, "%s: the migration changed while nothing else did: %s", where, describeStatus(m))
 }
 
 // children lists the objects labelled with the migration's UID, as
@@ -286,13 +272,9 @@ func (w *walkEnv) children(uid types.UID) []string {
 	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelMigrationUID: string(uid)}).String()}
 	var out []string
 	add := func(kind string, list runtime.Object, err error) {
-		if err != nil {
-			w.t.Fatalf("listing %s: %v", kind, err)
-		}
+		require.NoError(w.t, err, "listing %s", kind)
 		items, err := meta.ExtractList(list)
-		if err != nil {
-			w.t.Fatal(err)
-		}
+		require.NoError(w.t, err, "the items of the %s list", kind)
 		for _, it := range items {
 			acc, _ := meta.Accessor(it)
 			if acc.GetDeletionTimestamp() == nil {
@@ -331,13 +313,9 @@ func (w *walkEnv) collectGarbage() {
 	w.t.Helper()
 	ctx := testContext(w.t)
 	jobs, err := w.kube.BatchV1().Jobs(w.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, err, "listing Jobs")
 	pods, err := w.kube.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, err, "listing Pods")
 	for _, p := range pods.Items {
 		if o := metav1.GetControllerOf(&p); o != nil && o.Kind == "Job" &&
 			!slices.ContainsFunc(jobs.Items, func(j batchv1.Job) bool { return j.UID == o.UID }) {
@@ -345,13 +323,9 @@ func (w *walkEnv) collectGarbage() {
 		}
 	}
 	vms, err := w.kv.KubevirtV1().VirtualMachines(w.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, err, "listing VirtualMachines")
 	dvs, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, err, "listing DataVolumes")
 	for _, dv := range dvs.Items {
 		if o := metav1.GetControllerOf(&dv); o != nil && o.Kind == "VirtualMachine" &&
 			!slices.ContainsFunc(vms.Items, func(vm kubevirtv1.VirtualMachine) bool { return vm.UID == o.UID }) {
@@ -359,9 +333,7 @@ func (w *walkEnv) collectGarbage() {
 		}
 	}
 	vmis, err := w.kv.KubevirtV1().VirtualMachineInstances(w.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, err, "listing VirtualMachineInstances")
 	for _, vmi := range vmis.Items {
 		if !slices.ContainsFunc(vms.Items, func(vm kubevirtv1.VirtualMachine) bool { return vm.Name == vmi.Name }) {
 			_ = w.kv.KubevirtV1().VirtualMachineInstances(w.ns).Delete(ctx, vmi.Name, metav1.DeleteOptions{})
@@ -371,23 +343,24 @@ func (w *walkEnv) collectGarbage() {
 
 func ptrTo[T any](v T) *T { return &v }
 
-// wantChildren requires exactly these children.
+// wantChildren requires exactly these children (sorted, as children
+// lists them; none and an empty list alike).
 func (w *walkEnv) wantChildren(where string, uid types.UID, want ...string) {
 	w.t.Helper()
 	sort.Strings(want)
-	got := w.children(uid)
-	if strings.Join(got, ",") != strings.Join(want, ",") {
-		w.t.Fatalf("%s: children\n got %v\nwant %v", where, got, want)
-	}
+	require.ElementsMatch(w.t, want, w.children(uid), "%s: children", where)
 }
 
-// wantOwnedBy requires a controller owner reference to the migration.
+// wantOwnedBy asserts a controller owner reference to the migration.
 func (w *walkEnv) wantOwnedBy(obj metav1.Object, m *v1alpha1.VirtualMachineMigration) {
 	w.t.Helper()
 	o := metav1.GetControllerOf(obj)
-	if o == nil || o.Kind != "VirtualMachineMigration" || o.Name != m.Name || o.UID != m.UID {
-		w.t.Errorf("%s: controller owner %+v, want the migration %s (%s)", obj.GetName(), o, m.Name, m.UID)
+	if !assert.NotNil(w.t, o, "%s: no controller owner, want the migration %s (%s)", obj.GetName(), m.Name, m.UID) {
+		return
 	}
+	assert.Equal(w.t, "VirtualMachineMigration", o.Kind, "%s: controller owner %+v, want the migration %s (%s)", obj.GetName(), o, m.Name, m.UID)
+	assert.Equal(w.t, m.Name, o.Name, "%s: controller owner %+v, want the migration %s (%s)", obj.GetName(), o, m.Name, m.UID)
+	assert.Equal(w.t, m.UID, o.UID, "%s: controller owner %+v, want the migration %s (%s)", obj.GetName(), o, m.Name, m.UID)
 }
 
 // powerState reads the source VM's power state with the test's own client.
@@ -395,18 +368,12 @@ func (w *walkEnv) powerState() vimtypes.VirtualMachinePowerState {
 	w.t.Helper()
 	ctx := testContext(w.t)
 	c, err := govmomi.NewClient(ctx, w.vcURL, true)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, err, "logging in to the vCenter simulator")
 	defer func() { _ = c.Logout(ctx) }()
 	vm, err := find.NewFinder(c.Client).VirtualMachine(ctx, walkSourceVM)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, err, "finding the source VM %s", walkSourceVM)
 	state, err := vm.PowerState(ctx)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, err, "reading the source VM's power state")
 	return state
 }
 
@@ -416,9 +383,7 @@ func (w *walkEnv) finishJob(name, container string, message string) {
 	w.t.Helper()
 	ctx := testContext(w.t)
 	job, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, err, "getting job %s", name)
 	podLabels := map[string]string{}
 	for k, v := range job.Spec.Template.Labels {
 		podLabels[k] = v
@@ -431,9 +396,7 @@ func (w *walkEnv) finishJob(name, container string, message string) {
 		Spec: *job.Spec.Template.Spec.DeepCopy(),
 	}
 	pod, err = w.kube.CoreV1().Pods(w.ns).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		w.t.Fatalf("creating the pod of job %s: %v", name, err)
-	}
+	require.NoError(w.t, err, "creating the pod of job %s", name)
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	image := pod.Spec.Containers[0].Image
 	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
@@ -441,18 +404,16 @@ func (w *walkEnv) finishJob(name, container string, message string) {
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			ExitCode: 0, Reason: "Completed", Message: message, StartedAt: now, FinishedAt: now}},
 	}}}
-	if _, err := w.kube.CoreV1().Pods(w.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-		w.t.Fatalf("updating the pod of job %s: %v", name, err)
-	}
+	_, err = w.kube.CoreV1().Pods(w.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	require.NoError(w.t, err, "updating the pod of job %s", name)
 	job.Status.StartTime, job.Status.CompletionTime = &now, &now
 	job.Status.Succeeded = 1
 	job.Status.Conditions = []batchv1.JobCondition{
 		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "CompletionsReached"},
 		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "CompletionsReached"},
 	}
-	if _, err := w.kube.BatchV1().Jobs(w.ns).UpdateStatus(ctx, job, metav1.UpdateOptions{}); err != nil {
-		w.t.Fatalf("completing job %s: %v", name, err)
-	}
+	_, err = w.kube.BatchV1().Jobs(w.ns).UpdateStatus(ctx, job, metav1.UpdateOptions{})
+	require.NoError(w.t, err, "completing job %s", name)
 }
 
 // setDataVolumesSucceeded plays CDI.
@@ -461,13 +422,10 @@ func (w *walkEnv) setDataVolumesSucceeded(names []string) {
 	ctx := testContext(w.t)
 	for _, name := range names {
 		dv, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			w.t.Fatal(err)
-		}
+		require.NoError(w.t, err, "getting DataVolume %s", name)
 		dv.Status.Phase, dv.Status.Progress = cdiv1.Succeeded, "100.0%"
-		if _, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).UpdateStatus(ctx, dv, metav1.UpdateOptions{}); err != nil {
-			w.t.Fatal(err)
-		}
+		_, err = w.cdi.CdiV1beta1().DataVolumes(w.ns).UpdateStatus(ctx, dv, metav1.UpdateOptions{})
+		require.NoError(w.t, err, "marking DataVolume %s Succeeded", name)
 	}
 }
 
@@ -476,18 +434,15 @@ func (w *walkEnv) runVMI(name string, phase kubevirtv1.VirtualMachineInstancePha
 	w.t.Helper()
 	ctx := testContext(w.t)
 	vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, err, "getting VirtualMachine %s", name)
 	vmi := &kubevirtv1.VirtualMachineInstance{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns, Labels: vm.Spec.Template.ObjectMeta.Labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vm, kubevirtv1.SchemeGroupVersion.WithKind("VirtualMachine"))}},
 		Spec:   vm.Spec.Template.Spec,
 		Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: phase},
 	}
-	if _, err := w.kv.KubevirtV1().VirtualMachineInstances(w.ns).Create(ctx, vmi, metav1.CreateOptions{}); err != nil {
-		w.t.Fatal(err)
-	}
+	_, err = w.kv.KubevirtV1().VirtualMachineInstances(w.ns).Create(ctx, vmi, metav1.CreateOptions{})
+	require.NoError(w.t, err, "creating VirtualMachineInstance %s", name)
 }
 
 // transferDone is the vm-transfer result of a successful copy of every disk.
@@ -497,9 +452,7 @@ func transferDone(t *testing.T, m *v1alpha1.VirtualMachineMigration) string {
 		res.Disks = append(res.Disks, wire.DiskResult{Key: d.Key, Bytes: d.CapacityBytes, SHA256: fmt.Sprintf("%064x", d.Key)})
 	}
 	b, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "encoding the transfer result")
 	return string(b)
 }
 
@@ -537,37 +490,26 @@ func TestWalkthroughAgainstAPIServer(t *testing.T) {
 		c := meta.FindStatusCondition(m.Status.Conditions, statemachine.ConditionProgressing)
 		return c != nil && c.Reason == statemachine.ReasonAwaitingApproval
 	})
-	if !slices.Contains(m.Finalizers, v1alpha1.FinalizerName) {
-		t.Errorf("no finalizer: %v", m.Finalizers)
-	}
-	if m.Status.Source == nil || m.Status.Source.Name != walkSourceVM || m.Status.Target == nil {
-		t.Fatalf("no inventory or target recorded: %s", describeStatus(m))
-	}
+	assert.Contains(t, m.Finalizers, v1alpha1.FinalizerName, "no finalizer")
+	require.NotNil(t, m.Status.Source, "no inventory recorded: %s", describeStatus(m))
+	require.Equal(t, walkSourceVM, m.Status.Source.Name, "the inventoried source VM: %s", describeStatus(m))
+	require.NotNil(t, m.Status.Target, "no target recorded: %s", describeStatus(m))
 	target := m.Status.Target.Name
 	w.wantChildren("AwaitingApproval", uid)
 	w.quiet("AwaitingApproval")
-	if s := w.powerState(); s != vimtypes.VirtualMachinePowerStatePoweredOn {
-		t.Fatalf("the source is %s before the cutover", s)
-	}
+	require.Equal(t, vimtypes.VirtualMachinePowerStatePoweredOn, w.powerState(), "the source's power state before the cutover")
 
 	patch := []byte(`{"spec":{"policy":{"approved":true}}}`)
-	if _, err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Patch(ctx, walkMigration, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Patch(ctx, walkMigration, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err, "approving the migration")
 	m = w.waitPhase(v1alpha1.PhaseTransferringDisks, progressing("transferring disks"))
-	if s := w.powerState(); s != vimtypes.VirtualMachinePowerStatePoweredOff {
-		t.Fatalf("the source is %s during the transfer", s)
-	}
-	if got := walkEvidence(m, v1alpha1.PhaseAwaitingApproval); got == "" {
-		t.Errorf("no evidence of the approval")
-	}
+	require.Equal(t, vimtypes.VirtualMachinePowerStatePoweredOff, w.powerState(), "the source's power state during the transfer")
+	assert.NotEmpty(t, walkEvidence(m, v1alpha1.PhaseAwaitingApproval), "no evidence of the approval")
 	var staging []string
 	for _, d := range m.Status.Disks {
 		staging = append(staging, "PersistentVolumeClaim/"+d.StagingClaim)
 		pvc, err := w.kube.CoreV1().PersistentVolumeClaims(w.ns).Get(ctx, d.StagingClaim, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "getting the staging claim %s", d.StagingClaim)
 		w.wantOwnedBy(pvc, m)
 	}
 	tjob := naming.TransferJob(walkMigration, 1)
@@ -576,9 +518,7 @@ func TestWalkthroughAgainstAPIServer(t *testing.T) {
 		"ConfigMap/"+tjob+"-progress", "ServiceAccount/"+access, "Role/"+access, "RoleBinding/"+access)
 	w.wantChildren("transfer running", uid, transferObjs...)
 	job, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, tjob, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "getting the transfer job %s", tjob)
 	w.wantOwnedBy(job, m)
 	w.quiet("transfer running")
 
@@ -589,49 +529,37 @@ func TestWalkthroughAgainstAPIServer(t *testing.T) {
 		return err == nil
 	})
 	for _, d := range m.Status.Disks {
-		if d.SHA256 == "" || d.BytesTransferred != d.CapacityBytes {
-			t.Errorf("disk %d: no transfer evidence: %+v", d.Key, d)
-		}
+		assert.NotEmpty(t, d.SHA256, "disk %d: no transfer evidence (sha256): %+v", d.Key, d)
+		assert.Equal(t, d.CapacityBytes, d.BytesTransferred, "disk %d: no transfer evidence (bytes transferred, want the capacity): %+v", d.Key, d)
 	}
 	w.finishJob(cjob, pipeline.ConversionContainer, walkInspection)
 
 	m = w.waitPhase(v1alpha1.PhaseImporting, progressing("importing disks: 0 of"))
-	if m.Status.Conversion == nil || !strings.HasPrefix(m.Status.Conversion.OperatingSystem, "rhel 9.4") {
-		t.Errorf("conversion evidence: %+v", m.Status.Conversion)
+	if assert.NotNil(t, m.Status.Conversion, "no conversion evidence") {
+		assert.True(t, strings.HasPrefix(m.Status.Conversion.OperatingSystem, "rhel 9.4"),
+			"conversion evidence %+v, want the operating system rhel 9.4...", m.Status.Conversion)
 	}
 	var dvNames, dvChildren []string
 	for _, d := range m.Status.Disks {
 		dvNames = append(dvNames, d.DataVolume)
 		dvChildren = append(dvChildren, "DataVolume/"+d.DataVolume)
 		dv, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).Get(ctx, d.DataVolume, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(dv.OwnerReferences) != 0 {
-			t.Errorf("DataVolume %s is owned before the VM adopts it: %+v", dv.Name, dv.OwnerReferences)
-		}
+		require.NoError(t, err, "getting DataVolume %s", d.DataVolume)
+		assert.Empty(t, dv.OwnerReferences, "DataVolume %s is owned before the VM adopts it", dv.Name)
 	}
 	w.quiet("import running")
 	w.setDataVolumesSucceeded(dvNames)
 
 	m = w.waitPhase(v1alpha1.PhaseStarting, progressing("waiting for VirtualMachine "+target+" to run"))
 	vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, target, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(vm.OwnerReferences) != 0 {
-		t.Errorf("the VM has owners: %+v", vm.OwnerReferences)
-	}
-	if m.Status.Target.UID != vm.UID {
-		t.Errorf("status.target.uid %q, want %q", m.Status.Target.UID, vm.UID)
-	}
+	require.NoError(t, err, "getting the target VM %s", target)
+	assert.Empty(t, vm.OwnerReferences, "the VM has owners")
+	assert.Equal(t, vm.UID, m.Status.Target.UID, "status.target.uid, want the VM's")
 	for _, name := range dvNames {
 		dv, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if o := metav1.GetControllerOf(dv); o == nil || o.UID != vm.UID {
-			t.Errorf("DataVolume %s not adopted by the VM: %+v", name, dv.OwnerReferences)
+		require.NoError(t, err, "getting DataVolume %s", name)
+		if o := metav1.GetControllerOf(dv); assert.NotNil(t, o, "DataVolume %s not adopted by the VM: %+v", name, dv.OwnerReferences) {
+			assert.Equal(t, vm.UID, o.UID, "DataVolume %s not adopted by the VM: %+v", name, dv.OwnerReferences)
 		}
 	}
 	w.quiet("VM starting")
@@ -641,22 +569,17 @@ func TestWalkthroughAgainstAPIServer(t *testing.T) {
 	for _, p := range []v1alpha1.Phase{v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhaseAwaitingApproval,
 		v1alpha1.PhaseQueued, v1alpha1.PhaseStoppingSource, v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting,
 		v1alpha1.PhaseImporting, v1alpha1.PhaseCreatingVM, v1alpha1.PhaseStarting, v1alpha1.PhaseCleaningUp} {
-		if walkEvidence(m, p) == "" {
-			t.Errorf("no evidence for %s", p)
-		}
+		assert.NotEmpty(t, walkEvidence(m, p), "no evidence for %s", p)
 	}
 	kept := append(slices.Clone(dvChildren), "VirtualMachine/"+target, "VirtualMachineInstance/"+target)
 	w.wantChildren("Succeeded", uid, kept...)
 	w.quiet("Succeeded")
 
-	if err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Delete(ctx, walkMigration, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Delete(ctx, walkMigration, metav1.DeleteOptions{}),
+		"deleting the finished migration")
 	w.waitFor("the finished migration is deleted", func(m *v1alpha1.VirtualMachineMigration) bool { return m == nil })
 	w.wantChildren("after deleting the finished migration", uid, kept...)
-	if s := w.powerState(); s != vimtypes.VirtualMachinePowerStatePoweredOff {
-		t.Errorf("the source is %s after the migration; it stays off", s)
-	}
+	assert.Equal(t, vimtypes.VirtualMachinePowerStatePoweredOff, w.powerState(), "the source's power state after the migration; it stays off")
 }
 
 // TestWalkthroughCancelAgainstAPIServer deletes a migration while its VM
@@ -670,9 +593,8 @@ func TestWalkthroughCancelAgainstAPIServer(t *testing.T) {
 	uid := m.UID
 	w.waitPhase(v1alpha1.PhaseAwaitingApproval, nil)
 	patch := []byte(`{"spec":{"policy":{"approved":true}}}`)
-	if _, err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Patch(ctx, walkMigration, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Patch(ctx, walkMigration, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err, "approving the migration")
 	m = w.waitPhase(v1alpha1.PhaseTransferringDisks, func(m *v1alpha1.VirtualMachineMigration) bool {
 		_, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, naming.TransferJob(walkMigration, 1), metav1.GetOptions{})
 		return err == nil
@@ -700,31 +622,23 @@ func TestWalkthroughCancelAgainstAPIServer(t *testing.T) {
 	// it is deleted, or it would succeed first and keep its VM.
 	w.runVMI(m.Status.Target.Name, kubevirtv1.Scheduling)
 	t.Logf("cancelling with children %v", w.children(uid))
-	if s := w.powerState(); s != vimtypes.VirtualMachinePowerStatePoweredOff {
-		t.Fatalf("the source is %s before the cancellation", s)
-	}
+	require.Equal(t, vimtypes.VirtualMachinePowerStatePoweredOff, w.powerState(), "the source's power state before the cancellation")
 
-	if err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Delete(ctx, walkMigration, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Delete(ctx, walkMigration, metav1.DeleteOptions{}),
+		"deleting the migration")
 	target := m.Status.Target.Name
 	// Play KubeVirt: the halted VM's instance stops.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	require.Eventually(t, func() bool {
 		vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, target, metav1.GetOptions{})
-		return err == nil && vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy == kubevirtv1.RunStrategyHalted, nil
-	}); err != nil {
-		t.Fatalf("the started target VM was not halted: %v", err)
-	}
-	if err := w.kv.KubevirtV1().VirtualMachineInstances(w.ns).Delete(ctx, target, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+		return err == nil && vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy == kubevirtv1.RunStrategyHalted
+	}, 30*time.Second, 100*time.Millisecond, "the started target VM was not halted within 30s")
+	require.NoError(t, w.kv.KubevirtV1().VirtualMachineInstances(w.ns).Delete(ctx, target, metav1.DeleteOptions{}),
+		"deleting the VirtualMachineInstance %s", target)
 	w.waitFor("the cancelled migration is deleted", func(m *v1alpha1.VirtualMachineMigration) bool { return m == nil })
 	kept := []string{"VirtualMachine/" + target}
 	for _, name := range dvNames {
 		kept = append(kept, "DataVolume/"+name)
 	}
 	w.wantChildren("after cancelling", uid, kept...)
-	if s := w.powerState(); s != vimtypes.VirtualMachinePowerStatePoweredOn {
-		t.Errorf("the source is %s after the cancellation, want poweredOn as it was found", s)
-	}
+	assert.Equal(t, vimtypes.VirtualMachinePowerStatePoweredOn, w.powerState(), "the source's power state after the cancellation, want poweredOn as it was found")
 }

@@ -6,11 +6,12 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,9 +43,9 @@ func TestJobControllerAndGarbageCollector(t *testing.T) {
 		}}},
 	}
 	created, err := cs.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating the Job: %v", err)
-	}
+	require.NoError(t, err, "creating the Job")
+	// The polls below run until ctx, the test's 90s, ends: a bound shared
+	// by the whole test, which is why they are not require.Eventually.
 	selector := "batch.kubernetes.io/controller-uid=" + string(created.UID)
 	var podName string
 	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
@@ -55,14 +56,10 @@ func TestJobControllerAndGarbageCollector(t *testing.T) {
 		podName = pods.Items[0].Name
 		return true, nil
 	})
-	if err != nil {
-		t.Fatalf("the Job controller created no Pod: %v", err)
-	}
+	require.NoError(t, err, "the Job controller created no Pod")
 
 	bg := metav1.DeletePropagationBackground
-	if err := cs.BatchV1().Jobs(ns).Delete(ctx, "transfer", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
-		t.Fatalf("deleting the Job: %v", err)
-	}
+	require.NoError(t, cs.BatchV1().Jobs(ns).Delete(ctx, "transfer", metav1.DeleteOptions{PropagationPolicy: &bg}), "deleting the Job")
 	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, podName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -73,9 +70,7 @@ func TestJobControllerAndGarbageCollector(t *testing.T) {
 		// evidence.
 		return err == nil && p.DeletionTimestamp != nil, nil
 	})
-	if err != nil {
-		t.Fatalf("the garbage collector did not delete Pod %s: %v", podName, err)
-	}
+	require.NoError(t, err, "the garbage collector did not delete Pod %s", podName)
 }
 
 // TestNamespaceDeletion checks that the namespace controller finishes
@@ -87,23 +82,18 @@ func TestNamespaceDeletion(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "deleted-namespace"}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	require.NoError(t, err, "creating namespace %s", ns.Name)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns.Name}}
-	if _, err := cs.CoreV1().ConfigMaps(ns.Name).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cs.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	_, err = cs.CoreV1().ConfigMaps(ns.Name).Create(ctx, cm, metav1.CreateOptions{})
+	require.NoError(t, err, "creating a ConfigMap in %s", ns.Name)
+	require.NoError(t, cs.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}), "deleting namespace %s", ns.Name)
+	// Until ctx, the test's 90s, ends.
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, ns.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	if err != nil {
-		t.Fatalf("namespace %s not deleted: %v", ns.Name, err)
-	}
+	require.NoError(t, err, "namespace %s not deleted", ns.Name)
 }
 
 // TestProcessesAndKubeconfig checks the framework's processes (each leads
@@ -112,33 +102,26 @@ func TestProcessesAndKubeconfig(t *testing.T) {
 	env := framework.Env(t)
 	pids := env.PIDs()
 	for _, name := range []string{framework.BinaryEtcd, framework.BinaryKubeAPIServer, framework.BinaryControllerManager} {
-		pid, ok := pids[name]
-		if !ok {
-			t.Errorf("%s not running", name)
+		if !assert.Contains(t, pids, name, "%s not running", name) {
 			continue
 		}
+		pid := pids[name]
 		pgid, err := syscall.Getpgid(pid)
-		if err != nil {
-			t.Errorf("%s (pid %d): %v", name, pid, err)
+		if !assert.NoError(t, err, "%s (pid %d): its process group", name, pid) {
 			continue
 		}
-		if pgid != pid {
-			t.Errorf("%s (pid %d) is in process group %d, want its own", name, pid, pgid)
-		}
-		if pgid == syscall.Getpgrp() {
-			t.Errorf("%s shares the test binary's process group", name)
-		}
+		assert.Equal(t, pid, pgid, "%s (pid %d): its process group, want its own", name, pid)
+		assert.NotEqual(t, syscall.Getpgrp(), pgid, "%s shares the test binary's process group", name)
 	}
-	if _, err := os.Stat(env.KubeconfigPath()); err != nil {
-		t.Fatalf("kubeconfig: %v", err)
-	}
+	_, err := os.Stat(env.KubeconfigPath())
+	require.NoError(t, err, "kubeconfig")
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
 		t.Skip("kubectl not installed")
 	}
 	out, err := exec.Command(kubectl, "--kubeconfig", env.KubeconfigPath(), "auth", "whoami", "-o", "jsonpath={.status.userInfo.groups}").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "system:masters") {
-		t.Errorf("kubectl auth whoami with the kubeconfig: %v\n%s", err, out)
+	if assert.NoError(t, err, "kubectl auth whoami with the kubeconfig:\n%s", out) {
+		assert.Contains(t, string(out), "system:masters", "kubectl auth whoami with the kubeconfig: the groups")
 	}
 }
 
@@ -150,7 +133,7 @@ func TestDeliberateFailure(t *testing.T) {
 	framework.Env(t)
 	switch os.Getenv("FRAMEWORK_DELIBERATE_FAILURE") {
 	case "fail":
-		t.Fatal("deliberate failure")
+		require.FailNow(t, "deliberate failure")
 	case "panic":
 		panic("deliberate panic")
 	case "hang":

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -144,6 +145,26 @@ func TestTransferringDisks(t *testing.T) {
 			obs:   newObs(claims(stagingClaims()...), succeeded(goodResults()[:1])),
 			phase: v1alpha1.PhaseTransferringDisks, check: retried(ReasonTransferResultMismatch),
 		},
+		"succeeded, its result not in the caches yet: wait for it": {
+			m: m(withTransfer),
+			obs: newObs(claims(stagingClaims()...), transferJob(JobObservation{
+				Name: job1, Succeeded: true, ResultMissing: true, CompletedAt: builders.At(-5 * time.Second).Time,
+			})),
+			now: 0, phase: v1alpha1.PhaseTransferringDisks, requeue: JobResultPoll,
+			check: func(t *testing.T, d Decision) {
+				assert.Zero(t, d.Status.Retries, "a result the caches have not caught up with spends no retry")
+				assert.Nil(t, d.Status.LastError, "no error while the result is on its way")
+				c := wantCond(t, d, ConditionProgressing, metav1.ConditionTrue, "")
+				assert.Contains(t, c.Message, "completed; waiting for its result")
+			},
+		},
+		"succeeded, no result long after its completion: retry": {
+			m: m(withTransfer),
+			obs: newObs(claims(stagingClaims()...), transferJob(JobObservation{
+				Name: job1, Succeeded: true, ResultMissing: true, CompletedAt: builders.At(-JobResultGrace - time.Second).Time,
+			})),
+			phase: v1alpha1.PhaseTransferringDisks, check: retried(ReasonTransferResultMismatch),
+		},
 		"succeeded without a checksum: retry": {
 			m: m(withTransfer),
 			obs: newObs(claims(stagingClaims()...), succeeded(badResults(func(r []DiskResult) []DiskResult {
@@ -263,6 +284,23 @@ func TestConverting(t *testing.T) {
 			m: m(withConversion, builders.WithRetries(3)), obs: newObs(failed("")),
 			phase: v1alpha1.PhaseRollingBack,
 			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseConverting, ReasonConversionFailed) },
+		},
+		"succeeded, its pod's report not in the caches yet: wait for it": {
+			m: m(withConversion),
+			obs: newObs(conversionJob(JobObservation{
+				Name: conv1, Succeeded: true, ResultMissing: true, CompletedAt: builders.At(-time.Second).Time,
+			})),
+			phase: v1alpha1.PhaseConverting, requeue: JobResultPoll,
+			check: func(t *testing.T, d Decision) {
+				assert.Nil(t, d.Status.Conversion.CompletedAt, "conversion recorded complete before its report arrived")
+			},
+		},
+		"succeeded, no report long after its completion: go on without the OS": {
+			m: m(withConversion),
+			obs: newObs(conversionJob(JobObservation{
+				Name: conv1, Succeeded: true, ResultMissing: true, CompletedAt: builders.At(-JobResultGrace).Time,
+			})),
+			phase: v1alpha1.PhaseImporting, requeue: ms,
 		},
 		"succeeded: the OS is recorded": {
 			m:     m(withConversion),

@@ -246,6 +246,8 @@ func (d *decider) transferringDisks() {
 		if d.retry(ReasonTransferFailed, fmt.Sprintf("transfer job %s failed: %s", job.Name, job.Message)) {
 			d.nextTransferAttempt()
 		}
+	case job.awaitsResult(d.now.Time):
+		d.working(fmt.Sprintf("transfer job %s completed; waiting for its result", job.Name), JobResultPoll)
 	case job.Succeeded:
 		if problem := d.checkTransferResults(job.Results); problem != "" {
 			if d.retry(ReasonTransferResultMismatch, fmt.Sprintf("transfer job %s: %s", job.Name, problem)) {
@@ -371,6 +373,8 @@ func (d *decider) converting() {
 			d.nextTransferAttempt()
 			d.setPhase(v1alpha1.PhaseTransferringDisks, "the staged disks are in an unknown state after a failed conversion: transferring again")
 		}
+	case job.awaitsResult(d.now.Time):
+		d.working(fmt.Sprintf("conversion job %s completed; waiting for its result", job.Name), JobResultPoll)
 	case job.Succeeded:
 		now := d.now
 		c.CompletedAt = &now

@@ -273,6 +273,28 @@ type JobObservation struct {
 	Results []DiskResult
 	// OperatingSystem is what a conversion inspected.
 	OperatingSystem string
+	// ResultMissing says the Job succeeded but its result (the pod's
+	// termination message, or the transfer's ConfigMap) is not in the
+	// caches: each resource has its own watch, so the Job's completion can
+	// arrive before its pod's last status. See JobResultGrace.
+	ResultMissing bool
+	// CompletedAt is the Job's completion time (zero when not recorded).
+	CompletedAt time.Time
+}
+
+// JobResultGrace is how long after a Job's completion a missing result is
+// waited for before it counts as no result at all; JobResultPoll is how
+// often the migration looks again meanwhile (the pod's update also wakes
+// it).
+const (
+	JobResultGrace = 30 * time.Second
+	JobResultPoll  = 2 * time.Second
+)
+
+// awaitsResult says whether a succeeded Job's missing result may still
+// arrive at now.
+func (j *JobObservation) awaitsResult(now time.Time) bool {
+	return j.Succeeded && j.ResultMissing && !j.CompletedAt.IsZero() && now.Before(j.CompletedAt.Add(JobResultGrace))
 }
 
 // DiskProgress is one disk's progress in a running transfer.

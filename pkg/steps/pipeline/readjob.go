@@ -63,6 +63,13 @@ func ObserveJob(job *batchv1.Job, pods []corev1.Pod, configMapData map[string]st
 	default:
 		observeTransfer(&o, msg, configMapData)
 	}
+	// The pod's last status comes over its own watch: a Job can be seen
+	// complete before the pod's termination message is.
+	o.ResultMissing = o.Succeeded && term == nil &&
+		(component == v1alpha1.ComponentConversion || configMapData[wire.ConfigMapKeyResult] == "")
+	if job.Status.CompletionTime != nil {
+		o.CompletedAt = job.Status.CompletionTime.Time
+	}
 	switch {
 	case o.Failed && o.Message == "":
 		o.Message = joinNonEmpty("; ", condMessage, podProblem(pod, term))

@@ -71,6 +71,11 @@ func condition(typ batchv1.JobConditionType, reason, msg string) func(*batchv1.J
 	}
 }
 
+// completedAt records the Job's completion time.
+func completedAt(at time.Time) func(*batchv1.Job) {
+	return func(j *batchv1.Job) { j.Status.CompletionTime = &metav1.Time{Time: at} }
+}
+
 // pod builds a pod of job whose container ended (or waits) as given.
 func pod(job *batchv1.Job, name, labelKey string, created time.Time, state corev1.ContainerState) *corev1.Pod {
 	yes := true
@@ -155,6 +160,13 @@ func TestObserveJob(t *testing.T) {
 				return []runtime.Object{pod(j, "p1", labelJobName, t0, terminated(0, "Completed", ""))}
 			},
 			want: statemachine.JobObservation{Succeeded: true, Message: "the transfer reported no result"},
+		},
+		"transfer completed before its pod's last status reached the cache": {
+			job: jobBuilder(t, v1alpha1.ComponentTransfer, condition(batchv1.JobComplete, "", ""), completedAt(t0)),
+			objects: func(j *batchv1.Job) []runtime.Object {
+				return []runtime.Object{pod(j, "p1", labelJobName, t0, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})}
+			},
+			want: statemachine.JobObservation{Succeeded: true, Message: "the transfer reported no result", ResultMissing: true, CompletedAt: t0},
 		},
 		"transfer failed with a result": {
 			job: jobBuilder(t, v1alpha1.ComponentTransfer, condition(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")),
@@ -244,6 +256,11 @@ func TestObserveJob(t *testing.T) {
 			},
 			want: statemachine.JobObservation{Failed: true,
 				Message: "libguestfs: error: appliance closed the connection unexpectedly; DeadlineExceeded: Job was active longer than specified deadline"},
+		},
+		"conversion completed, its pod not in the cache": {
+			job:     jobBuilder(t, v1alpha1.ComponentConversion, condition(batchv1.JobComplete, "", ""), completedAt(t0)),
+			objects: func(*batchv1.Job) []runtime.Object { return nil },
+			want:    statemachine.JobObservation{Succeeded: true, ResultMissing: true, CompletedAt: t0},
 		},
 		"conversion running": {
 			job:     jobBuilder(t, v1alpha1.ComponentConversion),

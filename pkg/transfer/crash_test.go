@@ -33,7 +33,9 @@ func TestMain(m *testing.M) {
 // restarts it each time. After each kill, the bytes the server sent in
 // that run minus the bytes the checkpoint gained are what the next run
 // fetches again: at most one chunk per stream. The last run completes and
-// its SHA-256 and image are the source's.
+// its SHA-256 and image are the source's. A run's bytes are counted once
+// the proxy has closed the run's connections: it may write to them after
+// the process is gone, and those bytes are the run's, not the next one's.
 func TestSIGKILLResendsAtMostOneChunkPerStream(t *testing.T) {
 	const chunk = 1 * mib
 	// Served bytes, counted from each run's start, at which it is killed.
@@ -50,9 +52,10 @@ func TestSIGKILLResendsAtMostOneChunkPerStream(t *testing.T) {
 
 			var durable, totalResent int64
 			for i, at := range killAt {
-				before := e.served.Load()
+				mark, before := e.connMark(), e.served.Load()
 				killed := c.runAndKill(t, args, func() bool { return e.served.Load()-before >= at })
 				require.True(t, killed, "run %d ended before the kill", i+1)
+				e.waitConnsClosed(t, mark)
 				served := e.served.Load() - before
 				now, err := transfer.CheckpointedBytes(checkpoint)
 				require.NoError(t, err)
@@ -65,9 +68,10 @@ func TestSIGKILLResendsAtMostOneChunkPerStream(t *testing.T) {
 			}
 
 			e.setFaults(faults{})
-			before := e.served.Load()
+			mark, before := e.connMark(), e.served.Load()
 			code, stdout, stderr := c.runProcess(t, args)
 			require.Equal(t, transfer.ExitOK, code, stderr)
+			e.waitConnsClosed(t, mark)
 			last := strings.Split(strings.TrimSpace(stdout), "\n")
 			res, err := wire.ParseResult([]byte(last[len(last)-1]))
 			require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -70,7 +71,15 @@ type simEnv struct {
 	ep     vsphere.Endpoint
 	creds  vsphere.Credentials
 
-	served  atomic.Int64 // body bytes of flat extents sent
+	// served counts the body bytes of flat extents written to clients,
+	// including those written after the client went away.
+	served atomic.Int64
+	// conns numbers the proxy's connections in the order it accepts them
+	// (connSeq is the last number given) and keeps the open ones.
+	connMu  sync.Mutex
+	connSeq int64
+	conns   map[net.Conn]int64
+
 	mu      sync.Mutex
 	faults  faults
 	revoked map[string]bool // session cookies the proxy refuses
@@ -87,7 +96,7 @@ func newSim(t testing.TB) *simEnv {
 	m.Service.TLS = new(tls.Config)
 	m.Service.Listen = &url.URL{User: url.UserPassword(testUser, testPassword)}
 	s := m.Service.NewServer()
-	e := &simEnv{model: m, server: s, revoked: map[string]bool{}}
+	e := &simEnv{model: m, server: s, revoked: map[string]bool{}, conns: map[net.Conn]int64{}}
 
 	target := &url.URL{Scheme: "https", Host: s.URL.Host}
 	rp := httputil.NewSingleHostReverseProxy(target)
@@ -118,6 +127,7 @@ func newSim(t testing.TB) *simEnv {
 	// The SOAP client's first handshake of a connection fails by design when
 	// it verifies by thumbprint: keep the server's complaints out of the log.
 	e.proxy.Config.ErrorLog = log.New(io.Discard, "", 0)
+	e.proxy.Config.ConnState = e.trackConn
 	e.proxy.StartTLS()
 	e.ep = vsphere.Endpoint{URL: "https://" + e.proxy.Listener.Addr().String() + "/sdk", Datacenter: "DC0"}
 	e.creds = vsphere.Credentials{Username: testUser, Password: testPassword, Thumbprint: soap.ThumbprintSHA256(e.proxy.Certificate())}
@@ -158,6 +168,47 @@ func (e *simEnv) endSession(key string) {
 	if err := session.NewManager(admin.Client()).TerminateSession(ctx, []string{key}); err != nil {
 		panic(err)
 	}
+}
+
+// trackConn is the proxy's ConnState hook. A connection is closed once
+// the server is done with it: its handlers have returned and write no more.
+func (e *simEnv) trackConn(c net.Conn, state http.ConnState) {
+	e.connMu.Lock()
+	defer e.connMu.Unlock()
+	switch state {
+	case http.StateNew:
+		e.connSeq++
+		e.conns[c] = e.connSeq
+	case http.StateClosed, http.StateHijacked:
+		delete(e.conns, c)
+	}
+}
+
+// connMark is the number the proxy's next connection will get.
+func (e *simEnv) connMark() int64 {
+	e.connMu.Lock()
+	defer e.connMu.Unlock()
+	return e.connSeq + 1
+}
+
+// waitConnsClosed waits until the proxy has closed every connection it
+// accepted since connMark returned mark. A handler may still write to a
+// connection after its client is gone (a write that was under way, or a
+// write after the client's FIN, which the socket accepts): once they are
+// closed, served holds every byte those connections were sent and takes
+// no more of them.
+func (e *simEnv) waitConnsClosed(t testing.TB, mark int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		e.connMu.Lock()
+		defer e.connMu.Unlock()
+		for _, n := range e.conns {
+			if n >= mark {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "the proxy still serves connections opened since #%d", mark)
 }
 
 func (e *simEnv) setFaults(f faults) {

@@ -211,6 +211,23 @@ func (e *simEnv) waitConnsClosed(t testing.TB, mark int64) {
 	}, 10*time.Second, time.Millisecond, "the proxy still serves connections opened since #%d", mark)
 }
 
+// waitRunServed waits, after an in-process run, until served holds every
+// byte the run was sent and takes no more of them. Even a run that
+// succeeded may still be counting: a handler writes its last bytes to the
+// socket and adds them to served after, so the client can have them all,
+// and Run return, first. And a handler of a run that failed or was
+// cancelled may write to a connection its client has given up. The run
+// reads through e.client, whose transport keeps idle connections open and
+// reuses them from one run to the next: they are closed (so are those that
+// go idle later, until the transport is used again), then waitConnsClosed
+// waits until the proxy has closed every connection, which it does once
+// their handlers have returned. Nothing else keeps a connection open.
+func (e *simEnv) waitRunServed(t testing.TB) {
+	t.Helper()
+	e.client.CloseIdleConnections()
+	e.waitConnsClosed(t, 1)
+}
+
 func (e *simEnv) setFaults(f faults) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

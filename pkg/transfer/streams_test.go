@@ -15,7 +15,9 @@ import (
 // TestStreamsGiveTheWholeImage copies a disk made of two flat extents,
 // split at an offset that is not a multiple of 4 KiB, over 1 to 8 streams:
 // pieces never cross the split, the image and its SHA-256 are the whole
-// disk's, and no byte is served twice.
+// disk's, and no byte is served twice. Each run's bytes are read once its
+// connections are closed (see waitRunServed): a late count would be missed
+// here and land in the next subtest's.
 func TestStreamsGiveTheWholeImage(t *testing.T) {
 	e := newSim(t)
 	data := diskData(testSize, 31)
@@ -41,6 +43,7 @@ RW %d FLAT "two-2-flat.vmdk" 0
 			opts.Streams = streams
 			e.served.Store(0)
 			res := transfer.Run(context.Background(), plans, opts)
+			e.waitRunServed(t)
 			require.True(t, res.Succeeded, res.Error)
 			require.Equal(t, sha(data), res.Disks[0].SHA256)
 			require.Equal(t, int64(len(data)), e.served.Load(), "bytes served")
@@ -52,7 +55,9 @@ RW %d FLAT "two-2-flat.vmdk" 0
 // TestResumeWithStreams cuts the server mid-copy with several streams,
 // then resumes over 5 streams: with the same chunk the pieces written past the hashed
 // offset are kept, with another chunk they are fetched again; either way
-// the image and its SHA-256 end right.
+// the image and its SHA-256 end right. Each run's bytes are read once its
+// connections are closed (see waitRunServed): the streams the cut did not
+// hit are cancelled and may still write after the run has returned.
 func TestResumeWithStreams(t *testing.T) {
 	tests := map[string]struct {
 		streams, resumeChunk int
@@ -70,6 +75,7 @@ func TestResumeWithStreams(t *testing.T) {
 			opts.Streams = tc.streams
 			e.setFaults(faults{cutAfter: 9*mib + 4321})
 			res := transfer.Run(context.Background(), e.plan(t, e.jobSpec(d)), opts)
+			e.waitRunServed(t)
 			require.False(t, res.Succeeded)
 			first := e.served.Load()
 
@@ -78,6 +84,7 @@ func TestResumeWithStreams(t *testing.T) {
 			opts.ChunkSize = tc.resumeChunk
 			opts.Streams = 5
 			res = transfer.Run(context.Background(), e.plan(t, e.jobSpec(d)), opts)
+			e.waitRunServed(t)
 			require.True(t, res.Succeeded, res.Error)
 			require.Equal(t, sha(data), res.Disks[0].SHA256)
 			resent := first + e.served.Load() - int64(len(data))

@@ -59,6 +59,9 @@ func checkImage(t *testing.T, path string, want []byte) {
 	require.Len(t, entries, 1, "only the image may remain beside it: %v", entries)
 }
 
+// TestTransferFromVcsim copies two disks at once: each image and SHA-256
+// is its disk's, and the proxy served each byte once (counted once the
+// run's connections are closed: see waitRunServed).
 func TestTransferFromVcsim(t *testing.T) {
 	e := newSim(t)
 	data := diskData(testSize, 1)
@@ -79,6 +82,7 @@ func TestTransferFromVcsim(t *testing.T) {
 		return nil
 	})}
 	res := transfer.Run(context.Background(), plans, opts)
+	e.waitRunServed(t)
 	require.True(t, res.Succeeded, res.Error)
 	require.Len(t, res.Disks, 2)
 	require.Equal(t, wire.DiskResult{Key: d1.Key, Bytes: int64(len(data)), SHA256: sha(data), DurationSeconds: res.Disks[0].DurationSeconds}, res.Disks[0])
@@ -99,7 +103,9 @@ func TestTransferFromVcsim(t *testing.T) {
 }
 
 // TestResume kills a transfer, then runs it again: the second run resumes
-// from the checkpoint and the image ends identical.
+// from the checkpoint and the image ends identical. Each run's bytes are
+// read once its connections are closed (see waitRunServed), so the
+// re-sent count is exact: it is 0 when the cut falls on a boundary.
 func TestResume(t *testing.T) {
 	for name, cutAfter := range map[string]int64{
 		"server dies mid-chunk":     7*mib + 300<<10,
@@ -112,6 +118,7 @@ func TestResume(t *testing.T) {
 
 			e.setFaults(faults{cutAfter: cutAfter})
 			res := transfer.Run(context.Background(), plans, testOptions(t))
+			e.waitRunServed(t)
 			require.False(t, res.Succeeded)
 			require.Equal(t, wire.ReasonBadResponse, res.Reason, res.Error)
 			first := e.served.Load()
@@ -120,6 +127,7 @@ func TestResume(t *testing.T) {
 
 			e.served.Store(0)
 			res = transfer.Run(context.Background(), e.plan(t, e.jobSpec(d)), testOptions(t))
+			e.waitRunServed(t)
 			require.True(t, res.Succeeded, res.Error)
 			require.Equal(t, sha(data), res.Disks[0].SHA256)
 			resent := first + e.served.Load() - int64(len(data))
@@ -171,6 +179,9 @@ func TestResumeAfterCancel(t *testing.T) {
 	checkImage(t, d.Destination, data)
 }
 
+// TestRetryInProcess cuts the stream once: the run retries and completes,
+// having fetched again at most one chunk (counted once the run's
+// connections are closed: see waitRunServed).
 func TestRetryInProcess(t *testing.T) {
 	e := newSim(t)
 	data, d := e.stagedDisk(t, "app", testSize, 4)
@@ -179,6 +190,7 @@ func TestRetryInProcess(t *testing.T) {
 	opts := testOptions(t)
 	opts.Retries = 2
 	res := transfer.Run(context.Background(), plans, opts)
+	e.waitRunServed(t)
 	require.True(t, res.Succeeded, res.Error)
 	require.Equal(t, sha(data), res.Disks[0].SHA256)
 	require.LessOrEqual(t, e.served.Load()-int64(len(data)), int64(testChunk))
@@ -187,7 +199,8 @@ func TestRetryInProcess(t *testing.T) {
 
 // TestSessionEndsMidTransfer ends the session mid-stream: the datastore
 // answers 401, the copy renews the session (a SOAP call logs in again) and
-// resumes where it stopped.
+// resumes where it stopped, having fetched again at most one chunk
+// (counted once the run's connections are closed: see waitRunServed).
 func TestSessionEndsMidTransfer(t *testing.T) {
 	e := newSim(t)
 	data, d := e.stagedDisk(t, "sess", testSize, 13)
@@ -198,6 +211,7 @@ func TestSessionEndsMidTransfer(t *testing.T) {
 	opts.Retries = 3
 	opts.RefreshSession = func(ctx context.Context) error { return transfer.Touch(ctx, e.client) }
 	res := transfer.Run(context.Background(), plans, opts)
+	e.waitRunServed(t)
 	require.True(t, res.Succeeded, res.Error)
 	require.Equal(t, sha(data), res.Disks[0].SHA256)
 	require.Greater(t, e.session.Relogins(), before, "the session was not renewed")
@@ -242,12 +256,18 @@ func TestBadResponsesAreDetected(t *testing.T) {
 	}
 }
 
+// TestCorruptImageRestartsFromScratch damages a checkpointed chunk of a
+// cut copy: the next run does not trust the checkpoint, fetches the whole
+// disk once and ends with the right image. The first run's connections
+// are closed before the counter is reset, and the second's before it is
+// read (see waitRunServed).
 func TestCorruptImageRestartsFromScratch(t *testing.T) {
 	e := newSim(t)
 	data, d := e.stagedDisk(t, "cor", testSize, 6)
 	plans := e.plan(t, e.jobSpec(d))
 	e.setFaults(faults{cutAfter: 10*mib + 10})
 	require.False(t, transfer.Run(context.Background(), plans, testOptions(t)).Succeeded)
+	e.waitRunServed(t)
 
 	// Damage the last checkpointed chunk: the checkpoint no longer holds.
 	f, err := os.OpenFile(d.Destination, os.O_WRONLY, 0)
@@ -258,6 +278,7 @@ func TestCorruptImageRestartsFromScratch(t *testing.T) {
 
 	e.served.Store(0)
 	res := transfer.Run(context.Background(), plans, testOptions(t))
+	e.waitRunServed(t)
 	require.True(t, res.Succeeded, res.Error)
 	require.Zero(t, res.Disks[0].ResumedFrom)
 	require.Equal(t, int64(len(data)), e.served.Load(), "a fresh copy re-reads everything")

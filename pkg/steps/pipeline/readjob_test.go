@@ -269,7 +269,9 @@ func TestInspectedOS(t *testing.T) {
 		inspectionRHEL: "rhel 9.4 (Red Hat Enterprise Linux 9.4 (Plow))",
 		`<v2v-inspection><operatingsystem><name>windows</name><distro>windows</distro><major_version>10</major_version><minor_version>0</minor_version><product_name>Windows Server 2019 Standard</product_name>`: "windows 10.0 (Windows Server 2019 Standard)",
 		inspectionRHEL[:strings.Index(inspectionRHEL, "<product_name>")+20]: "rhel 9.4",
-		"<v2v-inspection><disks/></v2v-inspection>":                         "",
+		"<v2v-inspection><operatingsystem><name>linux</name><distro>debian</distro><major_version>12</major_version><minor_version>15</minor_version><product_name>12.15</product_name>": "debian 12.15",
+		"<v2v-inspection><operatingsystem><name>linux</name><distro>unknown</distro><product_name>unknown</product_name>":                                                                "linux",
+		"<v2v-inspection><disks/></v2v-inspection>": "",
 		"":           "",
 		"not xml <<": "",
 	}

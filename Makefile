@@ -4,7 +4,7 @@ GO ?= go
 BIN := bin
 TESTBIN := _output/testbin
 
-.PHONY: help build test test-unit test-integration test-e2e run-local bench-transfer generate verify manifests testbin fmt vet
+.PHONY: help build test test-unit test-integration test-e2e test-conversion run-local bench-transfer generate verify manifests testbin fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -25,6 +25,9 @@ test-integration: testbin ## integration tests against a real kube-apiserver and
 
 test-e2e: testbin ## whole migrations: real control plane, vcsim, controller and vm-transfer; simulated kubelet, storage, CDI, KubeVirt (test/standins)
 	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags e2e -timeout 15m ./test/e2e/...
+
+test-conversion: ## real guests: installs the Debian packages it needs (as root), builds the guest images (cached), converts a BIOS and an EFI Debian guest with the real virt-v2v end to end and boots them; fails if any step is simulated
+	GUESTS="$(GUESTS)" hack/test-conversion.sh
 
 run-local: ## the whole stack on 127.0.0.1 with a sample migration, live progress; ONCE=1: no terminal, exit 0 only on success
 	ONCE=$(ONCE) hack/run-local.sh

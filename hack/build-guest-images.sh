@@ -20,7 +20,8 @@
 # overrides the parent), built once under a lock; a second run takes
 # milliseconds. The script prints the cache directory on its last line and
 # points the git-ignored ./_output/guests link at it. guest.env there
-# records the release, the kernel and the build times.
+# records the release, the kernel and the build times, <image>.sha256 each
+# image's checksum.
 #
 # Needs root (mmdebstrap in root mode) and the packages mmdebstrap,
 # libguestfs-tools and a kernel in /boot for libguestfs' appliance
@@ -75,7 +76,7 @@ start=$SECONDS
 work="$dir.tmp"
 rm -rf "$work"
 mkdir -p "$work"
-trap 'rm -f "$work/rootfs.tar"' EXIT
+trap 'rm -rf "$work"' EXIT
 # No KVM for libguestfs: the appliance kernel does not run on every /dev/kvm
 # (a paravirtual one, PVM, refuses it); TCG works everywhere.
 export LIBGUESTFS_BACKEND=direct LIBGUESTFS_BACKEND_SETTINGS=force_tcg
@@ -149,6 +150,8 @@ BUILD_SECONDS_EFI=$efi_time
 BUILD_KEY=$key
 EOF
 rm -f "$work/rootfs.tar" "$work/debian_version"
+# The checksums the tests compare transferred bytes with (vcsimlocal reads them).
+for i in "${images[@]}"; do sha256sum "$work/$i" | cut -d' ' -f1 >"$work/$i.sha256"; done
 chmod 0444 "$work"/*.img
 rm -rf "$dir"
 mv "$work" "$dir"

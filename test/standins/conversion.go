@@ -131,24 +131,25 @@ func podIdentity(pod *corev1.Pod) (identity, error) {
 }
 
 // prepareConversion makes the pod's files what the container would see:
-// the script and domain XML with their paths on the pod's directories,
-// volumes group-owned by the fsGroup and group-writable (as a kubelet
-// applies fsGroup), a writable termination-message file, and the
-// libguestfs cache owned by the pod's user. Every directory the user must
-// reach has to be reachable: the stand-in's root among them.
+// its ConfigMaps' files (the script, the domain XML) with their paths on
+// the pod's directories, volumes group-owned by the fsGroup and
+// group-writable (as a kubelet applies fsGroup), a writable
+// termination-message file, and the libguestfs cache owned by the pod's
+// user. Every directory the user must reach has to be reachable: the
+// stand-in's root among them.
 func prepareConversion(pod *corev1.Pod, mounts map[string]string, id identity, cacheDir string) error {
-	for _, p := range []string{"/etc/virt-v2v/convert.sh", "/etc/virt-v2v/domain.xml"} {
-		local, ok := translate(mounts, p)
-		if !ok {
-			return fmt.Errorf("the pod mounts nothing at %s", p)
-		}
-		if err := rewritePaths(local, mounts); err != nil {
-			return err
-		}
+	configMaps := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		configMaps[v.Name] = v.ConfigMap != nil
 	}
 	c := pod.Spec.Containers[0]
 	for _, m := range c.VolumeMounts {
 		dir := mounts[filepath.Clean(m.MountPath)]
+		if configMaps[m.Name] {
+			if err := rewriteVolume(dir, mounts); err != nil {
+				return err
+			}
+		}
 		if m.ReadOnly || dir == "" {
 			continue
 		}
@@ -173,18 +174,29 @@ func prepareConversion(pod *corev1.Pod, mounts map[string]string, id identity, c
 // the start of a line, a blank, a quote, "=" or ">".
 var pathToken = regexp.MustCompile(`(^|[\s"'=>])(/[^\s"'<>;|&()]+)`)
 
-// rewritePaths rewrites, in the pod's own copy of a file, the container
-// paths that lie on a volume to the volume's directory.
-func rewritePaths(path string, mounts map[string]string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	out := translateText(mounts, string(data))
-	if err := os.Chmod(path, 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(out), 0o444)
+// rewriteVolume rewrites, in the pod's own copy of a ConfigMap volume,
+// the container paths that lie on a volume to the volume's directory.
+func rewriteVolume(dir string, mounts map[string]string) error {
+	return filepath.Walk(dir, func(path string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.Mode().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		out := translateText(mounts, string(data))
+		if out == string(data) {
+			return nil
+		}
+		if err := os.Chmod(path, 0o644); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+			return err
+		}
+		return os.Chmod(path, fi.Mode().Perm())
+	})
 }
 
 // translateText rewrites the absolute paths of text that lie under a mount.
@@ -306,7 +318,10 @@ func (k *Kubelet) execConversion(ctx context.Context, pod *corev1.Pod, mounts ma
 	for _, e := range c.Env {
 		env = append(env, e.Name+"="+translateText(mounts, e.Value))
 	}
-	logPath := filepath.Join(dir, c.Name+".log")
+	logPath := PodLogPath(k.cfg, pod.Namespace, pod.Name, c.Name)
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return 128, "simulated kubelet: " + err.Error()
+	}
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return 128, "simulated kubelet: " + err.Error()
@@ -327,6 +342,13 @@ func (k *Kubelet) execConversion(ctx context.Context, pod *corev1.Pod, mounts ma
 		msg = tail(logPath, 2048)
 	}
 	return code, msg
+}
+
+// PodLogPath is where the kubelet stand-in keeps the output of a real
+// conversion pod's container, as a kubelet keeps /var/log/pods: it stays
+// after the pod is gone.
+func PodLogPath(cfg Config, namespace, pod, container string) string {
+	return filepath.Join(cfg.Root, "logs", namespace+"_"+pod+"_"+container+".log")
 }
 
 // conversionStopGrace is how long a conversion has after SIGTERM.

@@ -43,6 +43,9 @@ type DiskSpec struct {
 	SizeBytes int64
 	// Seed makes the content (DiskBytes).
 	Seed uint64
+	// Image, when set, is a raw image file served as the disk's flat
+	// extent instead of DiskBytes (see ImageDisk).
+	Image string
 }
 
 // NICSpec is a network adapter.
@@ -227,6 +230,14 @@ func (s *Server) AddVM(ctx context.Context, spec VMSpec) (*VM, error) {
 		}
 		if key == 0 {
 			return nil, fmt.Errorf("VM %s: disk %s not found after creation", spec.Name, fileNames[i])
+		}
+		if d.Image != "" {
+			disk, err := s.placeImage(ctx, ds, spec.Name, i, d)
+			if err != nil {
+				return nil, err
+			}
+			out.Disks = append(out.Disks, Disk{Key: key, FileName: fileNames[i], SizeBytes: d.SizeBytes, SHA256: disk})
+			continue
 		}
 		data := DiskBytes(d.SizeBytes, d.Seed)
 		base := path.Join(spec.Name, diskBase(spec.Name, i))

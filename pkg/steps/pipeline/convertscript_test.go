@@ -20,6 +20,9 @@ var v2vFixtures = filepath.Join("testdata", "virt-v2v")
 type scriptRun struct {
 	exitCode    int
 	termination string
+	// output is what the script printed (virt-v2v's output, through tee);
+	// work its work directory (the pod's /var/tmp).
+	output, work string
 	// args are the arguments virt-v2v-in-place got for the conversion.
 	args string
 }
@@ -54,7 +57,7 @@ func runConvertScript(t *testing.T, binDir, domain string, env ...string) script
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + binDir + ":/usr/bin:/bin", "HOME=" + work, "FAKE_V2V_ARGS=" + argsFile}, env...)
 	out, err := cmd.CombinedOutput()
-	run := scriptRun{}
+	run := scriptRun{output: string(out), work: work}
 	var exitErr *exec.ExitError
 	switch {
 	case errors.As(err, &exitErr):

@@ -308,7 +308,12 @@ func (k *Kubelet) execConversion(ctx context.Context, pod *corev1.Pod, mounts ma
 	}, translateArgs(mounts, append(append([]string{}, c.Command...), c.Args...))...)
 	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LIBGUESTFS_CACHEDIR=" + cacheDir}
 	if tmp, ok := mounts["/tmp"]; ok {
-		env = append(env, "TMPDIR="+tmp)
+		short, err := shortPath(pod, tmp)
+		if err != nil {
+			return 128, "simulated kubelet: " + err.Error()
+		}
+		defer os.Remove(short)
+		env = append(env, "TMPDIR="+short)
 	}
 	if !id.kvm {
 		// The pod has no /dev/kvm; this machine's may be reachable by the
@@ -342,6 +347,25 @@ func (k *Kubelet) execConversion(ctx context.Context, pod *corev1.Pod, mounts ma
 		msg = tail(logPath, 2048)
 	}
 	return code, msg
+}
+
+// shortPath is a short symbolic link to the pod's /tmp directory: virt-v2v
+// and libguestfs put their Unix sockets under TMPDIR, and a socket's path
+// may not exceed 107 bytes, which the pod's directory under a test's
+// temporary directory does (the container's /tmp is short).
+func shortPath(pod *corev1.Pod, dir string) (string, error) {
+	uid := string(pod.UID)
+	if len(uid) > 8 {
+		uid = uid[:8]
+	}
+	link := filepath.Join(os.TempDir(), "vmm-tmp-"+uid)
+	if err := os.Remove(link); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	if err := os.Symlink(dir, link); err != nil {
+		return "", fmt.Errorf("linking the pod's /tmp: %w", err)
+	}
+	return link, nil
 }
 
 // PodLogPath is where the kubelet stand-in keeps the output of a real

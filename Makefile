@@ -12,10 +12,11 @@ help: ## list the targets
 build: ## build the controller and the transfer command into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: testbin ## everything CI runs: unit tests, then integration and end-to-end tests against a real API server
+test: testbin ## everything CI runs: unit tests, then integration and end-to-end tests against a real API server, then the BIOS real-guest conversion
 	$(GO) test -count=1 ./...
 	$(MAKE) test-integration
 	$(MAKE) test-e2e
+	$(MAKE) test-conversion GUESTS=bios
 
 test-unit: ## unit tests only (no API server needed)
 	$(GO) test -count=1 ./...

@@ -288,6 +288,10 @@ func TestClassifyConversionFailure(t *testing.T) {
 		"No root device found in this operating system image.":                                          statemachine.ConversionInspectionFailed,
 		"virt-v2v: error: virt-v2v is unable to convert this guest type (linux/gentoo)":                 statemachine.ConversionUnsupportedGuest,
 		"virt-v2v: error: multi-boot operating systems are \nnot supported by virt-v2v. Use the --root": statemachine.ConversionUnsupportedGuest,
+		"virt-v2v: only Xen kernels are installed in this guest.":                                       statemachine.ConversionUnsupportedGuest,
+		"virt-v2v: no installed kernel packages were found.\n\nThis probably indicates that":            statemachine.ConversionUnsupportedGuest,
+		"virt-v2v: no bootloader detected":                                                              statemachine.ConversionUnsupportedGuest,
+		"virt-v2v: nbdkit did not start up.  There may be errors printed by nbdkit above.":              "",
 		"virt-v2v: warning: there are no virtio drivers available for this version of Windows":          "",
 		"libguestfs: error: /usr/bin/supermin exited with error status 1":                               "",
 	}

@@ -15,7 +15,9 @@
 # It prints, per guest, one line
 #   real guest: firmware=<bios|efi> os=<distro> <version> converted=<s>s booted=<s>s
 # and exits non-zero if any step failed or was simulated. GUESTS=bios
-# limits the guests; the logs, each guest's conversion log and serial
+# limits the guests; FAILING_DISKS=0 skips step 3 (make test does: its
+# captured runs are replayed by the unit tests, and the blank disk still
+# fails end to end). The logs, each guest's conversion log and serial
 # console are in _output/test-conversion/.
 set -euo pipefail
 
@@ -40,9 +42,13 @@ timed "control-plane binaries" hack/build-testbin.sh >/dev/null
 images=$(timed "guest images" hack/build-guest-images.sh | tail -n 1)
 
 status=0
-step "conversions that must fail (log: $out/failures.log)"
-go test -count=1 -tags conversion -timeout 30m -run TestRealConversionFailures -v ./pkg/steps/pipeline/ >"$out/failures.log" 2>&1 || status=1
-grep -E '^\s+--- (PASS|FAIL)' "$out/failures.log" >&2 || true
+if [ "${FAILING_DISKS:-1}" != 0 ]; then
+  step "conversions that must fail (log: $out/failures.log)"
+  s=$SECONDS
+  go test -count=1 -tags conversion -timeout 30m -run TestRealConversionFailures -v ./pkg/steps/pipeline/ >"$out/failures.log" 2>&1 || status=1
+  grep -E '^\s+--- (PASS|FAIL)' "$out/failures.log" >&2 || true
+  step "conversions that must fail: $((SECONDS - s))s"
+fi
 
 step "real guests $guests (log: $out/e2e.log)"
 s=$SECONDS

@@ -6,7 +6,7 @@ TESTBIN := _output/testbin
 VERSION ?= dev
 IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-e2e test-alerts install-plugin image run-local bench-transfer generate verify manifests test-crds testbin fmt vet
+.PHONY: help build test test-unit test-integration test-e2e test-alerts test-conversion install-plugin image run-local bench-transfer generate verify manifests test-crds testbin fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -14,11 +14,12 @@ help: ## list the targets
 build: ## build the controller and the transfer command into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-test: testbin ## everything CI runs: unit tests, alert rules, then integration and end-to-end tests against a real API server
+test: testbin ## everything CI runs: unit tests, alert rules, integration and end-to-end tests against a real API server, then the BIOS real-guest conversion
 	$(GO) test -count=1 ./...
 	$(MAKE) test-alerts
 	$(MAKE) test-integration
 	$(MAKE) test-e2e
+	$(MAKE) test-conversion GUESTS=bios FAILING_DISKS=0
 
 test-unit: ## unit tests only (no API server needed)
 	$(GO) test -count=1 ./...
@@ -39,6 +40,9 @@ image: ## the controller's OCI image without Docker (go-containerregistry): _out
 
 install-plugin: ## install kubectl-vmm into GOBIN (default GOPATH/bin); with it on PATH, run kubectl vmm
 	$(GO) install -trimpath -ldflags "-s -w" ./cmd/kubectl-vmm
+
+test-conversion: ## real guests: installs the Debian packages it needs (as root), builds the guest images (cached), converts a BIOS and an EFI Debian guest with the real virt-v2v end to end and boots them; fails if any step is simulated
+	GUESTS="$(GUESTS)" FAILING_DISKS="$(FAILING_DISKS)" hack/test-conversion.sh
 
 run-local: ## the whole stack on 127.0.0.1 with a sample migration, live progress; ONCE=1: no terminal, exit 0 only on success
 	ONCE=$(ONCE) hack/run-local.sh

@@ -42,6 +42,9 @@ const (
 	// conversionImage is the default conversion image; the stand-in
 	// simulates its pods.
 	conversionImage = "standins.platform.example/virt-v2v:simulated"
+	// realConversionImage is the conversion image whose pods the stand-in
+	// runs with the real virt-v2v-in-place (realguest_test.go).
+	realConversionImage = "standins.platform.example/virt-v2v:real"
 	// credentialsSecret holds the vcsim login in each test namespace.
 	credentialsSecret = "vcsim-credentials"
 	// controllerNamespace and controllerAccount are the controller's
@@ -148,7 +151,8 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	s.standins = standins.Config{
 		RestConfig: cfg, Root: t.TempDir(), Namespace: s.ns, NodeName: "standin-" + s.ns,
 		TransferImage: transferImage, TransferBinary: transferBinary,
-		ConversionDuration: conv, CloneBytesPerSecond: opts.cloneBytesPerSecond, PodHook: opts.podHook,
+		ConversionDuration: conv, RealConversionImage: realConversionImage,
+		CloneBytesPerSecond: opts.cloneBytesPerSecond, PodHook: opts.podHook,
 		VMIStartDelay: opts.vmiStartDelay,
 	}
 	sctx, scancel := context.WithCancel(ctx)

@@ -19,10 +19,22 @@
 //     termination message path) are rewritten to those directories, since
 //     there is no mount namespace. The process's exit code and termination
 //     message go into the pod's status as a kubelet reports them, so the
-//     Job controller marks the Job Complete or Failed. Conversion pods are
-//     NOT run: the stand-in marks them Succeeded with a small virt-v2v
-//     inspection document as termination message (the guest conversion is
-//     simulated; the staged bytes stay as transferred). Any other pod fails
+//     Job controller marks the Job Complete or Failed. A conversion pod
+//     whose image is Config.RealConversionImage runs for REAL where
+//     virt-v2v-in-place, nbdkit and qemu are installed: the pod's own script
+//     and domain XML from its ConfigMap (container paths rewritten to the
+//     pod's directories) over the staged images, as the pod's uid/gid with
+//     its fsGroup as only supplementary group, through setpriv (no new
+//     privileges, no capabilities), with the pod's environment, TMPDIR on
+//     its /tmp volume, a libguestfs appliance cached across runs
+//     (Config.LibguestfsCacheDir) and TCG unless the pod asks for /dev/kvm;
+//     one conversion at a time on the machine. Not reproduced: the
+//     read-only root file system (the process may write wherever its uid
+//     may on the host), the seccomp and AppArmor profiles, the namespaces,
+//     the resource limits. Every other conversion pod, and all of them
+//     where the tools are missing (the log says so), is simulated: marked
+//     Succeeded with a small virt-v2v inspection document as termination
+//     message, the staged bytes left as transferred. Any other pod fails
 //     with a message saying the stand-in cannot run it. A transfer pod given
 //     --progress-configmap gets --progress-file instead, and the stand-in
 //     relays that file into the ConfigMap with a token issued for the pod's

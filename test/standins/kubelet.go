@@ -265,12 +265,12 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) (time.Duration, er
 	kind := k.kindOf(pod)
 	if kind == kindUnsupported {
 		now := metav1.Now()
-		msg := fmt.Sprintf("simulated kubelet (test/standins): cannot run image %q; it runs only the transfer image %q and simulates conversion pods",
+		msg := fmt.Sprintf("simulated kubelet (test/standins): cannot run image %q; it runs only the transfer image %q and conversion pods",
 			pod.Spec.Containers[0].Image, k.cfg.TransferImage)
 		return 0, k.setTerminated(ctx, pod, now, 128, msg)
 	}
 	var mounts map[string]string
-	if kind == kindTransfer {
+	if kind == kindTransfer || k.realConversionImage(pod) {
 		var ready bool
 		var err error
 		mounts, ready, err = k.prepareVolumes(ctx, pod)
@@ -302,7 +302,7 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) (time.Duration, er
 		case kindTransfer:
 			code, msg = k.runTransfer(runCtx, pod, mounts)
 		default:
-			code, msg = simulateConversion(runCtx, k.cfg.ConversionDuration)
+			code, msg = k.runConversion(runCtx, pod, mounts)
 		}
 		if runCtx.Err() != nil && ctx.Err() != nil {
 			return // the stand-in stops: report nothing
@@ -315,6 +315,11 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) (time.Duration, er
 		k.mu.Unlock()
 	}()
 	return 0, nil
+}
+
+// realConversionImage says the pod's image is Config.RealConversionImage.
+func (k *Kubelet) realConversionImage(pod *corev1.Pod) bool {
+	return k.cfg.RealConversionImage != "" && pod.Spec.Containers[0].Image == k.cfg.RealConversionImage
 }
 
 // inspectionDocument is what the simulated conversion reports: the shape

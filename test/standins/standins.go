@@ -62,6 +62,14 @@ type Config struct {
 	TransferBinary string
 	// ConversionDuration is how long a simulated conversion "runs".
 	ConversionDuration time.Duration
+	// RealConversionImage is the conversion image whose pods run for real:
+	// the pod's script with virt-v2v-in-place, as the pod's user, when the
+	// tools are installed (MissingConversionTools). Other conversion pods,
+	// and all of them where the tools are missing, are simulated.
+	RealConversionImage string
+	// LibguestfsCacheDir keeps libguestfs' appliance between real
+	// conversions; empty means DefaultLibguestfsCacheDir.
+	LibguestfsCacheDir string
 	// CloneBytesPerSecond throttles the CDI stand-in's copy (0: as fast as
 	// it goes), so that progress can be watched.
 	CloneBytesPerSecond int64

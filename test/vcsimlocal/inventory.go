@@ -61,6 +61,9 @@ type DiskSpec struct {
 	Datastore string
 	// Seed makes the content (DiskBytes).
 	Seed uint64
+	// Image, when set, is a raw image file served as the disk's flat
+	// extent instead of DiskBytes (see ImageDisk).
+	Image string
 }
 
 // NICSpec is a network adapter.
@@ -386,6 +389,14 @@ func (s *Server) fillDisks(ctx context.Context, at *placement, vm *object.Virtua
 		ds, err := at.finder.Datastore(ctx, d.Datastore)
 		if err != nil {
 			return nil, fmt.Errorf("finding datastore %s: %w", d.Datastore, err)
+		}
+		if d.Image != "" {
+			sum, err := s.placeImage(ctx, ds, spec.Name, i, d)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, Disk{Key: key, FileName: fileNames[i], Datastore: d.Datastore, SizeBytes: d.SizeBytes, SHA256: sum})
+			continue
 		}
 		data := DiskBytes(d.SizeBytes, d.Seed)
 		base := path.Join(spec.Name, diskBase(spec.Name, i))

@@ -205,21 +205,74 @@ func topology(inv *v1alpha1.SourceInventory) (int32, int32, error) {
 	return sockets, cores, nil
 }
 
-// convertScript runs virt-v2v-in-place and leaves its inspection document
-// as the termination message. On failure the message file stays empty and
-// the kubelet takes the end of the log instead (FallbackToLogsOnError),
-// where virt-v2v wrote its error.
-const convertScript = `#!/bin/sh
-# Rendered by the VM migration controller: convert the staged disks in place
-# and leave the inspection document as the container's termination message.
+// convertScriptTemplate is the script the conversion container runs
+// (@WORK@, @DOMAIN@ and @TERM@ stand for the work directory, the domain
+// XML and the termination message file). It runs virt-v2v-in-place on the
+// domain and leaves, as the container's termination message, what
+// observeConversion reads back:
+//
+//   - on success, the inspected guest: virt-v2v's inspection document
+//     (-O) where the installed virt-v2v has -O (it came after 2.2), else
+//     the inspection lines (i_distro = debian...) that virt-v2v prints
+//     only in its -v output;
+//   - on failure, virt-v2v's errors as its --machine-readable JSON lines
+//     ({ "message": ..., "type": "error" }), after the inspection lines
+//     when inspection got that far; where virt-v2v printed none (an
+//     option refused, a crash), its error text. An empty message lets
+//     the kubelet fall back to the end of the log.
+//
+// The whole output goes to the container log as virt-v2v prints it. A pod
+// being deleted gets SIGTERM, which virt-v2v does not act on during a long
+// step: the trap ends the whole process group (virt-v2v, nbdkit, the
+// appliance's qemu) at once.
+const convertScriptTemplate = `#!/bin/sh
+# Rendered by the VM migration controller: converts the staged disks in
+# place with virt-v2v-in-place and leaves the inspected guest (or, on
+# failure, virt-v2v's errors) as the container's termination message.
 set -u
-virt-v2v-in-place -i libvirtxml ` + conversionConfigDir + "/" + DomainXMLKey + ` -O ` + conversionWorkDir + `/inspection.xml
-rc=$?
-if [ "$rc" -eq 0 ] && [ -s ` + conversionWorkDir + `/inspection.xml ]; then
-  cat ` + conversionWorkDir + `/inspection.xml > ` + corev1.TerminationMessagePathDefault + `
+events=@WORK@/virt-v2v-events.json
+log=@WORK@/virt-v2v.log
+inspection=@WORK@/inspection.xml
+status=@WORK@/virt-v2v.status
+rm -f "$events" "$log" "$inspection" "$status"
+
+# -O writes an inspection document; virt-v2v 2.2 has no -O and prints the
+# inspection only with -v.
+if virt-v2v-in-place --machine-readable 2>/dev/null | grep -qx output-xml-option ||
+  virt-v2v-in-place --help 2>/dev/null | grep -Eq '^ +-O '; then
+  set -- -O "$inspection"
+else
+  set -- -v
 fi
+
+trap 'trap - TERM INT; kill -KILL 0' TERM INT
+{
+  virt-v2v-in-place --machine-readable=file:"$events" -i libvirtxml @DOMAIN@ "$@" 2>&1
+  echo $? >"$status"
+} | tee "$log" &
+wait $!
+rc=$(cat "$status" 2>/dev/null || echo 1)
+
+{
+  if [ "$rc" -eq 0 ] && [ -s "$inspection" ]; then
+    cat "$inspection"
+  else
+    grep -E '^i_(type|distro|osinfo|arch|major_version|minor_version|product_name|firmware) = ' "$log"
+    if [ "$rc" -ne 0 ]; then
+      grep -F '"type": "error"' "$events" 2>/dev/null ||
+        sed -n '/^virt-v2v-in-place: error: /,/^If reporting bugs/p' "$log" | grep -v '^If reporting bugs'
+    fi
+  fi
+} >@TERM@
 exit "$rc"
 `
+
+// convertScript is convertScriptTemplate with the pod's paths.
+var convertScript = strings.NewReplacer(
+	"@WORK@", conversionWorkDir,
+	"@DOMAIN@", path.Join(conversionConfigDir, DomainXMLKey),
+	"@TERM@", corev1.TerminationMessagePathDefault,
+).Replace(convertScriptTemplate)
 
 // RenderConversionConfigMap renders the ConfigMap of a conversion attempt:
 // the domain XML and the script that runs virt-v2v-in-place on it.
@@ -268,9 +321,10 @@ func defaultConversionResources() corev1.ResourceRequirements {
 //     (TCG), slower but working.
 //   - LIBGUESTFS_BACKEND=direct: no libvirt daemon in the pod; libguestfs
 //     keeps its appliance cache in /var/tmp and its sockets in /tmp.
-//   - FallbackToLogsOnError: on success the script writes the inspection
-//     document as the termination message; on failure virt-v2v's last log
-//     lines (its error) become the message ReadJob classifies.
+//   - FallbackToLogsOnError: the script writes the inspected guest, or
+//     virt-v2v's errors, as the termination message (convertScriptTemplate);
+//     where it could write none, the end of the log becomes the message
+//     ReadJob classifies.
 func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg Config) (*batchv1.Job, error) {
 	spec := m.SpecInForce()
 	image := spec.Conversion.Image

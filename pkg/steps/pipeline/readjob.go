@@ -113,23 +113,102 @@ func observeTransfer(o *statemachine.JobObservation, msg string, cm map[string]s
 }
 
 // observeConversion reads the inspected OS of a successful conversion, and
-// classifies a failed one from virt-v2v's error.
+// classifies a failed one from virt-v2v's errors (see convertScriptTemplate
+// for what the termination message holds).
 func observeConversion(o *statemachine.JobObservation, msg string, exitedZero bool) {
+	r := parseConversionReport(msg)
 	if o.Succeeded || exitedZero {
-		o.OperatingSystem = InspectedOS([]byte(msg))
+		o.OperatingSystem = r.os
 		return
 	}
 	if !o.Failed {
 		return
 	}
-	o.Reason = ClassifyConversionFailure(msg)
-	o.Message = conversionError(msg)
+	o.Reason = ClassifyConversionFailure(r.errors)
+	o.Message = oneLine(r.errors)
+	if r.os != "" {
+		o.Message = joinNonEmpty(" ", o.Message, "(inspected: "+r.os+")")
+	}
 }
 
-// ClassifyConversionFailure classifies virt-v2v's output of a failed run:
+// conversionReport is what a conversion's termination message says.
+type conversionReport struct {
+	// os is the inspected guest, "debian 12.15"; "" when not inspected.
+	os string
+	// errors is virt-v2v's error text, one message per line.
+	errors string
+}
+
+// v2vMessage is one line of virt-v2v's --machine-readable output.
+type v2vMessage struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+}
+
+// parseConversionReport reads a conversion's termination message: an
+// inspection document (-O), or virt-v2v's inspection lines
+// ("i_distro = debian"), then its machine-readable error lines; anything
+// else (the error text virt-v2v printed, or the end of the log the
+// kubelet put there) counts as error text.
+func parseConversionReport(msg string) conversionReport {
+	if strings.Contains(msg, "<v2v-inspection") {
+		return conversionReport{os: InspectedOS([]byte(msg))}
+	}
+	fields := map[string]string{}
+	var errs, text []string
+	for line := range strings.SplitSeq(msg, "\n") {
+		if k, v, ok := inspectionLine(line); ok {
+			fields[k] = v
+			continue
+		}
+		var m v2vMessage
+		if strings.HasPrefix(line, "{") && json.Unmarshal([]byte(line), &m) == nil && m.Message != "" {
+			if m.Type == "error" {
+				errs = append(errs, "virt-v2v: "+m.Message)
+			}
+			continue
+		}
+		text = append(text, line)
+	}
+	if len(errs) == 0 {
+		errs = []string{lastError(text)}
+	}
+	return conversionReport{os: describeOS(fields), errors: strings.Join(errs, "\n")}
+}
+
+// lastError keeps, of output lines, the last error (from its "error:" line
+// to the end) or, without one, the last three lines.
+func lastError(lines []string) string {
+	for len(lines) > 0 && strings.TrimSpace(lines[len(lines)-1]) == "" {
+		lines = lines[:len(lines)-1]
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], "error:") {
+			return strings.Join(lines[i:], "\n")
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-3):], "\n")
+}
+
+// inspectionLine splits one of the "i_<field> = <value>" lines virt-v2v
+// prints with -v; "unknown" values count as absent.
+func inspectionLine(line string) (string, string, bool) {
+	key, value, ok := strings.Cut(line, " = ")
+	if !ok || !strings.HasPrefix(key, "i_") || strings.ContainsAny(key, " \t") {
+		return "", "", false
+	}
+	value = strings.TrimSpace(value)
+	if value == "unknown" {
+		value = ""
+	}
+	return strings.TrimPrefix(key, "i_"), value, true
+}
+
+// ClassifyConversionFailure classifies virt-v2v's errors of a failed run:
 // statemachine.ConversionInspectionFailed when it found no guest to
 // convert, statemachine.ConversionUnsupportedGuest when it cannot convert
-// the guest it found, "" for anything else (worth another attempt).
+// the guest it found, "" for anything else (worth another attempt). The
+// messages are virt-v2v's own (convert/*.ml in virt-v2v).
 func ClassifyConversionFailure(output string) string {
 	s := strings.ToLower(strings.Join(strings.Fields(output), " "))
 	switch {
@@ -138,25 +217,13 @@ func ClassifyConversionFailure(output string) string {
 		return statemachine.ConversionInspectionFailed
 	case strings.Contains(s, "unable to convert this guest type"),
 		strings.Contains(s, "multi-boot operating systems are not supported"),
-		strings.Contains(s, "not supported by virt-v2v"):
+		strings.Contains(s, "not supported by virt-v2v"),
+		strings.Contains(s, "only xen kernels are installed in this guest"),
+		strings.Contains(s, "no installed kernel packages were found"),
+		strings.Contains(s, "no bootloader detected"):
 		return statemachine.ConversionUnsupportedGuest
 	}
 	return ""
-}
-
-// conversionError keeps virt-v2v's last error (from its "error:" line to
-// the end) or, without one, the last lines of the output.
-func conversionError(output string) string {
-	lines := strings.Split(strings.TrimSpace(output), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.Contains(lines[i], "error:") {
-			return oneLine(strings.Join(lines[i:], " "))
-		}
-	}
-	if len(lines) > 3 {
-		lines = lines[len(lines)-3:]
-	}
-	return oneLine(strings.Join(lines, " "))
 }
 
 // InspectedOS reads virt-v2v's inspection document (-O) into a short
@@ -185,7 +252,7 @@ func InspectedOS(doc []byte) string {
 			text.Reset()
 		case xml.EndElement:
 			if n := len(stack); n >= 2 && stack[n-2] == "operatingsystem" {
-				if v := strings.TrimSpace(text.String()); v != "" {
+				if v := strings.TrimSpace(text.String()); v != "" && v != "unknown" {
 					fields[stack[n-1]] = v
 				}
 			}
@@ -197,14 +264,25 @@ func InspectedOS(doc []byte) string {
 			text.Write(t)
 		}
 	}
+	return describeOS(fields)
+}
+
+// describeOS is "<distro> <major>.<minor> (<product name>)" from inspection
+// fields, without a product name that only repeats the version.
+func describeOS(fields map[string]string) string {
 	os := fields["distro"]
 	if os == "" {
 		os = fields["name"]
 	}
-	if v := fields["major_version"]; v != "" {
-		os = joinNonEmpty(" ", os, v+"."+orDefault(fields["minor_version"], "0"))
+	if os == "" {
+		os = fields["type"]
 	}
-	if p := fields["product_name"]; p != "" {
+	version := ""
+	if v := fields["major_version"]; v != "" {
+		version = v + "." + orDefault(fields["minor_version"], "0")
+		os = joinNonEmpty(" ", os, version)
+	}
+	if p := fields["product_name"]; p != "" && p != version {
 		if os == "" {
 			return truncate(p, 256)
 		}

@@ -299,7 +299,9 @@ func TestInspectedOS(t *testing.T) {
 		inspectionRHEL: "rhel 9.4 (Red Hat Enterprise Linux 9.4 (Plow))",
 		`<v2v-inspection><operatingsystem><name>windows</name><distro>windows</distro><major_version>10</major_version><minor_version>0</minor_version><product_name>Windows Server 2019 Standard</product_name>`: "windows 10.0 (Windows Server 2019 Standard)",
 		inspectionRHEL[:strings.Index(inspectionRHEL, "<product_name>")+20]: "rhel 9.4",
-		"<v2v-inspection><disks/></v2v-inspection>":                         "",
+		"<v2v-inspection><operatingsystem><name>linux</name><distro>debian</distro><major_version>12</major_version><minor_version>15</minor_version><product_name>12.15</product_name>": "debian 12.15",
+		"<v2v-inspection><operatingsystem><name>linux</name><distro>unknown</distro><product_name>unknown</product_name>":                                                                "linux",
+		"<v2v-inspection><disks/></v2v-inspection>": "",
 		"":           "",
 		"not xml <<": "",
 	}
@@ -316,6 +318,10 @@ func TestClassifyConversionFailure(t *testing.T) {
 		"No root device found in this operating system image.":                                          statemachine.ConversionInspectionFailed,
 		"virt-v2v: error: virt-v2v is unable to convert this guest type (linux/gentoo)":                 statemachine.ConversionUnsupportedGuest,
 		"virt-v2v: error: multi-boot operating systems are \nnot supported by virt-v2v. Use the --root": statemachine.ConversionUnsupportedGuest,
+		"virt-v2v: only Xen kernels are installed in this guest.":                                       statemachine.ConversionUnsupportedGuest,
+		"virt-v2v: no installed kernel packages were found.\n\nThis probably indicates that":            statemachine.ConversionUnsupportedGuest,
+		"virt-v2v: no bootloader detected":                                                              statemachine.ConversionUnsupportedGuest,
+		"virt-v2v: nbdkit did not start up.  There may be errors printed by nbdkit above.":              "",
 		"virt-v2v: warning: there are no virtio drivers available for this version of Windows":          "",
 		"libguestfs: error: /usr/bin/supermin exited with error status 1":                               "",
 	}

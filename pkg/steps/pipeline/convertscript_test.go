@@ -1,0 +1,189 @@
+package pipeline
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"platform.example/vm-migration/pkg/statemachine"
+)
+
+// v2vFixtures holds captured virt-v2v-in-place runs and the test double
+// that replays them (testdata/virt-v2v/fake-virt-v2v-in-place).
+var v2vFixtures = filepath.Join("testdata", "virt-v2v")
+
+// scriptRun is the outcome of the conversion script run by a test.
+type scriptRun struct {
+	exitCode    int
+	termination string
+	// output is what the script printed (virt-v2v's output, through tee);
+	// work its work directory (the pod's /var/tmp).
+	output, work string
+	// args are the arguments virt-v2v-in-place got for the conversion.
+	args string
+}
+
+// runConvertScript runs the conversion script, with the pod's paths moved
+// into a temporary directory, on domain (a libvirt domain XML) against
+// the virt-v2v-in-place found in binDir, and returns its exit code,
+// termination message and the arguments the conversion got (when binDir
+// holds the test double).
+func runConvertScript(t *testing.T, binDir, domain string, env ...string) scriptRun {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, DomainXMLKey), []byte(domain), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(dir, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	term := filepath.Join(dir, "termination-log")
+	script := strings.NewReplacer(
+		"@WORK@", work,
+		"@DOMAIN@", filepath.Join(dir, DomainXMLKey),
+		"@TERM@", term,
+	).Replace(convertScriptTemplate)
+	scriptPath := filepath.Join(dir, ConvertScriptKey)
+	if err := os.WriteFile(scriptPath, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	argsFile := filepath.Join(dir, "args")
+	cmd := exec.Command("/bin/sh", scriptPath)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + binDir + ":/usr/bin:/bin", "HOME=" + work, "FAKE_V2V_ARGS=" + argsFile}, env...)
+	out, err := cmd.CombinedOutput()
+	run := scriptRun{output: string(out), work: work}
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		run.exitCode = exitErr.ExitCode()
+	case err != nil:
+		t.Fatalf("running the conversion script: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(term)
+	if err != nil {
+		t.Fatalf("the script left no termination message: %v\n%s", err, out)
+	}
+	run.termination = string(data)
+	args, _ := os.ReadFile(argsFile)
+	run.args = strings.TrimSpace(string(args))
+	return run
+}
+
+// observe is what the controller reads from a conversion pod that ended so.
+func (r scriptRun) observe() statemachine.JobObservation {
+	o := statemachine.JobObservation{Succeeded: r.exitCode == 0, Failed: r.exitCode != 0}
+	observeConversion(&o, r.termination, r.exitCode == 0)
+	return o
+}
+
+// fakeV2VBin is a directory whose virt-v2v-in-place is the test double.
+func fakeV2VBin(t *testing.T) string {
+	t.Helper()
+	fake, err := filepath.Abs(filepath.Join(v2vFixtures, "fake-virt-v2v-in-place"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	if err := os.Symlink(fake, filepath.Join(bin, "virt-v2v-in-place")); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TestConvertScript runs the rendered conversion script over virt-v2v runs
+// captured on Debian 12 (virt-v2v 2.2.0, which has no -O: the inspection
+// comes from its -v output) and over a virt-v2v that has -O, and reads the
+// termination message back as the controller does.
+func TestConvertScript(t *testing.T) {
+	tests := map[string]struct {
+		// run names the captured run in testdata/virt-v2v; version picks
+		// the capabilities and --help of the virt-v2v replaying it.
+		run, version string
+		wantExit     int
+		wantFlag     string
+		want         statemachine.JobObservation
+		// wantMessage are parts of the observed message, in order.
+		wantMessage []string
+	}{
+		"2.2 converts the Debian BIOS guest": {
+			run: "debian-bios", version: "2.2", wantFlag: "-v",
+			want: statemachine.JobObservation{Succeeded: true, OperatingSystem: "debian 12.15"},
+		},
+		"with -O, the inspection document": {
+			run: "debian-bios-with-O", version: "with-O", wantFlag: "-O",
+			want: statemachine.JobObservation{Succeeded: true, OperatingSystem: "debian 12.15"},
+		},
+		"2.2 on a blank disk": {
+			run: "blank", version: "2.2", wantExit: 1, wantFlag: "-v",
+			want: statemachine.JobObservation{Failed: true, Reason: statemachine.ConversionInspectionFailed},
+			wantMessage: []string{
+				"virt-v2v: inspection could not detect the source guest (or physical machine).",
+				"No root device found in this operating system image.",
+			},
+		},
+		"2.2 on a disk whose root file system is corrupt": {
+			run: "corrupt", version: "2.2", wantExit: 1, wantFlag: "-v",
+			want: statemachine.JobObservation{Failed: true, Reason: statemachine.ConversionInspectionFailed},
+			wantMessage: []string{
+				"virt-v2v: inspection could not detect the source guest",
+				"No root device found in this operating system image.",
+			},
+		},
+		"2.2 on an Alpine guest": {
+			run: "alpine", version: "2.2", wantExit: 1, wantFlag: "-v",
+			want: statemachine.JobObservation{Failed: true, Reason: statemachine.ConversionUnsupportedGuest},
+			wantMessage: []string{
+				"virt-v2v: virt-v2v is unable to convert this guest type (linux/alpinelinux)",
+				"(inspected: alpinelinux 3.18 (Alpine Linux v3.18))",
+			},
+		},
+		"2.2 failing otherwise": {
+			run: "alpine-no-apk-db", version: "2.2", wantExit: 1, wantFlag: "-v",
+			want: statemachine.JobObservation{Failed: true},
+			wantMessage: []string{
+				"virt-v2v: libguestfs error: filesize: /lib/apk/db/installed: No such file or directory",
+			},
+		},
+	}
+	bin := fakeV2VBin(t)
+	runs, err := filepath.Abs(v2vFixtures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			run := runConvertScript(t, bin, "<domain/>",
+				"FAKE_V2V_RUN="+filepath.Join(runs, tc.run), "FAKE_V2V_VERSION="+tc.version)
+			if run.exitCode != tc.wantExit {
+				t.Errorf("exit code %d, want %d", run.exitCode, tc.wantExit)
+			}
+			if !strings.Contains(" "+run.args+" ", " "+tc.wantFlag+" ") {
+				t.Errorf("virt-v2v-in-place ran with %q, want %s", run.args, tc.wantFlag)
+			}
+			got := run.observe()
+			msg := got.Message
+			got.Message = ""
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("observed %+v, want %+v (termination message %q)", got, tc.want, run.termination)
+			}
+			rest := msg
+			for _, part := range tc.wantMessage {
+				i := strings.Index(rest, part)
+				if i < 0 {
+					t.Errorf("message %q lacks %q (in that order)", msg, part)
+					break
+				}
+				rest = rest[i+len(part):]
+			}
+			if len(tc.wantMessage) == 0 && msg != "" {
+				t.Errorf("message %q, want none", msg)
+			}
+		})
+	}
+}

@@ -143,18 +143,39 @@ func RenderDomainXML(m *v1alpha1.VirtualMachineMigration) ([]byte, error) {
 		dom.UUID = u
 	}
 	dom.CPU.Topology.Sockets, dom.CPU.Topology.Cores, dom.CPU.Topology.Threads = sockets, cores, 1
+	if err := setDomainFirmware(&dom.OS, inv); err != nil {
+		return nil, err
+	}
+	dom.Disks = domainDisks(inv, m.Status.Disks)
+	out, err := xml.MarshalIndent(dom, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding the domain XML: %w", err)
+	}
+	return append(out, '\n'), nil
+}
+
+// setDomainFirmware selects the domain's firmware as the source's: BIOS, or EFI
+// with the secure-boot feature when the source has it.
+func setDomainFirmware(o *domainOS, inv *v1alpha1.SourceInventory) error {
 	switch inv.Firmware {
 	case v1alpha1.FirmwareEFI:
-		dom.OS.Firmware = "efi"
+		o.Firmware = "efi"
 		if inv.SecureBoot {
-			dom.OS.FirmwareInfo = &osFirmwareInfo{Features: []osFirmwareFeature{{Enabled: "yes", Name: "secure-boot"}}}
+			o.FirmwareInfo = &osFirmwareInfo{Features: []osFirmwareFeature{{Enabled: "yes", Name: "secure-boot"}}}
 		}
 	case v1alpha1.FirmwareBIOS, "":
 	default:
-		return nil, fmt.Errorf("unsupported firmware %q", inv.Firmware)
+		return fmt.Errorf("unsupported firmware %q", inv.Firmware)
 	}
+	return nil
+}
+
+// domainDisks are the staged disks as raw file disks in source order, each
+// on the source's bus: ide as hdX, sata as sdX on sata, the rest as sdX on scsi.
+func domainDisks(inv *v1alpha1.SourceInventory, disks []v1alpha1.DiskStatus) []diskXML {
+	var out []diskXML
 	var sd, hd int
-	for i, d := range m.Status.Disks {
+	for i, d := range disks {
 		var x diskXML
 		x.Type, x.Device = "file", "disk"
 		x.Driver.Name, x.Driver.Type = "qemu", "raw"
@@ -175,13 +196,9 @@ func RenderDomainXML(m *v1alpha1.VirtualMachineMigration) ([]byte, error) {
 			x.Target.Dev, x.Target.Bus = "sd"+driveLetters(sd), bus
 			sd++
 		}
-		dom.Disks = append(dom.Disks, x)
+		out = append(out, x)
 	}
-	out, err := xml.MarshalIndent(dom, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encoding the domain XML: %w", err)
-	}
-	return append(out, '\n'), nil
+	return out
 }
 
 // driveLetters is the letter suffix of the n-th drive: a..z, aa..zz, ...
@@ -337,38 +354,12 @@ func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg
 	if len(m.Status.Disks) == 0 {
 		return nil, errors.New("no disks recorded in status.disks yet")
 	}
-	resources := defaultConversionResources()
-	if cfg.ConversionResources != nil {
-		resources = *cfg.ConversionResources.DeepCopy()
-	}
-	if cfg.ConversionKVM {
-		if resources.Limits == nil {
-			resources.Limits = corev1.ResourceList{}
-		}
-		resources.Limits[KVMResource] = resource.MustParse("1")
-	}
+	resources := conversionResources(cfg)
 	timeout := cfg.ConversionTimeout
 	if timeout <= 0 {
 		timeout = DefaultConversionTimeout
 	}
-	cmName := naming.ConversionConfigMap(m.Name, attempt)
-	volumes := []corev1.Volume{
-		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: cmName}, DefaultMode: ptr.To[int32](0o444)}}},
-		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("1Gi"))}}},
-		{Name: "var-tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("8Gi"))}}},
-	}
-	mounts := []corev1.VolumeMount{
-		{Name: "config", MountPath: conversionConfigDir, ReadOnly: true},
-		{Name: "tmp", MountPath: "/tmp"},
-		{Name: "var-tmp", MountPath: conversionWorkDir},
-	}
-	for i, d := range m.Status.Disks {
-		vol := stagingVolumeName(d.Key)
-		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.StagingClaim}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: path.Join(disksRoot, diskNameAt(d, i))})
-	}
+	volumes, mounts := conversionVolumes(m, attempt)
 	meta, podMeta := jobMeta(m, naming.ConversionJob(m.Name, attempt), v1alpha1.ComponentConversion)
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
@@ -403,4 +394,44 @@ func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg
 			},
 		},
 	}, nil
+}
+
+// conversionResources are the conversion container's requests and limits:
+// the configured ones or the defaults, with /dev/kvm when configured.
+func conversionResources(cfg Config) corev1.ResourceRequirements {
+	resources := defaultConversionResources()
+	if cfg.ConversionResources != nil {
+		resources = *cfg.ConversionResources.DeepCopy()
+	}
+	if cfg.ConversionKVM {
+		if resources.Limits == nil {
+			resources.Limits = corev1.ResourceList{}
+		}
+		resources.Limits[KVMResource] = resource.MustParse("1")
+	}
+	return resources
+}
+
+// conversionVolumes are the conversion pod's volumes and the container's
+// mounts: the script and domain XML, scratch space, and each staged disk.
+func conversionVolumes(m *v1alpha1.VirtualMachineMigration, attempt int32) ([]corev1.Volume, []corev1.VolumeMount) {
+	cmName := naming.ConversionConfigMap(m.Name, attempt)
+	volumes := []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cmName}, DefaultMode: ptr.To[int32](0o444)}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("1Gi"))}}},
+		{Name: "var-tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("8Gi"))}}},
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: "config", MountPath: conversionConfigDir, ReadOnly: true},
+		{Name: "tmp", MountPath: "/tmp"},
+		{Name: "var-tmp", MountPath: conversionWorkDir},
+	}
+	for i, d := range m.Status.Disks {
+		vol := stagingVolumeName(d.Key)
+		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.StagingClaim}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: path.Join(disksRoot, diskNameAt(d, i))})
+	}
+	return volumes, mounts
 }

@@ -183,6 +183,12 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	if done, _ := c.cachedFinished(key); done {
+		// A requeue asked for before the migration ended: nothing to do.
+		c.queue.Forget(key)
+		finishedSkips.Inc()
+		return true
+	}
 	defer observeReconcile(time.Now())
 	requeueAfter, err := c.sync(ctx, key)
 	switch {

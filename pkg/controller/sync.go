@@ -56,6 +56,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	if err := c.act(ctx, cur, dec.Action); err != nil {
 		return c.actionFailed(ctx, in, cur, dec.Action, err)
 	}
+	if finished(cur) {
+		// It just ended: no look again, whatever the decision asked.
+		return 0, nil
+	}
 	return dec.RequeueAfter, nil
 }
 

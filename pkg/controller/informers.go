@@ -67,7 +67,27 @@ func NewFactories(clients Clients, namespace string, resync time.Duration) *Fact
 func (f *Factories) Informers(children map[string]cache.SharedIndexInformer) Informers {
 	inf := f.namespaced(children)
 	inf.StorageClasses = f.Cluster.Storage().V1().StorageClasses().Informer()
+	inf.dropManagedFields()
 	return inf
+}
+
+// dropManagedFields makes every informer drop the managedFields of what it
+// caches, which nothing reads and which are often the largest part of an
+// object's metadata (bench-scale: the controller caches every migration
+// and, for good, the VM, instance, DataVolumes and claims each one made).
+// Only before the informers run: later calls fail and are harmless.
+func (inf Informers) dropManagedFields() {
+	all := []cache.SharedIndexInformer{inf.Migrations, inf.StorageClasses, inf.Secrets}
+	for _, m := range []map[string]cache.SharedIndexInformer{inf.Children, inf.Names} {
+		for _, informer := range m {
+			all = append(all, informer)
+		}
+	}
+	for _, informer := range all {
+		if informer != nil {
+			_ = informer.SetTransform(stripManagedFields)
+		}
+	}
 }
 
 // namespaced returns the informers of f's namespace: Informers without
@@ -75,10 +95,7 @@ func (f *Factories) Informers(children map[string]cache.SharedIndexInformer) Inf
 func (f *Factories) namespaced(children map[string]cache.SharedIndexInformer) Informers {
 	names := map[string]cache.SharedIndexInformer{}
 	for _, gvr := range nameResources {
-		informer := f.Names.ForResource(gvr).Informer()
-		// Only once, before the informer runs: later calls fail and are harmless.
-		_ = informer.SetTransform(stripManagedFields)
-		names[gvr.Resource] = informer
+		names[gvr.Resource] = f.Names.ForResource(gvr).Informer()
 	}
 	return Informers{
 		Migrations: f.Migration.Migration().V1alpha1().VirtualMachineMigrations().Informer(),
@@ -172,13 +189,15 @@ func (w *Watch) Informers(children map[string]cache.SharedIndexInformer) Informe
 			addMember(names, resource, ns, informer)
 		}
 	}
-	return Informers{
+	inf := Informers{
 		Migrations:     fanOut(migrations),
 		StorageClasses: w.cluster.Storage().V1().StorageClasses().Informer(),
 		Secrets:        fanOut(secrets),
 		Children:       children,
 		Names:          fanOutEach(names),
 	}
+	inf.dropManagedFields()
+	return inf
 }
 
 // Start starts every informer the controller asked for.

@@ -22,7 +22,8 @@ var (
 	nameResources       = []schema.GroupVersionResource{claimsResource, dataVolumesResource, vmsResource}
 )
 
-// stripManagedFields keeps a metadata-only cache small.
+// stripManagedFields is the transform of every informer of the
+// controller: it drops an object's managedFields (see dropManagedFields).
 func stripManagedFields(obj any) (any, error) {
 	if acc, err := meta.Accessor(obj); err == nil {
 		acc.SetManagedFields(nil)

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -41,6 +42,8 @@ type countingProxy struct {
 	mu        sync.Mutex
 	counts    map[request]int
 	conflicts map[request]int
+	// latencies of the requests that are not watches, in seconds.
+	latencies []float64
 }
 
 // startProxy serves on 127.0.0.1 over TLS with a certificate of its own
@@ -106,14 +109,42 @@ func (p *countingProxy) count(next http.Handler) http.Handler {
 		p.mu.Lock()
 		p.counts[key]++
 		p.mu.Unlock()
+		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(rec, r)
+		took := time.Since(start).Seconds()
+		p.mu.Lock()
+		defer p.mu.Unlock()
 		if rec.code == http.StatusConflict {
-			p.mu.Lock()
 			p.conflicts[key]++
-			p.mu.Unlock()
+		}
+		if key.verb != "watch" {
+			p.latencies = append(p.latencies, took)
 		}
 	})
+}
+
+// latencyQuantiles are the q-quantiles of the round trips of the requests
+// that were not watches, from the n-th on, in seconds; and their count.
+func (p *countingProxy) latencyQuantiles(from int, qs ...float64) ([]float64, int) {
+	p.mu.Lock()
+	lat := slices.Clone(p.latencies[min(from, len(p.latencies)):])
+	p.mu.Unlock()
+	slices.Sort(lat)
+	out := make([]float64, len(qs))
+	for i, q := range qs {
+		if len(lat) > 0 {
+			out[i] = lat[min(int(q*float64(len(lat))), len(lat)-1)]
+		}
+	}
+	return out, len(lat)
+}
+
+// requestsSoFar is how many non-watch requests were timed so far.
+func (p *countingProxy) requestsSoFar() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.latencies)
 }
 
 // snapshot returns the counts so far.

@@ -14,6 +14,7 @@ import (
 const (
 	reconcileHistogram = "vm_migration_reconcile_duration_seconds"
 	reconcileTotal     = "vm_migration_reconcile_total"
+	finishedSkipsTotal = "vm_migration_finished_skips_total"
 	statusWritesTotal  = "vm_migration_status_writes_total"
 )
 
@@ -29,6 +30,8 @@ type report struct {
 	statusWrites      float64
 	peakRSS           int64
 	p50, p99          float64 // seconds
+	apiP50, apiP99    float64 // seconds, the controller's API round trips
+	apiTimed          int
 	reconciles        float64
 	ctrlCPU, ourCPU   time.Duration
 	machineCPU        time.Duration
@@ -36,8 +39,10 @@ type report struct {
 	soap              map[string]int
 	cutShort          string
 
+	finishedSkips   float64
 	quiet           time.Duration
 	quietReconciles float64
+	quietSkips      float64
 	quietRequests   map[request]int
 	quietSOAP       int
 }
@@ -50,21 +55,25 @@ func (b *bench) newReport(before, after sample, hwm int64) *report {
 	r := &report{
 		n: b.o.n, hosts: b.o.hosts,
 		succeeded: byPhase["Succeeded"], failed: byPhase["Failed"], failures: failures,
-		wall:         after.at.Sub(before.at),
-		requests:     diff(after.requests, before.requests),
-		conflicts:    conflicts,
-		writes:       writes,
-		statusWrites: after.metrics.sum(statusWritesTotal) - before.metrics.sum(statusWritesTotal),
-		peakRSS:      hwm,
-		p50:          quantile(0.5, hist),
-		p99:          quantile(0.99, hist),
-		reconciles:   after.metrics.sum(reconcileTotal) - before.metrics.sum(reconcileTotal),
-		ctrlCPU:      after.ctrlCPU - before.ctrlCPU,
-		ourCPU:       after.ourCPU - before.ourCPU,
-		machineCPU:   after.machine - before.machine,
-		soap:         diffStrings(after.soap, before.soap),
+		wall:          after.at.Sub(before.at),
+		requests:      diff(after.requests, before.requests),
+		conflicts:     conflicts,
+		writes:        writes,
+		statusWrites:  after.metrics.sum(statusWritesTotal) - before.metrics.sum(statusWritesTotal),
+		peakRSS:       hwm,
+		p50:           quantile(0.5, hist),
+		p99:           quantile(0.99, hist),
+		reconciles:    after.metrics.sum(reconcileTotal) - before.metrics.sum(reconcileTotal),
+		finishedSkips: after.metrics.sum(finishedSkipsTotal) - before.metrics.sum(finishedSkipsTotal),
+		ctrlCPU:       after.ctrlCPU - before.ctrlCPU,
+		ourCPU:        after.ourCPU - before.ourCPU,
+		machineCPU:    after.machine - before.machine,
+		soap:          diffStrings(after.soap, before.soap),
 	}
 	r.loadMean, r.loadMax = meanMax(b.loads)
+	var q []float64
+	q, r.apiTimed = b.proxy.latencyQuantiles(before.timed, 0.5, 0.99)
+	r.apiP50, r.apiP99 = q[0], q[1]
 	return r
 }
 
@@ -72,6 +81,7 @@ func (b *bench) newReport(before, after sample, hwm int64) *report {
 func (r *report) addQuiet(after, quiet sample) {
 	r.quiet = quiet.at.Sub(after.at)
 	r.quietReconciles = quiet.metrics.sum(reconcileTotal) - after.metrics.sum(reconcileTotal)
+	r.quietSkips = quiet.metrics.sum(finishedSkipsTotal) - after.metrics.sum(finishedSkipsTotal)
 	r.quietRequests = diff(quiet.requests, after.requests)
 	for _, v := range diffStrings(quiet.soap, after.soap) {
 		r.quietSOAP += v
@@ -123,11 +133,13 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "   %6.2f per migration within %s\n", float64(r.writes.otherWhat[what])/n, what)
 	}
 	fmt.Fprintf(w, "controller peak RSS (VmHWM): %.0f MiB\n", float64(r.peakRSS)/(1<<20))
-	fmt.Fprintf(w, "reconcile latency (%s): p50 %.1f ms, p99 %.1f ms over %.0f reconciles (%.1f per migration)\n",
-		reconcileHistogram, r.p50*1000, r.p99*1000, r.reconciles, r.reconciles/n)
+	fmt.Fprintf(w, "reconcile latency (%s): p50 %.1f ms, p99 %.1f ms over %.0f reconciles (%.1f per migration; %.0f queued keys of finished migrations dropped unreconciled)\n",
+		reconcileHistogram, r.p50*1000, r.p99*1000, r.reconciles, r.reconciles/n, r.finishedSkips)
+	fmt.Fprintf(w, "   for scale: the controller's API round trips (proxy to the API server and back, watches aside): p50 %.1f ms, p99 %.1f ms over %d requests\n",
+		r.apiP50*1000, r.apiP99*1000, r.apiTimed)
 	if r.quiet > 0 {
-		fmt.Fprintf(w, "quiet period of %.0fs after the run: %.0f reconciles of finished migrations, %d API requests (%s), %d vSphere calls\n",
-			r.quiet.Seconds(), r.quietReconciles, total(r.quietRequests), topRequests(r.quietRequests, 4), r.quietSOAP)
+		fmt.Fprintf(w, "quiet period of %.0fs after the run: %.0f reconciles of finished migrations (%.0f keys dropped unreconciled), %d API requests (%s), %d vSphere calls\n",
+			r.quiet.Seconds(), r.quietReconciles, r.quietSkips, total(r.quietRequests), topRequests(r.quietRequests, 4), r.quietSOAP)
 	}
 	r.printSOAP(w, n)
 	fmt.Fprintf(w, "scale: N=%d succeeded=%d writes/migration=%.2f p99 reconcile=%.1f ms, peak RSS=%.0f MiB\n",

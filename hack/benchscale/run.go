@@ -42,6 +42,7 @@ type sample struct {
 	ctrlCPU  time.Duration
 	ourCPU   time.Duration // every process of the benchmark, this one included
 	machine  time.Duration
+	timed    int // requests the proxy timed so far
 }
 
 // bench is one run's world.
@@ -171,6 +172,7 @@ func (b *bench) take() (sample, error) {
 		return s, err
 	}
 	s.requests, _ = b.proxy.snapshot()
+	s.timed = b.proxy.requestsSoFar()
 	s.soap = b.vc.SOAPCalls()
 	if s.ctrlCPU, err = procCPU(b.ctrl.pid()); err != nil {
 		return s, err
@@ -219,7 +221,12 @@ func (b *bench) measure(ctx context.Context) (*report, error) {
 		rep.cutShort = waitErr.Error()
 		return rep, waitErr
 	}
-	say(b.start, "all %d ended after %.1fs; quiet period of %s", b.o.n, after.at.Sub(before.at).Seconds(), b.o.quiet)
+	say(b.start, "all %d ended after %.1fs", b.o.n, after.at.Sub(before.at).Seconds())
+	start, err := b.controllerSeesAllEnded(ctx)
+	if err != nil {
+		return rep, err
+	}
+	say(b.start, "the controller's cache shows them ended too; quiet period of %s", b.o.quiet)
 	if err := sleepCtx(ctx, b.o.quiet); err != nil {
 		return rep, err
 	}
@@ -227,11 +234,32 @@ func (b *bench) measure(ctx context.Context) (*report, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep.addQuiet(after, quiet)
+	rep.addQuiet(start, quiet)
 	if hwm2, err := procStatus(b.ctrl.pid(), "VmHWM"); err == nil {
 		rep.peakRSS = hwm2
 	}
 	return rep, nil
+}
+
+// controllerSeesAllEnded waits until the controller's own gauge of
+// migrations by phase counts every migration ended (its cache may lag
+// behind the benchmark's watch), and samples then: the quiet period
+// starts there.
+func (b *bench) controllerSeesAllEnded(ctx context.Context) (sample, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		s, err := b.take()
+		if err != nil {
+			return s, err
+		}
+		ended := s.metrics[`vm_migration_migrations{phase="Succeeded"}`] + s.metrics[`vm_migration_migrations{phase="Failed"}`]
+		if int(ended) >= b.o.n || time.Now().After(deadline) {
+			return s, nil
+		}
+		if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
+			return s, err
+		}
+	}
 }
 
 // startWatcher follows the benchmark namespace's migrations.

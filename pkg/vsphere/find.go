@@ -63,6 +63,16 @@ func FindVM(ctx context.Context, s *Session, sel v1alpha1.VMSelector) (*object.V
 	return vm, nil
 }
 
+// KnownVM is the virtual machine whose managed object reference value the
+// server itself gave (an inventory read earlier), without a round trip to
+// check that it still exists: the first call on it fails with a
+// ManagedObjectNotFound fault (ClassNotFound) if the VM is gone since.
+// A reference a person wrote goes through FindVM, which checks it and
+// accepts both the vCenter and the ESXi spelling.
+func KnownVM(s *Session, moRef string) *object.VirtualMachine {
+	return object.NewVirtualMachine(s.Client(), types.ManagedObjectReference{Type: "VirtualMachine", Value: moRef})
+}
+
 func findVMByName(ctx context.Context, s *Session, name string) (*object.VirtualMachine, error) {
 	dc, err := s.Datacenter(ctx)
 	if err != nil {

@@ -53,3 +53,33 @@ func TestCachesDropManagedFields(t *testing.T) {
 		})
 	}
 }
+
+func TestNameCachesKeepNamesAndLabels(t *testing.T) {
+	tests := []struct {
+		name string
+		obj  *metav1.PartialObjectMetadata
+	}{
+		{"foreign VM applied by a GitOps tool", &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Name: "web-01", Namespace: "apps", Labels: map[string]string{"app": "web"},
+			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"a":"very long document"}`},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "argocd"}},
+		}}},
+		{"a migration's claim", &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Name: "web-01-disk-0", Namespace: "apps", Labels: map[string]string{"migration.platform.example/migration-uid": "u1"},
+		}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			labels := tt.obj.Labels
+			got, err := stripNameMetadata(tt.obj.DeepCopy())
+			require.NoError(t, err)
+			acc, err := meta.Accessor(got)
+			require.NoError(t, err)
+			assert.Equal(t, tt.obj.Name, acc.GetName())
+			assert.Equal(t, tt.obj.Namespace, acc.GetNamespace())
+			assert.Equal(t, labels, acc.GetLabels())
+			assert.Empty(t, acc.GetAnnotations())
+			assert.Empty(t, acc.GetManagedFields())
+		})
+	}
+}

@@ -130,8 +130,8 @@ func ListersOver(children map[string]cache.SharedIndexInformer) Listers {
 
 // ChildInformers are the informers the step's listers read (from the same
 // factories as ListersFrom), by resource name, indexed by
-// IndexMigrationUID: the controller waits for them and maps their events
-// to migrations.
+// IndexMigrationUID and trimmed by cacheTransform: the controller waits
+// for them and maps their events to migrations.
 func ChildInformers(kube kubeinformers.SharedInformerFactory, kv kvinformers.SharedInformerFactory, cdi cdiinformers.SharedInformerFactory) map[string]cache.SharedIndexInformer {
 	core, batch, rbac := kube.Core().V1(), kube.Batch().V1(), kube.Rbac().V1()
 	informers := map[string]cache.SharedIndexInformer{
@@ -148,6 +148,7 @@ func ChildInformers(kube kubeinformers.SharedInformerFactory, kv kvinformers.Sha
 	}
 	for _, informer := range informers {
 		indexByMigration(informer)
+		transformChild(informer)
 	}
 	return informers
 }

@@ -6,7 +6,7 @@ TESTBIN := _output/testbin
 VERSION ?= dev
 IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-e2e test-alerts test-conversion install-plugin image run-local bench-transfer generate verify manifests test-crds testbin fmt vet
+.PHONY: help build test test-unit test-integration test-e2e test-alerts test-conversion install-plugin image run-local bench-transfer bench-scale generate verify manifests test-crds testbin fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -49,6 +49,9 @@ run-local: ## the whole stack on 127.0.0.1 with a sample migration, live progres
 
 bench-transfer: ## vm-transfer vs curl, curl -o file and curl|tee|openssl on a 2 GiB vcsim disk (throughput, CPU/GiB, RSS), and 1-8 streams over capped connections
 	hack/bench-transfer.sh
+
+bench-scale: ## control-plane benchmark: N migrations (N=1000; HOSTS=10, QUIET=1m) on a real control plane, light stand-ins, the controller as a process; API requests, status writes, RSS, reconcile latency, vSphere calls
+	N=$(or $(N),1000) HOSTS=$(or $(HOSTS),10) QUIET=$(or $(QUIET),1m) hack/bench-scale.sh
 
 testbin: ## build (or reuse the cached) kube-apiserver, kube-controller-manager and etcd
 	hack/build-testbin.sh

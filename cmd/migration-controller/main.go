@@ -45,8 +45,17 @@ type flags struct {
 	seccompProfile     string
 	transferStreams    int
 	hostConnections    int
+	apiQPS             float64
+	apiBurst           int
 	logging            *logsapi.LoggingConfiguration
 }
+
+// Defaults of the client rate limit: client-go's own (5 QPS, burst 10)
+// held a thousand migrations back for hours (hack/benchscale).
+const (
+	defaultAPIQPS   = 50
+	defaultAPIBurst = 100
+)
 
 func parseFlags(args []string) (*flags, error) {
 	f := &flags{logging: logsapi.NewLoggingConfiguration()}
@@ -72,6 +81,8 @@ func (f *flags) controllerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty means in-cluster, then $KUBECONFIG")
 	addNamespaceFlags(fs, &f.opts.Namespaces)
 	fs.IntVar(&f.opts.Workers, "workers", 4, "migrations reconciled in parallel")
+	fs.Float64Var(&f.apiQPS, "kube-api-qps", defaultAPIQPS, "requests per second each API client of the controller may send on average (client-side rate limit)")
+	fs.IntVar(&f.apiBurst, "kube-api-burst", defaultAPIBurst, "requests each API client of the controller may send in a burst above --kube-api-qps")
 	fs.IntVar(&f.opts.MaxTransfersPerHost, "max-transfers-per-host", 4, "concurrent transfers from one ESXi host (0: no bound)")
 	fs.IntVar(&f.opts.MaxTransfersPerDatastore, "max-transfers-per-datastore", 0, "concurrent transfers from one datastore (0: no bound)")
 	fs.DurationVar(&f.vsphereCallTimeout, "vsphere-call-timeout", 2*time.Minute, "deadline of each vSphere operation")
@@ -125,6 +136,8 @@ func (f *flags) complete() error {
 		return errors.New("--transfer-streams and --transfer-connections-per-host must be at least 1")
 	case f.opts.Pipeline.TransferImage == "":
 		return errors.New("--transfer-image must name the controller's image")
+	case f.apiQPS <= 0 || f.apiBurst < 1:
+		return fmt.Errorf("--kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d", f.apiQPS, f.apiBurst)
 	}
 	f.opts.Pipeline.TransferStreams = wire.StreamsPerDisk(f.transferStreams, f.hostConnections, f.opts.MaxTransfersPerHost, wire.DefaultParallelDisks)
 	f.opts.VSphereCallTimeout = f.vsphereCallTimeout
@@ -173,12 +186,19 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// limitClients sets the client-side rate limit of every API client built
+// from cfg (each clientset gets its own token bucket of that size).
+func (f *flags) limitClients(cfg *rest.Config) {
+	cfg.QPS, cfg.Burst = float32(f.apiQPS), f.apiBurst
+}
+
 func run(ctx context.Context, f *flags) error {
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return err
 	}
 	cfg.UserAgent = "vm-migration-controller"
+	f.limitClients(cfg)
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 )
@@ -53,5 +54,33 @@ func TestJSONLogs(t *testing.T) {
 	assert.Equal(t, "phase changed", line["msg"], "the message of log line %v", line)
 	assert.Equal(t, "apps/web-01", line["migration"], "the migration value of log line %v", line)
 	assert.Equal(t, "Converting", line["to"], "the to value of log line %v", line)
+}
 
+func TestClientRateLimitFlags(t *testing.T) {
+	cases := map[string]struct {
+		args      []string
+		wantQPS   float32
+		wantBurst int
+		wantErr   string
+	}{
+		"defaults":       {wantQPS: defaultAPIQPS, wantBurst: defaultAPIBurst},
+		"set":            {args: []string{"--kube-api-qps=200", "--kube-api-burst=400"}, wantQPS: 200, wantBurst: 400},
+		"fractional qps": {args: []string{"--kube-api-qps=0.5", "--kube-api-burst=1"}, wantQPS: 0.5, wantBurst: 1},
+		"zero qps":       {args: []string{"--kube-api-qps=0"}, wantErr: "--kube-api-qps must be positive"},
+		"zero burst":     {args: []string{"--kube-api-burst=0"}, wantErr: "--kube-api-burst at least 1"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f, err := parseFlags(tc.args)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			cfg := &rest.Config{}
+			f.limitClients(cfg)
+			assert.Equal(t, tc.wantQPS, cfg.QPS)
+			assert.Equal(t, tc.wantBurst, cfg.Burst)
+		})
+	}
 }

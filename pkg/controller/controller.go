@@ -87,6 +87,7 @@ type Controller struct {
 	clock    clock.PassiveClock
 
 	migrations     miglisters.VirtualMachineMigrationLister
+	migrationIndex cache.Indexer
 	storageClasses storagelisters.StorageClassLister
 	names          map[string]cache.SharedIndexInformer
 	synced         []cache.InformerSynced
@@ -102,6 +103,9 @@ func New(clients Clients, inf Informers, s Steps, recorder record.EventRecorder,
 		return nil, fmt.Errorf("the controller needs a source step and a pipeline step")
 	}
 	cfg = cfg.withDefaults()
+	if err := inf.Migrations.AddIndexers(migrationIndexers()); err != nil {
+		return nil, fmt.Errorf("indexing the migration cache: %w", err)
+	}
 	c := &Controller{
 		clients:        clients,
 		steps:          s,
@@ -109,6 +113,7 @@ func New(clients Clients, inf Informers, s Steps, recorder record.EventRecorder,
 		cfg:            cfg,
 		clock:          cfg.Clock,
 		migrations:     miglisters.NewVirtualMachineMigrationLister(inf.Migrations.GetIndexer()),
+		migrationIndex: inf.Migrations.GetIndexer(),
 		storageClasses: storagelisters.NewStorageClassLister(inf.StorageClasses.GetIndexer()),
 		names:          inf.Names,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -178,6 +183,12 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	if done, _ := c.cachedFinished(key); done {
+		// A requeue asked for before the migration ended: nothing to do.
+		c.queue.Forget(key)
+		finishedSkips.Inc()
+		return true
+	}
 	defer observeReconcile(time.Now())
 	requeueAfter, err := c.sync(ctx, key)
 	switch {

@@ -10,12 +10,27 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
 )
 
 // registerHandlers wires the informers to the queue: a migration enqueues
-// itself; a child enqueues the migration named in its labels.
+// itself; a child enqueues the migration named in its labels; a migration
+// that leaves a transfer slot wakes the oldest ones waiting for it. A
+// finished migration is enqueued by none of them (see finished).
 func (c *Controller) registerHandlers(inf Informers) error {
-	migReg, err := inf.Migrations.AddEventHandler(onEvery(c.enqueueMigration))
+	migReg, err := inf.Migrations.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueMigration,
+		UpdateFunc: func(old, obj any) {
+			c.wakeSlotWaiters(old, obj)
+			c.enqueueMigration(obj)
+		},
+		DeleteFunc: func(obj any) {
+			c.wakeSlotWaiters(obj, nil)
+			if m := migrationOf(obj); m != nil {
+				c.queue.Add(cache.MetaObjectToName(m))
+			}
+		},
+	})
 	if err != nil {
 		return fmt.Errorf("registering migration handler: %w", err)
 	}
@@ -46,15 +61,52 @@ func onEvery(enqueue func(obj any)) cache.ResourceEventHandlerFuncs {
 	}
 }
 
-func (c *Controller) enqueueMigration(obj any) {
+// finished reports whether a cached migration needs no reconcile: it
+// ended (Succeeded or Failed), it is not being deleted, and its status
+// reflects its spec's generation. Only its deletion or a change of its
+// spec (a new generation) gives it work again, and both come as events of
+// the migration itself; its children's events, resyncs and requeues
+// asked for before it ended are dropped (bench-scale: they were most of
+// the reconciles once thousands of migrations had ended).
+func finished(m *v1alpha1.VirtualMachineMigration) bool {
+	return statemachine.IsTerminal(m.Status.Phase) && m.DeletionTimestamp == nil &&
+		m.Status.ObservedGeneration == m.Generation
+}
+
+// migrationOf is the migration an event carries, nil for anything else.
+func migrationOf(obj any) *v1alpha1.VirtualMachineMigration {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	m, ok := obj.(*v1alpha1.VirtualMachineMigration)
-	if !ok {
+	m, _ := obj.(*v1alpha1.VirtualMachineMigration)
+	return m
+}
+
+// enqueueMigration enqueues the migration of an add or update event,
+// unless it is finished.
+func (c *Controller) enqueueMigration(obj any) {
+	if m := migrationOf(obj); m != nil && !finished(m) {
+		c.queue.Add(cache.MetaObjectToName(m))
+	}
+}
+
+// enqueueUnlessFinished enqueues a migration's key unless the cache holds
+// it finished.
+func (c *Controller) enqueueUnlessFinished(key cache.ObjectName) {
+	if done, _ := c.cachedFinished(key); done {
 		return
 	}
-	c.queue.Add(cache.MetaObjectToName(m))
+	c.queue.Add(key)
+}
+
+// cachedFinished reports whether the cache holds the migration of key
+// and it is finished.
+func (c *Controller) cachedFinished(key cache.ObjectName) (bool, error) {
+	m, err := c.migrations.VirtualMachineMigrations(key.Namespace).Get(key.Name)
+	if err != nil {
+		return false, err
+	}
+	return finished(m), nil
 }
 
 // enqueueLabelledOwner maps a child's event to its migration through the
@@ -72,7 +124,7 @@ func (c *Controller) enqueueLabelledOwner(obj any) {
 	if name == "" {
 		return
 	}
-	c.queue.Add(cache.NewObjectName(o.GetNamespace(), name))
+	c.enqueueUnlessFinished(cache.NewObjectName(o.GetNamespace(), name))
 }
 
 // enqueueCredentialUsers maps a credentials Secret's event to the
@@ -91,8 +143,55 @@ func (c *Controller) enqueueCredentialUsers(obj any) {
 		return
 	}
 	for _, m := range all {
-		if m.SpecInForce().Source.CredentialsSecretRef.Name == o.GetName() {
+		if m.SpecInForce().Source.CredentialsSecretRef.Name == o.GetName() && !finished(m) {
 			c.queue.Add(cache.MetaObjectToName(m))
 		}
 	}
+}
+
+// wakeSlotWaiters enqueues, when a migration leaves a transfer slot (its
+// phase moves on, its deletion begins or it is gone: obj is nil), the
+// oldest migration waiting in Queued on its host and the oldest waiting
+// on each of its datastores, so that a freed slot is taken at once rather
+// than at the waiters' next periodic look (bench-scale: slots stood idle
+// for most of the wait interval). The informer calls it once the cache
+// shows the change, so the woken reconcile counts the slot as free.
+func (c *Controller) wakeSlotWaiters(old, obj any) {
+	before := migrationOf(old)
+	if before == nil || !holdsSlotNow(before) {
+		return
+	}
+	if now := migrationOf(obj); now != nil && holdsSlotNow(now) {
+		return
+	}
+	freed := slotKeys(before)
+	lim := c.limits()
+	var lookups []lookup
+	if lim.perHost > 0 {
+		lookups = append(lookups, lookup{indexQueuedHost, []string{freed.host}})
+	}
+	if lim.perDatastore > 0 {
+		for _, ds := range freed.datastores {
+			lookups = append(lookups, lookup{indexQueuedDatastore, []string{ds}})
+		}
+	}
+	for _, l := range lookups {
+		waiters, err := c.indexed(l)
+		if err != nil || len(waiters) == 0 {
+			continue
+		}
+		c.queue.Add(cache.MetaObjectToName(oldest(waiters)))
+	}
+}
+
+// oldest is the migration created first (by name among equals).
+func oldest(ms []*v1alpha1.VirtualMachineMigration) *v1alpha1.VirtualMachineMigration {
+	first := ms[0]
+	for _, m := range ms[1:] {
+		if m.CreationTimestamp.Before(&first.CreationTimestamp) ||
+			m.CreationTimestamp.Equal(&first.CreationTimestamp) && m.Namespace+"/"+m.Name < first.Namespace+"/"+first.Name {
+			first = m
+		}
+	}
+	return first
 }

@@ -23,7 +23,7 @@ var (
 	reconcileDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "vm_migration_reconcile_duration_seconds",
 		Help:    "Time one reconcile of a VirtualMachineMigration took (observe, decide, write status, act).",
-		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
 	})
 	phaseDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "vm_migration_phase_duration_seconds",
@@ -46,6 +46,10 @@ var (
 	statusWrites = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "vm_migration_status_writes_total",
 		Help: "Status writes of VirtualMachineMigrations (only when the status changed).",
+	})
+	finishedSkips = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "vm_migration_finished_skips_total",
+		Help: "Queued keys of finished migrations (ended, not being deleted, status up to date) dropped without a reconcile: requeues asked for before they ended.",
 	})
 )
 
@@ -73,7 +77,7 @@ var powerOperationKind = map[statemachine.ActionType]bool{
 // cache at scrape time.
 func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
 	for _, col := range []prometheus.Collector{
-		reconcileTotal, reconcileDuration, phaseDuration, actionsTotal, actionErrors, sourcePowerOperations, statusWrites,
+		reconcileTotal, reconcileDuration, phaseDuration, actionsTotal, actionErrors, sourcePowerOperations, statusWrites, finishedSkips,
 		phaseCollector{c}, migrationCollector{c},
 	} {
 		if err := reg.Register(col); err != nil {

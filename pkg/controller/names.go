@@ -22,10 +22,24 @@ var (
 	nameResources       = []schema.GroupVersionResource{claimsResource, dataVolumesResource, vmsResource}
 )
 
-// stripManagedFields keeps a metadata-only cache small.
+// stripManagedFields is the transform of the controller's own informers:
+// it drops an object's managedFields (see dropManagedFields).
 func stripManagedFields(obj any) (any, error) {
 	if acc, err := meta.Accessor(obj); err == nil {
 		acc.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// stripNameMetadata is the transform of the name caches, which hold the
+// metadata of every claim, DataVolume and VM of the watched namespaces and
+// are read for names and the migration UID label only: it drops the
+// managedFields and the annotations (a GitOps tool's last applied
+// configuration can be larger than the rest of the object).
+func stripNameMetadata(obj any) (any, error) {
+	if acc, err := meta.Accessor(obj); err == nil {
+		acc.SetManagedFields(nil)
+		acc.SetAnnotations(nil)
 	}
 	return obj, nil
 }

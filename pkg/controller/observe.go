@@ -26,11 +26,11 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 	}
 	need := statemachine.NeedsSource(m)
 	if m.Status.Phase == v1alpha1.PhaseQueued && m.DeletionTimestamp == nil {
-		others, err := c.migrations.List(labels.Everything())
+		holders, err := c.slotHolders(m)
 		if err != nil {
-			return obs, fmt.Errorf("listing migrations: %w", err)
+			return obs, err
 		}
-		obs.TransferSlot = c.slots.look(m, others, c.limits(), c.clock.Now())
+		obs.TransferSlot = c.slots.look(m, holders, c.limits(), c.clock.Now())
 		if !obs.TransferSlot.Available {
 			// A migration waiting for a slot does not look at its source.
 			need = statemachine.SourceNeedNothing
@@ -56,13 +56,13 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 // lookClaims names the migrations in flight that already migrate m's
 // source VM or create its target VM (read-only: reserveClaims takes them).
 func (c *Controller) lookClaims(m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) (statemachine.ClaimObservation, error) {
-	all, err := c.migrations.List(labels.Everything())
-	if err != nil {
-		return statemachine.ClaimObservation{}, fmt.Errorf("listing migrations: %w", err)
-	}
 	spec := m.SpecInForce()
 	want := claim{source: sourceIdentity(spec.Source.URL, inv), target: m.Namespace + "/" + statemachine.TargetName(spec, inv)}
-	return c.claims.look(m, want, all, c.clock.Now()), nil
+	holders, err := c.claimHolders(want)
+	if err != nil {
+		return statemachine.ClaimObservation{}, err
+	}
+	return c.claims.look(m, want, holders, c.clock.Now()), nil
 }
 
 // clusterFacts is what the preflight rules need of the cluster, from the

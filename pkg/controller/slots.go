@@ -69,8 +69,9 @@ func slotKeys(m *v1alpha1.VirtualMachineMigration) reservation {
 }
 
 // look says whether m may take a transfer slot now, counting the
-// migrations the cache shows in a slot-holding phase and the recent
-// reservations. It changes nothing.
+// migrations the cache shows in a slot-holding phase (holders: those on
+// m's host and datastores, from the controller's indexes; others are
+// ignored) and the recent reservations. It changes nothing.
 func (s *slotReservations) look(m *v1alpha1.VirtualMachineMigration, all []*v1alpha1.VirtualMachineMigration, lim slotLimits, now time.Time) statemachine.SlotObservation {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -57,6 +56,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	if err := c.act(ctx, cur, dec.Action); err != nil {
 		return c.actionFailed(ctx, in, cur, dec.Action, err)
 	}
+	if finished(cur) {
+		// It just ended: no look again, whatever the decision asked.
+		return 0, nil
+	}
 	return dec.RequeueAfter, nil
 }
 
@@ -85,11 +88,11 @@ func (c *Controller) reserveSlot(m *v1alpha1.VirtualMachineMigration, dec statem
 		c.slots.settle(key, dec.Status.Phase, now)
 		return true
 	}
-	all, err := c.migrations.List(labels.Everything())
+	holders, err := c.slotHolders(m)
 	if err != nil {
 		return false
 	}
-	return c.slots.reserve(m, all, c.limits(), now)
+	return c.slots.reserve(m, holders, c.limits(), now)
 }
 
 // reserveClaims is the explicit reservation of the claims a decision that
@@ -105,11 +108,12 @@ func (c *Controller) reserveClaims(m *v1alpha1.VirtualMachineMigration, dec stat
 		c.claims.settle(key, statemachine.IsTerminal(next), now)
 		return true
 	}
-	all, err := c.migrations.List(labels.Everything())
+	want := claimOf(m, &dec.Status)
+	holders, err := c.claimHolders(want)
 	if err != nil {
 		return false
 	}
-	return c.claims.reserve(m, claimOf(m, &dec.Status), all, now)
+	return c.claims.reserve(m, want, holders, now)
 }
 
 // writeStatus writes the decision's status when it differs from m's. It

@@ -325,6 +325,11 @@ type Session struct {
 	loggedOut bool
 	relogins  int
 	dc        *object.Datacenter
+
+	// names is the last listing of the datacenter's VM names (findVMByName).
+	names vmNames
+	// now is the clock of that listing's age; tests replace it.
+	now func() time.Time
 }
 
 // Connect logs in to a vSphere endpoint. TLS is verified against
@@ -354,7 +359,7 @@ func ConnectWithOptions(ctx context.Context, ep Endpoint, creds Credentials, opt
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{endpoint: ep, url: u, creds: creds, opts: o, soap: sc}
+	s := &Session{endpoint: ep, url: u, creds: creds, opts: o, soap: sc, now: time.Now}
 
 	// Layers, outermost first: caller wrappers, per-call deadline, re-login,
 	// the SOAP client.

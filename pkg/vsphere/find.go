@@ -11,7 +11,6 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
-	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -63,46 +62,49 @@ func FindVM(ctx context.Context, s *Session, sel v1alpha1.VMSelector) (*object.V
 	return vm, nil
 }
 
+// KnownVM is the virtual machine whose managed object reference value the
+// server itself gave (an inventory read earlier), without a round trip to
+// check that it still exists: the first call on it fails with a
+// ManagedObjectNotFound fault (ClassNotFound) if the VM is gone since.
+// A reference a person wrote goes through FindVM, which checks it and
+// accepts both the vCenter and the ESXi spelling.
+func KnownVM(s *Session, moRef string) *object.VirtualMachine {
+	return object.NewVirtualMachine(s.Client(), types.ManagedObjectReference{Type: "VirtualMachine", Value: moRef})
+}
+
 func findVMByName(ctx context.Context, s *Session, name string) (*object.VirtualMachine, error) {
-	dc, err := s.Datacenter(ctx)
+	c := s.Client()
+	ref, ok, seen := s.names.cached(name, s.now())
+	if ok {
+		still, err := s.stillNamed(ctx, ref, name)
+		if err != nil {
+			return nil, err
+		}
+		if still {
+			return object.NewVirtualMachine(c, ref), nil
+		}
+	}
+	// Compare exactly (property.Match would treat * and ? as patterns).
+	// vSphere escapes "/", "%" and "\" in names: both spellings match.
+	vms, err := s.listedAfter(ctx, name, seen)
 	if err != nil {
 		return nil, err
 	}
-	folders, err := dc.Folders(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("reading folders of datacenter %s: %w", dc.Name(), err)
-	}
-	c := s.Client()
-	v, err := view.NewManager(c).CreateContainerView(ctx, folders.VmFolder.Reference(), []string{"VirtualMachine"}, true)
-	if err != nil {
-		return nil, fmt.Errorf("creating a view of the virtual machines: %w", err)
-	}
-	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
-
-	var all []mo.VirtualMachine
-	if err := v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"name"}, &all); err != nil {
-		return nil, fmt.Errorf("listing virtual machines: %w", err)
-	}
-	// Compare exactly (property.Match would treat * and ? as patterns).
-	// vSphere escapes "/", "%" and "\" in names: match both spellings.
-	var vms []mo.VirtualMachine
-	for _, m := range all {
-		if m.Name == name || m.Name == escapeName(name) {
-			vms = append(vms, m)
-		}
-	}
 	switch len(vms) {
 	case 0:
+		dc, err := s.Datacenter(ctx)
+		if err != nil {
+			return nil, err
+		}
 		return nil, &NotFoundError{Kind: kindVM, Key: fmt.Sprintf("name %q in datacenter %s", name, dc.Name())}
 	case 1:
-		vm := object.NewVirtualMachine(c, vms[0].Self)
-		return vm, nil
+		return object.NewVirtualMachine(c, vms[0]), nil
 	}
 	candidates := make([]string, 0, len(vms))
-	for _, m := range vms {
-		p, err := find.InventoryPath(ctx, c, m.Self)
+	for _, ref := range vms {
+		p, err := find.InventoryPath(ctx, c, ref)
 		if err != nil {
-			p = m.Self.Value
+			p = ref.Value
 		}
 		candidates = append(candidates, p)
 	}

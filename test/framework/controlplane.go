@@ -171,7 +171,7 @@ func (e *Environment) startAPIServer(ctx context.Context) error {
 	return writeKubeconfig(e.kubeconfigPath, host, caData, token)
 }
 
-func (e *Environment) startControllerManager(ctx context.Context, controllers []string) error {
+func (e *Environment) startControllerManager(ctx context.Context, controllers, extra []string) error {
 	ports, err := freePorts(1)
 	if err != nil {
 		return err
@@ -194,6 +194,7 @@ func (e *Environment) startControllerManager(ctx context.Context, controllers []
 		"--cert-dir=" + filepath.Join(e.dir, "controller-manager-certs"),
 		"--cluster-name=test",
 	}
+	args = append(args, extra...)
 	p, err := startProcess(e.spawner, BinaryControllerManager, filepath.Join(e.binDir, BinaryControllerManager), args, e.dir)
 	if err != nil {
 		return err

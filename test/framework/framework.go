@@ -50,6 +50,7 @@ type options struct {
 	crdDirs           []string
 	controllerManager bool
 	controllers       []string
+	managerArgs       []string
 }
 
 // Option configures the environment Run starts.
@@ -70,6 +71,32 @@ func WithControllerManager(controllers ...string) Option {
 		o.controllerManager = true
 		o.controllers = append(o.controllers, controllers...)
 	}
+}
+
+// WithControllerManagerArgs adds flags to kube-controller-manager's
+// command line (for example --kube-api-qps for a benchmark whose load
+// must not wait on the controller manager's client rate limit).
+func WithControllerManagerArgs(args ...string) Option {
+	return func(o *options) { o.managerArgs = append(o.managerArgs, args...) }
+}
+
+// Start starts a control plane outside a test binary (a benchmark's
+// driver): the binaries come from $TESTBIN_DIR or <repo>/_output/testbin,
+// and a missing one is an error. The caller stops it with Stop.
+func Start(opts ...Option) (*Environment, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	removeStaleTempDirs()
+	binDir, err := testbinDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBinaries(binDir, o.controllerManager); err != nil {
+		return nil, fmt.Errorf("%w; run hack/build-testbin.sh (or make testbin), or set %s", err, EnvTestbinDir)
+	}
+	return start(binDir, o)
 }
 
 // Environment is a running control plane shared by the tests of a package.
@@ -268,7 +295,7 @@ func startOnce(binDir string, o options) (env *Environment, err error) {
 		return env, err
 	}
 	if o.controllerManager {
-		if err := env.startControllerManager(ctx, o.controllers); err != nil {
+		if err := env.startControllerManager(ctx, o.controllers, o.managerArgs); err != nil {
 			return env, err
 		}
 	}

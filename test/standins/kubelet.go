@@ -3,6 +3,8 @@ package standins
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,7 +154,7 @@ func (k *Kubelet) run(ctx context.Context) error {
 		}
 	}()
 	if cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced) {
-		l.run(ctx, 4)
+		l.run(ctx, k.cfg.workers(4))
 	}
 	// Stop every process still running: the stand-in goes, its pods go.
 	k.mu.Lock()
@@ -300,7 +302,11 @@ func (k *Kubelet) start(ctx context.Context, pod *corev1.Pod) (time.Duration, er
 		var msg string
 		switch kind {
 		case kindTransfer:
-			code, msg = k.runTransfer(runCtx, pod, mounts)
+			if k.cfg.Light {
+				code, msg = lightTransfer(pod, mounts)
+			} else {
+				code, msg = k.runTransfer(runCtx, pod, mounts)
+			}
 		default:
 			code, msg = k.runConversion(runCtx, pod, mounts)
 		}
@@ -570,6 +576,35 @@ func (k *Kubelet) runTransfer(ctx context.Context, pod *corev1.Pod, mounts map[s
 		msg = tail(logPath, 2048)
 	}
 	return code, msg
+}
+
+// LightChecksum is the SHA-256 a light-mode transfer reports for a disk:
+// no bytes were read, so it is the checksum of a name, not of a disk.
+func LightChecksum(key int32) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "standins light mode: disk %d, no bytes moved", key))
+	return hex.EncodeToString(sum[:])
+}
+
+// lightTransfer ends a transfer pod at once with the result vm-transfer
+// writes for a complete copy: every disk of its job spec with its
+// capacity in bytes and a checksum (Config.Light). No byte moves.
+func lightTransfer(pod *corev1.Pod, mounts map[string]string) (int32, string) {
+	for _, a := range translateArgs(mounts, pod.Spec.Containers[0].Args) {
+		specPath, ok := strings.CutPrefix(a, "--spec=")
+		if !ok {
+			continue
+		}
+		spec, err := wire.LoadJobSpec(specPath)
+		if err != nil {
+			return 1, "simulated kubelet (light mode): " + err.Error()
+		}
+		res := &wire.Result{Kind: wire.KindResult, Succeeded: true}
+		for _, d := range spec.Disks {
+			res.Disks = append(res.Disks, wire.DiskResult{Key: d.Key, Bytes: d.CapacityBytes, SHA256: LightChecksum(d.Key)})
+		}
+		return 0, string(wire.TerminationMessage(res))
+	}
+	return 1, "simulated kubelet (light mode): the transfer pod has no --spec argument"
 }
 
 // rewriteSpec rewrites the destinations (and checkpoints) of the job spec

@@ -6,7 +6,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+
+	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 func TestTranslate(t *testing.T) {
@@ -60,4 +64,34 @@ func TestWriteVolume(t *testing.T) {
 	if err := writeVolume(filepath.Join(dir, "bad"), data, []corev1.KeyToPath{{Key: "missing", Path: "m"}}, 0o444); err == nil {
 		t.Error("a missing key was accepted")
 	}
+}
+
+func TestLightTransfer(t *testing.T) {
+	dir := t.TempDir()
+	spec := `{"version":"v1","endpoint":{"url":"https://127.0.0.1:1/sdk"},"vmMoRef":"vm-1","disks":[
+	{"key":2000,"fileName":"[ds] a/a.vmdk","capacityBytes":1073741824,"destination":"/staging/2000/disk.img"},
+	{"key":2001,"fileName":"[ds] a/a_1.vmdk","capacityBytes":4096,"destination":"/staging/2001/disk.img"}]}`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "t.json"), []byte(spec), 0o444))
+	mounts := map[string]string{"/etc/vm-transfer/spec": dir}
+	pod := func(args ...string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Args: args}}}}
+	}
+
+	code, msg := lightTransfer(pod("--spec=/etc/vm-transfer/spec/t.json", "--streams=2"), mounts)
+	require.Zero(t, code, msg)
+	res, err := wire.ParseResult([]byte(msg))
+	require.NoError(t, err)
+	assert.True(t, res.Succeeded)
+	assert.Equal(t, []wire.DiskResult{
+		{Key: 2000, Bytes: 1 << 30, SHA256: LightChecksum(2000)},
+		{Key: 2001, Bytes: 4096, SHA256: LightChecksum(2001)},
+	}, res.Disks)
+	assert.Len(t, LightChecksum(2000), 64)
+	assert.NotEqual(t, LightChecksum(2000), LightChecksum(2001))
+
+	code, msg = lightTransfer(pod("--streams=2"), mounts)
+	assert.NotZero(t, code)
+	assert.Contains(t, msg, "no --spec")
+	code, _ = lightTransfer(pod("--spec=/etc/vm-transfer/spec/missing.json"), mounts)
+	assert.NotZero(t, code, "an unreadable spec fails the pod")
 }

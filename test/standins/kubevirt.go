@@ -42,7 +42,7 @@ func (k *KubeVirt) run(ctx context.Context) error {
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
 	if cache.WaitForCacheSync(ctx.Done(), vms.Informer().HasSynced, vmis.Informer().HasSynced) {
-		l.run(ctx, 2)
+		l.run(ctx, k.cfg.workers(2))
 	}
 	return nil
 }

@@ -81,6 +81,23 @@ type Config struct {
 	// Ready, when set, is closed by Run once the webhooks are active and
 	// the StorageClass and the Node exist, before the controllers start.
 	Ready chan<- struct{}
+	// Light is the mode of control-plane benchmarks: no bytes move. A
+	// transfer pod does not run vm-transfer: once its volumes are ready it
+	// ends at once with the result of a complete transfer (every disk's
+	// bytes equal to its capacity, and a checksum); a clone completes at
+	// once, without copying. Conversions take ConversionDuration as ever.
+	Light bool
+	// Workers is how many keys each stand-in's loop works on at once; 0
+	// means each one's default (2 or 4).
+	Workers int
+}
+
+// workers is the worker count of a loop whose default is def.
+func (c *Config) workers(def int) int {
+	if c.Workers > 0 {
+		return c.Workers
+	}
+	return def
 }
 
 func (c *Config) defaults() error {

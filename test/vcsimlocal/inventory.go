@@ -28,6 +28,10 @@ type VMSpec struct {
 	// Datacenter the VM is created in; empty means Datacenter. Start
 	// creates Options.Datacenters of them: DC0, DC1...
 	Datacenter string
+	// Host is the standalone ESXi host the VM runs on, one of the
+	// datacenter's (DC0_H0, DC0_H1... with Options.Hosts); empty means its
+	// first, DCn_H0.
+	Host string
 	// Folder is a path under the datacenter's VM folder ("prod/web"),
 	// created where missing; empty means the VM folder itself.
 	Folder string
@@ -64,6 +68,11 @@ type DiskSpec struct {
 	// Image, when set, is a raw image file served as the disk's flat
 	// extent instead of DiskBytes (see ImageDisk).
 	Image string
+	// Empty leaves the disk without content: no descriptor and no flat
+	// extent are uploaded, so a disk of any capacity costs nothing. Its
+	// bytes cannot be read (for control-plane benchmarks, where no
+	// transfer reads them).
+	Empty bool
 }
 
 // NICSpec is a network adapter.
@@ -99,7 +108,7 @@ type Disk struct {
 	Datastore string
 	// SizeBytes is the capacity.
 	SizeBytes int64
-	// SHA256 of the disk's bytes (hex).
+	// SHA256 of the disk's bytes (hex); empty for an empty disk.
 	SHA256 string
 }
 
@@ -246,7 +255,7 @@ func (s *Server) place(ctx context.Context, spec *VMSpec) (*placement, error) {
 		return nil, err
 	}
 	at := &placement{dc: dc, finder: f}
-	hostName := spec.Datacenter + "_H0"
+	hostName := orDefault(spec.Host, spec.Datacenter+"_H0")
 	if at.host, err = f.HostSystem(ctx, hostName); err != nil {
 		return nil, fmt.Errorf("finding host %s: %w", hostName, err)
 	}
@@ -386,6 +395,10 @@ func (s *Server) fillDisks(ctx context.Context, at *placement, vm *object.Virtua
 		if key == 0 {
 			return nil, fmt.Errorf("VM %s: disk %s not found after creation", spec.Name, fileNames[i])
 		}
+		if d.Empty {
+			out = append(out, Disk{Key: key, FileName: fileNames[i], Datastore: d.Datastore, SizeBytes: d.SizeBytes})
+			continue
+		}
 		ds, err := at.finder.Datastore(ctx, d.Datastore)
 		if err != nil {
 			return nil, fmt.Errorf("finding datastore %s: %w", d.Datastore, err)
@@ -469,6 +482,18 @@ func SmallVM(name string, seed uint64) VMSpec {
 	return VMSpec{
 		Name: name, Sockets: 2, CoresPerSocket: 1, MemoryMiB: 512, Firmware: "bios",
 		Disks:     []DiskSpec{{SizeBytes: 4 * MiB, Seed: seed}},
+		NICs:      []NICSpec{{Network: NetworkVM, MAC: macFor(seed, 1)}},
+		PoweredOn: true,
+	}
+}
+
+// EmptyVM is a VM for control-plane benchmarks: 1 vCPU, 512 MiB, BIOS,
+// one disk of 1 GiB without content (DiskSpec.Empty) and one NIC on
+// NetworkVM, powered on, on the named host (empty: the datacenter's first).
+func EmptyVM(name, host string, seed uint64) VMSpec {
+	return VMSpec{
+		Name: name, Host: host, Sockets: 1, CoresPerSocket: 1, MemoryMiB: 512, Firmware: "bios",
+		Disks:     []DiskSpec{{SizeBytes: 1 << 30, Seed: seed, Empty: true}},
 		NICs:      []NICSpec{{Network: NetworkVM, MAC: macFor(seed, 1)}},
 		PoweredOn: true,
 	}

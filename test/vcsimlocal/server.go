@@ -1,6 +1,7 @@
 package vcsimlocal
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -58,6 +59,9 @@ type Options struct {
 	Datacenters int
 	// Datastores in each datacenter (LocalDS_0, LocalDS_1...); 0 means 1.
 	Datastores int
+	// Hosts are the standalone ESXi hosts of each datacenter (DCn_H0,
+	// DCn_H1...); 0 means 1. VMSpec.Host places a VM on one of them.
+	Hosts int
 }
 
 // Server is a running simulator.
@@ -83,6 +87,7 @@ type Server struct {
 	served        map[string]int64         // flat-extent bytes sent, by VM folder name
 	paces         map[string]*pace         // by VM folder name (pace.go)
 	vms           map[string]*VM
+	soapCalls     map[string]int // SOAP requests by method
 }
 
 // extentFault fails the flat-extent reads of the first sessions of a VM.
@@ -112,6 +117,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	m.Machine = 1
 	m.Datacenter = max(opts.Datacenters, 1)
 	m.Datastore = max(opts.Datastores, 1)
+	m.Host = max(opts.Hosts, 1)
 	if err := m.Create(); err != nil {
 		return nil, fmt.Errorf("creating the simulator inventory: %w", err)
 	}
@@ -129,6 +135,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 		holds:      map[string]chan struct{}{},
 		served:     map[string]int64{},
 		vms:        map[string]*VM{},
+		soapCalls:  map[string]int{},
 	}
 	// No request has reached the server yet: its handler can still be
 	// wrapped with the session check and the fault injection.
@@ -189,6 +196,9 @@ func (s *Server) Close() {
 // configured extent faults.
 func (s *Server) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/sdk" {
+			s.countSOAPCall(r)
+		}
 		if strings.HasPrefix(r.URL.Path, "/folder/") {
 			c, err := r.Cookie(soap.SessionCookieName)
 			if err != nil || !s.liveSession(r.Context(), c.Value) {
@@ -452,4 +462,59 @@ func (s *Server) PowerState(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("reading the power state of %s: %w", name, err)
 	}
 	return string(st), nil
+}
+
+// maxSOAPPeek is how much of a SOAP request is read to find its method.
+const maxSOAPPeek = 4096
+
+// countSOAPCall counts a SOAP request by its method: the first element
+// inside the envelope's Body. The body is put back for the simulator.
+func (s *Server) countSOAPCall(r *http.Request) {
+	head := make([]byte, maxSOAPPeek)
+	n, _ := io.ReadFull(r.Body, head)
+	head = head[:n]
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+	method := soapMethod(string(head))
+	s.mu.Lock()
+	s.soapCalls[method]++
+	s.mu.Unlock()
+}
+
+// soapMethod is the name of the first element after the SOAP Body's start
+// tag, without a namespace prefix; "unknown" when there is none.
+func soapMethod(envelope string) string {
+	i := strings.Index(envelope, "Body>")
+	if i < 0 {
+		return "unknown"
+	}
+	rest := envelope[i+len("Body>"):]
+	start := strings.IndexByte(rest, '<')
+	if start < 0 {
+		return "unknown"
+	}
+	rest = rest[start+1:]
+	end := strings.IndexAny(rest, " />\t\r\n")
+	if end <= 0 {
+		return "unknown"
+	}
+	name := rest[:end]
+	if _, local, ok := strings.Cut(name, ":"); ok {
+		name = local
+	}
+	return name
+}
+
+// SOAPCalls returns how many SOAP requests the server received, by
+// method, since it started.
+func (s *Server) SOAPCalls() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.soapCalls))
+	for k, v := range s.soapCalls {
+		out[k] = v
+	}
+	return out
 }

@@ -7,7 +7,9 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	kubeinformers "k8s.io/client-go/informers"
@@ -16,6 +18,7 @@ import (
 	rbaclisters "k8s.io/client-go/listers/rbac/v1"
 	"k8s.io/client-go/tools/cache"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	cdiinformers "platform.example/vm-migration/pkg/generated/cdi/informers/externalversions"
 	kvinformers "platform.example/vm-migration/pkg/generated/kubevirt/informers/externalversions"
@@ -42,6 +45,56 @@ type Listers struct {
 	DataVolumes     cdilisters.DataVolumeLister
 	VMs             kvlisters.VirtualMachineLister
 	VMIs            kvlisters.VirtualMachineInstanceLister
+	// Caches are the caches under the listers, by resource name (as
+	// ChildInformers names them): those indexed by IndexMigrationUID give
+	// a migration's children without reading its whole namespace.
+	Caches map[string]cache.Indexer
+}
+
+// IndexMigrationUID is the index of the child caches by the migration UID
+// label: a reconcile reads its own children, not every object of its
+// namespace (bench-scale: with thousands of migrations in a namespace,
+// label-selector lists made each reconcile cost O(N)).
+const IndexMigrationUID = "migration-uid"
+
+// byMigrationUID indexes an object by its migration UID label.
+func byMigrationUID(obj any) ([]string, error) {
+	o, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil
+	}
+	if uid := o.GetLabels()[v1alpha1.LabelMigrationUID]; uid != "" {
+		return []string{uid}, nil
+	}
+	return nil, nil
+}
+
+// indexByMigration adds IndexMigrationUID to an informer that lacks it.
+// An informer that already runs refuses new indexes: its cache is then
+// read by label selector (owned falls back).
+func indexByMigration(informer cache.SharedIndexInformer) cache.SharedIndexInformer {
+	if _, ok := informer.GetIndexer().GetIndexers()[IndexMigrationUID]; !ok {
+		_ = informer.AddIndexers(cache.Indexers{IndexMigrationUID: byMigrationUID})
+	}
+	return informer
+}
+
+// owned returns m's children in the cache of resource: through
+// IndexMigrationUID when the cache has it, else by list (a label selector
+// over m's namespace).
+func owned[T metav1.Object](s *Step, resource string, m *v1alpha1.VirtualMachineMigration, list func(ns string, sel labels.Selector) ([]T, error)) ([]T, error) {
+	if x := s.Listers.Caches[resource]; x != nil {
+		if objs, err := x.ByIndex(IndexMigrationUID, string(m.UID)); err == nil {
+			out := make([]T, 0, len(objs))
+			for _, o := range objs {
+				if t, ok := o.(T); ok && t.GetNamespace() == m.Namespace {
+					out = append(out, t)
+				}
+			}
+			return out, nil
+		}
+	}
+	return list(m.Namespace, ownSelector(m))
 }
 
 // ListersFrom takes the listers from the controller's label-filtered
@@ -55,8 +108,13 @@ func ListersFrom(kube kubeinformers.SharedInformerFactory, kv kvinformers.Shared
 // ChildInformers names them: the informers of one set of factories, or
 // those of several namespaces joined into one per resource.
 func ListersOver(children map[string]cache.SharedIndexInformer) Listers {
-	idx := func(resource string) cache.Indexer { return children[resource].GetIndexer() }
+	caches := map[string]cache.Indexer{}
+	for resource, informer := range children {
+		caches[resource] = informer.GetIndexer()
+	}
+	idx := func(resource string) cache.Indexer { return caches[resource] }
 	return Listers{
+		Caches:          caches,
 		Jobs:            batchlisters.NewJobLister(idx("jobs")),
 		Pods:            corelisters.NewPodLister(idx("pods")),
 		Claims:          corelisters.NewPersistentVolumeClaimLister(idx("persistentvolumeclaims")),
@@ -71,11 +129,12 @@ func ListersOver(children map[string]cache.SharedIndexInformer) Listers {
 }
 
 // ChildInformers are the informers the step's listers read (from the same
-// factories as ListersFrom), by resource name: the controller waits for
-// them and maps their events to migrations.
+// factories as ListersFrom), by resource name, indexed by
+// IndexMigrationUID and trimmed by cacheTransform: the controller waits
+// for them and maps their events to migrations.
 func ChildInformers(kube kubeinformers.SharedInformerFactory, kv kvinformers.SharedInformerFactory, cdi cdiinformers.SharedInformerFactory) map[string]cache.SharedIndexInformer {
 	core, batch, rbac := kube.Core().V1(), kube.Batch().V1(), kube.Rbac().V1()
-	return map[string]cache.SharedIndexInformer{
+	informers := map[string]cache.SharedIndexInformer{
 		"jobs":                    batch.Jobs().Informer(),
 		"pods":                    core.Pods().Informer(),
 		"persistentvolumeclaims":  core.PersistentVolumeClaims().Informer(),
@@ -87,6 +146,11 @@ func ChildInformers(kube kubeinformers.SharedInformerFactory, kv kvinformers.Sha
 		"virtualmachines":         kv.Kubevirt().V1().VirtualMachines().Informer(),
 		"virtualmachineinstances": kv.Kubevirt().V1().VirtualMachineInstances().Informer(),
 	}
+	for _, informer := range informers {
+		indexByMigration(informer)
+		transformChild(informer)
+	}
+	return informers
 }
 
 // ownSelector selects the objects carrying this migration's UID.
@@ -135,8 +199,9 @@ func (s *Step) Observe(m *v1alpha1.VirtualMachineMigration, obs *statemachine.Ob
 // observeChildren lists the staging objects and the per-attempt access
 // objects of the migration.
 func (s *Step) observeChildren(m *v1alpha1.VirtualMachineMigration, c *statemachine.Children) error {
-	sel, ns := ownSelector(m), m.Namespace
-	claims, err := s.Listers.Claims.PersistentVolumeClaims(ns).List(sel)
+	claims, err := owned(s, "persistentvolumeclaims", m, func(ns string, sel labels.Selector) ([]*corev1.PersistentVolumeClaim, error) {
+		return s.Listers.Claims.PersistentVolumeClaims(ns).List(sel)
+	})
 	if err != nil {
 		return fmt.Errorf("listing staging claims: %w", err)
 	}
@@ -145,12 +210,16 @@ func (s *Step) observeChildren(m *v1alpha1.VirtualMachineMigration, c *statemach
 	c.StagingClaims = live(statemachine.KindPersistentVolumeClaim, claims, func(p *corev1.PersistentVolumeClaim) bool {
 		return p.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentStaging
 	})
-	jobs, err := s.Listers.Jobs.Jobs(ns).List(sel)
+	jobs, err := owned(s, "jobs", m, func(ns string, sel labels.Selector) ([]*batchv1.Job, error) {
+		return s.Listers.Jobs.Jobs(ns).List(sel)
+	})
 	if err != nil {
 		return fmt.Errorf("listing jobs: %w", err)
 	}
 	c.Jobs = live(statemachine.KindJob, jobs, nil)
-	cms, err := s.Listers.ConfigMaps.ConfigMaps(ns).List(sel)
+	cms, err := owned(s, "configmaps", m, func(ns string, sel labels.Selector) ([]*corev1.ConfigMap, error) {
+		return s.Listers.ConfigMaps.ConfigMaps(ns).List(sel)
+	})
 	if err != nil {
 		return fmt.Errorf("listing config maps: %w", err)
 	}
@@ -161,16 +230,21 @@ func (s *Step) observeChildren(m *v1alpha1.VirtualMachineMigration, c *statemach
 // observeAccess lists the transfer attempts' RoleBindings, Roles and
 // ServiceAccounts, in the order they are deleted in.
 func (s *Step) observeAccess(m *v1alpha1.VirtualMachineMigration, c *statemachine.Children) error {
-	sel, ns := ownSelector(m), m.Namespace
-	bindings, err := s.Listers.RoleBindings.RoleBindings(ns).List(sel)
+	bindings, err := owned(s, "rolebindings", m, func(ns string, sel labels.Selector) ([]*rbacv1.RoleBinding, error) {
+		return s.Listers.RoleBindings.RoleBindings(ns).List(sel)
+	})
 	if err != nil {
 		return fmt.Errorf("listing role bindings: %w", err)
 	}
-	roles, err := s.Listers.Roles.Roles(ns).List(sel)
+	roles, err := owned(s, "roles", m, func(ns string, sel labels.Selector) ([]*rbacv1.Role, error) {
+		return s.Listers.Roles.Roles(ns).List(sel)
+	})
 	if err != nil {
 		return fmt.Errorf("listing roles: %w", err)
 	}
-	accounts, err := s.Listers.ServiceAccounts.ServiceAccounts(ns).List(sel)
+	accounts, err := owned(s, "serviceaccounts", m, func(ns string, sel labels.Selector) ([]*corev1.ServiceAccount, error) {
+		return s.Listers.ServiceAccounts.ServiceAccounts(ns).List(sel)
+	})
 	if err != nil {
 		return fmt.Errorf("listing service accounts: %w", err)
 	}
@@ -300,7 +374,9 @@ func (s *Step) observeTarget(m *v1alpha1.VirtualMachineMigration, obs *statemach
 // observeDataVolumes observes the migration's target DataVolumes; those
 // the target VM does not control yet are also children.
 func (s *Step) observeDataVolumes(m *v1alpha1.VirtualMachineMigration, target string, obs *statemachine.Observation) error {
-	dvs, err := s.Listers.DataVolumes.DataVolumes(m.Namespace).List(ownSelector(m))
+	dvs, err := owned(s, "datavolumes", m, func(ns string, sel labels.Selector) ([]*cdiv1.DataVolume, error) {
+		return s.Listers.DataVolumes.DataVolumes(ns).List(sel)
+	})
 	if err != nil {
 		return fmt.Errorf("listing data volumes: %w", err)
 	}

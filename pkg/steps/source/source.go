@@ -51,7 +51,7 @@ func (s *Step) timeout() time.Duration {
 }
 
 // connect reads the Secret, gets a session and finds the VM. Once the VM
-// was inventoried it is found by its managed object reference, so that a
+// was inventoried it is named by its managed object reference, so that a
 // renamed or re-created namesake is never taken for it.
 func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (*vsphere.Session, *object.VirtualMachine, *statemachine.ObservedError) {
 	spec := m.SpecInForce()
@@ -75,11 +75,13 @@ func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration)
 	if err != nil {
 		return nil, nil, classify(err)
 	}
-	sel := spec.Source.VM
 	if src := m.Status.Source; src != nil && src.MoRef != "" {
-		sel = v1alpha1.VMSelector{MoRef: src.MoRef}
+		// Inventoried: its reference is the server's own, and the call
+		// made on it says if it is gone (bench-scale: checking it first
+		// was a third of the vSphere calls of a migration).
+		return sess, vsphere.KnownVM(sess, src.MoRef), nil
 	}
-	vm, err := vsphere.FindVM(ctx, sess, sel)
+	vm, err := vsphere.FindVM(ctx, sess, spec.Source.VM)
 	if err != nil {
 		return nil, nil, classify(err)
 	}

@@ -47,6 +47,8 @@ func run() error {
 	fs.DurationVar(&cfg.ConversionDuration, "conversion-duration", 0, "how long a simulated conversion takes")
 	fs.Int64Var(&cfg.CloneBytesPerSecond, "clone-bytes-per-second", 0, "throttle of the simulated CDI clone (0: none)")
 	fs.DurationVar(&cfg.VMIStartDelay, "vmi-start-delay", 0, "how long a simulated VMI stays Scheduling")
+	fs.BoolVar(&cfg.Light, "light", false, "control-plane benchmark mode: transfer pods end at once with a complete result, clones complete at once; no bytes move")
+	fs.IntVar(&cfg.Workers, "workers", 0, "keys each stand-in works on at once (0: each one's default)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Metric names the controller exports.
+const (
+	reconcileHistogram = "vm_migration_reconcile_duration_seconds"
+	reconcileTotal     = "vm_migration_reconcile_total"
+	finishedSkipsTotal = "vm_migration_finished_skips_total"
+	statusWritesTotal  = "vm_migration_status_writes_total"
+)
+
+// report holds the figures of one run.
+type report struct {
+	n, hosts          int
+	succeeded, failed int
+	failures          []string
+	wall              time.Duration
+	requests          map[request]int
+	conflicts         map[request]int
+	writes            writeKinds
+	statusWrites      float64
+	peakRSS           int64
+	p50, p99          float64 // seconds
+	apiP50, apiP99    float64 // seconds, the controller's API round trips
+	apiTimed          int
+	reconciles        float64
+	ctrlCPU, ourCPU   time.Duration
+	machineCPU        time.Duration
+	loadMean, loadMax float64
+	soap              map[string]int
+	cutShort          string
+
+	finishedSkips   float64
+	quiet           time.Duration
+	quietReconciles float64
+	quietSkips      float64
+	quietRequests   map[request]int
+	quietSOAP       int
+}
+
+// newReport computes the run's figures between two samples.
+func (b *bench) newReport(before, after sample, hwm int64) *report {
+	byPhase, _, writes, failures := b.watch.counts()
+	hist := minus(after.metrics.buckets(reconcileHistogram), before.metrics.buckets(reconcileHistogram))
+	_, conflicts := b.proxy.snapshot()
+	r := &report{
+		n: b.o.n, hosts: b.o.hosts,
+		succeeded: byPhase["Succeeded"], failed: byPhase["Failed"], failures: failures,
+		wall:          after.at.Sub(before.at),
+		requests:      diff(after.requests, before.requests),
+		conflicts:     conflicts,
+		writes:        writes,
+		statusWrites:  after.metrics.sum(statusWritesTotal) - before.metrics.sum(statusWritesTotal),
+		peakRSS:       hwm,
+		p50:           quantile(0.5, hist),
+		p99:           quantile(0.99, hist),
+		reconciles:    after.metrics.sum(reconcileTotal) - before.metrics.sum(reconcileTotal),
+		finishedSkips: after.metrics.sum(finishedSkipsTotal) - before.metrics.sum(finishedSkipsTotal),
+		ctrlCPU:       after.ctrlCPU - before.ctrlCPU,
+		ourCPU:        after.ourCPU - before.ourCPU,
+		machineCPU:    after.machine - before.machine,
+		soap:          diffStrings(after.soap, before.soap),
+	}
+	r.loadMean, r.loadMax = meanMax(b.loads)
+	var q []float64
+	q, r.apiTimed = b.proxy.latencyQuantiles(before.timed, 0.5, 0.99)
+	r.apiP50, r.apiP99 = q[0], q[1]
+	return r
+}
+
+// addQuiet adds the quiet period's figures.
+func (r *report) addQuiet(after, quiet sample) {
+	r.quiet = quiet.at.Sub(after.at)
+	r.quietReconciles = quiet.metrics.sum(reconcileTotal) - after.metrics.sum(reconcileTotal)
+	r.quietSkips = quiet.metrics.sum(finishedSkipsTotal) - after.metrics.sum(finishedSkipsTotal)
+	r.quietRequests = diff(quiet.requests, after.requests)
+	for _, v := range diffStrings(quiet.soap, after.soap) {
+		r.quietSOAP += v
+	}
+}
+
+func diffStrings(after, before map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// print writes the report; its last line is the summary line.
+func (r *report) print(w io.Writer) {
+	n := float64(r.n)
+	fmt.Fprintln(w, "== bench-scale: a CONTROL-PLANE benchmark: no disk bytes move ==")
+	fmt.Fprintln(w, "   test/standins in light mode: transfer pods end at once with a complete result (bytes = capacity, a checksum),")
+	fmt.Fprintln(w, "   conversions, clones and VM starts complete at once; vcsim VMs have no disk content.")
+	fmt.Fprintf(w, "   real etcd, kube-apiserver, kube-controller-manager (%s); the controller as its own process, production flags.\n", strings.Join(managerArgs, " "))
+	fmt.Fprintf(w, "machine: %d cores shared with other work; 1-min load average during the run: mean %.1f, max %.1f;\n", runtime.NumCPU(), r.loadMean, r.loadMax)
+	fmt.Fprintf(w, "   busy CPU of the whole machine %.0fs, of this benchmark's processes %.0fs (controller %.0fs) in %.0fs of wall time\n",
+		r.machineCPU.Seconds(), r.ourCPU.Seconds(), r.ctrlCPU.Seconds(), r.wall.Seconds())
+	fmt.Fprintf(w, "N=%d migrations of VMs spread over %d ESXi hosts (vcsim), the controller's default per-host transfer limit\n", r.n, r.hosts)
+	if r.cutShort != "" {
+		fmt.Fprintf(w, "CUT SHORT: %s\n", firstLine(r.cutShort))
+	}
+	fmt.Fprintf(w, "wall time until all ended: %.1f s (succeeded %d, failed %d)\n", r.wall.Seconds(), r.succeeded, r.failed)
+	for i, f := range r.failures {
+		if i == 5 {
+			fmt.Fprintf(w, "   ... and %d more failures\n", len(r.failures)-5)
+			break
+		}
+		fmt.Fprintf(w, "   failed: %s\n", firstLine(f))
+	}
+	r.printRequests(w, n)
+	checkpoints := float64(r.writes.checkpoint)
+	fmt.Fprintf(w, "status writes: %.2f per migration (%.0f in all; the watch saw %d at checkpoints, %d others, %d progress-only)\n",
+		r.statusWrites/n, r.statusWrites, r.writes.checkpoint, r.writes.other, r.writes.progress)
+	fmt.Fprintf(w, "   per checkpoint reached: %.2f (%.1f checkpoints per migration); progress writes counted apart: %.2f per migration\n",
+		float64(r.writes.checkpoint+r.writes.other)/math.Max(checkpoints, 1), checkpoints/n, float64(r.writes.progress)/n)
+	for i, what := range sortedByCount(r.writes.otherWhat) {
+		if i == 8 {
+			break
+		}
+		fmt.Fprintf(w, "   %6.2f per migration within %s\n", float64(r.writes.otherWhat[what])/n, what)
+	}
+	fmt.Fprintf(w, "controller peak RSS (VmHWM): %.0f MiB\n", float64(r.peakRSS)/(1<<20))
+	fmt.Fprintf(w, "reconcile latency (%s): p50 %.1f ms, p99 %.1f ms over %.0f reconciles (%.1f per migration; %.0f queued keys of finished migrations dropped unreconciled)\n",
+		reconcileHistogram, r.p50*1000, r.p99*1000, r.reconciles, r.reconciles/n, r.finishedSkips)
+	fmt.Fprintf(w, "   for scale: the controller's API round trips (proxy to the API server and back, watches aside): p50 %.1f ms, p99 %.1f ms over %d requests\n",
+		r.apiP50*1000, r.apiP99*1000, r.apiTimed)
+	if r.quiet > 0 {
+		fmt.Fprintf(w, "quiet period of %.0fs after the run: %.0f reconciles of finished migrations (%.0f keys dropped unreconciled), %d API requests (%s), %d vSphere calls\n",
+			r.quiet.Seconds(), r.quietReconciles, r.quietSkips, total(r.quietRequests), topRequests(r.quietRequests, 4), r.quietSOAP)
+	}
+	r.printSOAP(w, n)
+	fmt.Fprintf(w, "scale: N=%d succeeded=%d writes/migration=%.2f p99 reconcile=%.1f ms, peak RSS=%.0f MiB\n",
+		r.n, r.succeeded, r.statusWrites/n, r.p99*1000, float64(r.peakRSS)/(1<<20))
+}
+
+// printRequests prints the controller's API requests per migration.
+func (r *report) printRequests(w io.Writer, n float64) {
+	fmt.Fprintf(w, "API requests of the controller per migration (counting proxy; %d in all, %.1f per migration):\n", total(r.requests), float64(total(r.requests))/n)
+	for _, k := range sortedRequests(r.requests) {
+		extra := ""
+		if c := r.conflicts[k]; c > 0 {
+			extra = fmt.Sprintf("   (%d answered 409 Conflict)", c)
+		}
+		fmt.Fprintf(w, "   %8.3f  %-8s %s%s\n", float64(r.requests[k])/n, k.verb, k.resource, extra)
+	}
+}
+
+// printSOAP prints the vSphere calls per migration.
+func (r *report) printSOAP(w io.Writer, n float64) {
+	all := 0
+	methods := make([]string, 0, len(r.soap))
+	for m, v := range r.soap {
+		all += v
+		methods = append(methods, m)
+	}
+	sort.Slice(methods, func(i, j int) bool { return r.soap[methods[i]] > r.soap[methods[j]] })
+	parts := make([]string, 0, len(methods))
+	for _, m := range methods {
+		parts = append(parts, fmt.Sprintf("%s %.2f", m, float64(r.soap[m])/n))
+	}
+	fmt.Fprintf(w, "vSphere calls per migration (SOAP, counted by vcsim): %.2f: %s\n", float64(all)/n, strings.Join(parts, ", "))
+}
+
+// sortedByCount orders keys by count, highest first.
+func sortedByCount(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
+
+func total(m map[request]int) int {
+	t := 0
+	for _, v := range m {
+		t += v
+	}
+	return t
+}
+
+// topRequests names the k most frequent requests.
+func topRequests(m map[request]int, k int) string {
+	keys := sortedRequests(m)
+	parts := []string{}
+	for i, key := range keys {
+		if i == k {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", m[key], key))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

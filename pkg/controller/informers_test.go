@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"platform.example/vm-migration/pkg/steps/pipeline"
+	"platform.example/vm-migration/test/builders"
+	"platform.example/vm-migration/test/fakes"
+)
+
+// TestCachesDropManagedFields: what the running informers of a Watch cache
+// (migrations, children, credentials Secrets, names), for all namespaces
+// or for a list of them, carries no managedFields.
+func TestCachesDropManagedFields(t *testing.T) {
+	managed := []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1"}}
+	m := builders.Migration(builders.InNamespace("team-a"))
+	claim := builders.StagingClaim(m, "child")
+	secret := builders.CredentialsSecret("team-a", builders.SecretName, map[string]string{"username": "u", "password": "p"})
+	for _, o := range []metav1.Object{m, claim, secret} {
+		o.SetManagedFields(managed)
+	}
+	for name, namespaces := range map[string][]string{"all namespaces": nil, "listed namespaces": {"team-a", "team-b"}} {
+		t.Run(name, func(t *testing.T) {
+			cl := fakes.NewCluster(t, m, claim, secret)
+			clients := Clients{Kube: cl.Kube, Migration: cl.Mig, KubeVirt: cl.KV, CDI: cl.CDI, Metadata: cl.Meta}
+			w := NewWatch(clients, namespaces, 0)
+			inf := w.Informers(w.Children(pipeline.ChildInformers))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			w.Start(ctx)
+			defer func() {
+				cancel()
+				w.Shutdown()
+			}()
+			caches := map[string]cache.SharedIndexInformer{
+				"migration": inf.Migrations, "claim": inf.Children["persistentvolumeclaims"], "secret": inf.Secrets,
+			}
+			for what, informer := range caches {
+				require.True(t, cache.WaitForCacheSync(ctx.Done(), informer.HasSynced), what)
+				objs := informer.GetIndexer().List()
+				require.Len(t, objs, 1, what)
+				acc, err := meta.Accessor(objs[0])
+				require.NoError(t, err)
+				assert.Empty(t, acc.GetManagedFields(), "the cached %s keeps its managedFields", what)
+			}
+		})
+	}
+}
+
+func TestNameCachesKeepNamesAndLabels(t *testing.T) {
+	tests := []struct {
+		name string
+		obj  *metav1.PartialObjectMetadata
+	}{
+		{"foreign VM applied by a GitOps tool", &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Name: "web-01", Namespace: "apps", Labels: map[string]string{"app": "web"},
+			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"a":"very long document"}`},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "argocd"}},
+		}}},
+		{"a migration's claim", &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Name: "web-01-disk-0", Namespace: "apps", Labels: map[string]string{"migration.platform.example/migration-uid": "u1"},
+		}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			labels := tt.obj.Labels
+			got, err := stripNameMetadata(tt.obj.DeepCopy())
+			require.NoError(t, err)
+			acc, err := meta.Accessor(got)
+			require.NoError(t, err)
+			assert.Equal(t, tt.obj.Name, acc.GetName())
+			assert.Equal(t, tt.obj.Namespace, acc.GetNamespace())
+			assert.Equal(t, labels, acc.GetLabels())
+			assert.Empty(t, acc.GetAnnotations())
+			assert.Empty(t, acc.GetManagedFields())
+		})
+	}
+}

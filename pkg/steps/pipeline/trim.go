@@ -1,0 +1,48 @@
+package pipeline
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/tools/cache"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+)
+
+// cacheTransform is the transform of every child cache (ChildInformers).
+// Every object loses its managedFields, which nothing reads. The kinds a
+// migration leaves behind for good, its target VirtualMachine and instance,
+// their DataVolumes and claims (which carry the migration's labels), keep
+// only what the step reads of them: their metadata, a VM's run strategy,
+// an instance's phase and conditions, a DataVolume's phase and progress.
+// A controller of thousands of finished migrations then holds a little of
+// each rather than every VM's template and every instance's spec and status
+// (bench-scale). Everything else the step reads (Jobs, their pods,
+// ConfigMaps) lives only while its migration runs and is kept whole.
+func cacheTransform(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *kubevirtv1.VirtualMachine:
+		t := &kubevirtv1.VirtualMachine{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
+		t.Spec.RunStrategy, t.Spec.Running = o.Spec.RunStrategy, o.Spec.Running
+		obj = t
+	case *kubevirtv1.VirtualMachineInstance:
+		t := &kubevirtv1.VirtualMachineInstance{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
+		t.Status.Phase, t.Status.Conditions = o.Status.Phase, o.Status.Conditions
+		obj = t
+	case *cdiv1.DataVolume:
+		t := &cdiv1.DataVolume{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
+		t.Status.Phase, t.Status.Progress = o.Status.Phase, o.Status.Progress
+		obj = t
+	case *corev1.PersistentVolumeClaim:
+		obj = &corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
+	}
+	if acc, err := meta.Accessor(obj); err == nil {
+		acc.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// transformChild sets cacheTransform on an informer. An informer that
+// already runs refuses it and keeps its objects whole.
+func transformChild(informer cache.SharedIndexInformer) {
+	_ = informer.SetTransform(cacheTransform)
+}

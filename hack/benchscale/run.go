@@ -325,7 +325,7 @@ func (b *bench) waitEnded(ctx context.Context, t0 time.Time) error {
 		case <-deadline:
 			return fmt.Errorf("not every migration ended within --timeout=%s", b.o.timeout)
 		case <-b.ctrl.exited:
-			return fmt.Errorf("the controller exited (%v); log %s:\n%s", b.ctrl.waitErr, b.ctrl.logFilePath, tail(b.ctrl.logFilePath, 2000))
+			return fmt.Errorf("the controller exited (%v); log %s:\n%s", b.ctrl.waitErr, b.ctrl.logFilePath, framework.TailBytes(b.ctrl.logFilePath, 2000))
 		case <-load.C:
 			b.loads = append(b.loads, loadAverage())
 		case <-tick.C:

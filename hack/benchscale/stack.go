@@ -218,7 +218,7 @@ func (c *controller) waitLeading(ctx context.Context, limit time.Duration) error
 	for time.Now().Before(deadline) {
 		select {
 		case <-c.exited:
-			return fmt.Errorf("the controller exited (%v); log %s:\n%s", c.waitErr, c.logFilePath, tail(c.logFilePath, 2000))
+			return fmt.Errorf("the controller exited (%v); log %s:\n%s", c.waitErr, c.logFilePath, framework.TailBytes(c.logFilePath, 2000))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
@@ -259,16 +259,4 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
-}
-
-// tail is the end of a file, at most n bytes.
-func tail(path string, n int64) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	if int64(len(data)) > n {
-		data = data[int64(len(data))-n:]
-	}
-	return string(data)
 }

@@ -134,6 +134,18 @@ func (p *process) tail(n int) string {
 	return tailFile(p.logPath, n)
 }
 
+// TailBytes is the last n bytes of a file; empty when it cannot be read.
+func TailBytes(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if len(data) > n {
+		data = data[len(data)-n:]
+	}
+	return string(data)
+}
+
 func tailFile(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {

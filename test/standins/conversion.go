@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	"platform.example/vm-migration/test/framework"
 )
 
 // DefaultLibguestfsCacheDir keeps libguestfs' appliance between real
@@ -344,7 +345,7 @@ func (k *Kubelet) execConversion(ctx context.Context, pod *corev1.Pod, mounts ma
 	termFile := mounts[filepath.Clean(orDefault(c.TerminationMessagePath, corev1.TerminationMessagePathDefault))]
 	msg := readCapped(termFile, maxTerminationMessage)
 	if msg == "" && code != 0 && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
-		msg = tail(logPath, 2048)
+		msg = framework.TailBytes(logPath, 2048)
 	}
 	return code, msg
 }

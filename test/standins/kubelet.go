@@ -35,6 +35,7 @@ import (
 
 	"platform.example/vm-migration/pkg/transfer"
 	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/test/framework"
 )
 
 // Kubelet is the kubelet stand-in; see the package documentation.
@@ -573,7 +574,7 @@ func (k *Kubelet) runTransfer(ctx context.Context, pod *corev1.Pod, mounts map[s
 	}
 	msg := readCapped(termFile, maxTerminationMessage)
 	if msg == "" && code != 0 && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
-		msg = tail(logPath, 2048)
+		msg = framework.TailBytes(logPath, 2048)
 	}
 	return code, msg
 }
@@ -718,17 +719,6 @@ func readCapped(path string, n int) string {
 	buf := make([]byte, n)
 	m, _ := f.Read(buf)
 	return string(buf[:m])
-}
-
-func tail(path string, n int64) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	if int64(len(data)) > n {
-		data = data[int64(len(data))-n:]
-	}
-	return string(data)
 }
 
 func orDefault(s, def string) string {

@@ -341,7 +341,7 @@ func (k *Kubelet) execConversion(ctx context.Context, pod *corev1.Pod, mounts ma
 	if err := cmd.Start(); err != nil {
 		return 128, "simulated kubelet: starting the conversion: " + err.Error()
 	}
-	code := waitStoppable(ctx, cmd)
+	code := waitStoppable(ctx, cmd, conversionStopGrace, nil)
 	termFile := mounts[filepath.Clean(orDefault(c.TerminationMessagePath, corev1.TerminationMessagePathDefault))]
 	msg := readCapped(termFile, maxTerminationMessage)
 	if msg == "" && code != 0 && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
@@ -379,19 +379,23 @@ func PodLogPath(cfg Config, namespace, pod, container string) string {
 // conversionStopGrace is how long a conversion has after SIGTERM.
 var conversionStopGrace = 10 * time.Second
 
-// waitStoppable waits for cmd; when ctx ends first (the pod deleted, the
-// stand-in stopping) it sends SIGTERM to the process group, and SIGKILL to
-// the group and every descendant conversionStopGrace later: virt-v2v does
-// not stop on SIGTERM in a long step, and its helpers must not outlive it.
-func waitStoppable(ctx context.Context, cmd *exec.Cmd) int32 {
-	exited := make(chan struct{})
+// waitStoppable waits for cmd and closes exited (when not nil) once it
+// has. When ctx ends first (the pod deleted, the stand-in stopping) it
+// sends SIGTERM to the process group, and SIGKILL to the group and every
+// descendant grace later: virt-v2v does not stop on SIGTERM in a long step,
+// and no helper of a pod's process may outlive it. It returns the exit
+// code as a kubelet reports it (128+signal when killed).
+func waitStoppable(ctx context.Context, cmd *exec.Cmd, grace time.Duration, exited chan struct{}) int32 {
+	if exited == nil {
+		exited = make(chan struct{})
+	}
 	go func() {
 		select {
 		case <-ctx.Done():
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 			select {
 			case <-exited:
-			case <-time.After(conversionStopGrace):
+			case <-time.After(grace):
 				killTree(cmd.Process.Pid)
 			}
 		case <-exited:

@@ -147,7 +147,7 @@ func TestWaitStoppable(t *testing.T) {
 	}
 	cancel()
 	start := time.Now()
-	code := waitStoppable(ctx, cmd)
+	code := waitStoppable(ctx, cmd, conversionStopGrace, nil)
 	if code != 128+int32(syscall.SIGKILL) {
 		t.Errorf("exit code %d, want SIGKILL's", code)
 	}

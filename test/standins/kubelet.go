@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -58,6 +57,9 @@ type podRun struct {
 
 // maxTerminationMessage is what a kubelet keeps of a termination message.
 const maxTerminationMessage = 4096
+
+// transferStopGrace is how long a transfer process has after SIGTERM.
+const transferStopGrace = 5 * time.Second
 
 // register creates the Node, marked Ready, and starts renewing its Lease.
 func (k *Kubelet) register(ctx context.Context) error {
@@ -543,34 +545,9 @@ func (k *Kubelet) runTransfer(ctx context.Context, pod *corev1.Pod, mounts map[s
 			k.relayProgress(ctx, pod, progressRef, filepath.Join(dir, "progress.json"), termFile, exited)
 		}()
 	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			// Deleted pod or stopping stand-in: SIGTERM, then SIGKILL.
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-			select {
-			case <-exited:
-			case <-time.After(5 * time.Second):
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			}
-		case <-exited:
-		}
-	}()
-	waitErr := cmd.Wait()
-	close(exited)
+	code := waitStoppable(ctx, cmd, transferStopGrace, exited)
 	if relayDone != nil {
 		<-relayDone
-	}
-	code := int32(0)
-	if waitErr != nil {
-		code = 1
-		var ee *exec.ExitError
-		if errors.As(waitErr, &ee) {
-			code = int32(ee.ExitCode())
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				code = 128 + int32(ws.Signal())
-			}
-		}
 	}
 	msg := readCapped(termFile, maxTerminationMessage)
 	if msg == "" && code != 0 && c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {

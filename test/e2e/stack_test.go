@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,19 +122,13 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 			}
 		}
 	})
-	if rbacErr != nil {
-		t.Fatalf("applying the controller's RBAC: %v", rbacErr)
-	}
+	require.NoError(t, rbacErr, "applying the controller's RBAC")
 	rc, err := env.ServiceAccountConfig(ctx, controllerNamespace, controllerAccount)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "a client config for the controller's ServiceAccount %s/%s", controllerNamespace, controllerAccount)
 	s.controllerRC = rc
 
 	vc, err := vcsimlocal.Start(ctx, vcsimlocal.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "starting vcsim")
 	t.Cleanup(vc.Close)
 	s.vc = vc
 	secret := &corev1.Secret{
@@ -140,9 +136,8 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 			Labels: map[string]string{v1alpha1.LabelVSphereCredentials: "true"}},
 		StringData: map[string]string{"username": vc.Username, "password": vc.Password, "thumbprint": vc.Thumbprint},
 	}
-	if _, err := s.kube.CoreV1().Secrets(s.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = s.kube.CoreV1().Secrets(s.ns).Create(ctx, secret, metav1.CreateOptions{})
+	require.NoError(t, err, "creating the credentials Secret %s/%s", s.ns, credentialsSecret)
 
 	conv := opts.conversionDuration
 	if conv == 0 {
@@ -163,17 +158,15 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	go func() { sdone <- standins.Run(sctx, runCfg) }()
 	t.Cleanup(func() {
 		scancel()
-		if err := <-sdone; err != nil {
-			t.Errorf("stand-ins: %v", err)
-		}
+		assert.NoError(t, <-sdone, "the stand-ins ended with an error")
 	})
 	select {
 	case <-sready:
 	case err := <-sdone:
 		sdone <- err
-		t.Fatalf("stand-ins exited before they were ready: %v", err)
+		require.FailNow(t, fmt.Sprintf("stand-ins exited before they were ready: %v", err))
 	case <-time.After(time.Minute):
-		t.Fatal("stand-ins not ready after a minute")
+		require.FailNow(t, "stand-ins not ready after a minute")
 	}
 	if !opts.noController {
 		s.startController()
@@ -209,10 +202,10 @@ func (s *stack) startController() {
 	case <-ready:
 	case err := <-done:
 		cancel()
-		s.t.Fatalf("controller exited before it was ready: %v", err)
+		require.FailNow(s.t, fmt.Sprintf("controller exited before it was ready: %v", err))
 	case <-time.After(30 * time.Second):
 		cancel()
-		s.t.Fatal("controller not ready after 30s")
+		require.FailNow(s.t, "controller not ready after 30s")
 	}
 	s.ctrlCancel, s.ctrlDone = cancel, done
 }
@@ -225,8 +218,9 @@ func (s *stack) stopController() {
 		return
 	}
 	s.ctrlCancel()
-	if err := <-s.ctrlDone; err != nil && s.ctx.Err() == nil {
-		s.t.Errorf("controller: %v", err)
+	// An error is the controller's own only while the test's context lives.
+	if err := <-s.ctrlDone; s.ctx.Err() == nil {
+		assert.NoError(s.t, err, "the controller ended with an error")
 	}
 	s.ctrlCancel, s.ctrlDone = nil, nil
 }
@@ -235,9 +229,7 @@ func (s *stack) stopController() {
 func (s *stack) addVM(name string, seed uint64) *vcsimlocal.VM {
 	s.t.Helper()
 	vm, err := s.vc.AddVM(s.ctx, vcsimlocal.SampleVM(name, seed))
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	require.NoError(s.t, err, "adding VM %s to vcsim", name)
 	return vm
 }
 
@@ -255,9 +247,7 @@ func (s *stack) newMigration(name, vm string) *v1alpha1.VirtualMachineMigration 
 func (s *stack) create(m *v1alpha1.VirtualMachineMigration) *v1alpha1.VirtualMachineMigration {
 	s.t.Helper()
 	got, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Create(s.ctx, m, metav1.CreateOptions{})
-	if err != nil {
-		s.t.Fatalf("creating migration %s: %v", m.Name, err)
-	}
+	require.NoError(s.t, err, "creating migration %s", m.Name)
 	return got
 }
 
@@ -265,9 +255,7 @@ func (s *stack) create(m *v1alpha1.VirtualMachineMigration) *v1alpha1.VirtualMac
 func (s *stack) get(name string) *v1alpha1.VirtualMachineMigration {
 	s.t.Helper()
 	m, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Get(s.ctx, name, metav1.GetOptions{})
-	if err != nil {
-		s.t.Fatalf("reading migration %s: %v", name, err)
-	}
+	require.NoError(s.t, err, "reading migration %s", name)
 	return m
 }
 
@@ -284,9 +272,7 @@ func (s *stack) waitFor(name string, timeout time.Duration, what string, cond fu
 		last = m
 		return cond(m), nil
 	})
-	if err != nil {
-		s.t.Fatalf("migration %s: %s not reached within %s: %v\n%s", name, what, timeout, err, describe(last))
-	}
+	require.NoError(s.t, err, "migration %s: %s not reached within %s\n%s", name, what, timeout, describe(last))
 	return last
 }
 
@@ -298,7 +284,8 @@ func (s *stack) waitPhase(name string, phase v1alpha1.Phase, timeout time.Durati
 			return true
 		}
 		if statemachine.IsTerminal(m.Status.Phase) && phase != m.Status.Phase {
-			s.t.Fatalf("migration %s ended %s, want %s\n%s", name, m.Status.Phase, phase, describe(m))
+			// The condition runs in this goroutine: the test stops here.
+			require.FailNow(s.t, fmt.Sprintf("migration %s ended %s, want %s\n%s", name, m.Status.Phase, phase, describe(m)))
 		}
 		return false
 	})
@@ -311,9 +298,7 @@ func (s *stack) waitGone(name string, timeout time.Duration) {
 		_, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	if err != nil {
-		s.t.Fatalf("migration %s still exists after %s", name, timeout)
-	}
+	require.NoError(s.t, err, "migration %s still exists after %s", name, timeout)
 }
 
 // describe is a migration's status for failure messages.
@@ -335,9 +320,7 @@ func describe(m *v1alpha1.VirtualMachineMigration) string {
 func (s *stack) powerState(vm string) string {
 	s.t.Helper()
 	st, err := s.vc.PowerState(s.ctx, vm)
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	require.NoError(s.t, err, "reading the power state of VM %s", vm)
 	return st
 }
 
@@ -359,13 +342,9 @@ func fileSHA256(path string) (string, error) {
 func (s *stack) claimFiles(claim string) (string, []string) {
 	s.t.Helper()
 	dir, err := standins.ClaimDir(s.ctx, s.standins, s.ns, claim)
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	require.NoError(s.t, err, "locating the volume of claim %s", claim)
 	entries, err := os.ReadDir(dir)
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	require.NoError(s.t, err, "listing the volume of claim %s", claim)
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())
@@ -380,32 +359,24 @@ func (s *stack) leftovers(m *v1alpha1.VirtualMachineMigration) []string {
 	sel := metav1.ListOptions{LabelSelector: v1alpha1.LabelMigrationUID + "=" + string(m.UID)}
 	var out []string
 	pvcs, err := s.kube.CoreV1().PersistentVolumeClaims(s.ns).List(s.ctx, sel)
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	require.NoError(s.t, err, "listing the claims of migration %s", m.Name)
 	for _, p := range pvcs.Items {
 		if p.Labels[v1alpha1.LabelComponent] == "staging" {
 			out = append(out, "pvc/"+p.Name)
 		}
 	}
 	jobs, err := s.kube.BatchV1().Jobs(s.ns).List(s.ctx, sel)
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	require.NoError(s.t, err, "listing the Jobs of migration %s", m.Name)
 	for _, j := range jobs.Items {
 		out = append(out, "job/"+j.Name)
 	}
 	cms, err := s.kube.CoreV1().ConfigMaps(s.ns).List(s.ctx, sel)
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	require.NoError(s.t, err, "listing the ConfigMaps of migration %s", m.Name)
 	for _, c := range cms.Items {
 		out = append(out, "configmap/"+c.Name)
 	}
 	pods, err := s.kube.CoreV1().Pods(s.ns).List(s.ctx, sel)
-	if err != nil {
-		s.t.Fatal(err)
-	}
+	require.NoError(s.t, err, "listing the pods of migration %s", m.Name)
 	for _, p := range pods.Items {
 		out = append(out, "pod/"+p.Name)
 	}
@@ -444,35 +415,24 @@ func (s *stack) waitNoLeftovers(m *v1alpha1.VirtualMachineMigration, timeout tim
 		left = s.leftovers(m)
 		return len(left) == 0, nil
 	})
-	if err != nil {
-		s.t.Fatalf("children of migration %s left after %s: %v", m.Name, timeout, left)
-	}
+	require.NoError(s.t, err, "children of migration %s left after %s: %v", m.Name, timeout, left)
 }
 
 // verifyTargetDisks checks that each target disk holds exactly the
 // source disk's bytes, and nothing else.
 func (s *stack) verifyTargetDisks(m *v1alpha1.VirtualMachineMigration, vm *vcsimlocal.VM) {
 	s.t.Helper()
-	if len(m.Status.Disks) != len(vm.Disks) {
-		s.t.Fatalf("%d disks in status, source has %d", len(m.Status.Disks), len(vm.Disks))
-	}
+	require.Len(s.t, m.Status.Disks, len(vm.Disks), "disks in status: one per source disk")
 	for i, d := range m.Status.Disks {
 		src := vm.Disks[i]
-		if d.Key != src.Key || d.SHA256 != src.SHA256 || d.BytesTransferred != src.SizeBytes {
-			s.t.Errorf("disk %d status: key %d sha256 %s bytes %d; source key %d sha256 %s bytes %d",
-				i, d.Key, d.SHA256, d.BytesTransferred, src.Key, src.SHA256, src.SizeBytes)
-		}
+		assert.Equal(s.t, src.Key, d.Key, "disk %d status: key, want the source disk's", i)
+		assert.Equal(s.t, src.SHA256, d.SHA256, "disk %d status: sha256, want the source disk's", i)
+		assert.Equal(s.t, src.SizeBytes, d.BytesTransferred, "disk %d status: bytes transferred, want the source disk's size", i)
 		dir, files := s.claimFiles(d.DataVolume)
-		if len(files) != 1 || files[0] != pipeline.ImageFile {
-			s.t.Errorf("target volume of %s holds %v, want only %s", d.DataVolume, files, pipeline.ImageFile)
-		}
+		assert.Equal(s.t, []string{pipeline.ImageFile}, files, "target volume of %s, want only %s", d.DataVolume, pipeline.ImageFile)
 		sum, err := fileSHA256(filepath.Join(dir, pipeline.ImageFile))
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		if sum != src.SHA256 {
-			s.t.Errorf("target disk %s: sha256 %s, source %s", d.DataVolume, sum, src.SHA256)
-		} else {
+		require.NoError(s.t, err, "hashing the target disk %s", d.DataVolume)
+		if assert.Equal(s.t, src.SHA256, sum, "target disk %s: sha256, want the source disk's", d.DataVolume) {
 			s.t.Logf("disk %d (%d MiB): target %s matches the source (sha256 %s)", i, src.SizeBytes>>20, d.DataVolume, sum[:16])
 		}
 	}

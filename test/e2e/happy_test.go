@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -33,86 +36,75 @@ func TestHappyPath(t *testing.T) {
 	s.verifyTargetDisks(m, src)
 
 	// The source stays off: the VM now lives in KubeVirt.
-	if st := s.powerState("web-01"); st != "poweredOff" {
-		t.Errorf("source power state %s, want poweredOff", st)
-	}
+	assert.Equal(t, "poweredOff", s.powerState("web-01"), "source power state after the migration")
 
 	vm, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, "web-01", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if vm.Spec.RunStrategy == nil || *vm.Spec.RunStrategy != kubevirtv1.RunStrategyAlways {
-		t.Errorf("run strategy %v, want Always", vm.Spec.RunStrategy)
-	}
-	if len(vm.OwnerReferences) != 0 {
-		t.Errorf("the VM has owner references %v: deleting the migration would delete it", vm.OwnerReferences)
-	}
+	require.NoError(t, err, "reading the migrated VM")
+	assert.Equal(t, ptr.To(kubevirtv1.RunStrategyAlways), vm.Spec.RunStrategy, "run strategy")
+	assert.Empty(t, vm.OwnerReferences, "the VM has owner references: deleting the migration would delete it")
 	dom := vm.Spec.Template.Spec.Domain
-	if dom.CPU == nil || dom.CPU.Sockets != 2 || dom.CPU.Cores != 2 {
-		t.Errorf("CPU %+v, want 2 sockets of 2 cores", dom.CPU)
+	if assert.NotNil(t, dom.CPU, "CPU, want 2 sockets of 2 cores") {
+		assert.Equal(t, uint32(2), dom.CPU.Sockets, "CPU %+v, want 2 sockets of 2 cores", dom.CPU)
+		assert.Equal(t, uint32(2), dom.CPU.Cores, "CPU %+v, want 2 sockets of 2 cores", dom.CPU)
 	}
-	if dom.Memory == nil || dom.Memory.Guest == nil || dom.Memory.Guest.Cmp(resource.MustParse("2Gi")) != 0 {
-		t.Errorf("memory %+v, want 2Gi", dom.Memory)
+	if assert.NotNil(t, dom.Memory, "memory, want 2Gi") && assert.NotNil(t, dom.Memory.Guest, "memory %+v, want 2Gi", dom.Memory) {
+		assert.Zero(t, dom.Memory.Guest.Cmp(resource.MustParse("2Gi")), "memory %s, want 2Gi", dom.Memory.Guest)
 	}
 	fw := dom.Firmware
-	if fw == nil || fw.Bootloader == nil || fw.Bootloader.EFI == nil || fw.Bootloader.EFI.SecureBoot == nil || !*fw.Bootloader.EFI.SecureBoot {
-		t.Errorf("firmware %+v, want EFI with secure boot", fw)
+	if assert.NotNil(t, fw, "firmware, want EFI with secure boot") &&
+		assert.NotNil(t, fw.Bootloader, "firmware %+v, want EFI with secure boot", fw) &&
+		assert.NotNil(t, fw.Bootloader.EFI, "bootloader %+v, want EFI with secure boot", fw.Bootloader) {
+		assert.Equal(t, ptr.To(true), fw.Bootloader.EFI.SecureBoot, "EFI %+v, want secure boot on", fw.Bootloader.EFI)
 	}
-	if dom.Features == nil || dom.Features.SMM == nil || dom.Features.SMM.Enabled == nil || !*dom.Features.SMM.Enabled {
-		t.Errorf("features %+v, want SMM on for secure boot", dom.Features)
+	if assert.NotNil(t, dom.Features, "features, want SMM on for secure boot") &&
+		assert.NotNil(t, dom.Features.SMM, "features %+v, want SMM on for secure boot", dom.Features) {
+		assert.Equal(t, ptr.To(true), dom.Features.SMM.Enabled, "SMM, want it on for secure boot")
 	}
-	if got := len(dom.Devices.Disks); got != len(src.Disks) {
-		t.Errorf("%d disks, want %d", got, len(src.Disks))
-	}
+	assert.Len(t, dom.Devices.Disks, len(src.Disks), "disks of the VM: one per source disk")
 	ifaces := dom.Devices.Interfaces
-	if len(ifaces) != len(src.MACs) {
-		t.Fatalf("%d interfaces, want %d", len(ifaces), len(src.MACs))
-	}
+	require.Len(t, ifaces, len(src.MACs), "interfaces of the VM: one per source NIC")
 	for i, mac := range src.MACs {
-		if ifaces[i].MacAddress != mac {
-			t.Errorf("interface %d: MAC %s, want %s", i, ifaces[i].MacAddress, mac)
-		}
+		assert.Equal(t, mac, ifaces[i].MacAddress, "interface %d: MAC, want the source NIC's", i)
 	}
 	nets := vm.Spec.Template.Spec.Networks
-	if len(nets) != 2 || nets[0].Pod == nil || nets[1].Multus == nil || nets[1].Multus.NetworkName != "default/backend" {
-		t.Errorf("networks %+v, want the pod network then Multus default/backend", nets)
+	if assert.Len(t, nets, 2, "networks, want the pod network then Multus default/backend") {
+		assert.NotNil(t, nets[0].Pod, "network 0 %+v, want the pod network", nets[0])
+		if assert.NotNil(t, nets[1].Multus, "network 1 %+v, want Multus default/backend", nets[1]) {
+			assert.Equal(t, "default/backend", nets[1].Multus.NetworkName, "network 1: Multus network")
+		}
 	}
 
 	// The DataVolumes belong to the VM now, and the instance runs.
 	for _, d := range m.Status.Disks {
 		dv, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).Get(s.ctx, d.DataVolume, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c := metav1.GetControllerOf(dv); c == nil || c.Kind != "VirtualMachine" || c.UID != vm.UID {
-			t.Errorf("data volume %s is controlled by %+v, want the VM", dv.Name, c)
+		require.NoError(t, err, "reading data volume %s", d.DataVolume)
+		if c := metav1.GetControllerOf(dv); assert.NotNil(t, c, "data volume %s has no controller, want the VM", dv.Name) {
+			assert.Equal(t, "VirtualMachine", c.Kind, "data volume %s is controlled by %+v, want the VM", dv.Name, c)
+			assert.Equal(t, vm.UID, c.UID, "data volume %s is controlled by %+v, want the VM", dv.Name, c)
 		}
 		// CDI's clone authorization admitted it (same namespace: the
 		// controller needs no datavolumes/source permission).
-		if dv.Annotations[standins.AnnotationCloneToken] == "" {
-			t.Errorf("data volume %s has no clone token: it did not pass CDI's mutating webhook", dv.Name)
-		}
+		assert.NotEmpty(t, dv.Annotations[standins.AnnotationCloneToken],
+			"data volume %s has no clone token: it did not pass CDI's mutating webhook", dv.Name)
 	}
 	vmi, err := s.kv.KubevirtV1().VirtualMachineInstances(s.ns).Get(s.ctx, "web-01", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if vmi.Status.Phase != kubevirtv1.Running {
-		t.Errorf("VMI phase %s, want Running", vmi.Status.Phase)
-	}
+	require.NoError(t, err, "reading the VM's instance")
+	assert.Equal(t, kubevirtv1.Running, vmi.Status.Phase, "VMI phase")
 
 	// Evidence in status: transfer and conversion job names, completion.
-	if m.Status.Transfer == nil || m.Status.Transfer.CompletedAt == nil || m.Status.Transfer.Attempt != 1 {
-		t.Errorf("transfer status %+v, want one completed attempt", m.Status.Transfer)
+	if tr := m.Status.Transfer; assert.NotNil(t, tr, "transfer status, want one completed attempt") {
+		assert.NotNil(t, tr.CompletedAt, "transfer %+v, want one completed attempt", tr)
+		assert.Equal(t, int32(1), tr.Attempt, "transfer %+v, want one completed attempt", tr)
 	}
-	if m.Status.Conversion == nil || m.Status.Conversion.CompletedAt == nil || m.Status.Conversion.OperatingSystem == "" {
-		t.Errorf("conversion status %+v, want completed with an OS", m.Status.Conversion)
+	if cv := m.Status.Conversion; assert.NotNil(t, cv, "conversion status, want completed with an OS") {
+		assert.NotNil(t, cv.CompletedAt, "conversion %+v, want completed with an OS", cv)
+		assert.NotEmpty(t, cv.OperatingSystem, "conversion %+v, want completed with an OS", cv)
 	}
 
 	select {
 	case <-reported:
 	case <-time.After(10 * time.Second):
-		t.Error("the transfer's result never reached its progress ConfigMap (the pod's Role does not let it patch?)")
+		assert.Fail(t, "the transfer's result never reached its progress ConfigMap (the pod's Role does not let it patch?)")
 	}
 
 	// Staging objects go: claims, Jobs (and their pods), ConfigMaps,
@@ -120,13 +112,10 @@ func TestHappyPath(t *testing.T) {
 	s.waitNoLeftovers(m, time.Minute)
 
 	// Deleting the finished migration leaves the migrated VM.
-	if err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Delete(s.ctx, m.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	s.deleteMigration(m.Name)
 	s.waitGone(m.Name, 30*time.Second)
-	if _, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, "web-01", metav1.GetOptions{}); err != nil {
-		t.Errorf("the migrated VM is gone with its migration: %v", err)
-	}
+	_, err = s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, "web-01", metav1.GetOptions{})
+	assert.NoError(t, err, "the migrated VM is gone with its migration")
 }
 
 // watchProgressResult is closed once a transfer progress ConfigMap of the
@@ -134,9 +123,7 @@ func TestHappyPath(t *testing.T) {
 func (s *stack) watchProgressResult(t *testing.T) <-chan struct{} {
 	t.Helper()
 	w, err := s.kube.CoreV1().ConfigMaps(s.ns).Watch(s.ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelComponent + "=transfer"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "watching the transfer progress ConfigMaps")
 	t.Cleanup(w.Stop)
 	done := make(chan struct{})
 	go func() {

@@ -4,10 +4,11 @@ package e2e
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,14 +29,13 @@ func TestTransferFailsOnceThenRetried(t *testing.T) {
 	s.vc.FailExtentReads("app-01", 1)
 	m := s.create(s.newMigration("app-01", "app-01"))
 	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 3*time.Minute)
-	if n := s.vc.RefusedReads("app-01"); n == 0 {
-		t.Error("no download was refused: the fault did not fire")
+	assert.NotZero(t, s.vc.RefusedReads("app-01"), "no download was refused: the fault did not fire")
+	if assert.NotNil(t, m.Status.Transfer, "transfer status, want attempt 2 after one retry") {
+		assert.Equal(t, int32(2), m.Status.Transfer.Attempt, "transfer %+v, want attempt 2 after one retry", m.Status.Transfer)
 	}
-	if m.Status.Transfer == nil || m.Status.Transfer.Attempt != 2 || m.Status.Retries != 1 {
-		t.Errorf("transfer %+v, retries %d; want attempt 2 after one retry", m.Status.Transfer, m.Status.Retries)
-	}
-	if m.Status.LastError == nil || !strings.Contains(m.Status.LastError.Message, "503") {
-		t.Errorf("last error %+v, want the refused download", m.Status.LastError)
+	assert.Equal(t, int32(1), m.Status.Retries, "retries, want one")
+	if assert.NotNil(t, m.Status.LastError, "last error, want the refused download") {
+		assert.Contains(t, m.Status.LastError.Message, "503", "last error %+v, want the refused download", m.Status.LastError)
 	}
 	s.verifyTargetDisks(m, src)
 	s.waitNoLeftovers(m, time.Minute)
@@ -53,29 +53,22 @@ func TestTransferAlwaysFails(t *testing.T) {
 	mig.Spec.Policy.Retry.Limit = ptr.To[int32](1)
 	m := s.create(mig)
 	m = s.waitPhase(m.Name, v1alpha1.PhaseFailed, 3*time.Minute)
-	if m.Status.Transfer == nil || m.Status.Transfer.Attempt != 2 {
-		t.Errorf("transfer %+v, want 2 attempts (1 retry)", m.Status.Transfer)
+	if assert.NotNil(t, m.Status.Transfer, "transfer status, want 2 attempts (1 retry)") {
+		assert.Equal(t, int32(2), m.Status.Transfer.Attempt, "transfer %+v, want 2 attempts (1 retry)", m.Status.Transfer)
 	}
-	if m.Status.LastError == nil || m.Status.LastError.Phase != v1alpha1.PhaseTransferringDisks {
-		t.Errorf("last error %+v, want one in TransferringDisks", m.Status.LastError)
+	if assert.NotNil(t, m.Status.LastError, "last error, want one in TransferringDisks") {
+		assert.Equal(t, v1alpha1.PhaseTransferringDisks, m.Status.LastError.Phase, "last error %+v, want one in TransferringDisks", m.Status.LastError)
 	}
-	if st := s.powerState("db-01"); st != "poweredOn" {
-		t.Errorf("source %s after the failure, want poweredOn (as found)", st)
+	assert.Equal(t, "poweredOn", s.powerState("db-01"), "source after the failure, want poweredOn (as found)")
+	if sc := m.Status.SourceControl; assert.NotNil(t, sc, "source control, want a restore recorded") {
+		assert.NotNil(t, sc.RestoredAt, "source control %+v, want a restore recorded", sc)
 	}
-	if sc := m.Status.SourceControl; sc == nil || sc.RestoredAt == nil {
-		t.Errorf("source control %+v, want a restore recorded", sc)
-	}
-	if _, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, "db-01", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("a target VM exists after a failed transfer: %v", err)
-	}
-	if err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Delete(s.ctx, m.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, "db-01", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "a target VM exists after a failed transfer: %v", err)
+	s.deleteMigration(m.Name)
 	s.waitGone(m.Name, time.Minute)
 	s.waitNoLeftovers(m, time.Minute)
-	if st := s.powerState("db-01"); st != "poweredOn" {
-		t.Errorf("source %s after deleting the failed migration, want poweredOn", st)
-	}
+	assert.Equal(t, "poweredOn", s.powerState("db-01"), "source after deleting the failed migration, want poweredOn")
 }
 
 // TestCancel deletes a migration while it is in each of several phases:
@@ -119,29 +112,19 @@ func TestCancel(t *testing.T) {
 					return false
 				})
 			}
-			if err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Delete(s.ctx, m.Name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			s.deleteMigration(m.Name)
 			s.waitGone(m.Name, time.Minute)
 			s.waitNoLeftovers(m, time.Minute)
 			dvs, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelMigrationUID + "=" + string(m.UID)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "listing the data volumes of migration %s", m.Name)
 			if tc.phase == v1alpha1.PhaseStarting {
-				if len(dvs.Items) != len(m.Status.Disks) {
-					t.Errorf("%d data volumes kept, want the started target's %d", len(dvs.Items), len(m.Status.Disks))
-				}
+				assert.Len(t, dvs.Items, len(m.Status.Disks), "data volumes kept, want the started target's")
 				s.waitHaltedVM("web-02", time.Minute)
 			} else {
-				if len(dvs.Items) != 0 {
-					t.Errorf("%d data volumes left", len(dvs.Items))
-				}
+				assert.Empty(t, dvs.Items, "data volumes left")
 				s.waitNoVM("web-02", time.Minute)
 			}
-			if st := s.powerState("web-02"); st != "poweredOn" {
-				t.Errorf("source %s after the cancellation, want poweredOn (as found)", st)
-			}
+			assert.Equal(t, "poweredOn", s.powerState("web-02"), "source after the cancellation, want poweredOn (as found)")
 		})
 	}
 }
@@ -161,9 +144,7 @@ func (s *stack) waitPodRunning(m *v1alpha1.VirtualMachineMigration) {
 		}
 		return false, nil
 	})
-	if err != nil {
-		s.t.Fatalf("no pod of migration %s runs: %v", m.Name, err)
-	}
+	require.NoError(s.t, err, "no pod of migration %s runs", m.Name)
 }
 
 // waitHaltedVM waits until the VM exists, halted, without an instance.
@@ -174,9 +155,7 @@ func (s *stack) waitHaltedVM(name string, timeout time.Duration) {
 		_, err2 := s.kv.KubevirtV1().VirtualMachineInstances(s.ns).Get(ctx, name, metav1.GetOptions{})
 		return err1 == nil && vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy == kubevirtv1.RunStrategyHalted && apierrors.IsNotFound(err2), nil
 	})
-	if err != nil {
-		s.t.Errorf("VM %s not kept halted without an instance after %s", name, timeout)
-	}
+	assert.NoError(s.t, err, "VM %s not kept halted without an instance after %s", name, timeout)
 }
 
 // waitNoVM waits until neither the VM nor its instance exists.
@@ -187,7 +166,5 @@ func (s *stack) waitNoVM(name string, timeout time.Duration) {
 		_, err2 := s.kv.KubevirtV1().VirtualMachineInstances(s.ns).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err1) && apierrors.IsNotFound(err2), nil
 	})
-	if err != nil {
-		s.t.Errorf("VM or VMI %s still exists after %s", name, timeout)
-	}
+	assert.NoError(s.t, err, "VM or VMI %s still exists after %s", name, timeout)
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -95,18 +97,14 @@ func TestControllerCrashes(t *testing.T) {
 	t.Logf("killed the controller %d times; phases at each kill:\n  %s", kills, strings.Join(phasesAtKill, "\n  "))
 	t.Logf("kills that found a migration in each phase: %v; %d kills (%d with a migration in flight) in %s",
 		killedIn, kills, killsInFlight, time.Since(begin).Round(time.Second))
-	if kills < minKills {
-		t.Fatalf("only %d kills before the deadline, want at least %d", kills, minKills)
-	}
+	require.GreaterOrEqual(t, kills, minKills, "kills of the controller before the deadline")
 	active := 0
 	for phase := range killedIn {
 		if phase != v1alpha1.PhaseSucceeded && phase != "" {
 			active++
 		}
 	}
-	if active < 5 {
-		t.Errorf("the kills hit only %d phases before Succeeded (%v), want them spread over at least 5", active, killedIn)
-	}
+	assert.GreaterOrEqual(t, active, 5, "phases before Succeeded the kills hit (%v), want them spread over at least 5", killedIn)
 	for _, n := range names {
 		m := s.waitPhase(n, v1alpha1.PhaseSucceeded, 4*time.Minute)
 		s.verifyTargetDisks(m, vms[n])
@@ -131,6 +129,8 @@ func (s *stack) verifyNothingRedone(names []string, vms map[string]*vcsimlocal.V
 	var resent int64
 	for _, n := range names {
 		m := s.get(n)
+		require.NotNil(t, m.Status.Transfer, "%s: no transfer status after it succeeded", n)
+		require.NotNil(t, m.Status.Conversion, "%s: no conversion status after it succeeded", n)
 		got := creations.of(string(m.UID))
 		want := map[string]int{"VirtualMachine/" + n: 1}
 		for _, d := range m.Status.Disks {
@@ -141,34 +141,25 @@ func (s *stack) verifyNothingRedone(names []string, vms map[string]*vcsimlocal.V
 		want["Job/"+m.Status.Transfer.JobName] = 1
 		want["Job/"+m.Status.Conversion.JobName] = 1
 		for key, count := range got {
-			if count != 1 {
-				t.Errorf("%s: %s created %d times", n, key, count)
-			}
+			assert.Equal(t, 1, count, "%s: times %s was created, want once", n, key)
 		}
 		for key := range want {
-			if got[key] == 0 {
-				t.Errorf("%s: %s never created", n, key)
-			}
+			assert.NotZero(t, got[key], "%s: %s never created", n, key)
 		}
-		if m.Status.Transfer.Attempt != 1 || m.Status.Retries != 0 {
-			t.Errorf("%s: transfer attempt %d, %d retries: a crash cost a retry", n, m.Status.Transfer.Attempt, m.Status.Retries)
-		}
+		assert.Equal(t, int32(1), m.Status.Transfer.Attempt, "%s: transfer attempt (%d retries): a crash cost a retry", n, m.Status.Retries)
+		assert.Equal(t, int32(0), m.Status.Retries, "%s: retries (transfer attempt %d): a crash cost a retry", n, m.Status.Transfer.Attempt)
 		var total int64
 		for _, d := range vms[n].Disks {
 			total += d.SizeBytes
 		}
 		served := s.vc.ExtentBytesServed(n)
-		if served < total || served > total+int64(len(vms[n].Disks))*transferChunk {
-			t.Errorf("%s: vcsim sent %d bytes for disks of %d bytes: the transfer was restarted, not resumed", n, served, total)
-		}
+		assert.GreaterOrEqual(t, served, total, "%s: bytes vcsim sent for disks of %d bytes, want at least all of them", n, total)
+		assert.LessOrEqual(t, served, total+int64(len(vms[n].Disks))*transferChunk,
+			"%s: vcsim sent %d bytes for disks of %d bytes: the transfer was restarted, not resumed", n, served, total)
 		resent += served - total
 		snaps, err := s.vc.Snapshots(s.ctx, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(snaps) > 0 {
-			t.Errorf("%s: snapshots left on the source: %v", n, snaps)
-		}
+		require.NoError(t, err, "%s: listing the source's snapshots", n)
+		assert.Empty(t, snaps, "%s: snapshots left on the source", n)
 		t.Logf("%s: each of %d children created once; %d bytes served for %d bytes of disks", n, len(got), served, total)
 		s.waitNoLeftovers(m, time.Minute)
 	}
@@ -258,9 +249,8 @@ func (s *stack) watchCreations(t *testing.T) *creationCounter {
 	})
 	for _, src := range sources {
 		w, err := src.watch(ctx, opts)
-		if err != nil {
-			t.Fatalf("watching %s: %v", src.kind, err)
-		}
+		require.NoError(t, err, "watching %s", src.kind)
+		// Not the test's goroutine: assert only, never require.
 		wg.Go(func() {
 			defer w.Stop()
 			for {
@@ -270,7 +260,7 @@ func (s *stack) watchCreations(t *testing.T) *creationCounter {
 				case ev, ok := <-w.ResultChan():
 					if !ok {
 						if ctx.Err() == nil {
-							t.Errorf("the %s watch ended early", src.kind)
+							assert.Fail(t, fmt.Sprintf("the %s watch ended early", src.kind))
 						}
 						return
 					}
@@ -328,9 +318,7 @@ func (s *stack) newControllerProcess(t *testing.T, args ...string) *controllerPr
 	cfg.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "controller"}
 	cfg.CurrentContext = "e2e"
 	path := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientcmd.WriteToFile(*cfg, path), "writing the controller's kubeconfig")
 	p := &controllerProcess{t: t, s: s, kubeconfig: path, logDir: dir, args: args}
 	t.Cleanup(p.stop)
 	return p
@@ -340,9 +328,7 @@ func (p *controllerProcess) start() {
 	p.t.Helper()
 	p.runs++
 	logFile, err := os.Create(filepath.Join(p.logDir, fmt.Sprintf("controller-%02d.log", p.runs)))
-	if err != nil {
-		p.t.Fatal(err)
-	}
+	require.NoError(p.t, err, "creating the controller's log file")
 	args := append([]string{
 		"--kubeconfig=" + p.kubeconfig, "--namespace=" + p.s.ns, "--workers=4",
 		"--transfer-image=" + transferImage, "--conversion-image=" + conversionImage, "--transfer-progress=true",
@@ -352,10 +338,11 @@ func (p *controllerProcess) start() {
 	cmd := exec.Command(controllerBinary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	if err != nil {
 		logFile.Close()
-		p.t.Fatalf("starting the controller: %v", err)
 	}
+	require.NoError(p.t, err, "starting the controller")
 	done := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()

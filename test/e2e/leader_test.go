@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -71,18 +73,15 @@ func TestLeaderElection(t *testing.T) {
 	s.waitMidMigration(names)
 
 	atKill := s.lease(lease)
-	if holder(atKill) != holder(first) || ptr.Deref(atKill.Spec.LeaseTransitions, 0) != ptr.Deref(first.Spec.LeaseTransitions, 0) {
-		t.Fatalf("the lease changed hands while the leader lived: %s (transitions %d), first %s",
-			holder(atKill), ptr.Deref(atKill.Spec.LeaseTransitions, 0), holder(first))
-	}
+	require.Equal(t, holder(first), holder(atKill), "the lease changed hands while the leader lived: its holder")
+	require.Equal(t, ptr.Deref(first.Spec.LeaseTransitions, 0), ptr.Deref(atKill.Spec.LeaseTransitions, 0),
+		"the lease changed hands while the leader lived: its transitions (holder %s, first %s)", holder(atKill), holder(first))
 	leaderWork, standbyWork := a.work(), b.work()
 	t.Logf("before the kill (%s): leader %v, standby %v", s.phases(names), leaderWork, standbyWork)
-	if leaderWork.reconciles == 0 || leaderWork.actions == 0 || leaderWork.statusWrites == 0 {
-		t.Errorf("the leader did no work: %v", leaderWork)
-	}
-	if standbyWork != (controllerWork{}) {
-		t.Errorf("the standby worked while the leader lived: %v", standbyWork)
-	}
+	assert.NotZero(t, leaderWork.reconciles, "the leader did no work: %v", leaderWork)
+	assert.NotZero(t, leaderWork.actions, "the leader did no work: %v", leaderWork)
+	assert.NotZero(t, leaderWork.statusWrites, "the leader did no work: %v", leaderWork)
+	assert.Equal(t, controllerWork{}, standbyWork, "the standby worked while the leader lived: %v", standbyWork)
 	b.expectHealthy("standby")
 	a.expectHealthy("leader")
 
@@ -96,12 +95,9 @@ func TestLeaderElection(t *testing.T) {
 	acquired := taken.Spec.AcquireTime.Time
 	t.Logf("takeover: %s after SIGKILL; the new leader acquired %s after the old one's last renewal (lease %s)",
 		takeover.Round(100*time.Millisecond), acquired.Sub(lastRenew).Round(100*time.Millisecond), leaseDuration)
-	if takeover > maxTakeover {
-		t.Errorf("the standby took over %s after the leader died, want at most %s", takeover, maxTakeover)
-	}
-	if gap := acquired.Sub(lastRenew); gap < leaseDuration-time.Second {
-		t.Errorf("the lease was taken %s after its last renewal, before it expired (%s)", gap, leaseDuration)
-	}
+	assert.LessOrEqual(t, takeover, maxTakeover, "time from the leader's death to the standby's takeover")
+	gap := acquired.Sub(lastRenew)
+	assert.GreaterOrEqual(t, gap, leaseDuration-time.Second, "the lease was taken %s after its last renewal, before it expired (%s)", gap, leaseDuration)
 	b.waitWork(time.Minute)
 	t.Logf("the new leader reconciled %s after SIGKILL", time.Since(killed).Round(100*time.Millisecond))
 	a.start() // a new process with a new identity: a standby now
@@ -111,27 +107,20 @@ func TestLeaderElection(t *testing.T) {
 	}
 	a.expectHealthy("restarted standby")
 	b.expectHealthy("new leader")
-	if w := a.work(); w != (controllerWork{}) {
-		t.Errorf("the restarted process worked as a standby: %v", w)
-	}
-	if h := holder(s.lease(lease)); h != holder(taken) {
-		t.Errorf("the lease moved to %s after the takeover by %s", h, holder(taken))
-	}
+	w := a.work()
+	assert.Equal(t, controllerWork{}, w, "the restarted process worked as a standby: %v", w)
+	assert.Equal(t, holder(taken), holder(s.lease(lease)), "the lease's holder after the takeover by %s: it moved", holder(taken))
 	t.Logf("new leader's work: %v", b.work())
 
 	// A leader stopped with SIGTERM stops its loop, releases the lease and
 	// exits 0: the standby takes over without waiting for it to expire.
 	before := holder(s.lease(lease))
 	stopped := time.Now()
-	if code := b.terminate(); code != 0 {
-		t.Errorf("the leader stopped with SIGTERM exited %d, want 0", code)
-	}
+	assert.Equal(t, 0, b.terminate(), "exit code of the leader stopped with SIGTERM")
 	s.waitLeaseHolder(lease, func(l *coordinationv1.Lease) bool { return holder(l) != "" && holder(l) != before }, 2*maxTakeover)
 	handover := time.Since(stopped)
 	t.Logf("takeover %s after SIGTERM of the leader (lease released)", handover.Round(100*time.Millisecond))
-	if handover > maxHandover {
-		t.Errorf("the standby took over %s after the leader released the lease, want at most %s", handover, maxHandover)
-	}
+	assert.LessOrEqual(t, handover, maxHandover, "time from the leader's SIGTERM (lease released) to the standby's takeover")
 	a.stop()
 	s.verifyNothingRedone(names, vms, creations)
 }
@@ -140,13 +129,11 @@ func TestLeaderElection(t *testing.T) {
 func (p *electingProcess) terminate() int {
 	p.t.Helper()
 	cmd := p.cmd
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); err != nil {
-		p.t.Fatal(err)
-	}
+	require.NoError(p.t, syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM), "sending SIGTERM to the controller")
 	select {
 	case <-p.done:
 	case <-time.After(30 * time.Second):
-		p.t.Fatalf("the controller did not exit within 30s of SIGTERM (logs in %s)", p.logDir)
+		require.FailNow(p.t, fmt.Sprintf("the controller did not exit within 30s of SIGTERM (logs in %s)", p.logDir))
 	}
 	p.cmd = nil
 	return cmd.ProcessState.ExitCode()
@@ -165,9 +152,7 @@ func (s *stack) leaderLease(t *testing.T) string {
 func (s *stack) lease(name string) *coordinationv1.Lease {
 	s.t.Helper()
 	l, err := s.kube.CoordinationV1().Leases(controllerNamespace).Get(s.ctx, name, metav1.GetOptions{})
-	if err != nil {
-		s.t.Fatalf("reading lease %s: %v", name, err)
-	}
+	require.NoError(s.t, err, "reading lease %s", name)
 	return l
 }
 
@@ -186,9 +171,7 @@ func (s *stack) waitLeaseHolder(name string, cond func(*coordinationv1.Lease) bo
 		last = l
 		return cond(l), nil
 	})
-	if err != nil {
-		s.t.Fatalf("lease %s: holder not as wanted within %s (last: %v)", name, timeout, last)
-	}
+	require.NoError(s.t, err, "lease %s: holder not as wanted within %s (last: %v)", name, timeout, last)
 	return last
 }
 
@@ -212,7 +195,8 @@ func (s *stack) waitMidMigration(names []string) {
 		return found, nil
 	})
 	if err != nil {
-		s.t.Fatalf("waiting for a migration in flight: %v (%s)", err, s.phases(names))
+		// Read the phases only on failure: they cost a request each.
+		require.FailNow(s.t, fmt.Sprintf("waiting for a migration in flight: %v (%s)", err, s.phases(names)))
 	}
 }
 
@@ -236,9 +220,7 @@ func (s *stack) newElectingProcess(t *testing.T, lease string) *electingProcess 
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "listening on a free loopback port")
 	defer l.Close()
 	return l.Addr().String()
 }
@@ -257,12 +239,9 @@ func (w controllerWork) String() string {
 func (p *electingProcess) work() controllerWork {
 	p.t.Helper()
 	sums, err := scrapeSums(p.metricsURL)
-	if err != nil {
-		p.t.Fatalf("scraping %s: %v", p.metricsURL, err)
-	}
-	if _, ok := sums["go_goroutines"]; !ok {
-		p.t.Fatalf("%s has no go_goroutines: not the controller's metrics", p.metricsURL)
-	}
+	require.NoError(p.t, err, "scraping %s", p.metricsURL)
+	_, ok := sums["go_goroutines"]
+	require.True(p.t, ok, "%s has no go_goroutines: not the controller's metrics", p.metricsURL)
 	return controllerWork{
 		reconciles:   sums["vm_migration_reconcile_total"],
 		actions:      sums["vm_migration_actions_total"],
@@ -277,9 +256,7 @@ func (p *electingProcess) waitWork(timeout time.Duration) {
 		sums, err := scrapeSums(p.metricsURL)
 		return err == nil && sums["vm_migration_reconcile_total"] > 0, nil
 	})
-	if err != nil {
-		p.t.Fatalf("the new leader did not reconcile within %s", timeout)
-	}
+	require.NoError(p.t, err, "the new leader did not reconcile within %s", timeout)
 }
 
 // scrapeSums sums each metric's samples over their labels.
@@ -310,9 +287,7 @@ func (p *electingProcess) waitHealthy() {
 	err := wait.PollUntilContextTimeout(p.s.ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return p.healthz() == http.StatusOK, nil
 	})
-	if err != nil {
-		p.t.Fatalf("%s/healthz not ok within a minute", p.healthURL)
-	}
+	require.NoError(p.t, err, "%s/healthz not ok within a minute", p.healthURL)
 }
 
 // expectHealthy checks /healthz and /readyz and that the process runs.
@@ -320,22 +295,17 @@ func (p *electingProcess) expectHealthy(role string) {
 	p.t.Helper()
 	select {
 	case <-p.done:
-		p.t.Errorf("the %s exited (see %s)", role, p.logDir)
+		assert.Fail(p.t, fmt.Sprintf("the %s exited (see %s)", role, p.logDir))
 		return
 	default:
 	}
-	if code := p.healthz(); code != http.StatusOK {
-		p.t.Errorf("the %s answers /healthz with %d", role, code)
-	}
+	assert.Equal(p.t, http.StatusOK, p.healthz(), "the %s's answer to /healthz", role)
 	resp, err := http.Get(p.healthURL + "/readyz")
-	if err != nil {
-		p.t.Errorf("the %s: /readyz: %v", role, err)
+	if !assert.NoError(p.t, err, "the %s: /readyz", role) {
 		return
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		p.t.Errorf("the %s answers /readyz with %d", role, resp.StatusCode)
-	}
+	assert.Equal(p.t, http.StatusOK, resp.StatusCode, "the %s's answer to /readyz", role)
 }
 
 // healthz is the status /healthz answers (0 when it does not answer).

@@ -14,6 +14,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 )
@@ -64,9 +66,7 @@ func TestMetrics(t *testing.T) {
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
 	families, err := readMetrics(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "scraping %s/metrics", url)
 	return families
 }
 
@@ -117,8 +117,7 @@ func with(labels map[string]string, k, v string) map[string]string {
 func expectMetric(t *testing.T, families map[string]*dto.MetricFamily, name string, want map[string]string, c check) {
 	t.Helper()
 	f := families[name]
-	if f == nil {
-		t.Errorf("/metrics has no %s", name)
+	if !assert.NotNil(t, f, "/metrics has no %s", name) {
 		return
 	}
 	found, sum := false, 0.0
@@ -136,8 +135,8 @@ func expectMetric(t *testing.T, families map[string]*dto.MetricFamily, name stri
 			sum += float64(m.Histogram.GetSampleCount())
 		}
 	}
-	if !found || !c.ok(sum) {
-		t.Errorf("%s%v = %g (found %v), want %s", name, want, sum, found, c.want)
+	if assert.True(t, found, "/metrics has no %s series with the labels %v", name, want) {
+		assert.True(t, c.ok(sum), "%s%v = %g, want %s", name, want, sum, c.want)
 	}
 }
 

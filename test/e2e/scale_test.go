@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -30,9 +32,7 @@ func TestTwentyAtOnceWithTransferLimit(t *testing.T) {
 	for i := range n {
 		name := fmt.Sprintf("vm-%02d", i)
 		vm, err := s.vc.AddVM(s.ctx, vcsimlocal.SmallVM(name, uint64(100+i)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "adding VM %s to vcsim", name)
 		vms[name] = vm
 		releases = append(releases, s.vc.HoldExtentReads(name))
 	}
@@ -54,9 +54,7 @@ func TestTwentyAtOnceWithTransferLimit(t *testing.T) {
 	})
 	time.Sleep(3 * time.Second) // let the queued ones try
 	list, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).List(s.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "listing the migrations")
 	holding, queued := 0, 0
 	for _, m := range list.Items {
 		switch m.Status.Phase {
@@ -66,20 +64,17 @@ func TestTwentyAtOnceWithTransferLimit(t *testing.T) {
 			queued++
 		}
 	}
-	if holding != limit || queued != n-limit {
-		t.Errorf("%d migrations hold a transfer slot and %d are queued, want %d and %d", holding, queued, limit, n-limit)
-	}
+	assert.Equal(t, limit, holding, "migrations holding a transfer slot (%d queued)", queued)
+	assert.Equal(t, n-limit, queued, "migrations queued for a transfer slot (%d holding one)", holding)
 
 	releaseAll()
 	for name, vm := range vms {
 		m := s.waitPhase(name, v1alpha1.PhaseSucceeded, 4*time.Minute)
-		if len(m.Status.Disks) != 1 || m.Status.Disks[0].SHA256 != vm.Disks[0].SHA256 {
-			t.Errorf("%s: disks %+v, source sha256 %s", name, m.Status.Disks, vm.Disks[0].SHA256)
+		if assert.Len(t, m.Status.Disks, 1, "%s: disks in status, want the source's one", name) {
+			assert.Equal(t, vm.Disks[0].SHA256, m.Status.Disks[0].SHA256, "%s: sha256 of the transferred disk, want the source's", name)
 		}
 	}
-	if maxSeen := counter.max(); maxSeen > limit || maxSeen < limit {
-		t.Errorf("at most %d transfer pods ran at once, want exactly the limit %d", maxSeen, limit)
-	}
+	assert.Equal(t, limit, counter.max(), "transfer pods running at once at most, want exactly the limit")
 	t.Logf("%d migrations succeeded; at most %d transfer pods ran at once (%d pod updates seen)", n, counter.max(), counter.events())
 }
 
@@ -115,9 +110,7 @@ func (s *stack) watchRunningTransfers(t *testing.T) *transferCounter {
 	t.Helper()
 	c := &transferCounter{running: map[string]bool{}}
 	w, err := s.kube.CoreV1().Pods(s.ns).Watch(s.ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelComponent + "=transfer"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "watching the transfer pods")
 	ctx, cancel := context.WithCancel(s.ctx)
 	done := make(chan struct{})
 	t.Cleanup(func() {

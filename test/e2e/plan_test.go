@@ -70,9 +70,7 @@ func TestPlanThenMigrate(t *testing.T) {
 		require.NotNil(t, obj, "%s was planned and never created", key)
 		c, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		require.NoError(t, err)
-		if diff := notIn(normalize(p), normalize(c), ""); diff != "" {
-			t.Errorf("%s differs from its plan: %s", key, diff)
-		}
+		assert.Empty(t, notIn(normalize(p), normalize(c), ""), "%s differs from its plan", key)
 	}
 }
 

@@ -66,9 +66,7 @@ func (s *stack) waitEvent(m *v1alpha1.VirtualMachineMigration, eventType, reason
 		}
 		return false, nil
 	})
-	if err != nil {
-		s.t.Fatalf("no %s event %s with %q on migration %s; events:\n  %s", eventType, reason, fragments, m.Name, strings.Join(seen, "\n  "))
-	}
+	require.NoError(s.t, err, "no %s event %s with %q on migration %s; events:\n  %s", eventType, reason, fragments, m.Name, strings.Join(seen, "\n  "))
 	return *found
 }
 
@@ -96,9 +94,7 @@ func (s *stack) waitPowerOp(vm, op string, timeout time.Duration) vcsimlocal.Pow
 		}
 		return false, nil
 	})
-	if err != nil {
-		s.t.Fatalf("VM %s received no %s within %s; it received %v", vm, op, timeout, opNames(s.vc.PowerOps(vm)))
-	}
+	require.NoError(s.t, err, "VM %s received no %s within %s; it received %v", vm, op, timeout, opNames(s.vc.PowerOps(vm)))
 	return got
 }
 
@@ -136,9 +132,7 @@ func (s *stack) transferProcess(pod *corev1.Pod, timeout time.Duration) int {
 		pid = findProcess(binary, podDir)
 		return pid != 0, nil
 	})
-	if err != nil {
-		s.t.Fatalf("no %s process runs in %s within %s", binary, podDir, timeout)
-	}
+	require.NoError(s.t, err, "no %s process runs in %s within %s", binary, podDir, timeout)
 	return pid
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -42,17 +44,14 @@ const (
 // guestImages is the built guest images' directory and its guest.env.
 func guestImages(t *testing.T) (string, map[string]string) {
 	t.Helper()
-	if missing := standins.MissingConversionTools(); len(missing) > 0 {
-		t.Fatalf("the real conversion needs %s: run hack/install-conversion-deps.sh (make test-conversion does)", strings.Join(missing, ", "))
-	}
+	require.Empty(t, standins.MissingConversionTools(),
+		"tools the real conversion needs are missing: run hack/install-conversion-deps.sh (make test-conversion does)")
 	dir := os.Getenv(envGuests)
 	if dir == "" {
 		dir = framework.RepoPath("_output/guests")
 	}
 	f, err := os.Open(filepath.Join(dir, "guest.env"))
-	if err != nil {
-		t.Fatalf("no guest images (run hack/build-guest-images.sh, or make test-conversion): %v", err)
-	}
+	require.NoError(t, err, "no guest images (run hack/build-guest-images.sh, or make test-conversion)")
 	defer f.Close()
 	env := map[string]string{}
 	sc := bufio.NewScanner(f)
@@ -70,9 +69,7 @@ func realGuestStack(t *testing.T) *stack {
 	t.Helper()
 	s := newStack(t, stackOptions{})
 	for _, d := range []string{filepath.Dir(s.standins.Root), s.standins.Root} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.Chmod(d, 0o755), "opening %s to the conversion's user", d)
 	}
 	return s
 }
@@ -106,9 +103,7 @@ func TestRealGuest(t *testing.T) {
 func testRealGuest(t *testing.T, firmware, image string, env map[string]string) {
 	s := realGuestStack(t)
 	disk, err := vcsimlocal.ImageDisk(image)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "the guest image %s as a vcsim disk", image)
 	name := firmware + "-guest"
 	const mac = "00:50:56:2a:0b:0c"
 	src, err := s.vc.AddVM(s.ctx, vcsimlocal.VMSpec{
@@ -117,30 +112,24 @@ func testRealGuest(t *testing.T, firmware, image string, env map[string]string) 
 		Disks: []vcsimlocal.DiskSpec{disk}, NICs: []vcsimlocal.NICSpec{{Network: vcsimlocal.NetworkVM, MAC: mac}},
 		PoweredOn: true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "adding VM %s to vcsim", name)
 	start := time.Now()
 	m := s.create(s.realGuestMigration(name, name))
 	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 45*time.Minute)
 	t.Logf("migration of the %s guest succeeded in %s", firmware, time.Since(start).Round(time.Second))
 
-	if d := m.Status.Disks[0]; d.SHA256 != src.Disks[0].SHA256 {
-		t.Errorf("transferred sha256 %s, the image's %s", d.SHA256, src.Disks[0].SHA256)
-	}
+	require.NotEmpty(t, m.Status.Disks, "disks in the status of the succeeded migration")
+	require.NotNil(t, m.Status.Conversion, "conversion status of the succeeded migration")
+	assert.Equal(t, src.Disks[0].SHA256, m.Status.Disks[0].SHA256, "transferred sha256, want the image's")
 	wantOS := env["GUEST_DISTRO"] + " " + env["GUEST_VERSION"]
-	if os := m.Status.Conversion.OperatingSystem; os != wantOS {
-		t.Errorf("inspected OS in status %q, want %q (the guest's /etc/debian_version)", os, wantOS)
-	}
+	assert.Equal(t, wantOS, m.Status.Conversion.OperatingSystem, "inspected OS in status, want the guest's /etc/debian_version")
 	converted := phaseDuration(t, m, v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting)
 	logPath := standins.PodLogPath(s.standins, s.ns, conversionPodName(t, s, m), pipeline.ConversionContainer)
 	excerpt := conversionExcerpt(t, logPath)
 	t.Logf("conversion (%s, status.conversion.operatingSystem=%q), log excerpt:\n%s", converted, m.Status.Conversion.OperatingSystem, excerpt)
 	for _, want := range []string{"Converting " + env["GUEST_VERSION"] + " to run on KVM", "This guest has virtio drivers installed.",
 		"dpkg --purge open-vm-tools", ".pre-v2v", "update-initramfs"} {
-		if !strings.Contains(excerpt, want) {
-			t.Errorf("the conversion log lacks %q", want)
-		}
+		assert.True(t, strings.Contains(excerpt, want), "the conversion log (excerpt above) lacks %q", want)
 	}
 
 	res := s.bootTarget(t, name)
@@ -158,9 +147,8 @@ func phaseDuration(t *testing.T, m *v1alpha1.VirtualMachineMigration, from, to v
 	for _, e := range m.Status.Evidence {
 		at[e.Phase] = e.ReachedAt.Time
 	}
-	if at[from].IsZero() || at[to].IsZero() {
-		t.Fatalf("no evidence of %s and %s in status: %+v", from, to, m.Status.Evidence)
-	}
+	require.False(t, at[from].IsZero(), "no evidence of %s in status: %+v", from, m.Status.Evidence)
+	require.False(t, at[to].IsZero(), "no evidence of %s in status: %+v", to, m.Status.Evidence)
 	return at[to].Sub(at[from])
 }
 
@@ -169,16 +157,14 @@ func phaseDuration(t *testing.T, m *v1alpha1.VirtualMachineMigration, from, to v
 func conversionPodName(t *testing.T, s *stack, m *v1alpha1.VirtualMachineMigration) string {
 	t.Helper()
 	entries, err := os.ReadDir(filepath.Join(s.standins.Root, "logs"))
-	if err != nil {
-		t.Fatalf("no conversion log kept by the stand-in: %v", err)
-	}
+	require.NoError(t, err, "no conversion log kept by the stand-in")
 	prefix := s.ns + "_" + m.Status.Conversion.JobName + "-"
 	for _, e := range entries {
 		if n := e.Name(); strings.HasPrefix(n, prefix) {
 			return strings.TrimSuffix(strings.TrimPrefix(n, s.ns+"_"), "_"+pipeline.ConversionContainer+".log")
 		}
 	}
-	t.Fatalf("no log of a pod of job %s among %v", m.Status.Conversion.JobName, entries)
+	require.FailNow(t, fmt.Sprintf("no log of a pod of job %s among %v", m.Status.Conversion.JobName, entries))
 	return ""
 }
 
@@ -192,9 +178,7 @@ var excerptLine = regexp.MustCompile(`^(\[ *[0-9]+\.[0-9]\] |virt-v2v-in-place: 
 func conversionExcerpt(t *testing.T, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "reading the conversion log %s", path)
 	var keep []string
 	for line := range strings.SplitSeq(string(data), "\n") {
 		if excerptLine.MatchString(line) {
@@ -209,9 +193,7 @@ func conversionExcerpt(t *testing.T, path string) string {
 func (s *stack) bootTarget(t *testing.T, name string) *bootcheck.Result {
 	t.Helper()
 	vm, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "reading the migrated VM %s", name)
 	images := map[string]string{}
 	for _, v := range vm.Spec.Template.Spec.Volumes {
 		claim := ""
@@ -224,15 +206,11 @@ func (s *stack) bootTarget(t *testing.T, name string) *bootcheck.Result {
 			continue
 		}
 		dir, err := standins.ClaimDir(s.ctx, s.standins, s.ns, claim)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "locating the volume of claim %s", claim)
 		images[v.Name] = filepath.Join(dir, pipeline.ImageFile)
 	}
 	res, err := bootcheck.Boot(s.ctx, vm, bootcheck.Options{Images: images, WorkDir: t.TempDir(), Timeout: 20 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "booting the migrated VM %s", name)
 	return res
 }
 
@@ -250,16 +228,11 @@ func checkMarker(t *testing.T, f map[string]string, firmware, mac string) {
 		want["secureboot"] = "1"
 	}
 	for k, v := range want {
-		if f[k] != v {
-			t.Errorf("guest reports %s=%q, want %q", k, f[k], v)
-		}
+		assert.Equal(t, v, f[k], "guest reports %s", k)
 	}
-	if n, _ := strconv.Atoi(f["prev2v"]); n < 1 {
-		t.Errorf("guest reports prev2v=%q, want the initrd virt-v2v kept", f["prev2v"])
-	}
-	if !strings.Contains(f["macs"], mac) {
-		t.Errorf("guest reports MACs %q, want %s", f["macs"], mac)
-	}
+	n, _ := strconv.Atoi(f["prev2v"])
+	assert.GreaterOrEqual(t, n, 1, "guest reports prev2v=%q, want the initrd virt-v2v kept", f["prev2v"])
+	assert.Contains(t, f["macs"], mac, "guest reports MACs, want the VM's")
 }
 
 // saveArtifacts copies a guest's conversion log and serial console into
@@ -271,17 +244,11 @@ func saveArtifacts(t *testing.T, firmware string, files ...string) {
 		return
 	}
 	dir = filepath.Join(dir, firmware)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(dir, 0o755), "creating the artifacts directory")
 	for _, f := range files {
 		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "reading artifact %s", f)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644), "saving artifact %s", f)
 	}
 }
 
@@ -294,13 +261,10 @@ func report(t *testing.T, line string) {
 		return
 	}
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "opening the report %s", path)
 	defer f.Close()
-	if _, err := fmt.Fprintln(f, line); err != nil {
-		t.Fatal(err)
-	}
+	_, err = fmt.Fprintln(f, line)
+	require.NoError(t, err, "writing the report %s", path)
 }
 
 // TestRealGuestBlankDisk migrates a VM whose disk holds no operating
@@ -312,48 +276,37 @@ func TestRealGuestBlankDisk(t *testing.T) {
 	guestImages(t)
 	s := realGuestStack(t)
 	image := filepath.Join(t.TempDir(), "blank.img")
-	if err := os.WriteFile(image, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(image, 256*vcsimlocal.MiB); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(image, nil, 0o644), "creating the blank image")
+	require.NoError(t, os.Truncate(image, 256*vcsimlocal.MiB), "sizing the blank image")
 	disk, err := vcsimlocal.ImageDisk(image)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.vc.AddVM(s.ctx, vcsimlocal.VMSpec{
+	require.NoError(t, err, "the blank image as a vcsim disk")
+	_, err = s.vc.AddVM(s.ctx, vcsimlocal.VMSpec{
 		Name: "blank", Sockets: 1, CoresPerSocket: 1, MemoryMiB: 512, Firmware: "bios",
 		Disks: []vcsimlocal.DiskSpec{disk}, PoweredOn: true,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
+	require.NoError(t, err, "adding VM blank to vcsim")
 	m := s.create(s.realGuestMigration("blank", "blank"))
 	m = s.waitPhase(m.Name, v1alpha1.PhaseFailed, 20*time.Minute)
 	le := m.Status.LastError
-	if le == nil || le.Phase != v1alpha1.PhaseConverting || le.Reason != statemachine.ReasonConversionFailed {
-		t.Fatalf("last error %+v, want a conversion failure", le)
-	}
+	require.NotNil(t, le, "last error, want a conversion failure")
+	require.Equal(t, v1alpha1.PhaseConverting, le.Phase, "last error %+v, want a conversion failure", le)
+	require.Equal(t, statemachine.ReasonConversionFailed, le.Reason, "last error %+v, want a conversion failure", le)
 	t.Logf("status.lastError: reason=%s message=%q", le.Reason, le.Message)
 	for _, want := range []string{
 		"virt-v2v: inspection could not detect the source guest (or physical machine).",
 		"No root device found in this operating system image.",
 		statemachine.ConversionInspectionFailed + ": converting again cannot help",
 	} {
-		if !strings.Contains(le.Message, want) {
-			t.Errorf("last error message lacks %q", want)
-		}
+		assert.Contains(t, le.Message, want, "last error message lacks %q", want)
 	}
-	if m.Status.Retries != 0 || m.Status.Conversion == nil || m.Status.Conversion.Attempt != 1 {
-		t.Errorf("retries %d, conversion %+v: want one attempt, no retry", m.Status.Retries, m.Status.Conversion)
+	assert.Equal(t, int32(0), m.Status.Retries, "retries, want one attempt, no retry")
+	if assert.NotNil(t, m.Status.Conversion, "conversion status, want one attempt, no retry") {
+		assert.Equal(t, int32(1), m.Status.Conversion.Attempt, "conversion %+v, want one attempt, no retry", m.Status.Conversion)
 	}
-	if st := s.powerState("blank"); st != "poweredOn" {
-		t.Errorf("source %s after the failure, want poweredOn (as found)", st)
+	assert.Equal(t, "poweredOn", s.powerState("blank"), "source after the failure, want poweredOn (as found)")
+	if sc := m.Status.SourceControl; assert.NotNil(t, sc, "source control, want a restore recorded") {
+		assert.NotNil(t, sc.RestoredAt, "source control %+v, want a restore recorded", sc)
 	}
-	if sc := m.Status.SourceControl; sc == nil || sc.RestoredAt == nil {
-		t.Errorf("source control %+v, want a restore recorded", sc)
-	}
-	if _, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, "blank", metav1.GetOptions{}); err == nil {
-		t.Error("a target VM exists after a failed conversion")
-	}
+	_, err = s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, "blank", metav1.GetOptions{})
+	assert.Error(t, err, "a target VM exists after a failed conversion")
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -308,5 +309,5 @@ func TestRealGuestBlankDisk(t *testing.T) {
 		assert.NotNil(t, sc.RestoredAt, "source control %+v, want a restore recorded", sc)
 	}
 	_, err = s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, "blank", metav1.GetOptions{})
-	assert.Error(t, err, "a target VM exists after a failed conversion")
+	assert.True(t, apierrors.IsNotFound(err), "a target VM after a failed conversion: %v, want NotFound", err)
 }

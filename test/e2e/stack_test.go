@@ -98,7 +98,12 @@ type stack struct {
 	controllerRC *rest.Config
 }
 
-var rbacOnce sync.Once
+// rbacOnce applies the controller's RBAC once per test binary; rbacErr is
+// its outcome, which every stack checks.
+var (
+	rbacOnce sync.Once
+	rbacErr  error
+)
 
 // newStack starts vcsim, the stand-ins and the controller for t; t's
 // cleanup stops them all.
@@ -114,11 +119,11 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	s.kv = kvclient.NewForConfigOrDie(cfg)
 	s.cdi = cdiclient.NewForConfigOrDie(cfg)
 
-	var rbacErr error
 	rbacOnce.Do(func() {
 		for _, f := range []string{"manifests/base/namespace.yaml", "manifests/base/serviceaccount.yaml", "manifests/rbac.yaml"} {
 			if _, err := env.Apply(ctx, framework.RepoPath(f), ""); err != nil {
-				rbacErr = err
+				rbacErr = fmt.Errorf("applying %s: %w", f, err)
+				return
 			}
 		}
 	})

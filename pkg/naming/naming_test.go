@@ -80,9 +80,9 @@ func TestPlanConfigMap(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got := PlanConfigMap(tc.migration)
-			if got != tc.want || len(got) > MaxNameLength || !dns1123.MatchString(got) {
-				t.Fatalf("PlanConfigMap(%q) = %q, want %q (a DNS-1123 label)", tc.migration, got, tc.want)
-			}
+			assert.Equal(t, tc.want, got, "PlanConfigMap(%q)", tc.migration)
+			assert.LessOrEqual(t, len(got), MaxNameLength, "PlanConfigMap(%q) = %q is longer than a DNS-1123 label", tc.migration, got)
+			assert.Regexp(t, dns1123, got, "PlanConfigMap(%q) = %q is not a DNS-1123 label", tc.migration, got)
 		})
 	}
 }

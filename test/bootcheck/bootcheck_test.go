@@ -4,11 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
@@ -104,28 +105,18 @@ func TestFromVMAndQEMUArgs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m, err := FromVM(tc.vm, images)
 			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one with %q", err, tc.wantErr)
-				}
+				assert.ErrorContains(t, err, tc.wantErr, "a VM the boot check cannot boot is refused")
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "FromVM")
 			code, _ := m.FirmwareFiles("/fw")
-			if code != tc.wantCode {
-				t.Errorf("firmware code %q, want %q", code, tc.wantCode)
-			}
+			assert.Equal(t, tc.wantCode, code, "the firmware code file")
 			joined := " " + strings.Join(m.QEMUArgs("/work/serial.log", code, "/work/vars.fd"), " ") + " "
 			for _, want := range tc.wantArgs {
-				if !strings.Contains(joined, " "+want+" ") {
-					t.Errorf("arguments lack %q:\n%s", want, joined)
-				}
+				assert.Contains(t, joined, " "+want+" ", "QEMU's arguments lack %q", want)
 			}
 			for _, no := range tc.noArgs {
-				if strings.Contains(joined, no) {
-					t.Errorf("arguments hold %q:\n%s", no, joined)
-				}
+				assert.NotContains(t, joined, no, "QEMU's arguments hold %q", no)
 			}
 		})
 	}
@@ -134,9 +125,7 @@ func TestFromVMAndQEMUArgs(t *testing.T) {
 func TestParseMarker(t *testing.T) {
 	got := ParseMarker("\x1b[0mV2V-GUEST-UP firmware=efi secureboot=1 root=/dev/vda2 macs=00:50:56:01:02:03 junk", DefaultMarker)
 	want := map[string]string{"firmware": "efi", "secureboot": "1", "root": "/dev/vda2", "macs": "00:50:56:01:02:03"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("ParseMarker = %v, want %v", got, want)
-	}
+	assert.Equal(t, want, got, "the marker's fields, without the junk word or the escape sequence")
 }
 
 // fakeQEMU writes a script that stands for qemu-system-x86_64: it writes
@@ -148,18 +137,14 @@ for a in "$@"; do case "$a" in file:*) serial=${a#file:};; esac; done
 printf '` + lines + `' >"$serial"
 ` + map[bool]string{true: "exit 3\n", false: "exec sleep 60\n"}[exit]
 	path := filepath.Join(t.TempDir(), "qemu")
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, []byte(script), 0o755), "writing the fake qemu")
 	return path
 }
 
 func TestBoot(t *testing.T) {
 	fw := t.TempDir()
 	for _, f := range []string{ovmfCodeSecureBoot, ovmfVarsMicrosoft} {
-		if err := os.WriteFile(filepath.Join(fw, f), []byte(f), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(fw, f), []byte(f), 0o644), "writing the firmware file %s", f)
 	}
 	tests := map[string]struct {
 		lines   string
@@ -178,20 +163,16 @@ func TestBoot(t *testing.T) {
 				Images: images, WorkDir: work, QEMU: fakeQEMU(t, tc.lines, tc.exit), FirmwareDir: fw, Timeout: tc.timeout,
 			})
 			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one with %q", err, tc.wantErr)
-				}
+				assert.ErrorContains(t, err, tc.wantErr, "a boot that never reaches the marker fails, saying what the guest printed")
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Line != "V2V-GUEST-UP firmware=efi secureboot=1" || res.Fields["secureboot"] != "1" {
-				t.Errorf("result %+v", res)
-			}
+			require.NoError(t, err, "Boot")
+			require.NotNil(t, res, "Boot's result")
+			assert.Equal(t, "V2V-GUEST-UP firmware=efi secureboot=1", res.Line, "the marker line the guest printed")
+			assert.Equal(t, "1", res.Fields["secureboot"], "the marker's secureboot field")
 			vars, err := os.ReadFile(filepath.Join(work, "efi-vars.fd"))
-			if err != nil || string(vars) != ovmfVarsMicrosoft {
-				t.Errorf("EFI variable store %q (%v), want a copy of the Microsoft-keyed template", vars, err)
+			if assert.NoError(t, err, "reading the EFI variable store") {
+				assert.Equal(t, ovmfVarsMicrosoft, string(vars), "the EFI variable store is a copy of the Microsoft-keyed template")
 			}
 		})
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -163,9 +165,7 @@ func TestVirtualMachineRules(t *testing.T) {
 			vm := goodVM()
 			tc.mutate(vm)
 			got := messages(validateVirtualMachineSpec(field.NewPath("spec"), &vm.Spec))
-			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
-				t.Errorf("causes:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tc.want, "\n  "))
-			}
+			assert.Equal(t, tc.want, got, "the causes KubeVirt's webhook gives, in order (none: admitted)")
 		})
 	}
 }
@@ -197,9 +197,7 @@ func TestVirtualMachineInstanceRules(t *testing.T) {
 			if !resp.Allowed {
 				got = messages(resp.Result.Details.Causes)
 			}
-			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
-				t.Errorf("causes %q, want %q", got, tc.want)
-			}
+			assert.Equal(t, tc.want, got, "the causes KubeVirt's webhook gives, in order (none: admitted)")
 		})
 	}
 }
@@ -257,27 +255,20 @@ func TestDataVolumeRules(t *testing.T) {
 			}
 			tc.mutate(&spec)
 			got := strings.Join(messages(validateDataVolumeSpec(field.NewPath("spec"), &spec)), "\n")
-			if got != tc.want {
-				t.Errorf("cause %q, want %q", got, tc.want)
-			}
+			assert.Equal(t, tc.want, got, "the cause CDI's webhook gives (none: admitted)")
 		})
 	}
 }
 
 func TestCloneTokens(t *testing.T) {
 	a, err := newCloneTokens()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := newCloneTokens()
+	require.NoError(t, err, "making a clone token key")
+	b, err := newCloneTokens()
+	require.NoError(t, err, "making another clone token key")
 	p := cloneTokenPayload{SourceNamespace: "src", SourceName: "staging", TargetNamespace: "dst", TargetName: "disk-0"}
 	tok, err := a.sign(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.verify(tok, p); err != nil {
-		t.Errorf("own token refused: %v", err)
-	}
+	require.NoError(t, err, "signing a clone token")
+	assert.NoError(t, a.verify(tok, p), "a key accepts its own token")
 	other := p
 	other.TargetName = "disk-1"
 	for name, check := range map[string]error{
@@ -287,9 +278,7 @@ func TestCloneTokens(t *testing.T) {
 		"not a token":     a.verify("garbage", p),
 		"empty signature": a.verify(strings.Split(tok, ".")[0]+".", p),
 	} {
-		if check == nil {
-			t.Errorf("%s: accepted", name)
-		}
+		assert.Error(t, check, "%s: the clone token must be refused", name)
 	}
 }
 
@@ -300,52 +289,43 @@ func TestResponses(t *testing.T) {
 	for i := range causes {
 		causes[i] = metav1.StatusCause{Message: string(rune('a' + i))}
 	}
-	if got := kubevirtDenied(causes).Result.Message; got != "a, b, c, d, e, f, g, h, i, j, and 2 more validation errors" {
-		t.Errorf("KubeVirt message %q", got)
-	}
-	if got := cdiDenied(causes[:2]).Result; got.Message != " a b" || got.Code != http.StatusUnprocessableEntity {
-		t.Errorf("CDI result %+v", got)
-	}
+	assert.Equal(t, "a, b, c, d, e, f, g, h, i, j, and 2 more validation errors", kubevirtDenied(causes).Result.Message,
+		"KubeVirt names ten causes and counts the rest")
+	cdi := cdiDenied(causes[:2]).Result
+	assert.Equal(t, " a b", cdi.Message, "CDI's refusal message")
+	assert.Equal(t, int32(http.StatusUnprocessableEntity), cdi.Code, "CDI's refusal code")
 
 	vm := goodVM()
 	vm.Spec.RunStrategy = nil
 	srv := httptest.NewServer(admissionHandler((&Admission{}).admitVirtualMachine))
 	defer srv.Close()
 	review := admissionv1.AdmissionReview{Request: request(t, virtualMachineResource, vm)}
-	body, _ := json.Marshal(review)
+	body, err := json.Marshal(review)
+	require.NoError(t, err, "encoding the review")
 	resp, err := http.Post(srv.URL, "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "posting the review")
 	defer resp.Body.Close()
 	var out admissionv1.AdmissionReview
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatal(err)
-	}
-	if out.Kind != "AdmissionReview" || out.Response == nil || out.Response.UID != review.Request.UID || out.Response.Allowed ||
-		out.Response.Result.Message != "RunStrategy must be specified" {
-		t.Errorf("review %+v, response %+v", out.TypeMeta, out.Response)
-	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out), "decoding the reply")
+	assert.Equal(t, "AdmissionReview", out.Kind, "the reply is an AdmissionReview")
+	require.NotNil(t, out.Response, "the reply has a response")
+	assert.Equal(t, review.Request.UID, out.Response.UID, "the response answers the request")
+	assert.False(t, out.Response.Allowed, "a VM without a run strategy is refused")
+	require.NotNil(t, out.Response.Result, "the refusal says why")
+	assert.Equal(t, "RunStrategy must be specified", out.Response.Result.Message, "the refusal says why")
 	bad, err := http.Post(srv.URL, "application/json", strings.NewReader("{}"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "posting a review without a request")
 	bad.Body.Close()
-	if bad.StatusCode != http.StatusBadRequest {
-		t.Errorf("a review without a request: %d", bad.StatusCode)
-	}
-	if _, _, err := webhookCertificate(); err != nil {
-		t.Error(err)
-	}
+	assert.Equal(t, http.StatusBadRequest, bad.StatusCode, "a review without a request is a bad request")
+	_, _, err = webhookCertificate()
+	assert.NoError(t, err, "making the webhook's certificate")
 }
 
 // request is a create request for obj.
 func request(t *testing.T, gvr metav1.GroupVersionResource, obj runtime.Object) *admissionv1.AdmissionRequest {
 	t.Helper()
 	raw, err := json.Marshal(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "encoding the object under review")
 	return &admissionv1.AdmissionRequest{UID: "review-1", Resource: gvr, Operation: admissionv1.Create, Namespace: "apps", Object: runtime.RawExtension{Raw: raw}}
 }
 

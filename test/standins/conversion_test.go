@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
@@ -36,17 +38,11 @@ grep -F x "$events" 2>/dev/null
 } >/pods/p/termination-log
 exec /bin/sh -c 'cat /pods/p/volumes/tmp/x'
 `
-	if got := translateText(mounts, script); got != want {
-		t.Errorf("script:\n%s\nwant:\n%s", got, want)
-	}
+	assert.Equal(t, want, translateText(mounts, script), "the conversion script with the pod's paths on the node")
 	xml := `<source file="/mnt/disks/disk-0/disk.img"></source><source file='/mnt/disks/disk-10/disk.img'/>`
 	wantXML := `<source file="/volumes/pv-1/disk.img"></source><source file='/mnt/disks/disk-10/disk.img'/>`
-	if got := translateText(mounts, xml); got != wantXML {
-		t.Errorf("xml: %s, want %s", got, wantXML)
-	}
-	if got := translateText(mounts, "/var/tmp"); got != "/pods/p/volumes/var-tmp" {
-		t.Errorf("HOME value: %s", got)
-	}
+	assert.Equal(t, wantXML, translateText(mounts, xml), "the domain XML: disk-0 translated, disk-10 under no mount")
+	assert.Equal(t, "/pods/p/volumes/var-tmp", translateText(mounts, "/var/tmp"), "a HOME value that is a mount itself")
 }
 
 func TestPodIdentity(t *testing.T) {
@@ -74,9 +70,12 @@ func TestPodIdentity(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, err := podIdentity(tc.pod)
-			if (err != nil) != tc.wantErr || (!tc.wantErr && got != tc.want) {
-				t.Errorf("podIdentity = %+v, %v; want %+v (error: %v)", got, err, tc.want, tc.wantErr)
+			if tc.wantErr {
+				assert.Error(t, err, "podIdentity must refuse (got %+v)", got)
+				return
 			}
+			assert.NoError(t, err, "podIdentity")
+			assert.Equal(t, tc.want, got, "the identity the conversion runs as")
 		})
 	}
 }
@@ -87,39 +86,22 @@ func TestApplyFSGroupAndReachable(t *testing.T) {
 	}
 	root := t.TempDir()
 	vol := filepath.Join(root, "volumes", "pv-1")
-	if err := os.MkdirAll(vol, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(vol, 0o755), "making the volume")
 	img := filepath.Join(vol, "disk.img")
-	if err := os.WriteFile(img, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(img, []byte("x"), 0o644), "writing disk.img")
 	id := identity{uid: 107, gid: 107, fsGroup: 107}
-	if err := applyFSGroup(vol, id); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, applyFSGroup(vol, id), "applyFSGroup")
 	fi, err := os.Stat(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := fi.Sys().(*syscall.Stat_t); st.Gid != 107 || fi.Mode().Perm() != 0o664 {
-		t.Errorf("disk.img: gid %d mode %s, want 107 and group-writable", st.Gid, fi.Mode().Perm())
-	}
-	if err := os.Chmod(root, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := reachable(vol, id); err == nil || !strings.Contains(err.Error(), "cannot reach") {
-		t.Errorf("reachable under a 0700 directory: %v", err)
-	}
+	require.NoError(t, err, "disk.img")
+	assert.Equal(t, uint32(107), fi.Sys().(*syscall.Stat_t).Gid, "disk.img belongs to the fsGroup")
+	assert.Equal(t, os.FileMode(0o664), fi.Mode().Perm(), "disk.img is group-writable")
+	require.NoError(t, os.Chmod(root, 0o700), "closing the volume's parent")
+	assert.ErrorContains(t, reachable(vol, id), "cannot reach", "a volume under a 0700 directory is not reachable")
 	// t.TempDir's own parent is 0700 too: open both.
 	for _, d := range []string{filepath.Dir(root), root} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.Chmod(d, 0o755), "opening %s", d)
 	}
-	if err := reachable(vol, id); err != nil {
-		t.Errorf("reachable: %v", err)
-	}
+	assert.NoError(t, reachable(vol, id), "a volume under open directories is reachable")
 }
 
 // TestWaitStoppable: a process group whose leader ignores SIGTERM and a
@@ -130,9 +112,7 @@ func TestWaitStoppable(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	cmd := exec.Command("/bin/sh", "-c", `trap '' TERM; setsid sleep 300 & echo $! >`+pidFile+`; sleep 300 & wait`)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start(), "starting the process group")
 	ctx, cancel := context.WithCancel(context.Background())
 	var escaped int
 	for range 50 {
@@ -142,22 +122,16 @@ func TestWaitStoppable(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if escaped == 0 {
-		t.Fatal("the escaping child never started")
-	}
+	require.NotZero(t, escaped, "the escaping child never started")
 	cancel()
 	start := time.Now()
 	code := waitStoppable(ctx, cmd, conversionStopGrace, nil)
-	if code != 128+int32(syscall.SIGKILL) {
-		t.Errorf("exit code %d, want SIGKILL's", code)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("stopping took %s", d)
-	}
+	assert.Equal(t, 128+int32(syscall.SIGKILL), code, "the exit code is SIGKILL's: the leader ignored SIGTERM")
+	assert.LessOrEqual(t, time.Since(start), 10*time.Second, "stopping took too long")
 	time.Sleep(200 * time.Millisecond)
 	if alive(escaped) {
 		_ = syscall.Kill(escaped, syscall.SIGKILL)
-		t.Error("the child that left the process group survived")
+		assert.Fail(t, "the child that left the process group survived")
 	}
 }
 

@@ -3,7 +3,6 @@ package standins
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -27,43 +26,34 @@ func TestTranslate(t *testing.T) {
 		"/dev/termination-log":                 "/local/pod/termination-log",
 		"/etc/vm-transfer/spec/../spec/x.json": "/local/pod/spec/x.json",
 	} {
-		if got, ok := translate(mounts, in); !ok || got != want {
-			t.Errorf("translate(%s) = %s, %v; want %s", in, got, ok, want)
-		}
+		got, ok := translate(mounts, in)
+		assert.True(t, ok, "translate(%s): the path is under a mount", in)
+		assert.Equal(t, want, got, "translate(%s)", in)
 	}
-	if got, ok := translate(mounts, "/staging/200/disk.img"); ok {
-		t.Errorf("a path under no mount was translated to %s", got)
-	}
+	got, ok := translate(mounts, "/staging/200/disk.img")
+	assert.False(t, ok, "a path under no mount was translated to %s", got)
 	args := translateArgs(mounts, []string{"--spec=/etc/vm-transfer/spec/t.json", "--parallel=2", "/staging/20/x", "--other=/nowhere"})
 	want := []string{"--spec=/local/pod/spec/t.json", "--parallel=2", "/local/pv-b/x", "--other=/nowhere"}
-	if !slices.Equal(args, want) {
-		t.Errorf("translateArgs = %v, want %v", args, want)
-	}
+	assert.Equal(t, want, args, "translateArgs: paths under a mount translated, the rest as given")
 }
 
 func TestWriteVolume(t *testing.T) {
 	dir := t.TempDir()
 	data := map[string][]byte{"username": []byte("u"), "password": []byte("p")}
-	if err := writeVolume(filepath.Join(dir, "all"), data, nil, 0o400); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeVolume(filepath.Join(dir, "all"), data, nil, 0o400), "writing every key")
 	fi, err := os.Stat(filepath.Join(dir, "all", "password"))
-	if err != nil || fi.Mode().Perm() != 0o400 {
-		t.Fatalf("password file %v, %v", fi, err)
-	}
+	require.NoError(t, err, "the password file")
+	require.Equal(t, os.FileMode(0o400), fi.Mode().Perm(), "the password file's mode is the volume's")
 	items := []corev1.KeyToPath{{Key: "username", Path: "../../sub/user"}}
-	if err := writeVolume(filepath.Join(dir, "items"), data, items, 0o444); err != nil {
-		t.Fatal(err)
+	require.NoError(t, writeVolume(filepath.Join(dir, "items"), data, items, 0o444), "writing the items")
+	b, err := os.ReadFile(filepath.Join(dir, "items", "sub", "user"))
+	if assert.NoError(t, err, "item not written inside the volume") {
+		assert.Equal(t, "u", string(b), "the item's content")
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "items", "sub", "user")); err != nil || string(b) != "u" {
-		t.Errorf("item not written inside the volume: %q, %v", b, err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "items", "password")); !os.IsNotExist(err) {
-		t.Error("a key not in items was written")
-	}
-	if err := writeVolume(filepath.Join(dir, "bad"), data, []corev1.KeyToPath{{Key: "missing", Path: "m"}}, 0o444); err == nil {
-		t.Error("a missing key was accepted")
-	}
+	_, err = os.Stat(filepath.Join(dir, "items", "password"))
+	assert.True(t, os.IsNotExist(err), "a key not in items was written (stat: %v)", err)
+	assert.Error(t, writeVolume(filepath.Join(dir, "bad"), data, []corev1.KeyToPath{{Key: "missing", Path: "m"}}, 0o444),
+		"a missing key must be refused")
 }
 
 func TestLightTransfer(t *testing.T) {

@@ -6,10 +6,11 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/vim25/mo"
 
@@ -26,68 +27,50 @@ func TestImageDisk(t *testing.T) {
 	defer cancel()
 	image := filepath.Join(t.TempDir(), "guest.img")
 	data := DiskBytes(4*MiB, 3)
-	if err := os.WriteFile(image, data, 0o444); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(image, data, 0o444), "writing the image")
 	sum := sha256.Sum256(data)
-	if _, err := ImageDisk(image + ".missing"); err == nil {
-		t.Error("a missing image was accepted")
-	}
+	_, err := ImageDisk(image + ".missing")
+	assert.Error(t, err, "a missing image must be refused")
 	disk, err := ImageDisk(image)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "ImageDisk")
 	s, err := Start(ctx, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "starting the simulator")
 	defer s.Close()
 	vm, err := s.AddVM(ctx, VMSpec{Name: "guest", Sockets: 1, CoresPerSocket: 1, MemoryMiB: 1024, Firmware: "bios", Disks: []DiskSpec{disk}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if vm.Disks[0].SHA256 != hex.EncodeToString(sum[:]) || vm.Disks[0].SizeBytes != 4*MiB {
-		t.Errorf("disk %+v, want the image's size and checksum", vm.Disks[0])
-	}
+	require.NoError(t, err, "adding the VM")
+	require.Len(t, vm.Disks, 1, "the VM's one disk")
+	assert.Equal(t, hex.EncodeToString(sum[:]), vm.Disks[0].SHA256, "the disk's checksum is the image's")
+	assert.Equal(t, 4*MiB, vm.Disks[0].SizeBytes, "the disk's size is the image's")
 
 	ds, err := find.NewFinder(s.client.Client, false).Datastore(ctx, "/"+Datacenter+"/datastore/"+Datastore)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "finding the datastore")
 	var props mo.Datastore
-	if err := ds.Properties(ctx, ds.Reference(), []string{"summary.url"}, &props); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ds.Properties(ctx, ds.Reference(), []string{"summary.url"}, &props), "reading the datastore's URL")
 	extent, err := os.Stat(filepath.Join(props.Summary.Url, "guest", "guest-flat.vmdk"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	orig, _ := os.Stat(image)
-	if !os.SameFile(extent, orig) && extent.Mode()&os.ModeSymlink == 0 {
-		t.Error("the flat extent is a copy of the image, not the image")
-	}
+	require.NoError(t, err, "the flat extent")
+	orig, err := os.Stat(image)
+	require.NoError(t, err, "the image")
+	assert.True(t, os.SameFile(extent, orig) || extent.Mode()&os.ModeSymlink != 0, "the flat extent is a copy of the image, not the image")
 	desc, err := os.ReadFile(filepath.Join(props.Summary.Url, "guest", "guest.vmdk"))
-	if err != nil || !strings.Contains(string(desc), `RW 8192 VMFS "guest-flat.vmdk"`) {
-		t.Errorf("descriptor %q, %v", desc, err)
+	if assert.NoError(t, err, "reading the descriptor") {
+		assert.Contains(t, string(desc), `RW 8192 VMFS "guest-flat.vmdk"`, "the descriptor names the flat extent, 8192 sectors")
 	}
 
 	sess, err := vsphere.Connect(ctx, vsphere.Endpoint{URL: s.URL, Datacenter: Datacenter},
 		vsphere.Credentials{Username: s.Username, Password: s.Password, Thumbprint: s.Thumbprint})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "logging in as the controller does")
 	defer func() { _ = sess.Logout(context.Background()) }()
 	dst := filepath.Join(t.TempDir(), "disk.img")
 	spec := wire.JobSpec{Version: wire.SpecVersion, Endpoint: wire.EndpointSpec{URL: s.URL, Datacenter: Datacenter}, VMMoRef: vm.MoRef,
 		Disks: []wire.DiskSpec{{Key: vm.Disks[0].Key, FileName: vm.Disks[0].FileName, CapacityBytes: 4 * MiB, Destination: dst}}}
 	plans, err := (&transfer.Planner{Client: sess.Client(), DatacenterPath: Datacenter}).Plan(ctx, &spec)
-	if err != nil {
-		t.Fatal(err)
+	require.NoError(t, err, "planning the transfer")
+	res := transfer.Run(ctx, plans, transfer.Options{})
+	assert.True(t, res.Succeeded, "the transfer failed: %s", res.Error)
+	if assert.Len(t, res.Disks, 1, "the transfer's result of the one disk") {
+		assert.Equal(t, vm.Disks[0].SHA256, res.Disks[0].SHA256, "the transfer read the image's bytes")
 	}
-	if res := transfer.Run(ctx, plans, transfer.Options{}); !res.Succeeded || res.Disks[0].SHA256 != vm.Disks[0].SHA256 {
-		t.Errorf("transfer %+v, want the image's checksum", res)
-	}
-	if got, _ := os.ReadFile(image); sha256.Sum256(got) != sum {
-		t.Error("serving the image changed it")
-	}
+	got, err := os.ReadFile(image)
+	require.NoError(t, err, "reading the image back")
+	assert.Equal(t, sum, sha256.Sum256(got), "serving the image changed it")
 }

@@ -5,8 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/test/builders"
@@ -36,71 +39,54 @@ func TestRenderProgressAccess(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := accessMigration(tc.migration)
 			a, err := RenderProgressAccess(m, tc.attempt)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "rendering the progress access of attempt %d", tc.attempt)
 			name, cm := a.ServiceAccount.Name, a.ConfigMap.Name
-			if tc.wantName != "" && name != tc.wantName {
-				t.Errorf("name %q, want %q", name, tc.wantName)
+			if tc.wantName != "" {
+				assert.Equal(t, tc.wantName, name, "the service account's name")
 			}
-			if tc.wantCMName != "" && cm != tc.wantCMName {
-				t.Errorf("configmap %q, want %q", cm, tc.wantCMName)
+			if tc.wantCMName != "" {
+				assert.Equal(t, tc.wantCMName, cm, "the progress configmap's name")
 			}
-			if !strings.HasPrefix(cm, tc.wantCMPrefx) {
-				t.Errorf("configmap %q does not start with %q", cm, tc.wantCMPrefx)
-			}
+			assert.True(t, strings.HasPrefix(cm, tc.wantCMPrefx), "progress configmap %q does not start with %q", cm, tc.wantCMPrefx)
 			for _, n := range []string{name, cm} {
-				if len(n) > 63 || !dns1123Label.MatchString(n) {
-					t.Errorf("%q is not a DNS-1123 label of at most 63 characters", n)
-				}
+				assert.LessOrEqual(t, len(n), 63, "%q is not a DNS-1123 label of at most 63 characters", n)
+				assert.Regexp(t, dns1123Label, n, "%q is not a DNS-1123 label of at most 63 characters", n)
 			}
-			if a.Role.Name != name || a.RoleBinding.Name != name {
-				t.Errorf("role %q and binding %q should be named %q", a.Role.Name, a.RoleBinding.Name, name)
-			}
+			assert.Equal(t, name, a.Role.Name, "the role is named as the service account")
+			assert.Equal(t, name, a.RoleBinding.Name, "the role binding is named as the service account")
 
 			// Deterministic: the same inputs give the same objects.
-			again, _ := RenderProgressAccess(m, tc.attempt)
-			if again.ConfigMap.Name != cm || again.ServiceAccount.Name != name {
-				t.Error("names are not deterministic")
-			}
-			if other, _ := RenderProgressAccess(m, tc.attempt+1); other.ConfigMap.Name == cm || other.ServiceAccount.Name == name {
-				t.Error("two attempts share names")
-			}
+			again, err := RenderProgressAccess(m, tc.attempt)
+			require.NoError(t, err, "rendering the same attempt again")
+			assert.Equal(t, cm, again.ConfigMap.Name, "the progress configmap's name is not deterministic")
+			assert.Equal(t, name, again.ServiceAccount.Name, "the service account's name is not deterministic")
+			other, err := RenderProgressAccess(m, tc.attempt+1)
+			require.NoError(t, err, "rendering the next attempt")
+			assert.NotEqual(t, cm, other.ConfigMap.Name, "two attempts share a progress configmap")
+			assert.NotEqual(t, name, other.ServiceAccount.Name, "two attempts share a service account")
 
 			// Every object: the migration's namespace, labels and controller owner.
 			for _, meta := range []metav1.ObjectMeta{a.ConfigMap.ObjectMeta, a.ServiceAccount.ObjectMeta, a.Role.ObjectMeta, a.RoleBinding.ObjectMeta} {
-				if meta.Namespace != m.Namespace {
-					t.Errorf("%s: namespace %q", meta.Name, meta.Namespace)
-				}
-				if meta.Labels[v1alpha1.LabelMigrationUID] != string(m.UID) || meta.Labels[v1alpha1.LabelComponent] != v1alpha1.ComponentTransfer {
-					t.Errorf("%s: labels %v", meta.Name, meta.Labels)
-				}
+				assert.Equal(t, m.Namespace, meta.Namespace, "%s: in the migration's namespace", meta.Name)
+				assert.Equal(t, string(m.UID), meta.Labels[v1alpha1.LabelMigrationUID], "%s: labelled with the migration's UID", meta.Name)
+				assert.Equal(t, v1alpha1.ComponentTransfer, meta.Labels[v1alpha1.LabelComponent], "%s: labelled as the transfer's", meta.Name)
 				ref := metav1.GetControllerOf(&meta)
-				if ref == nil || ref.UID != m.UID || ref.Kind != "VirtualMachineMigration" || ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
-					t.Errorf("%s: controller reference %+v", meta.Name, ref)
+				if assert.NotNil(t, ref, "%s: controlled by the migration", meta.Name) {
+					assert.Equal(t, m.UID, ref.UID, "%s: controlled by the migration", meta.Name)
+					assert.Equal(t, "VirtualMachineMigration", ref.Kind, "%s: controlled by the migration", meta.Name)
+					assert.Equal(t, ptr.To(true), ref.BlockOwnerDeletion, "%s: blocks the migration's deletion until deleted", meta.Name)
 				}
 			}
 
 			// Least privilege: get and patch of that one ConfigMap, nothing else.
 			want := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{cm}, Verbs: []string{"get", "patch"}}
-			if len(a.Role.Rules) != 1 || !equalRule(a.Role.Rules[0], want) {
-				t.Errorf("rules %+v, want only %+v", a.Role.Rules, want)
-			}
-			if a.RoleBinding.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}) {
-				t.Errorf("role ref %+v", a.RoleBinding.RoleRef)
-			}
-			if len(a.RoleBinding.Subjects) != 1 || a.RoleBinding.Subjects[0] != (rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: m.Namespace}) {
-				t.Errorf("subjects %+v", a.RoleBinding.Subjects)
-			}
-			if a.ServiceAccount.AutomountServiceAccountToken == nil || *a.ServiceAccount.AutomountServiceAccountToken {
-				t.Error("the service account must not mount its token unless the pod asks")
-			}
-			if len(a.ConfigMap.Data) != 0 {
-				t.Errorf("the progress configmap starts empty, has %v", a.ConfigMap.Data)
-			}
-			if got := a.PodArgs(); len(got) != 1 || got[0] != "--progress-configmap=team-a/"+cm {
-				t.Errorf("pod args %v", got)
-			}
+			assert.Equal(t, []rbacv1.PolicyRule{want}, a.Role.Rules, "the role allows get and patch of the progress configmap, nothing else")
+			assert.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name}, a.RoleBinding.RoleRef, "the binding grants the transfer's own role")
+			assert.Equal(t, []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: m.Namespace}}, a.RoleBinding.Subjects,
+				"the binding grants the role to the transfer's service account only")
+			assert.Equal(t, ptr.To(false), a.ServiceAccount.AutomountServiceAccountToken, "the service account must not mount its token unless the pod asks")
+			assert.Empty(t, a.ConfigMap.Data, "the progress configmap starts empty")
+			assert.Equal(t, []string{"--progress-configmap=team-a/" + cm}, a.PodArgs(), "the pod is told its progress configmap")
 		})
 	}
 }
@@ -121,15 +107,7 @@ func TestRenderProgressAccessRefuses(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := RenderProgressAccess(tc.m, tc.attempt)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want one containing %q", err, tc.want)
-			}
+			assert.ErrorContains(t, err, tc.want, "the progress access is refused")
 		})
 	}
-}
-
-func equalRule(a, b rbacv1.PolicyRule) bool {
-	eq := func(x, y []string) bool { return strings.Join(x, ",") == strings.Join(y, ",") }
-	return eq(a.APIGroups, b.APIGroups) && eq(a.Resources, b.Resources) && eq(a.ResourceNames, b.ResourceNames) &&
-		eq(a.Verbs, b.Verbs) && len(a.NonResourceURLs) == 0
 }

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"platform.example/vm-migration/pkg/statemachine"
 )
 
@@ -58,9 +61,8 @@ upload /bin/dash /usr/bin/sh
 // failed), an Alpine guest (unsupported).
 func TestRealConversionFailures(t *testing.T) {
 	for _, tool := range []string{"virt-v2v-in-place", "nbdkit", "guestfish"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is not installed: run hack/install-conversion-deps.sh", tool)
-		}
+		_, err := exec.LookPath(tool)
+		require.NoError(t, err, "%s is not installed: run hack/install-conversion-deps.sh", tool)
 	}
 	tests := map[string]struct {
 		reason  string
@@ -80,9 +82,9 @@ func TestRealConversionFailures(t *testing.T) {
 			run := runConvertScript(t, "/usr/bin", domain, "LIBGUESTFS_BACKEND=direct", "LIBGUESTFS_BACKEND_SETTINGS=force_tcg")
 			o := run.observe()
 			t.Logf("exit %d, observed reason %q, message %q", run.exitCode, o.Reason, o.Message)
-			if run.exitCode == 0 || o.Reason != tc.reason || !strings.Contains(o.Message, tc.message) {
-				t.Errorf("exit %d, reason %q, message %q; want a failure %s with %q", run.exitCode, o.Reason, o.Message, tc.reason, tc.message)
-			}
+			assert.NotZero(t, run.exitCode, "virt-v2v-in-place must refuse the %s disk", name)
+			assert.Equal(t, tc.reason, o.Reason, "the failure's reason, as the controller classifies it")
+			assert.Contains(t, o.Message, tc.message, "the failure's message")
 			if *updateV2VFixtures {
 				saveV2VFixture(t, name, run)
 			}
@@ -94,12 +96,8 @@ func TestRealConversionFailures(t *testing.T) {
 func makeFailingDisk(t *testing.T, name string) string {
 	t.Helper()
 	disk := filepath.Join(t.TempDir(), name+".img")
-	if err := os.WriteFile(disk, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(disk, 512<<20); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(disk, nil, 0o644), "creating the disk image")
+	require.NoError(t, os.Truncate(disk, 512<<20), "sizing the disk image")
 	script := failingDisks[name]
 	if script == "" {
 		return disk
@@ -107,9 +105,8 @@ func makeFailingDisk(t *testing.T, name string) string {
 	cmd := exec.Command("guestfish", "--rw", "-a", disk)
 	cmd.Stdin = strings.NewReader(script)
 	cmd.Env = append(os.Environ(), "LIBGUESTFS_BACKEND=direct", "LIBGUESTFS_BACKEND_SETTINGS=force_tcg")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("guestfish: %v\n%s", err, out)
-	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "guestfish making the %s disk:\n%s", name, out)
 	if name == "corrupt" {
 		corruptSuperblock(t, disk)
 	}
@@ -121,9 +118,7 @@ func makeFailingDisk(t *testing.T, name string) string {
 func corruptSuperblock(t *testing.T, disk string) {
 	t.Helper()
 	out, err := exec.Command("sfdisk", "-d", disk).Output()
-	if err != nil {
-		t.Fatalf("sfdisk: %v", err)
-	}
+	require.NoError(t, err, "sfdisk reading the partition table")
 	var start int64
 	for line := range strings.SplitSeq(string(out), "\n") {
 		if _, rest, ok := strings.Cut(line, "start="); ok {
@@ -131,21 +126,16 @@ func corruptSuperblock(t *testing.T, disk string) {
 			break
 		}
 	}
-	if start == 0 {
-		t.Fatalf("no partition in %s:\n%s", disk, out)
-	}
+	require.NotZero(t, start, "no partition in %s:\n%s", disk, out)
 	f, err := os.OpenFile(disk, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "opening the disk image")
 	defer f.Close()
 	junk := make([]byte, 7<<10)
 	for i := range junk {
 		junk[i] = byte(i*7 + 13)
 	}
-	if _, err := f.WriteAt(junk, start*512+1024); err != nil {
-		t.Fatal(err)
-	}
+	_, err = f.WriteAt(junk, start*512+1024)
+	require.NoError(t, err, "overwriting the superblock")
 }
 
 // saveV2VFixture keeps a real run as testdata/virt-v2v/<name>/: the
@@ -153,30 +143,19 @@ func corruptSuperblock(t *testing.T, disk string) {
 func saveV2VFixture(t *testing.T, name string, run scriptRun) {
 	t.Helper()
 	dir := filepath.Join(v2vFixtures, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(dir, 0o755), "making the fixture directory")
 	write := func(file string, data []byte) {
-		if err := os.WriteFile(filepath.Join(dir, file), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, file), data, 0o644), "writing the fixture's %s", file)
 	}
 	events, err := os.ReadFile(filepath.Join(run.work, "virt-v2v-events.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "reading virt-v2v's machine-readable messages")
 	write("events.json", events)
 	write("status", []byte(strconv.Itoa(run.exitCode)+"\n"))
 	out, err := os.Create(filepath.Join(dir, "output.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "creating the fixture's output.gz")
 	defer out.Close()
 	zw := gzip.NewWriter(out)
-	if _, err := zw.Write([]byte(run.output)); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	_, err = zw.Write([]byte(run.output))
+	require.NoError(t, err, "writing the fixture's output.gz")
+	require.NoError(t, zw.Close(), "writing the fixture's output.gz")
 }

@@ -5,9 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"platform.example/vm-migration/pkg/statemachine"
 )
@@ -35,13 +37,9 @@ type scriptRun struct {
 func runConvertScript(t *testing.T, binDir, domain string, env ...string) scriptRun {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, DomainXMLKey), []byte(domain), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, DomainXMLKey), []byte(domain), 0o644), "writing the domain XML")
 	work := filepath.Join(dir, "work")
-	if err := os.MkdirAll(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(work, 0o755), "making the pod's work directory")
 	term := filepath.Join(dir, "termination-log")
 	script := strings.NewReplacer(
 		"@WORK@", work,
@@ -49,9 +47,7 @@ func runConvertScript(t *testing.T, binDir, domain string, env ...string) script
 		"@TERM@", term,
 	).Replace(convertScriptTemplate)
 	scriptPath := filepath.Join(dir, ConvertScriptKey)
-	if err := os.WriteFile(scriptPath, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(scriptPath, []byte(script), 0o755), "writing the conversion script")
 	argsFile := filepath.Join(dir, "args")
 	cmd := exec.Command("/bin/sh", scriptPath)
 	cmd.Dir = dir
@@ -59,16 +55,13 @@ func runConvertScript(t *testing.T, binDir, domain string, env ...string) script
 	out, err := cmd.CombinedOutput()
 	run := scriptRun{output: string(out), work: work}
 	var exitErr *exec.ExitError
-	switch {
-	case errors.As(err, &exitErr):
+	if errors.As(err, &exitErr) {
 		run.exitCode = exitErr.ExitCode()
-	case err != nil:
-		t.Fatalf("running the conversion script: %v\n%s", err, out)
+	} else {
+		require.NoError(t, err, "running the conversion script:\n%s", out)
 	}
 	data, err := os.ReadFile(term)
-	if err != nil {
-		t.Fatalf("the script left no termination message: %v\n%s", err, out)
-	}
+	require.NoError(t, err, "the script left no termination message:\n%s", out)
 	run.termination = string(data)
 	args, _ := os.ReadFile(argsFile)
 	run.args = strings.TrimSpace(string(args))
@@ -86,13 +79,9 @@ func (r scriptRun) observe() statemachine.JobObservation {
 func fakeV2VBin(t *testing.T) string {
 	t.Helper()
 	fake, err := filepath.Abs(filepath.Join(v2vFixtures, "fake-virt-v2v-in-place"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "locating the virt-v2v-in-place test double")
 	bin := t.TempDir()
-	if err := os.Symlink(fake, filepath.Join(bin, "virt-v2v-in-place")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Symlink(fake, filepath.Join(bin, "virt-v2v-in-place")), "putting the test double on the PATH")
 	return bin
 }
 
@@ -153,36 +142,26 @@ func TestConvertScript(t *testing.T) {
 	}
 	bin := fakeV2VBin(t)
 	runs, err := filepath.Abs(v2vFixtures)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "locating the captured virt-v2v runs")
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			run := runConvertScript(t, bin, "<domain/>",
 				"FAKE_V2V_RUN="+filepath.Join(runs, tc.run), "FAKE_V2V_VERSION="+tc.version)
-			if run.exitCode != tc.wantExit {
-				t.Errorf("exit code %d, want %d", run.exitCode, tc.wantExit)
-			}
-			if !strings.Contains(" "+run.args+" ", " "+tc.wantFlag+" ") {
-				t.Errorf("virt-v2v-in-place ran with %q, want %s", run.args, tc.wantFlag)
-			}
+			assert.Equal(t, tc.wantExit, run.exitCode, "the conversion script's exit code")
+			assert.Contains(t, " "+run.args+" ", " "+tc.wantFlag+" ", "virt-v2v-in-place ran with %q, want %s", run.args, tc.wantFlag)
 			got := run.observe()
 			msg := got.Message
 			got.Message = ""
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("observed %+v, want %+v (termination message %q)", got, tc.want, run.termination)
-			}
+			assert.Equal(t, tc.want, got, "what the controller observes of the conversion (termination message %q)", run.termination)
 			rest := msg
 			for _, part := range tc.wantMessage {
-				i := strings.Index(rest, part)
-				if i < 0 {
-					t.Errorf("message %q lacks %q (in that order)", msg, part)
+				if !assert.Contains(t, rest, part, "message %q lacks %q (in that order)", msg, part) {
 					break
 				}
-				rest = rest[i+len(part):]
+				rest = rest[strings.Index(rest, part)+len(part):]
 			}
-			if len(tc.wantMessage) == 0 && msg != "" {
-				t.Errorf("message %q, want none", msg)
+			if len(tc.wantMessage) == 0 {
+				assert.Empty(t, msg, "a conversion that succeeded has no message")
 			}
 		})
 	}

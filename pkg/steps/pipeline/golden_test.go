@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -19,18 +21,12 @@ func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", name+".golden")
 	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, got, 0o644), "rewriting %s", path)
 		return
 	}
 	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("reading %s (run go test -update to create it): %v", path, err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the rendering (run go test -update and review the diff):\n--- got\n%s", path, got)
-	}
+	require.NoError(t, err, "reading %s (run go test -update to create it)", path)
+	assert.Equal(t, string(want), string(got), "%s differs from the rendering (run go test -update and review the diff)", path)
 }
 
 // toYAML renders objects as a multi-document YAML stream.
@@ -39,9 +35,7 @@ func toYAML(t *testing.T, objs ...any) []byte {
 	var buf bytes.Buffer
 	for i, o := range objs {
 		data, err := yaml.Marshal(o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "marshalling %T to YAML", o)
 		if i > 0 {
 			buf.WriteString("---\n")
 		}
@@ -60,9 +54,7 @@ func TestGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			m := build()
 			claims, err := RenderStagingClaims(m)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "rendering the staging claims")
 			var objs []any
 			for _, c := range claims {
 				objs = append(objs, c)
@@ -70,34 +62,22 @@ func TestGolden(t *testing.T) {
 			golden(t, name+"-staging", toYAML(t, objs...))
 
 			tcm, err := RenderTransferConfigMap(m, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "rendering the transfer ConfigMap")
 			tjob, err := RenderTransferJob(m, 1, testConfig)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "rendering the transfer Job")
 			golden(t, name+"-transfer", toYAML(t, tcm, tjob))
 
 			dom, err := RenderDomainXML(m)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "rendering the domain XML")
 			golden(t, name+"-domain.xml", dom)
 			ccm, err := RenderConversionConfigMap(m, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "rendering the conversion ConfigMap")
 			cjob, err := RenderConversionJob(m, 2, testConfig)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "rendering the conversion Job")
 			golden(t, name+"-conversion", toYAML(t, ccm, cjob))
 
 			dvs, err := RenderDataVolumes(m)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "rendering the DataVolumes")
 			objs = nil
 			for _, dv := range dvs {
 				objs = append(objs, dv)
@@ -105,9 +85,7 @@ func TestGolden(t *testing.T) {
 			golden(t, name+"-datavolumes", toYAML(t, objs...))
 
 			vm, err := RenderVirtualMachine(m)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "rendering the VirtualMachine")
 			golden(t, name+"-vm", toYAML(t, vm))
 		})
 	}

@@ -2,11 +2,12 @@ package pipeline
 
 import (
 	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,9 +56,7 @@ func jobBuilder(t *testing.T, component string, mods ...func(*batchv1.Job)) *bat
 		cfg.TransferProgress = true
 		job, err = RenderTransferJob(m, 1, cfg)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "rendering the %s Job", component)
 	job.UID = types.UID("job-uid-" + component)
 	for _, mod := range mods {
 		mod(job)
@@ -272,24 +271,19 @@ func TestObserveJob(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeStep(t, append(tc.objects(tc.job), tc.job)...)
 			obs := f.step.observeJob(m, tc.job.Name)
-			if obs == nil {
-				t.Fatal("the Job was not observed")
-			}
+			require.NotNil(t, obs, "the Job was not observed")
 			got := *obs
 			want := tc.want
 			want.Name = tc.job.Name
 			want.Ref = statemachine.ObjectRef{Kind: statemachine.KindJob, Name: tc.job.Name, UID: tc.job.UID, MigrationUID: m.UID}
 			if name == "conversion found no guest" {
 				// The whole error, on one line, is kept.
-				if !strings.HasPrefix(got.Message, "virt-v2v-in-place: error: inspection could not detect the source guest (or physical machine).") ||
-					!strings.Contains(got.Message, "No root device found") {
-					t.Errorf("message %q", got.Message)
-				}
+				assert.True(t, strings.HasPrefix(got.Message, "virt-v2v-in-place: error: inspection could not detect the source guest (or physical machine)."),
+					"message %q does not start with virt-v2v's error, on one line", got.Message)
+				assert.Contains(t, got.Message, "No root device found", "the message lost virt-v2v's explanation")
 				want.Message = got.Message
 			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("observeJob:\n got %+v\nwant %+v", got, want)
-			}
+			assert.Equal(t, want, got, "what observeJob reads from the Job, its pods and its progress configmap")
 		})
 	}
 }
@@ -306,9 +300,7 @@ func TestInspectedOS(t *testing.T) {
 		"not xml <<": "",
 	}
 	for doc, want := range tests {
-		if got := InspectedOS([]byte(doc)); got != want {
-			t.Errorf("InspectedOS(%.40q...) = %q, want %q", doc, got, want)
-		}
+		assert.Equal(t, want, InspectedOS([]byte(doc)), "InspectedOS(%.40q...)", doc)
 	}
 }
 
@@ -326,8 +318,6 @@ func TestClassifyConversionFailure(t *testing.T) {
 		"libguestfs: error: /usr/bin/supermin exited with error status 1":                               "",
 	}
 	for out, want := range tests {
-		if got := ClassifyConversionFailure(out); got != want {
-			t.Errorf("ClassifyConversionFailure(%q) = %q, want %q", out, got, want)
-		}
+		assert.Equal(t, want, ClassifyConversionFailure(out), "ClassifyConversionFailure(%q)", out)
 	}
 }

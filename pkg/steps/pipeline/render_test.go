@@ -1,10 +1,11 @@
 package pipeline
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -28,9 +29,12 @@ func TestStagingSize(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got, err := StagingSize(tc.capacity, tc.pct)
-		if (err != nil) != tc.err || got != tc.want {
-			t.Errorf("%s: StagingSize(%d, %d) = %d, %v; want %d, error %v", tc.name, tc.capacity, tc.pct, got, err, tc.want, tc.err)
+		if tc.err {
+			assert.Error(t, err, "%s: StagingSize(%d, %d) must refuse", tc.name, tc.capacity, tc.pct)
+		} else {
+			assert.NoError(t, err, "%s: StagingSize(%d, %d)", tc.name, tc.capacity, tc.pct)
 		}
+		assert.Equal(t, tc.want, got, "%s: StagingSize(%d, %d)", tc.name, tc.capacity, tc.pct)
 	}
 }
 
@@ -45,20 +49,16 @@ func TestSourceIdentity(t *testing.T) {
 	}
 	for in, want := range tests {
 		got, ok := canonicalUUID(in)
-		if got != want || ok != (want != "") {
-			t.Errorf("canonicalUUID(%q) = %q, %v; want %q", in, got, ok, want)
-		}
+		assert.Equal(t, want, got, "canonicalUUID(%q)", in)
+		assert.Equal(t, want != "", ok, "canonicalUUID(%q) reports a usable UUID", in)
 	}
-	if got := vmwareSerial("421a2b3c-4d5e-6f70-8192-a3b4c5d6e7f8"); got != "VMware-42 1a 2b 3c 4d 5e 6f 70-81 92 a3 b4 c5 d6 e7 f8" {
-		t.Errorf("vmwareSerial = %q", got)
-	}
+	assert.Equal(t, "VMware-42 1a 2b 3c 4d 5e 6f 70-81 92 a3 b4 c5 d6 e7 f8", vmwareSerial("421a2b3c-4d5e-6f70-8192-a3b4c5d6e7f8"),
+		"the serial VMware gives a VM of that UUID")
 }
 
 func TestDriveLetters(t *testing.T) {
 	for n, want := range map[int]string{0: "a", 1: "b", 25: "z", 26: "aa", 27: "ab", 51: "az", 52: "ba", 701: "zz", 702: "aaa"} {
-		if got := driveLetters(n); got != want {
-			t.Errorf("driveLetters(%d) = %q, want %q", n, got, want)
-		}
+		assert.Equal(t, want, driveLetters(n), "driveLetters(%d)", n)
 	}
 }
 
@@ -66,16 +66,11 @@ func TestAllNICsIgnored(t *testing.T) {
 	m := ignoredNIC()
 	m.Status.AppliedSpec.Target.Networks[1].Type = v1alpha1.NetworkTypeIgnore
 	vm, err := RenderVirtualMachine(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "rendering the VirtualMachine")
 	dev := vm.Spec.Template.Spec.Domain.Devices
-	if len(dev.Interfaces) != 0 || len(vm.Spec.Template.Spec.Networks) != 0 {
-		t.Fatalf("interfaces %v networks %v, want none", dev.Interfaces, vm.Spec.Template.Spec.Networks)
-	}
-	if dev.AutoattachPodInterface == nil || *dev.AutoattachPodInterface {
-		t.Fatalf("autoattachPodInterface %v, want false: KubeVirt would add a pod interface", dev.AutoattachPodInterface)
-	}
+	assert.Empty(t, dev.Interfaces, "every NIC is ignored: the VM has no interface")
+	assert.Empty(t, vm.Spec.Template.Spec.Networks, "every NIC is ignored: the VM has no network")
+	assert.Equal(t, ptrTo(false), dev.AutoattachPodInterface, "autoattachPodInterface must be false: KubeVirt would add a pod interface")
 }
 
 // TestSpecBeforeCutover: without status.appliedSpec the spec is in force.
@@ -83,24 +78,16 @@ func TestSpecBeforeCutover(t *testing.T) {
 	m := windowsEFI()
 	m.Status.AppliedSpec = nil
 	claims, err := RenderStagingClaims(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sc := claims[0].Spec.StorageClassName; sc == nil || *sc != "changed-later" {
-		t.Errorf("staging class %v, want the spec's", sc)
-	}
+	require.NoError(t, err, "rendering the staging claims")
+	require.NotEmpty(t, claims, "a staging claim per disk")
+	assert.Equal(t, ptrTo("changed-later"), claims[0].Spec.StorageClassName, "the staging class is the spec's")
 	job, err := RenderConversionJob(m, 1, testConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if img := job.Spec.Template.Spec.Containers[0].Image; img != "registry.example/other:latest" {
-		t.Errorf("conversion image %q, want the spec's", img)
-	}
+	require.NoError(t, err, "rendering the conversion Job")
+	assert.Equal(t, "registry.example/other:latest", job.Spec.Template.Spec.Containers[0].Image, "the conversion image is the spec's")
 	m.Spec.Conversion.Image = ""
-	job, _ = RenderConversionJob(m, 1, testConfig)
-	if img := job.Spec.Template.Spec.Containers[0].Image; img != testConfig.ConversionImage {
-		t.Errorf("conversion image %q, want the configured default", img)
-	}
+	job, err = RenderConversionJob(m, 1, testConfig)
+	require.NoError(t, err, "rendering the conversion Job without an image in the spec")
+	assert.Equal(t, testConfig.ConversionImage, job.Spec.Template.Spec.Containers[0].Image, "the conversion image is the configured default")
 }
 
 // TestDiskNamesFromStatus: names recorded in status win over the
@@ -110,17 +97,18 @@ func TestDiskNamesFromStatus(t *testing.T) {
 	m.Status.Disks[0].DataVolume = "recorded-dv"
 	m.Status.Disks[1].Name = ""
 	vm, err := RenderVirtualMachine(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "rendering the VirtualMachine")
 	vols := vm.Spec.Template.Spec.Volumes
-	if vols[0].DataVolume.Name != "recorded-dv" || vols[1].Name != "disk-1" || vols[1].DataVolume.Name != "sql-02-prod-disk-1" {
-		t.Errorf("volumes %+v", vols)
-	}
-	dvs, _ := RenderDataVolumes(m)
-	if dvs[0].Name != "recorded-dv" {
-		t.Errorf("data volume %q, want the recorded name", dvs[0].Name)
-	}
+	require.GreaterOrEqual(t, len(vols), 2, "a volume per disk")
+	require.NotNil(t, vols[0].DataVolume, "volume %s is a DataVolume", vols[0].Name)
+	require.NotNil(t, vols[1].DataVolume, "volume %s is a DataVolume", vols[1].Name)
+	assert.Equal(t, "recorded-dv", vols[0].DataVolume.Name, "the first disk's DataVolume is the one recorded in status")
+	assert.Equal(t, "disk-1", vols[1].Name, "the second disk, unnamed in status, is named as the state machine names it")
+	assert.Equal(t, "sql-02-prod-disk-1", vols[1].DataVolume.Name, "the second disk's DataVolume is the one recorded in status")
+	dvs, err := RenderDataVolumes(m)
+	require.NoError(t, err, "rendering the DataVolumes")
+	require.NotEmpty(t, dvs, "a DataVolume per disk")
+	assert.Equal(t, "recorded-dv", dvs[0].Name, "the DataVolume keeps the name recorded in status")
 }
 
 func TestJobConfig(t *testing.T) {
@@ -130,40 +118,34 @@ func TestJobConfig(t *testing.T) {
 	cfg.TransferCommand = "/bin/vm-transfer"
 	cfg.ImagePullPolicy = corev1.PullAlways
 	job, err := RenderTransferJob(m, 3, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "rendering the transfer Job")
 	pod := job.Spec.Template.Spec
 	c := pod.Containers[0]
-	if pod.ServiceAccountName != "web-01-migration-transfer-3" || !*pod.AutomountServiceAccountToken ||
-		!slices.Contains(c.Args, "--progress-configmap=apps/web-01-migration-transfer-3-progress") {
-		t.Errorf("service account %q automount %v args %v: want progress reported into the ConfigMap", pod.ServiceAccountName, *pod.AutomountServiceAccountToken, c.Args)
-	}
-	if c.Command[0] != "/bin/vm-transfer" || c.ImagePullPolicy != corev1.PullAlways || job.Name != "web-01-migration-transfer-3" {
-		t.Errorf("command %v pull %q name %q", c.Command, c.ImagePullPolicy, job.Name)
-	}
+	// Progress is reported into the attempt's ConfigMap, as the attempt's service account.
+	assert.Equal(t, "web-01-migration-transfer-3", pod.ServiceAccountName, "the transfer pod runs as its attempt's service account")
+	assert.Equal(t, ptrTo(true), pod.AutomountServiceAccountToken, "the transfer pod mounts its token to report progress")
+	assert.Contains(t, c.Args, "--progress-configmap=apps/web-01-migration-transfer-3-progress", "the transfer reports into its attempt's ConfigMap")
+	require.NotEmpty(t, c.Command, "the transfer container's command")
+	assert.Equal(t, "/bin/vm-transfer", c.Command[0], "the configured transfer command")
+	assert.Equal(t, corev1.PullAlways, c.ImagePullPolicy, "the configured image pull policy")
+	assert.Equal(t, "web-01-migration-transfer-3", job.Name, "the Job is named after the migration and attempt")
 	for _, e := range c.Env {
-		if strings.Contains(strings.ToLower(e.Name), "pass") {
-			t.Errorf("env %s: credentials must come from the mounted Secret", e.Name)
-		}
+		assert.NotContains(t, strings.ToLower(e.Name), "pass", "env %s: credentials must come from the mounted Secret", e.Name)
 	}
 
 	cfg.ConversionKVM = true
 	cfg.ConversionSeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptrTo("profiles/virt-v2v.json")}
 	conv, err := RenderConversionJob(m, 1, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "rendering the conversion Job")
 	cp := conv.Spec.Template.Spec
-	if q := cp.Containers[0].Resources.Limits[KVMResource]; q.String() != "1" {
-		t.Errorf("kvm limit %v, want 1", q.String())
-	}
-	if sp := cp.SecurityContext.SeccompProfile; sp.Type != corev1.SeccompProfileTypeLocalhost || *sp.LocalhostProfile != "profiles/virt-v2v.json" {
-		t.Errorf("seccomp %+v, want the configured Localhost profile", sp)
-	}
-	if *cp.AutomountServiceAccountToken || *cp.SecurityContext.RunAsUser != StagingUID || *cp.SecurityContext.FSGroup != StagingUID {
-		t.Errorf("conversion pod security %+v", cp.SecurityContext)
-	}
+	kvm := cp.Containers[0].Resources.Limits[KVMResource]
+	assert.Equal(t, "1", kvm.String(), "the conversion asks for one /dev/kvm")
+	require.NotNil(t, cp.SecurityContext, "the conversion pod's security context")
+	assert.Equal(t, &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptrTo("profiles/virt-v2v.json")}, cp.SecurityContext.SeccompProfile,
+		"the conversion runs under the configured Localhost seccomp profile")
+	assert.Equal(t, ptrTo(false), cp.AutomountServiceAccountToken, "the conversion pod mounts no service account token")
+	assert.Equal(t, ptrTo(StagingUID), cp.SecurityContext.RunAsUser, "the conversion runs as the staging disks' owner")
+	assert.Equal(t, ptrTo(StagingUID), cp.SecurityContext.FSGroup, "the conversion's volumes belong to the staging disks' group")
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -3,12 +3,14 @@ package pipeline
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
@@ -28,6 +30,18 @@ func creates(actions []k8stesting.Action, resource string) int {
 	return n
 }
 
+// itemNames are the names of a list's items (what a failed count shows).
+func itemNames[T any, PT interface {
+	*T
+	metav1.Object
+}](items []T) []string {
+	names := make([]string, 0, len(items))
+	for i := range items {
+		names = append(names, PT(&items[i]).GetName())
+	}
+	return names
+}
+
 func foreignMeta(name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: "apps", Labels: map[string]string{v1alpha1.LabelMigrationUID: "someone-else"}}
 }
@@ -39,52 +53,37 @@ func TestCreateTwiceCreatesOnce(t *testing.T) {
 	m := windowsEFI()
 	f := newFakeStep(t)
 	for range 2 {
-		if err := f.step.CreateStagingClaims(ctx, m); err != nil {
-			t.Fatalf("CreateStagingClaims: %v", err)
-		}
-		if err := f.step.CreateTransferJob(ctx, m, 1); err != nil {
-			t.Fatalf("CreateTransferJob: %v", err)
-		}
-		if err := f.step.CreateConversionJob(ctx, m, 1); err != nil {
-			t.Fatalf("CreateConversionJob: %v", err)
-		}
-		if err := f.step.CreateDataVolumes(ctx, m); err != nil {
-			t.Fatalf("CreateDataVolumes: %v", err)
-		}
-		if err := f.step.CreateVM(ctx, m); err != nil {
-			t.Fatalf("CreateVM: %v", err)
-		}
+		require.NoError(t, f.step.CreateStagingClaims(ctx, m), "CreateStagingClaims")
+		require.NoError(t, f.step.CreateTransferJob(ctx, m, 1), "CreateTransferJob")
+		require.NoError(t, f.step.CreateConversionJob(ctx, m, 1), "CreateConversionJob")
+		require.NoError(t, f.step.CreateDataVolumes(ctx, m), "CreateDataVolumes")
+		require.NoError(t, f.step.CreateVM(ctx, m), "CreateVM")
 	}
-	pvcs, _ := f.Kube.CoreV1().PersistentVolumeClaims("apps").List(ctx, metav1.ListOptions{})
-	jobs, _ := f.Kube.BatchV1().Jobs("apps").List(ctx, metav1.ListOptions{})
-	cms, _ := f.Kube.CoreV1().ConfigMaps("apps").List(ctx, metav1.ListOptions{})
-	dvs, _ := f.CDI.CdiV1beta1().DataVolumes("apps").List(ctx, metav1.ListOptions{})
-	vms, _ := f.KV.KubevirtV1().VirtualMachines("apps").List(ctx, metav1.ListOptions{})
-	for what, got := range map[string][2]int{
-		"staging volumes": {len(pvcs.Items), 3}, "jobs": {len(jobs.Items), 2}, "config maps": {len(cms.Items), 2},
-		"data volumes": {len(dvs.Items), 3}, "virtual machines": {len(vms.Items), 1},
-	} {
-		if got[0] != got[1] {
-			t.Errorf("%s: %d exist, want %d", what, got[0], got[1])
-		}
-	}
+	pvcs, err := f.Kube.CoreV1().PersistentVolumeClaims("apps").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err, "listing the staging volumes")
+	jobs, err := f.Kube.BatchV1().Jobs("apps").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err, "listing the jobs")
+	cms, err := f.Kube.CoreV1().ConfigMaps("apps").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err, "listing the config maps")
+	dvs, err := f.CDI.CdiV1beta1().DataVolumes("apps").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err, "listing the data volumes")
+	vms, err := f.KV.KubevirtV1().VirtualMachines("apps").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err, "listing the virtual machines")
+	assert.Len(t, itemNames(pvcs.Items), 3, "staging volumes: one per disk")
+	assert.Len(t, itemNames(jobs.Items), 2, "jobs: the transfer and the conversion")
+	assert.Len(t, itemNames(cms.Items), 2, "config maps: the transfer's spec and the conversion's domain")
+	assert.Len(t, itemNames(dvs.Items), 3, "data volumes: one per disk")
+	require.Len(t, itemNames(vms.Items), 1, "virtual machines")
 	// Each object was asked for twice and exists once.
-	if n := creates(f.Kube.Actions(), "persistentvolumeclaims"); n != 6 {
-		t.Errorf("staging volume creates: %d, want 6 (3 created, 3 AlreadyExists)", n)
-	}
+	assert.Equal(t, 6, creates(f.Kube.Actions(), "persistentvolumeclaims"), "staging volume creates: 3 created, 3 AlreadyExists")
 	for _, pvc := range pvcs.Items {
-		if pvc.Labels[v1alpha1.LabelComponent] != v1alpha1.ComponentStaging || !ours(&pvc, m.UID) {
-			t.Errorf("staging volume %s labels: %v", pvc.Name, pvc.Labels)
-		}
+		assert.Equal(t, v1alpha1.ComponentStaging, pvc.Labels[v1alpha1.LabelComponent], "staging volume %s: labelled as staging", pvc.Name)
+		assert.True(t, ours(&pvc, m.UID), "staging volume %s labels %v: not labelled as the migration's", pvc.Name, pvc.Labels)
 	}
 	for _, dv := range dvs.Items {
-		if len(dv.OwnerReferences) != 0 {
-			t.Errorf("data volume %s has owners %v: the migration must not own it", dv.Name, dv.OwnerReferences)
-		}
+		assert.Empty(t, dv.OwnerReferences, "data volume %s: the migration must not own it", dv.Name)
 	}
-	if len(vms.Items[0].OwnerReferences) != 0 {
-		t.Errorf("virtual machine has owners %v: the migration must not own it", vms.Items[0].OwnerReferences)
-	}
+	assert.Empty(t, vms.Items[0].OwnerReferences, "virtual machine: the migration must not own it")
 }
 
 // TestForeignObjectIsAnError: an object of the same name that is not this
@@ -128,11 +127,10 @@ func TestForeignObjectIsAnError(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFakeStep(t, slices.Concat(tc.kube, tc.kv, tc.cdi)...)
 			err := tc.run(f.step)
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("unexpected error: %v", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			if tc.want == "" {
+				assert.NoError(t, err, "the migration's own object is no obstacle")
+			} else {
+				assert.ErrorContains(t, err, tc.want, "an object of the same name that is not the migration's stops the step")
 			}
 		})
 	}
@@ -174,10 +172,7 @@ func TestRenderErrors(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			err := tc.run()
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want it to contain %q", err, tc.want)
-			}
+			assert.ErrorContains(t, tc.run(), tc.want, "the step fails with an error naming what is missing")
 		})
 	}
 }
@@ -186,29 +181,22 @@ func TestAdoptDataVolumes(t *testing.T) {
 	ctx := context.Background()
 	m := windowsEFI()
 	f := newFakeStep(t)
-	if err := f.step.CreateDataVolumes(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.step.CreateDataVolumes(ctx, m), "CreateDataVolumes")
 	vm, err := RenderVirtualMachine(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "rendering the VirtualMachine")
 	vm.UID = "vm-uid-1"
-	if _, err := f.KV.KubevirtV1().VirtualMachines("apps").Create(ctx, vm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = f.KV.KubevirtV1().VirtualMachines("apps").Create(ctx, vm, metav1.CreateOptions{})
+	require.NoError(t, err, "creating the VirtualMachine")
 	// One DataVolume already carries an unrelated (non-controller) owner: it stays.
 	other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "keep-me", UID: "cm-uid"}
-	dv, _ := f.CDI.CdiV1beta1().DataVolumes("apps").Get(ctx, "sql-02-prod-disk-1", metav1.GetOptions{})
+	dv, err := f.CDI.CdiV1beta1().DataVolumes("apps").Get(ctx, "sql-02-prod-disk-1", metav1.GetOptions{})
+	require.NoError(t, err, "reading DataVolume sql-02-prod-disk-1")
 	dv.OwnerReferences = []metav1.OwnerReference{other}
-	if _, err := f.CDI.CdiV1beta1().DataVolumes("apps").Update(ctx, dv, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
+	_, err = f.CDI.CdiV1beta1().DataVolumes("apps").Update(ctx, dv, metav1.UpdateOptions{})
+	require.NoError(t, err, "giving DataVolume sql-02-prod-disk-1 an unrelated owner")
+	for i := range 2 {
 		f.sync()
-		if err := f.step.AdoptDataVolumes(ctx, m); err != nil {
-			t.Fatalf("AdoptDataVolumes: %v", err)
-		}
+		require.NoError(t, f.step.AdoptDataVolumes(ctx, m), "AdoptDataVolumes, run %d", i+1)
 	}
 	patches := 0
 	for _, a := range f.CDI.Actions() {
@@ -216,95 +204,89 @@ func TestAdoptDataVolumes(t *testing.T) {
 			patches++
 		}
 	}
-	if patches != 3 {
-		t.Errorf("%d patches, want 3 (the second run finds them adopted)", patches)
-	}
+	assert.Equal(t, 3, patches, "patches: one per DataVolume, the second run finds them adopted")
 	for _, name := range []string{"sql-02-prod-disk-0", "sql-02-prod-disk-1", "sql-02-prod-disk-2"} {
 		dv, err := f.CDI.CdiV1beta1().DataVolumes("apps").Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "reading DataVolume %s", name)
 		c := metav1.GetControllerOf(dv)
-		if c == nil || c.Kind != "VirtualMachine" || c.Name != "sql-02-prod" || c.UID != "vm-uid-1" || c.BlockOwnerDeletion == nil || !*c.BlockOwnerDeletion {
-			t.Errorf("%s: controller %+v, want the VM", name, c)
+		if assert.NotNil(t, c, "%s: controlled by the VM", name) {
+			assert.Equal(t, "VirtualMachine", c.Kind, "%s: controlled by the VM", name)
+			assert.Equal(t, "sql-02-prod", c.Name, "%s: controlled by the VM", name)
+			assert.Equal(t, types.UID("vm-uid-1"), c.UID, "%s: controlled by the VM", name)
+			assert.Equal(t, ptrTo(true), c.BlockOwnerDeletion, "%s: blocks the VM's deletion until deleted", name)
 		}
-		if name == "sql-02-prod-disk-1" && (len(dv.OwnerReferences) != 2 || dv.OwnerReferences[0].Name != "keep-me") {
-			t.Errorf("%s: owners %+v, want the unrelated owner kept", name, dv.OwnerReferences)
+		if name == "sql-02-prod-disk-1" && assert.Len(t, dv.OwnerReferences, 2, "%s: the unrelated owner and the VM", name) {
+			assert.Equal(t, "keep-me", dv.OwnerReferences[0].Name, "%s: the unrelated owner is kept", name)
 		}
 	}
 
 	// A DataVolume another controller holds is not taken over.
 	f2 := newFakeStep(t, vm)
-	if err := f2.step.CreateDataVolumes(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	dv, _ = f2.CDI.CdiV1beta1().DataVolumes("apps").Get(ctx, "sql-02-prod-disk-0", metav1.GetOptions{})
+	require.NoError(t, f2.step.CreateDataVolumes(ctx, m), "CreateDataVolumes")
+	dv, err = f2.CDI.CdiV1beta1().DataVolumes("apps").Get(ctx, "sql-02-prod-disk-0", metav1.GetOptions{})
+	require.NoError(t, err, "reading DataVolume sql-02-prod-disk-0")
 	yes := true
 	dv.OwnerReferences = []metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: "other", UID: "other-uid", Controller: &yes}}
-	_, _ = f2.CDI.CdiV1beta1().DataVolumes("apps").Update(ctx, dv, metav1.UpdateOptions{})
+	_, err = f2.CDI.CdiV1beta1().DataVolumes("apps").Update(ctx, dv, metav1.UpdateOptions{})
+	require.NoError(t, err, "giving DataVolume sql-02-prod-disk-0 another controller")
 	f2.sync()
-	if err := f2.step.AdoptDataVolumes(ctx, m); err == nil || !strings.Contains(err.Error(), "already controlled by VirtualMachine other") {
-		t.Fatalf("error %v, want already controlled", err)
-	}
+	assert.ErrorContains(t, f2.step.AdoptDataVolumes(ctx, m), "already controlled by VirtualMachine other",
+		"a DataVolume another controller holds is not taken over")
 
 	// A VM that is not this migration's (not even in the cache, which
 	// holds the migrations' objects only) adopts nothing.
 	foreign := vm.DeepCopy()
 	foreign.Labels = nil
 	f3 := newFakeStep(t, foreign)
-	if err := f3.step.AdoptDataVolumes(ctx, m); err == nil || !strings.Contains(err.Error(), `"sql-02-prod" not found`) {
-		t.Fatalf("error %v, want not found", err)
-	}
+	assert.ErrorContains(t, f3.step.AdoptDataVolumes(ctx, m), `"sql-02-prod" not found`, "a VM without the migration's label is not found")
 	theirs := vm.DeepCopy()
 	theirs.Labels = map[string]string{v1alpha1.LabelMigrationUID: "someone-else"}
 	f4 := newFakeStep(t, theirs)
-	if err := f4.step.AdoptDataVolumes(ctx, m); err == nil || !strings.Contains(err.Error(), "does not belong") {
-		t.Fatalf("error %v, want does not belong", err)
-	}
+	assert.ErrorContains(t, f4.step.AdoptDataVolumes(ctx, m), "does not belong", "another migration's VM adopts nothing")
 }
 
 func TestSetRunStrategy(t *testing.T) {
 	ctx := context.Background()
 	m := linuxBIOS()
 	vm, err := RenderVirtualMachine(m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "rendering the VirtualMachine")
 	f := newFakeStep(t, vm)
-	for range 2 {
+	for i := range 2 {
 		f.sync()
-		if err := f.step.SetRunStrategy(ctx, m, "Always"); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, f.step.SetRunStrategy(ctx, m, "Always"), "SetRunStrategy Always, call %d", i+1)
 	}
-	got, _ := f.KV.KubevirtV1().VirtualMachines("apps").Get(ctx, "web-01", metav1.GetOptions{})
-	if got.Spec.RunStrategy == nil || *got.Spec.RunStrategy != kubevirtv1.RunStrategyAlways || got.Spec.Running != nil {
-		t.Fatalf("runStrategy %v running %v, want Always and no running", got.Spec.RunStrategy, got.Spec.Running)
-	}
+	got, err := f.KV.KubevirtV1().VirtualMachines("apps").Get(ctx, "web-01", metav1.GetOptions{})
+	require.NoError(t, err, "reading the VirtualMachine")
+	assert.Equal(t, ptrTo(kubevirtv1.RunStrategyAlways), got.Spec.RunStrategy, "the VM's run strategy")
+	assert.Nil(t, got.Spec.Running, "spec.running must be unset beside a run strategy")
 	patches := 0
 	for _, a := range f.KV.Actions() {
 		if a.GetVerb() == "patch" {
 			patches++
 		}
 	}
-	if patches != 1 {
-		t.Errorf("%d patches, want 1 (the second call finds it set)", patches)
-	}
+	assert.Equal(t, 1, patches, "patches: the second call finds the run strategy set")
 	f.sync()
-	if err := f.step.SetRunStrategy(ctx, m, "Halted"); err != nil {
-		t.Fatal(err)
-	}
-	got, _ = f.KV.KubevirtV1().VirtualMachines("apps").Get(ctx, "web-01", metav1.GetOptions{})
-	if *got.Spec.RunStrategy != kubevirtv1.RunStrategyHalted {
-		t.Fatalf("runStrategy %v, want Halted", *got.Spec.RunStrategy)
-	}
+	require.NoError(t, f.step.SetRunStrategy(ctx, m, "Halted"), "SetRunStrategy Halted")
+	got, err = f.KV.KubevirtV1().VirtualMachines("apps").Get(ctx, "web-01", metav1.GetOptions{})
+	require.NoError(t, err, "reading the VirtualMachine")
+	assert.Equal(t, ptrTo(kubevirtv1.RunStrategyHalted), got.Spec.RunStrategy, "the VM's run strategy")
+
+	// A VM that still has spec.running (the rendered one never has) gets
+	// it cleared with the run strategy: the webhook rejects both set.
+	legacy := vm.DeepCopy()
+	legacy.Spec.RunStrategy, legacy.Spec.Running = nil, ptrTo(true)
+	f3 := newFakeStep(t, legacy)
+	require.NoError(t, f3.step.SetRunStrategy(ctx, m, "Always"), "SetRunStrategy Always on a VM with spec.running")
+	got, err = f3.KV.KubevirtV1().VirtualMachines("apps").Get(ctx, "web-01", metav1.GetOptions{})
+	require.NoError(t, err, "reading the VirtualMachine")
+	assert.Equal(t, ptrTo(kubevirtv1.RunStrategyAlways), got.Spec.RunStrategy, "the VM's run strategy")
+	assert.Nil(t, got.Spec.Running, "spec.running must be cleared beside a run strategy")
 
 	foreign := vm.DeepCopy()
 	foreign.Labels = map[string]string{v1alpha1.LabelMigrationUID: "other"}
 	f2 := newFakeStep(t, foreign)
-	if err := f2.step.SetRunStrategy(ctx, m, "Always"); err == nil || !strings.Contains(err.Error(), "does not belong") {
-		t.Fatalf("error %v, want does not belong", err)
-	}
+	assert.ErrorContains(t, f2.step.SetRunStrategy(ctx, m, "Always"), "does not belong", "another migration's VM is left alone")
 }
 
 // TestTransferWithProgress: with a progress channel the attempt also gets
@@ -315,28 +297,18 @@ func TestTransferWithProgress(t *testing.T) {
 	m := linuxBIOS()
 	f := newFakeStep(t)
 	f.step.Config.TransferProgress = true
-	for range 2 {
-		if err := f.step.CreateTransferJob(ctx, m, 2); err != nil {
-			t.Fatal(err)
-		}
+	for i := range 2 {
+		require.NoError(t, f.step.CreateTransferJob(ctx, m, 2), "CreateTransferJob, call %d", i+1)
 	}
 	for resource, want := range map[string]int{"configmaps": 4, "serviceaccounts": 2, "roles": 2, "rolebindings": 2, "jobs": 2} {
-		if n := creates(f.Kube.Actions(), resource); n != want {
-			t.Errorf("%s: %d creates, want %d (half of them AlreadyExists)", resource, n, want)
-		}
+		assert.Equal(t, want, creates(f.Kube.Actions(), resource), "%s creates: half of them AlreadyExists", resource)
 	}
-	cms, _ := f.Kube.CoreV1().ConfigMaps("apps").List(ctx, metav1.ListOptions{})
-	if len(cms.Items) != 2 {
-		t.Errorf("%d config maps, want the job spec and the progress one", len(cms.Items))
-	}
+	cms, err := f.Kube.CoreV1().ConfigMaps("apps").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err, "listing the config maps")
+	assert.Len(t, itemNames(cms.Items), 2, "config maps: the job spec and the progress one")
 	job, err := f.Kube.BatchV1().Jobs("apps").Get(ctx, "web-01-migration-transfer-2", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sa := job.Spec.Template.Spec.ServiceAccountName; sa != "web-01-migration-transfer-2" {
-		t.Errorf("service account %q", sa)
-	}
-	if _, err := f.Kube.RbacV1().Roles("apps").Get(ctx, "web-01-migration-transfer-2", metav1.GetOptions{}); err != nil {
-		t.Errorf("role: %v", err)
-	}
+	require.NoError(t, err, "reading the transfer Job")
+	assert.Equal(t, "web-01-migration-transfer-2", job.Spec.Template.Spec.ServiceAccountName, "the transfer pod runs as its attempt's service account")
+	_, err = f.Kube.RbacV1().Roles("apps").Get(ctx, "web-01-migration-transfer-2", metav1.GetOptions{})
+	assert.NoError(t, err, "the attempt's role exists")
 }

@@ -1,9 +1,11 @@
 package pipeline
 
 import (
-	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestTransferStreamsArgument checks the transfer Job asks vm-transfer for
@@ -22,16 +24,18 @@ func TestTransferStreamsArgument(t *testing.T) {
 			cfg := testConfig
 			cfg.TransferStreams = tc.streams
 			job, err := RenderTransferJob(linuxBIOS(), 1, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "rendering the transfer job")
 			args := job.Spec.Template.Spec.Containers[0].Args
-			got := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "--streams") })
-			switch {
-			case tc.want == "" && got >= 0:
-				t.Errorf("args %v: want no --streams", args)
-			case tc.want != "" && (got < 0 || args[got] != tc.want):
-				t.Errorf("args %v: want %s", args, tc.want)
+			var streams []string
+			for _, a := range args {
+				if strings.HasPrefix(a, "--streams") {
+					streams = append(streams, a)
+				}
+			}
+			if tc.want == "" {
+				assert.Empty(t, streams, "args %v: one stream per disk needs no --streams", args)
+			} else {
+				assert.Equal(t, []string{tc.want}, streams, "args %v: vm-transfer is asked for %s", args, tc.want)
 			}
 		})
 	}

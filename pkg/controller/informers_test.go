@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -26,6 +27,7 @@ func TestCachesDropManagedFields(t *testing.T) {
 	secret := builders.CredentialsSecret("team-a", builders.SecretName, map[string]string{"username": "u", "password": "p"})
 	for _, o := range []metav1.Object{m, claim, secret} {
 		o.SetManagedFields(managed)
+		o.SetAnnotations(map[string]string{corev1.LastAppliedConfigAnnotation: `{"spec":"a copy"}`, "team": "a"})
 	}
 	for name, namespaces := range map[string][]string{"all namespaces": nil, "listed namespaces": {"team-a", "team-b"}} {
 		t.Run(name, func(t *testing.T) {
@@ -49,6 +51,9 @@ func TestCachesDropManagedFields(t *testing.T) {
 				acc, err := meta.Accessor(objs[0])
 				require.NoError(t, err)
 				assert.Empty(t, acc.GetManagedFields(), "the cached %s keeps its managedFields", what)
+				if what != "claim" { // the step's own transform keeps a child's metadata
+					assert.Equal(t, map[string]string{"team": "a"}, acc.GetAnnotations(), "the cached %s's annotations, want kubectl's last applied configuration dropped and the rest kept", what)
+				}
 			}
 		})
 	}

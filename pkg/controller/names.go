@@ -2,7 +2,9 @@ package controller
 
 import (
 	"fmt"
+	"maps"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -23,10 +25,19 @@ var (
 )
 
 // stripManagedFields is the transform of the controller's own informers:
-// it drops an object's managedFields (see dropManagedFields).
+// it drops an object's managedFields and kubectl's last applied
+// configuration (a second copy of the spec, or of a Secret's data, that
+// nothing here reads), and keeps every other annotation (see
+// dropManagedFields). Status is written through the status subresource,
+// which keeps the stored metadata whatever the cached copy holds.
 func stripManagedFields(obj any) (any, error) {
 	if acc, err := meta.Accessor(obj); err == nil {
 		acc.SetManagedFields(nil)
+		if _, ok := acc.GetAnnotations()[corev1.LastAppliedConfigAnnotation]; ok {
+			annotations := maps.Clone(acc.GetAnnotations())
+			delete(annotations, corev1.LastAppliedConfigAnnotation)
+			acc.SetAnnotations(annotations)
+		}
 	}
 	return obj, nil
 }

@@ -27,7 +27,7 @@ transfer_image=platform.example/vm-migration-controller:local
 conversion_image=standins.platform.example/virt-v2v:simulated
 started=$SECONDS
 
-say() { printf '[run-local %3ds] %s\n' "$((SECONDS - started))" "$*" >&2; }
+say() { printf '[run-local %3ds] %s\n' "$((SECONDS - started))" "$*" >&2 || true; }
 die() { say "error: $*"; exit 1; }
 
 for tool in go curl openssl kubectl; do
@@ -46,7 +46,11 @@ running() {
 }
 cleanup() {
   local rc=$?
-  trap - EXIT INT TERM
+  # Nothing interrupts the cleanup: not a second Ctrl-C, not a closed
+  # terminal, not a reader of our output that is gone (say then fails
+  # with EPIPE instead of killing the script before it stopped anything).
+  trap '' INT TERM HUP PIPE
+  trap - EXIT
   if ((${#pids[@]})); then
     say "stopping ${names[*]}"
     local i deadline
@@ -63,6 +67,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+trap 'exit 129' HUP
 
 # start NAME CMD...: runs CMD in a new session (its own process group),
 # logging to $state/logs/NAME.log.

@@ -75,11 +75,24 @@ func finished(m *v1alpha1.VirtualMachineMigration) bool {
 
 // migrationOf is the migration an event carries, nil for anything else.
 func migrationOf(obj any) *v1alpha1.VirtualMachineMigration {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	m, _ := obj.(*v1alpha1.VirtualMachineMigration)
+	m, _ := unwrapTombstone(obj).(*v1alpha1.VirtualMachineMigration)
 	return m
+}
+
+// objectOf is the object an event carries, nil for anything without
+// object metadata.
+func objectOf(obj any) metav1.Object {
+	o, _ := unwrapTombstone(obj).(metav1.Object)
+	return o
+}
+
+// unwrapTombstone is the last known state a delete event carries when the
+// informer missed the delete itself, or obj as it is.
+func unwrapTombstone(obj any) any {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return tomb.Obj
+	}
+	return obj
 }
 
 // enqueueMigration enqueues the migration of an add or update event,
@@ -113,11 +126,8 @@ func (c *Controller) cachedFinished(key cache.ObjectName) (bool, error) {
 // migration-name label every child carries (DataVolumes and VMs are not
 // owned by the migration, so owner references cannot serve).
 func (c *Controller) enqueueLabelledOwner(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	o, ok := obj.(metav1.Object)
-	if !ok {
+	o := objectOf(obj)
+	if o == nil {
 		return
 	}
 	name := o.GetLabels()[v1alpha1.LabelMigrationName]
@@ -131,11 +141,8 @@ func (c *Controller) enqueueLabelledOwner(obj any) {
 // migrations of its namespace that name it, so that a migration waiting
 // for its Secret moves on as soon as it appears (or is labelled).
 func (c *Controller) enqueueCredentialUsers(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	o, ok := obj.(metav1.Object)
-	if !ok {
+	o := objectOf(obj)
+	if o == nil {
 		return
 	}
 	all, err := c.migrations.VirtualMachineMigrations(o.GetNamespace()).List(labels.Everything())

@@ -244,7 +244,13 @@ func (c *diskCopy) hashPiece(start, end int64, b []byte) error {
 	st := &c.ledger.st
 	before := st.state
 	st.h.Write(b)
-	after, err := hashState(st.h)
+	return c.hashed(start, end, before)
+}
+
+// hashed moves the ledger on over [start, end), which the hasher has just
+// taken in from the state before.
+func (c *diskCopy) hashed(start, end int64, before []byte) error {
+	after, err := hashState(c.ledger.st.h)
 	if err != nil {
 		return err
 	}
@@ -265,13 +271,7 @@ func (c *diskCopy) hashFromImage(start, end int64) error {
 		st.h.Write(c.scratch[:n])
 		off += n
 	}
-	after, err := hashState(st.h)
-	if err != nil {
-		return err
-	}
-	c.ledger.advance(start, end, before, after)
-	c.t.done.Store(end)
-	return nil
+	return c.hashed(start, end, before)
 }
 
 // errRoundEnded says a round stopped short without a reason: a bug.

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path"
@@ -40,6 +41,7 @@ type flags struct {
 	leaseNamespace     string
 	leaseName          string
 	metricsAddr        string
+	profiling          bool
 	healthAddr         string
 	vsphereCallTimeout time.Duration
 	seccompProfile     string
@@ -92,6 +94,7 @@ func (f *flags) controllerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.leaseNamespace, "leader-election-namespace", "vm-migration-system", "namespace of the leader election Lease")
 	fs.StringVar(&f.leaseName, "leader-election-id", "vm-migration-controller", "name of the leader election Lease")
 	fs.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics (empty: off)")
+	fs.BoolVar(&f.profiling, "profiling", false, "also serve Go's profiles (/debug/pprof/) on the metrics address: heap, CPU, goroutines (off by default: they are not for everyone who can reach /metrics)")
 	fs.StringVar(&f.healthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (empty: off)")
 }
 
@@ -235,12 +238,25 @@ func run(ctx context.Context, f *flags) error {
 	return runElected(ctx, ec, loop, h)
 }
 
+// metricsMux serves /metrics from registry and, with profiling, Go's
+// profiles under /debug/pprof/.
+func metricsMux(registry *prometheus.Registry, profiling bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
 func startServers(ctx context.Context, f *flags, registry *prometheus.Registry, ready *atomic.Bool, h *health) ([]*http.Server, error) {
 	var servers []*http.Server
 	if f.metricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
-		servers = append(servers, &http.Server{Addr: f.metricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second})
+		servers = append(servers, &http.Server{Addr: f.metricsAddr, Handler: metricsMux(registry, f.profiling), ReadHeaderTimeout: 5 * time.Second})
 	}
 	if f.healthAddr != "" {
 		mux := http.NewServeMux()

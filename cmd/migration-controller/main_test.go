@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
@@ -83,4 +86,24 @@ func TestClientRateLimitFlags(t *testing.T) {
 			assert.Equal(t, tc.wantBurst, cfg.Burst)
 		})
 	}
+}
+
+func TestProfilingOnlyWhenAsked(t *testing.T) {
+	for _, profiling := range []bool{false, true} {
+		srv := httptest.NewServer(metricsMux(prometheus.NewRegistry(), profiling))
+		for path, wantOn := range map[string]int{"/metrics": http.StatusOK, "/debug/pprof/heap": http.StatusOK, "/debug/pprof/": http.StatusOK} {
+			resp, err := http.Get(srv.URL + path)
+			require.NoError(t, err, "GET %s", path)
+			_ = resp.Body.Close()
+			want := wantOn
+			if !profiling && path != "/metrics" {
+				want = http.StatusNotFound
+			}
+			assert.Equal(t, want, resp.StatusCode, "GET %s with --profiling=%v", path, profiling)
+		}
+		srv.Close()
+	}
+	f, err := parseFlags(nil)
+	require.NoError(t, err)
+	assert.False(t, f.profiling, "profiling is on by default")
 }

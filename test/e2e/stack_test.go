@@ -192,6 +192,9 @@ func (s *stack) startController() {
 		Workers:             4,
 		MaxTransfersPerHost: s.opts.maxTransfersPerHost,
 		VSphereCallTimeout:  30 * time.Second,
+		// The real-guest tests name the real conversion image in their
+		// migrations, as an operator allows an image besides the default.
+		AllowedConversionImages: []string{realConversionImage},
 		Decisions: statemachine.Config{
 			PollInterval: time.Second, ProgressInterval: time.Second, WaitInterval: 2 * time.Second,
 		},

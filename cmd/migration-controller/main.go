@@ -164,6 +164,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "migration-controller:", err)
 		os.Exit(2)
 	}
+	applySoftMemoryLimit()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := run(ctx, f); err != nil {

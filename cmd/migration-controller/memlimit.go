@@ -13,7 +13,7 @@ import (
 // memoryLimitShare is the part of the container's memory limit the Go
 // runtime is asked to stay under: the controller's resident memory is
 // about three times its live heap under the default GC target (a heap
-// profile at 1,000 migrations: 39 MB live, 134 MiB resident), so without a
+// profile at 1,000 migrations: 39 MB live, 118 MiB resident), so without a
 // soft limit a large install meets its hard limit (OOMKilled) long before
 // its live data fills it.
 const memoryLimitShare = 0.9

@@ -150,8 +150,8 @@ func (c *Controller) enqueueCredentialUsers(obj any) {
 		return
 	}
 	for _, m := range all {
-		if m.SpecInForce().Source.CredentialsSecretRef.Name == o.GetName() && !finished(m) {
-			c.queue.Add(cache.MetaObjectToName(m))
+		if m.SpecInForce().Source.CredentialsSecretRef.Name == o.GetName() {
+			c.enqueueMigration(m)
 		}
 	}
 }

@@ -67,18 +67,19 @@ func NewFactories(clients Clients, namespace string, resync time.Duration) *Fact
 func (f *Factories) Informers(children map[string]cache.SharedIndexInformer) Informers {
 	inf := f.namespaced(children)
 	inf.StorageClasses = f.Cluster.Storage().V1().StorageClasses().Informer()
-	inf.dropManagedFields()
+	inf.trimCaches()
 	return inf
 }
 
-// dropManagedFields makes the controller's own informers drop the
-// managedFields of what they cache, which nothing reads and which are most
-// of a migration's size once the controller wrote its status a few times
-// (bench-scale: 24 KB of a migration's 30 in memory). The children's
+// trimCaches makes the controller's own informers drop what nothing reads
+// of what they cache: managedFields, most of a migration's size once the
+// controller wrote its status a few times (bench-scale: 24 KB of a
+// migration's 30 in memory), and kubectl's last applied configuration
+// (stripManagedFields). The children's
 // caches are the steps' (pipeline.ChildInformers trims them); the name
 // caches lose the annotations too. Only before the informers run: later
 // calls fail and are harmless.
-func (inf Informers) dropManagedFields() {
+func (inf Informers) trimCaches() {
 	for _, informer := range []cache.SharedIndexInformer{inf.Migrations, inf.StorageClasses, inf.Secrets} {
 		if informer != nil {
 			_ = informer.SetTransform(stripManagedFields)
@@ -195,7 +196,7 @@ func (w *Watch) Informers(children map[string]cache.SharedIndexInformer) Informe
 		Children:       children,
 		Names:          fanOutEach(names),
 	}
-	inf.dropManagedFields()
+	inf.trimCaches()
 	return inf
 }
 

@@ -28,7 +28,7 @@ var (
 // it drops an object's managedFields and kubectl's last applied
 // configuration (a second copy of the spec, or of a Secret's data, that
 // nothing here reads), and keeps every other annotation (see
-// dropManagedFields). Status is written through the status subresource,
+// trimCaches). Status is written through the status subresource,
 // which keeps the stored metadata whatever the cached copy holds.
 func stripManagedFields(obj any) (any, error) {
 	if acc, err := meta.Accessor(obj); err == nil {

@@ -25,7 +25,7 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 		return obs, err
 	}
 	need := statemachine.NeedsSource(m)
-	if m.Status.Phase == v1alpha1.PhaseQueued && m.DeletionTimestamp == nil {
+	if waitsForSlot(m) {
 		holders, err := c.slotHolders(m)
 		if err != nil {
 			return obs, err

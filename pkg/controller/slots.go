@@ -104,7 +104,7 @@ func (s *slotReservations) count(m *v1alpha1.VirtualMachineMigration, all []*v1a
 		}
 	}
 	for _, other := range all {
-		if holdsSlot(other.Status.Phase) && other.DeletionTimestamp == nil {
+		if holdsSlotNow(other) {
 			holders[cache.MetaObjectToName(other)] = slotKeys(other)
 		}
 	}

@@ -80,21 +80,27 @@ func indexByMigration(informer cache.SharedIndexInformer) cache.SharedIndexInfor
 }
 
 // owned returns m's children in the cache of resource: through
-// IndexMigrationUID when the cache has it, else by list (a label selector
-// over m's namespace).
-func owned[T metav1.Object](s *Step, resource string, m *v1alpha1.VirtualMachineMigration, list func(ns string, sel labels.Selector) ([]T, error)) ([]T, error) {
-	if x := s.Listers.Caches[resource]; x != nil {
-		if objs, err := x.ByIndex(IndexMigrationUID, string(m.UID)); err == nil {
-			out := make([]T, 0, len(objs))
-			for _, o := range objs {
-				if t, ok := o.(T); ok && t.GetNamespace() == m.Namespace {
-					out = append(out, t)
-				}
-			}
-			return out, nil
+// IndexMigrationUID, or, in a cache without that index (an informer that
+// already ran refuses new indexes), by m's UID label over its namespace.
+func owned[T metav1.Object](s *Step, resource string, m *v1alpha1.VirtualMachineMigration) ([]T, error) {
+	x := s.Listers.Caches[resource]
+	if x == nil {
+		return nil, fmt.Errorf("no cache of %s", resource)
+	}
+	objs, err := x.ByIndex(IndexMigrationUID, string(m.UID))
+	if err != nil {
+		objs = nil
+		if err := cache.ListAllByNamespace(x, m.Namespace, ownSelector(m), func(o any) { objs = append(objs, o) }); err != nil {
+			return nil, err
 		}
 	}
-	return list(m.Namespace, ownSelector(m))
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok && t.GetNamespace() == m.Namespace {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // ListersFrom takes the listers from the controller's label-filtered
@@ -199,9 +205,7 @@ func (s *Step) Observe(m *v1alpha1.VirtualMachineMigration, obs *statemachine.Ob
 // observeChildren lists the staging objects and the per-attempt access
 // objects of the migration.
 func (s *Step) observeChildren(m *v1alpha1.VirtualMachineMigration, c *statemachine.Children) error {
-	claims, err := owned(s, "persistentvolumeclaims", m, func(ns string, sel labels.Selector) ([]*corev1.PersistentVolumeClaim, error) {
-		return s.Listers.Claims.PersistentVolumeClaims(ns).List(sel)
-	})
+	claims, err := owned[*corev1.PersistentVolumeClaim](s, "persistentvolumeclaims", m)
 	if err != nil {
 		return fmt.Errorf("listing staging claims: %w", err)
 	}
@@ -210,16 +214,12 @@ func (s *Step) observeChildren(m *v1alpha1.VirtualMachineMigration, c *statemach
 	c.StagingClaims = live(statemachine.KindPersistentVolumeClaim, claims, func(p *corev1.PersistentVolumeClaim) bool {
 		return p.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentStaging
 	})
-	jobs, err := owned(s, "jobs", m, func(ns string, sel labels.Selector) ([]*batchv1.Job, error) {
-		return s.Listers.Jobs.Jobs(ns).List(sel)
-	})
+	jobs, err := owned[*batchv1.Job](s, "jobs", m)
 	if err != nil {
 		return fmt.Errorf("listing jobs: %w", err)
 	}
 	c.Jobs = live(statemachine.KindJob, jobs, nil)
-	cms, err := owned(s, "configmaps", m, func(ns string, sel labels.Selector) ([]*corev1.ConfigMap, error) {
-		return s.Listers.ConfigMaps.ConfigMaps(ns).List(sel)
-	})
+	cms, err := owned[*corev1.ConfigMap](s, "configmaps", m)
 	if err != nil {
 		return fmt.Errorf("listing config maps: %w", err)
 	}
@@ -230,21 +230,15 @@ func (s *Step) observeChildren(m *v1alpha1.VirtualMachineMigration, c *statemach
 // observeAccess lists the transfer attempts' RoleBindings, Roles and
 // ServiceAccounts, in the order they are deleted in.
 func (s *Step) observeAccess(m *v1alpha1.VirtualMachineMigration, c *statemachine.Children) error {
-	bindings, err := owned(s, "rolebindings", m, func(ns string, sel labels.Selector) ([]*rbacv1.RoleBinding, error) {
-		return s.Listers.RoleBindings.RoleBindings(ns).List(sel)
-	})
+	bindings, err := owned[*rbacv1.RoleBinding](s, "rolebindings", m)
 	if err != nil {
 		return fmt.Errorf("listing role bindings: %w", err)
 	}
-	roles, err := owned(s, "roles", m, func(ns string, sel labels.Selector) ([]*rbacv1.Role, error) {
-		return s.Listers.Roles.Roles(ns).List(sel)
-	})
+	roles, err := owned[*rbacv1.Role](s, "roles", m)
 	if err != nil {
 		return fmt.Errorf("listing roles: %w", err)
 	}
-	accounts, err := owned(s, "serviceaccounts", m, func(ns string, sel labels.Selector) ([]*corev1.ServiceAccount, error) {
-		return s.Listers.ServiceAccounts.ServiceAccounts(ns).List(sel)
-	})
+	accounts, err := owned[*corev1.ServiceAccount](s, "serviceaccounts", m)
 	if err != nil {
 		return fmt.Errorf("listing service accounts: %w", err)
 	}
@@ -374,9 +368,7 @@ func (s *Step) observeTarget(m *v1alpha1.VirtualMachineMigration, obs *statemach
 // observeDataVolumes observes the migration's target DataVolumes; those
 // the target VM does not control yet are also children.
 func (s *Step) observeDataVolumes(m *v1alpha1.VirtualMachineMigration, target string, obs *statemachine.Observation) error {
-	dvs, err := owned(s, "datavolumes", m, func(ns string, sel labels.Selector) ([]*cdiv1.DataVolume, error) {
-		return s.Listers.DataVolumes.DataVolumes(ns).List(sel)
-	})
+	dvs, err := owned[*cdiv1.DataVolume](s, "datavolumes", m)
 	if err != nil {
 		return fmt.Errorf("listing data volumes: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -30,18 +29,24 @@ func TestChildrenComeFromTheMigrationIndex(t *testing.T) {
 	require.NotNil(t, claims)
 	require.Contains(t, claims.GetIndexers(), IndexMigrationUID)
 
-	list := func(ns string, sel labels.Selector) ([]*corev1.PersistentVolumeClaim, error) {
-		return f.step.Listers.Claims.PersistentVolumeClaims(ns).List(sel)
-	}
-	fromIndex, err := owned(f.step, "persistentvolumeclaims", m, list)
+	fromIndex, err := owned[*corev1.PersistentVolumeClaim](f.step, "persistentvolumeclaims", m)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"mine-disk-2000"}, claimNames(fromIndex))
 
+	// The same objects in a cache without the index (an informer that
+	// already ran refuses new indexes): read by label over the namespace.
+	plain := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, o := range claims.List() {
+		require.NoError(t, plain.Add(o))
+	}
 	unindexed := *f.step
-	unindexed.Listers.Caches = nil
-	bySelector, err := owned(&unindexed, "persistentvolumeclaims", m, list)
+	unindexed.Listers.Caches = map[string]cache.Indexer{"persistentvolumeclaims": plain}
+	bySelector, err := owned[*corev1.PersistentVolumeClaim](&unindexed, "persistentvolumeclaims", m)
 	require.NoError(t, err)
 	assert.Equal(t, claimNames(fromIndex), claimNames(bySelector), "the same children either way")
+
+	_, err = owned[*corev1.PersistentVolumeClaim](&Step{}, "persistentvolumeclaims", m)
+	assert.ErrorContains(t, err, "no cache of persistentvolumeclaims")
 
 	var c statemachine.Children
 	require.NoError(t, f.step.observeChildren(m, &c))
@@ -51,20 +56,41 @@ func TestChildrenComeFromTheMigrationIndex(t *testing.T) {
 }
 
 // TestOwnedReadsOnlyTheIndex: when the cache has the index, owned never
-// lists the namespace (its list function is not called).
+// lists the namespace or the whole cache.
 func TestOwnedReadsOnlyTheIndex(t *testing.T) {
 	m := builders.Migration(builders.Named("mine"))
-	x := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{IndexMigrationUID: byMigrationUID})
+	x := &listCounter{Indexer: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{
+		IndexMigrationUID: byMigrationUID, cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})}
 	require.NoError(t, x.Add(builders.StagingClaim(m, "mine-disk-2000")))
 	s := &Step{Listers: Listers{Caches: map[string]cache.Indexer{"persistentvolumeclaims": x}}}
-	listed := false
-	got, err := owned(s, "persistentvolumeclaims", m, func(string, labels.Selector) ([]*corev1.PersistentVolumeClaim, error) {
-		listed = true
-		return nil, nil
-	})
+	got, err := owned[*corev1.PersistentVolumeClaim](s, "persistentvolumeclaims", m)
 	require.NoError(t, err)
-	assert.False(t, listed, "the namespace was listed")
+	assert.Zero(t, x.lists, "the namespace or the whole cache was listed")
 	assert.Equal(t, []string{"mine-disk-2000"}, claimNames(got))
+
+	x.Indexer = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	require.NoError(t, x.Add(builders.StagingClaim(m, "mine-disk-2000")))
+	got, err = owned[*corev1.PersistentVolumeClaim](s, "persistentvolumeclaims", m)
+	require.NoError(t, err)
+	assert.Positive(t, x.lists, "without the index, the namespace is listed")
+	assert.Equal(t, []string{"mine-disk-2000"}, claimNames(got))
+}
+
+// listCounter counts the reads of a cache that list a namespace or the
+// whole cache.
+type listCounter struct {
+	cache.Indexer
+	lists int
+}
+
+func (c *listCounter) Index(name string, obj any) ([]any, error) {
+	c.lists++
+	return c.Indexer.Index(name, obj)
+}
+
+func (c *listCounter) List() []any {
+	c.lists++
+	return c.Indexer.List()
 }
 
 func claimNames(claims []*corev1.PersistentVolumeClaim) []string {

@@ -162,9 +162,9 @@ func clone(m map[request]int) map[request]int {
 	return out
 }
 
-// diff is after minus before.
-func diff(after, before map[request]int) map[request]int {
-	out := map[request]int{}
+// diff is after minus before, for counters of any key.
+func diff[K comparable](after, before map[K]int) map[K]int {
+	out := map[K]int{}
 	for k, v := range after {
 		if d := v - before[k]; d != 0 {
 			out[k] = d

@@ -68,7 +68,7 @@ func (b *bench) newReport(before, after sample, hwm int64) *report {
 		ctrlCPU:       after.ctrlCPU - before.ctrlCPU,
 		ourCPU:        after.ourCPU - before.ourCPU,
 		machineCPU:    after.machine - before.machine,
-		soap:          diffStrings(after.soap, before.soap),
+		soap:          diff(after.soap, before.soap),
 	}
 	r.loadMean, r.loadMax = meanMax(b.loads)
 	var q []float64
@@ -83,19 +83,9 @@ func (r *report) addQuiet(after, quiet sample) {
 	r.quietReconciles = quiet.metrics.sum(reconcileTotal) - after.metrics.sum(reconcileTotal)
 	r.quietSkips = quiet.metrics.sum(finishedSkipsTotal) - after.metrics.sum(finishedSkipsTotal)
 	r.quietRequests = diff(quiet.requests, after.requests)
-	for _, v := range diffStrings(quiet.soap, after.soap) {
+	for _, v := range diff(quiet.soap, after.soap) {
 		r.quietSOAP += v
 	}
-}
-
-func diffStrings(after, before map[string]int) map[string]int {
-	out := map[string]int{}
-	for k, v := range after {
-		if d := v - before[k]; d != 0 {
-			out[k] = d
-		}
-	}
-	return out
 }
 
 // print writes the report; its last line is the summary line.

@@ -4,10 +4,7 @@ package e2e
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -332,20 +329,6 @@ func (s *stack) powerState(vm string) string {
 	return st
 }
 
-// fileSHA256 hashes a file.
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
 // claimFiles lists the files at the root of a claim's volume.
 func (s *stack) claimFiles(claim string) (string, []string) {
 	s.t.Helper()
@@ -438,7 +421,7 @@ func (s *stack) verifyTargetDisks(m *v1alpha1.VirtualMachineMigration, vm *vcsim
 		assert.Equal(s.t, src.SizeBytes, d.BytesTransferred, "disk %d status: bytes transferred, want the source disk's size", i)
 		dir, files := s.claimFiles(d.DataVolume)
 		assert.Equal(s.t, []string{pipeline.ImageFile}, files, "target volume of %s, want only %s", d.DataVolume, pipeline.ImageFile)
-		sum, err := fileSHA256(filepath.Join(dir, pipeline.ImageFile))
+		sum, err := vcsimlocal.FileSHA256(filepath.Join(dir, pipeline.ImageFile))
 		require.NoError(s.t, err, "hashing the target disk %s", d.DataVolume)
 		if assert.Equal(s.t, src.SHA256, sum, "target disk %s: sha256, want the source disk's", d.DataVolume) {
 			s.t.Logf("disk %d (%d MiB): target %s matches the source (sha256 %s)", i, src.SizeBytes>>20, d.DataVolume, sum[:16])

@@ -82,14 +82,19 @@ func imageSHA256(image string) (string, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
-	f, err := os.Open(image)
+	return FileSHA256(image)
+}
+
+// FileSHA256 is the hex SHA-256 of a file's content.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hashing %s: %w", image, err)
+		return "", fmt.Errorf("hashing %s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -15,7 +15,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 module=$(go list -m)
 boilerplate="$root/hack/boilerplate.go.txt"
+# On a fresh machine the module is not in the module cache yet, and go list
+# then prints an empty directory: download it first.
+go mod download k8s.io/code-generator
 codegen_dir=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
+[ -f "$codegen_dir/kube_codegen.sh" ] || { echo "update-codegen: k8s.io/code-generator not found in the module cache ($codegen_dir)" >&2; exit 1; }
 gobin=$(go env GOBIN); gobin=${gobin:-$(go env GOPATH)/bin}
 
 # shellcheck source=/dev/null

@@ -101,7 +101,7 @@ func (f *flags) controllerFlags(fs *flag.FlagSet) {
 // pipelineFlags are the flags of what the controller runs: the transfer
 // and conversion Jobs.
 func (f *flags) pipelineFlags(fs *flag.FlagSet) {
-	fs.StringVar(&f.opts.Pipeline.TransferImage, "transfer-image", "vm-migration-controller:latest", "image of the transfer Jobs: the controller's own image, which carries vm-transfer")
+	fs.StringVar(&f.opts.Pipeline.TransferImage, "transfer-image", "", "image of the transfer Jobs, which carries vm-transfer (empty: the image the controller itself runs from, read from its own Pod named by POD_NAME and POD_NAMESPACE)")
 	fs.StringVar(&f.opts.Pipeline.ConversionImage, "conversion-image", "", "default virt-v2v image of the conversion Jobs, for migrations without spec.conversion.image")
 	fs.Func("allowed-conversion-images", "comma-separated patterns (path.Match, e.g. registry.example.com/v2v/*) a migration's own spec.conversion.image must match; the default image is always allowed, no other without this flag",
 		f.addAllowedConversionImages)
@@ -137,8 +137,6 @@ func (f *flags) complete() error {
 		return errors.New("--max-transfers-per-host and --max-transfers-per-datastore must not be negative")
 	case f.transferStreams < 1 || f.hostConnections < 1:
 		return errors.New("--transfer-streams and --transfer-connections-per-host must be at least 1")
-	case f.opts.Pipeline.TransferImage == "":
-		return errors.New("--transfer-image must name the controller's image")
 	case f.apiQPS <= 0 || f.apiBurst < 1:
 		return fmt.Errorf("--kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d", f.apiQPS, f.apiBurst)
 	}
@@ -203,6 +201,16 @@ func run(ctx context.Context, f *flags) error {
 	}
 	cfg.UserAgent = "vm-migration-controller"
 	f.limitClients(cfg)
+	if f.opts.Pipeline.TransferImage == "" {
+		kube, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("building kubernetes client: %w", err)
+		}
+		if f.opts.Pipeline.TransferImage, err = ownImage(ctx, kube, os.Getenv); err != nil {
+			return err
+		}
+		klog.InfoS("Transfer image is the controller's own", "image", f.opts.Pipeline.TransferImage)
+	}
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

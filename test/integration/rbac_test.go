@@ -116,6 +116,8 @@ func TestControllerRBAC(t *testing.T) {
 		{resource: "events", verb: "patch"},
 		{group: "events.k8s.io", resource: "events", verb: "create"},
 		{group: "coordination.k8s.io", resource: "leases", verb: "update", namespace: saNamespace},
+		// Its own Pod, for the image the transfer Jobs run.
+		{resource: "pods", verb: "get", namespace: saNamespace},
 	}
 	mustNot := []access{
 		{resource: "secrets", verb: "get", name: "vcenter-credentials"},

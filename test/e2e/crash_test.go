@@ -31,10 +31,12 @@ import (
 const minKills = 50
 
 // TestControllerCrashes runs migrations while the controller process (the
-// built command, as its ServiceAccount) is killed with SIGKILL at random
-// instants and started again, at least minKills times; a new migration is
-// started whenever all running ones finished, so the kills land in every
-// phase. Every migration must succeed with the right bytes; a watch on every
+// built command, as its ServiceAccount) is killed with SIGKILL and started
+// again, at least minKills times: once right after a migration first
+// enters each phase (a watch on the migrations triggers it, so every phase
+// of a migration's path is hit whatever the machine's speed), and otherwise
+// at random instants; a new migration is started whenever all running ones
+// finished. Every migration must succeed with the right bytes; a watch on every
 // kind of child must see each child created exactly once (a restart
 // resumes, it never redoes or duplicates); no retry is spent; vcsim must
 // have sent each disk's bytes once (the transfer was never restarted); and
@@ -68,13 +70,21 @@ func TestControllerCrashes(t *testing.T) {
 	deadline := begin.Add(8 * time.Minute)
 	kills, killsInFlight := 0, 0
 	killedIn := map[v1alpha1.Phase]int{}
+	killedOnEntry := map[v1alpha1.Phase]bool{}
+	entries := s.watchFirstPhaseEntries(t)
 	var phasesAtKill []string
 	for kills < minKills && time.Now().Before(deadline) {
 		if s.allSucceeded(names) && len(names) < 12 {
 			startMigration()
 		}
-		time.Sleep(time.Duration(100+r.IntN(1400)) * time.Millisecond)
-		phasesAtKill = append(phasesAtKill, s.phases(names))
+		trigger := "random"
+		select {
+		case p := <-entries:
+			trigger = "entering " + string(p)
+			killedOnEntry[p] = true
+		case <-time.After(time.Duration(100+r.IntN(1400)) * time.Millisecond):
+		}
+		phasesAtKill = append(phasesAtKill, trigger+": "+s.phases(names))
 		hit := map[v1alpha1.Phase]bool{}
 		for _, n := range names {
 			if m, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Get(s.ctx, n, metav1.GetOptions{}); err == nil {
@@ -98,13 +108,9 @@ func TestControllerCrashes(t *testing.T) {
 	t.Logf("kills that found a migration in each phase: %v; %d kills (%d with a migration in flight) in %s",
 		killedIn, kills, killsInFlight, time.Since(begin).Round(time.Second))
 	require.GreaterOrEqual(t, kills, minKills, "kills of the controller before the deadline")
-	active := 0
-	for phase := range killedIn {
-		if phase != v1alpha1.PhaseSucceeded && phase != "" {
-			active++
-		}
+	for _, phase := range migrationPath {
+		assert.True(t, killedOnEntry[phase], "no kill right after a migration entered %s (kills on entry: %v)", phase, killedOnEntry)
 	}
-	assert.GreaterOrEqual(t, active, 5, "phases before Succeeded the kills hit (%v), want them spread over at least 5", killedIn)
 	for _, n := range names {
 		m := s.waitPhase(n, v1alpha1.PhaseSucceeded, 4*time.Minute)
 		s.verifyTargetDisks(m, vms[n])
@@ -375,4 +381,45 @@ func (p *controllerProcess) stop() {
 		<-p.done
 	}
 	p.cmd = nil
+}
+
+// migrationPath is every phase a migration without approval gate or
+// failure passes through before Succeeded: the crash test kills the
+// controller right after the first migration enters each of them.
+var migrationPath = []v1alpha1.Phase{
+	v1alpha1.PhaseValidating, v1alpha1.PhaseStoppingSource, v1alpha1.PhaseTransferringDisks,
+	v1alpha1.PhaseConverting, v1alpha1.PhaseImporting, v1alpha1.PhaseCreatingVM,
+	v1alpha1.PhaseStarting, v1alpha1.PhaseCleaningUp,
+}
+
+// watchFirstPhaseEntries watches the namespace's migrations and sends each
+// phase of migrationPath once, the first time any migration is seen in it.
+// The channel holds every phase, so the watch never blocks on the test.
+func (s *stack) watchFirstPhaseEntries(t *testing.T) <-chan v1alpha1.Phase {
+	t.Helper()
+	out := make(chan v1alpha1.Phase, len(migrationPath))
+	want := map[v1alpha1.Phase]bool{}
+	for _, p := range migrationPath {
+		want[p] = true
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	w, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Watch(ctx, metav1.ListOptions{})
+	require.NoError(t, err, "watching the migrations")
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			m, ok := ev.Object.(*v1alpha1.VirtualMachineMigration)
+			if !ok || !want[m.Status.Phase] {
+				continue
+			}
+			delete(want, m.Status.Phase)
+			out <- m.Status.Phase
+		}
+	})
+	return out
 }

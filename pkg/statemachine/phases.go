@@ -527,13 +527,7 @@ func (d *decider) starting() {
 		d.advance(v1alpha1.PhaseCleaningUp, fmt.Sprintf("VirtualMachineInstance %s %s", name, what))
 		return
 	}
-	if d.st.PhaseStartTime == nil {
-		// A status without it (written by hand or by an older version):
-		// the start timeout counts from now.
-		now := d.now
-		d.st.PhaseStartTime = &now
-	}
-	deadline := d.st.PhaseStartTime.Add(d.spec.Policy.StartDeadline())
+	deadline := d.startRequestedAt().Add(d.spec.Policy.StartDeadline())
 	if !d.now.Time.Before(deadline) {
 		what := "did not reach Running"
 		if phase == VMIRunning {
@@ -543,6 +537,22 @@ func (d *decider) starting() {
 		return
 	}
 	d.working(fmt.Sprintf("waiting for VirtualMachine %s to run (VMI phase %q)", name, phase), min(d.cfg.PollInterval, deadline.Sub(d.now.Time)))
+}
+
+// startRequestedAt is when the target was asked to run: the start timeout
+// counts from then, not from entering Starting (a pre-start check that
+// waited on vSphere, or a pause, must not count against the VM's start).
+// A status without it (written by hand or by an older version) counts
+// from entering Starting, else from now.
+func (d *decider) startRequestedAt() time.Time {
+	if t := d.st.Target; t.StartRequestedAt != nil {
+		return t.StartRequestedAt.Time
+	}
+	if d.st.PhaseStartTime == nil {
+		now := d.now
+		d.st.PhaseStartTime = &now
+	}
+	return d.st.PhaseStartTime.Time
 }
 
 // startTarget starts the target VM once the source is seen off (or gone):

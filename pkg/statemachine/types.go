@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -322,6 +323,10 @@ type DataVolumeObservation struct {
 	Progress string
 	// OwnedByVM says the target VM is its controller owner.
 	OwnedByVM bool
+	// Message is what CDI says of it where it is not ready: the messages
+	// of its conditions that are not true (a claim that stays Pending, a
+	// quota exceeded), joined.
+	Message string
 }
 
 // DataVolume phases the decisions look at.
@@ -329,6 +334,19 @@ const (
 	DataVolumeSucceeded = "Succeeded"
 	DataVolumeFailed    = "Failed"
 )
+
+// dataVolumeWaits reports whether a DataVolume in this phase waits for
+// something outside CDI's copy (its claim to bind, a pod to be admitted
+// or scheduled) rather than copying: CDI's Pending, Unknown,
+// WaitForFirstConsumer, PendingPopulation, the *Scheduled phases, Paused,
+// and no phase yet.
+func dataVolumeWaits(phase string) bool {
+	switch phase {
+	case "", "Pending", "Unknown", "WaitForFirstConsumer", "PendingPopulation", "Paused":
+		return true
+	}
+	return strings.HasSuffix(phase, "Scheduled")
+}
 
 // VMObservation is what was seen of the target VirtualMachine.
 type VMObservation struct {

@@ -14,7 +14,7 @@ import (
 // and the source is back as it was found. Staging objects stay for
 // inspection until deletion.
 func (d *decider) rollingBack() {
-	if d.stopActiveJobs() || d.haltTargetVM() || d.restoreSource() || d.removeSnapshots() {
+	if d.stopActiveJobs() || d.haltTargetVM() || d.awaitTargetGone() || d.restoreSource() || d.removeSnapshots() {
 		return
 	}
 	d.setPhase(v1alpha1.PhaseFailed, d.restoredMessage())
@@ -46,7 +46,7 @@ func (d *decider) cancel() {
 	} else if d.deleteUnfinishedTarget() {
 		return
 	}
-	if d.st.Phase == v1alpha1.PhaseCancelling && (d.restoreSource() || d.removeSnapshots()) {
+	if d.st.Phase == v1alpha1.PhaseCancelling && (d.awaitTargetGone() || d.restoreSource() || d.removeSnapshots()) {
 		return
 	}
 	d.act(ActionRemoveFinalizer, v1alpha1.FinalizerName, 0)

@@ -373,6 +373,14 @@ type VMIObservation struct {
 	Phase string
 	// AgentConnected says the AgentConnected condition is true.
 	AgentConnected bool
+	// Reason is status.reason: KubeVirt's NodeUnresponsive (VMINodeLost)
+	// on a Failed instance says its node was declared lost.
+	Reason string
+	// NodeName is the node the instance was scheduled to.
+	NodeName string
+	// Deleting says the instance is being deleted (KubeVirt stops its
+	// guest within the termination grace period, then it is gone).
+	Deleting bool
 }
 
 // VMI phases the decisions look at.

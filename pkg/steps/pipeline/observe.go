@@ -360,7 +360,8 @@ func (s *Step) observeTarget(m *v1alpha1.VirtualMachineMigration, obs *statemach
 	case err != nil:
 		return fmt.Errorf("reading virtual machine instance %s: %w", name, err)
 	default:
-		obs.VMI = &statemachine.VMIObservation{Phase: string(vmi.Status.Phase), AgentConnected: agentConnected(vmi.Status.Conditions)}
+		obs.VMI = &statemachine.VMIObservation{Phase: string(vmi.Status.Phase), AgentConnected: agentConnected(vmi.Status.Conditions),
+			Reason: vmi.Status.Reason, NodeName: vmi.Status.NodeName, Deleting: vmi.DeletionTimestamp != nil}
 	}
 	return nil
 }

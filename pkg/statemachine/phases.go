@@ -207,12 +207,15 @@ func (d *decider) stoppingSource() {
 			return
 		}
 	}
+	if d.awaitPowerOffTask() {
+		return
+	}
 	if sc.PowerOffRequestedAt != nil && d.now.Sub(sc.PowerOffRequestedAt.Time) < d.cfg.PollInterval {
 		d.working("waiting for the power-off to take effect", d.cfg.PollInterval-d.now.Sub(sc.PowerOffRequestedAt.Time))
 		return
 	}
 	now := d.now
-	sc.PowerOffRequestedAt = &now
+	sc.PowerOffRequestedAt, sc.PowerOffTask = &now, ""
 	d.act(ActionPowerOffSource, "", 0)
 	d.working("powering the source VM off", d.cfg.PollInterval)
 }

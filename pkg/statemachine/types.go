@@ -156,7 +156,33 @@ type SourceObservation struct {
 	ToolsRunning bool
 	// Snapshots lists the names of the snapshots present on the VM.
 	Snapshots []string
+	// PowerOffTasks are the VM's power-off tasks vSphere knows, oldest
+	// first, read while a power-off the controller requested may still
+	// run (WatchesPowerOffTasks).
+	PowerOffTasks []TaskObservation
 }
+
+// TaskObservation is what was seen of a vSphere task.
+type TaskObservation struct {
+	// Ref is the task's managed object reference.
+	Ref string
+	// State is one of the Task states; empty for a task vSphere no
+	// longer knows (it ended long ago).
+	State string
+	// Error is the task's failure, classified, when it failed.
+	Error *ObservedError
+}
+
+// vSphere task states.
+const (
+	TaskQueued    = "queued"
+	TaskRunning   = "running"
+	TaskSucceeded = "success"
+	TaskFailed    = "error"
+)
+
+// Pending reports whether the task may still run.
+func (t TaskObservation) Pending() bool { return t.State == TaskQueued || t.State == TaskRunning }
 
 // Source power states, as vSphere names them.
 const (

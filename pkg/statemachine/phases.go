@@ -486,11 +486,17 @@ func (d *decider) importing() {
 	d.awaitImport(done)
 }
 
+// DataVolumePendingGrace is how long DataVolumes may wait (CDI's Pending,
+// *Scheduled...) with no import progress, as they do for a moment in every
+// import, before the migration says it waits for them.
+const DataVolumePendingGrace = time.Minute
+
 // awaitImport waits for the DataVolumes to be populated. The source is
 // off meanwhile: DataVolumes that wait (a claim that stays Pending, a
-// quota) make the migration wait with a condition naming them and what
-// CDI says of them, and once the retry deadline passed with no import
-// progress for the stall timeout, the migration fails to rollback.
+// quota) past DataVolumePendingGrace make the migration wait with a
+// condition naming them and what CDI says of them, and once the retry
+// deadline passed with no import progress for the stall timeout, the
+// migration fails to rollback.
 func (d *decider) awaitImport(done int) {
 	state := d.importState(dataVolumeWaits)
 	if d.stuckPastDeadline() {
@@ -499,7 +505,7 @@ func (d *decider) awaitImport(done int) {
 		return
 	}
 	d.requeue(d.stuckAt().Sub(d.now.Time))
-	if state != "" {
+	if state != "" && d.now.Sub(d.st.LastProgressTime.Time) >= DataVolumePendingGrace {
 		d.wait(ReasonDataVolumesPending, fmt.Sprintf("waiting for DataVolumes %s; the source VM stays off: the migration fails if no import progress is seen by %s",
 			state, d.stuckAt().UTC().Format(time.RFC3339)), d.cfg.PollInterval)
 		return

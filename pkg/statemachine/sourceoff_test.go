@@ -88,6 +88,14 @@ func TestImportingHasADeadline(t *testing.T) {
 				assert.Contains(t, c.Message, "fails if no import progress is seen by "+builders.At(time.Hour).UTC().Format(time.RFC3339), "the condition says when it fails")
 			},
 		},
+		"pending for a moment, as in every import: working": {
+			m: importingWith(time.Hour, 10*time.Second), obs: pending,
+			phase: v1alpha1.PhaseImporting,
+			check: func(t *testing.T, d Decision) {
+				c := wantCond(t, d, ConditionProgressing, metav1.ConditionTrue, ReasonWorking)
+				assert.Equal(t, "importing disks: 0 of 2 DataVolumes populated", c.Message)
+			},
+		},
 		"pending past the deadline, no progress for the stall timeout: fail to rollback": {
 			m: importingWith(-time.Minute, 31*time.Minute), obs: pending,
 			phase: v1alpha1.PhaseRollingBack,

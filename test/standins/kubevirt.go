@@ -131,21 +131,11 @@ func (k *KubeVirt) release(ctx context.Context, vmi *kubevirtv1.VirtualMachineIn
 	if wait := k.cfg.VMIGracePeriod - time.Since(vmi.DeletionTimestamp.Time); wait > 0 {
 		return wait, nil
 	}
-	api := k.c.kv.KubevirtV1().VirtualMachineInstances(vmi.Namespace)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := api.Get(ctx, vmi.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.UID != vmi.UID {
-			return nil
-		}
+	err := k.changeInstance(ctx, vmi, func(cur *kubevirtv1.VirtualMachineInstance) {
 		cur.Status.Phase = kubevirtv1.Succeeded
 		cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == instanceFinalizer })
-		_, err = api.Update(ctx, cur, metav1.UpdateOptions{})
-		return err
 	})
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err != nil {
 		return 0, fmt.Errorf("releasing instance %s/%s after its grace period: %w", vmi.Namespace, vmi.Name, err)
 	}
 	return 0, nil
@@ -284,6 +274,12 @@ func (k *KubeVirt) waitForClaim(ctx context.Context, vm *kubevirtv1.VirtualMachi
 // updateInstance applies change to the instance's current status and
 // writes it with an ordinary update (a VMI has no status subresource).
 func (k *KubeVirt) updateInstance(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, change func(*kubevirtv1.VirtualMachineInstanceStatus)) error {
+	return k.changeInstance(ctx, vmi, func(cur *kubevirtv1.VirtualMachineInstance) { change(&cur.Status) })
+}
+
+// changeInstance applies change to the current instance (the same UID)
+// and writes it; an instance gone meanwhile is no error.
+func (k *KubeVirt) changeInstance(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, change func(*kubevirtv1.VirtualMachineInstance)) error {
 	api := k.c.kv.KubevirtV1().VirtualMachineInstances(vmi.Namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := api.Get(ctx, vmi.Name, metav1.GetOptions{})
@@ -293,7 +289,7 @@ func (k *KubeVirt) updateInstance(ctx context.Context, vmi *kubevirtv1.VirtualMa
 		if cur.UID != vmi.UID {
 			return nil
 		}
-		change(&cur.Status)
+		change(cur)
 		_, err = api.Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})

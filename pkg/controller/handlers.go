@@ -159,7 +159,8 @@ func (c *Controller) enqueueCredentialUsers(obj any) {
 // wakeSlotWaiters enqueues, when a migration leaves a transfer slot (its
 // phase moves on, its deletion begins or it is gone: obj is nil), the
 // oldest migration waiting in Queued on its host and the oldest waiting
-// on each of its datastores, so that a freed slot is taken at once rather
+// on each of its datastores (and the oldest waiting there to transfer
+// again after a failed conversion, which goes first), so that a freed slot is taken at once rather
 // than at the waiters' next periodic look (bench-scale: slots stood idle
 // for most of the wait interval). The informer calls it once the cache
 // shows the change, so the woken reconcile counts the slot as free.
@@ -184,10 +185,19 @@ func (c *Controller) wakeSlotWaiters(old, obj any) {
 	}
 	for _, l := range lookups {
 		waiters, err := c.indexed(l)
-		if err != nil || len(waiters) == 0 {
+		if err != nil {
 			continue
 		}
-		c.queue.Add(cache.MetaObjectToName(oldest(waiters)))
+		// A migration that transfers again after a failed conversion
+		// goes first (its source is off); the oldest in Queued is woken
+		// too, for a slot the former cannot use.
+		retries := slices.DeleteFunc(slices.Clone(waiters), func(m *v1alpha1.VirtualMachineMigration) bool { return !retransferWaits(m) })
+		queued := slices.DeleteFunc(waiters, retransferWaits)
+		for _, group := range [][]*v1alpha1.VirtualMachineMigration{retries, queued} {
+			if len(group) > 0 {
+				c.queue.Add(cache.MetaObjectToName(oldest(group)))
+			}
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
 )
 
 // Indexes of the migration cache. They keep a reconcile's work bounded by
@@ -54,9 +55,10 @@ func holdsSlotNow(m *v1alpha1.VirtualMachineMigration) bool {
 }
 
 // waitsForSlot reports whether a cached migration may be waiting for a
-// transfer slot.
+// transfer slot: in Queued, or in Converting to transfer its disks again
+// after a failed conversion (retransferWaits).
 func waitsForSlot(m *v1alpha1.VirtualMachineMigration) bool {
-	return m.Status.Phase == v1alpha1.PhaseQueued && m.DeletionTimestamp == nil
+	return (m.Status.Phase == v1alpha1.PhaseQueued || statemachine.RetransferPending(&m.Status)) && m.DeletionTimestamp == nil
 }
 
 // slotIndex indexes the migrations that match by the keys of their slot.
@@ -121,10 +123,27 @@ func (c *Controller) indexed(lookups ...lookup) ([]*v1alpha1.VirtualMachineMigra
 }
 
 // slotHolders are the cached migrations that hold a slot on m's host or
-// on one of its datastores: the only ones that count against m's limits.
+// on one of its datastores.
 func (c *Controller) slotHolders(m *v1alpha1.VirtualMachineMigration) ([]*v1alpha1.VirtualMachineMigration, error) {
 	mine := slotKeys(m)
 	return c.indexed(lookup{indexSlotHost, []string{mine.host}}, lookup{indexSlotDatastore, mine.datastores})
+}
+
+// slotCounted are the cached migrations that count against m's limits:
+// the slot holders of its host and datastores and, unless m itself
+// transfers again after a failed conversion, the migrations waiting there
+// to do so, which go first (goesFirst).
+func (c *Controller) slotCounted(m *v1alpha1.VirtualMachineMigration) ([]*v1alpha1.VirtualMachineMigration, error) {
+	holders, err := c.slotHolders(m)
+	if err != nil || statemachine.RetransferPending(&m.Status) {
+		return holders, err
+	}
+	mine := slotKeys(m)
+	waiting, err := c.indexed(lookup{indexQueuedHost, []string{mine.host}}, lookup{indexQueuedDatastore, mine.datastores})
+	if err != nil {
+		return nil, err
+	}
+	return append(holders, slices.DeleteFunc(waiting, func(o *v1alpha1.VirtualMachineMigration) bool { return !retransferWaits(o) })...), nil
 }
 
 // claimHolders are the cached migrations that hold the source or the

@@ -25,8 +25,8 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 		return obs, err
 	}
 	need := statemachine.NeedsSource(m)
-	if waitsForSlot(m) {
-		holders, err := c.slotHolders(m)
+	if looksAtSlot(m) {
+		holders, err := c.slotCounted(m)
 		if err != nil {
 			return obs, err
 		}

@@ -50,6 +50,20 @@ func holdsSlot(p v1alpha1.Phase) bool {
 	return p == v1alpha1.PhaseStoppingSource || p == v1alpha1.PhaseTransferringDisks
 }
 
+// looksAtSlot reports whether the decision for m looks at a transfer
+// slot: waiting for one in Queued, or in Converting, where a failed
+// conversion sends the migration back to transfer its disks again.
+func looksAtSlot(m *v1alpha1.VirtualMachineMigration) bool {
+	return waitsForSlot(m) || (m.Status.Phase == v1alpha1.PhaseConverting && m.DeletionTimestamp == nil)
+}
+
+// retransferWaits reports whether a cached migration waits for a slot to
+// transfer its disks again after a failed conversion: its source is off,
+// so it goes before the migrations waiting in Queued.
+func retransferWaits(m *v1alpha1.VirtualMachineMigration) bool {
+	return statemachine.RetransferPending(&m.Status) && m.DeletionTimestamp == nil
+}
+
 // slotKeys are the host and the datastores a migration reads from.
 func slotKeys(m *v1alpha1.VirtualMachineMigration) reservation {
 	if m.Status.Source == nil {
@@ -103,9 +117,14 @@ func (s *slotReservations) count(m *v1alpha1.VirtualMachineMigration, all []*v1a
 			holders[key] = r
 		}
 	}
+	first := 0
 	for _, other := range all {
-		if holdsSlotNow(other) {
+		switch {
+		case holdsSlotNow(other):
 			holders[cache.MetaObjectToName(other)] = slotKeys(other)
+		case goesFirst(other, m):
+			holders[cache.MetaObjectToName(other)] = slotKeys(other)
+			first++
 		}
 	}
 	delete(holders, self)
@@ -119,7 +138,19 @@ func (s *slotReservations) count(m *v1alpha1.VirtualMachineMigration, all []*v1a
 			dsCount[d]++
 		}
 	}
-	return slotVerdict(mine, hostCount, dsCount, lim)
+	verdict := slotVerdict(mine, hostCount, dsCount, lim)
+	if !verdict.Available && first > 0 {
+		verdict.Message += "; migrations that transfer again after a failed conversion, their source off, go first"
+	}
+	return verdict
+}
+
+// goesFirst reports whether other, waiting for a slot, takes it before m:
+// a migration that transfers again after a failed conversion (its source
+// is off) goes before every migration waiting in Queued (whose source
+// still runs), so that a freed slot is its, whoever is woken first.
+func goesFirst(other, m *v1alpha1.VirtualMachineMigration) bool {
+	return retransferWaits(other) && !statemachine.RetransferPending(&m.Status)
 }
 
 // slotVerdict compares the counts with the limits.

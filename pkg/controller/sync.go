@@ -88,7 +88,7 @@ func (c *Controller) reserveSlot(m *v1alpha1.VirtualMachineMigration, dec statem
 		c.slots.settle(key, dec.Status.Phase, now)
 		return true
 	}
-	holders, err := c.slotHolders(m)
+	holders, err := c.slotCounted(m)
 	if err != nil {
 		return false
 	}

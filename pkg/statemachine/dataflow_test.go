@@ -260,8 +260,8 @@ func TestConverting(t *testing.T) {
 			m: m(withConversion), obs: newObs(failed(ConversionUnsupportedGuest)),
 			phase: v1alpha1.PhaseRollingBack, check: permanent,
 		},
-		"other failure: transfer again, then convert again": {
-			m: m(withConversion), obs: newObs(failed("")),
+		"other failure, a transfer slot free: transfer again, then convert again": {
+			m: m(withConversion), obs: newObs(failed(""), slot(true)),
 			phase: v1alpha1.PhaseTransferringDisks, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseConverting, ReasonConversionFailed)

@@ -207,12 +207,15 @@ func (d *decider) stoppingSource() {
 			return
 		}
 	}
+	if d.awaitPowerOffTask() {
+		return
+	}
 	if sc.PowerOffRequestedAt != nil && d.now.Sub(sc.PowerOffRequestedAt.Time) < d.cfg.PollInterval {
 		d.working("waiting for the power-off to take effect", d.cfg.PollInterval-d.now.Sub(sc.PowerOffRequestedAt.Time))
 		return
 	}
 	now := d.now
-	sc.PowerOffRequestedAt = &now
+	sc.PowerOffRequestedAt, sc.PowerOffTask = &now, ""
 	d.act(ActionPowerOffSource, "", 0)
 	d.working("powering the source VM off", d.cfg.PollInterval)
 }
@@ -267,6 +270,12 @@ func (d *decider) transferringDisks() {
 			job.Name, len(d.st.Disks), total))
 	default:
 		d.recordTransferProgress(job.Progress)
+		if d.stuckPastDeadline() {
+			d.fail(ReasonTransferTimedOut, fmt.Sprintf("transfer job %s shows no progress since %s and the retry deadline of %s passed",
+				job.Name, d.st.LastProgressTime.UTC().Format(time.RFC3339), d.spec.Policy.RetryDeadline()))
+			return
+		}
+		d.requeue(d.stuckAt().Sub(d.now.Time))
 		d.working(fmt.Sprintf("transferring disks (job %s, attempt %d)", t.JobName, t.Attempt), d.cfg.PollInterval)
 	}
 }
@@ -354,6 +363,10 @@ func (d *decider) converting() {
 	if d.st.Conversion == nil || d.st.Conversion.Skipped {
 		d.st.Conversion = conversionAttempt(d.m.Name, 1)
 	}
+	if RetransferPending(d.st) {
+		d.retransfer()
+		return
+	}
 	c := d.st.Conversion
 	job := d.obs.ConversionJob
 	switch {
@@ -371,7 +384,7 @@ func (d *decider) converting() {
 		if d.retry(ReasonConversionFailed, msg) {
 			*c = *conversionAttempt(d.m.Name, c.Attempt+1)
 			d.nextTransferAttempt()
-			d.setPhase(v1alpha1.PhaseTransferringDisks, "the staged disks are in an unknown state after a failed conversion: transferring again")
+			d.retransfer()
 		}
 	case job.awaitsResult(d.now.Time):
 		d.working(fmt.Sprintf("conversion job %s completed; waiting for its result", job.Name), JobResultPoll)
@@ -383,6 +396,34 @@ func (d *decider) converting() {
 		d.advance(v1alpha1.PhaseImporting, fmt.Sprintf("job %s converted the guest (%s)", job.Name, job.OperatingSystem))
 	default:
 		d.working(fmt.Sprintf("converting the guest (job %s, attempt %d)", c.JobName, c.Attempt), d.cfg.PollInterval)
+	}
+}
+
+// RetransferPending reports whether a migration in Converting must
+// transfer its disks again before it converts: a failed conversion left
+// the staged disks in an unknown state, the retry recorded a fresh
+// transfer attempt (not completed), and the migration waits for a
+// transfer slot to run it. The controller gives it the next free slot of
+// its host and datastores before any migration waiting in Queued: its
+// source is off.
+func RetransferPending(st *v1alpha1.VirtualMachineMigrationStatus) bool {
+	return st.Phase == v1alpha1.PhaseConverting && st.Transfer != nil && st.Transfer.CompletedAt == nil
+}
+
+// retransfer goes back to TransferringDisks once a transfer slot is free;
+// until then it waits, with a condition, until the retry deadline.
+func (d *decider) retransfer() {
+	slot := d.obs.TransferSlot
+	switch {
+	case slot.Available:
+		d.setPhase(v1alpha1.PhaseTransferringDisks, "the staged disks are in an unknown state after a failed conversion: transferring again")
+	case d.pastDeadline():
+		d.fail(ReasonRetryBudgetSpent, fmt.Sprintf("no transfer slot for the transfer again after a failed conversion (%s) before the retry deadline of %s passed",
+			slot.Message, d.spec.Policy.RetryDeadline()))
+	default:
+		d.wait(ReasonWaitingForTransferSlot, fmt.Sprintf("the disks are transferred again after a failed conversion, with the source VM off: "+
+			"this migration takes the next free transfer slot, before any migration waiting in Queued (%s)", slot.Message), d.cfg.WaitInterval)
+		d.requeueAtDeadline()
 	}
 }
 
@@ -442,7 +483,78 @@ func (d *decider) importing() {
 		d.advance(v1alpha1.PhaseCreatingVM, fmt.Sprintf("%d DataVolumes populated", done))
 		return
 	}
+	d.awaitImport(done)
+}
+
+// DataVolumePendingGrace is how long DataVolumes may wait (CDI's Pending,
+// *Scheduled...) with no import progress, as they do for a moment in every
+// import, before the migration says it waits for them.
+const DataVolumePendingGrace = time.Minute
+
+// awaitImport waits for the DataVolumes to be populated. The source is
+// off meanwhile: DataVolumes that wait (a claim that stays Pending, a
+// quota) past DataVolumePendingGrace make the migration wait with a
+// condition naming them and what CDI says of them, and once the retry
+// deadline passed with no import progress for the stall timeout, the
+// migration fails to rollback.
+func (d *decider) awaitImport(done int) {
+	state := d.importState(dataVolumeWaits)
+	if d.stuckPastDeadline() {
+		d.fail(ReasonImportTimedOut, fmt.Sprintf("%d of %d DataVolumes populated, no import progress since %s and the retry deadline of %s passed: %s",
+			done, len(d.st.Disks), d.st.LastProgressTime.UTC().Format(time.RFC3339), d.spec.Policy.RetryDeadline(), d.importState(nil)))
+		return
+	}
+	d.requeue(d.stuckAt().Sub(d.now.Time))
+	if state != "" && d.now.Sub(d.st.LastProgressTime.Time) >= DataVolumePendingGrace {
+		d.wait(ReasonDataVolumesPending, fmt.Sprintf("waiting for DataVolumes %s; the source VM stays off: the migration fails if no import progress is seen by %s",
+			state, d.stuckAt().UTC().Format(time.RFC3339)), d.cfg.PollInterval)
+		return
+	}
 	d.working(fmt.Sprintf("importing disks: %d of %d DataVolumes populated", done, len(d.st.Disks)), d.cfg.PollInterval)
+}
+
+// importState describes the DataVolumes not populated yet whose phase
+// matches (all of them when match is nil): name, phase and CDI's message.
+func (d *decider) importState(match func(string) bool) string {
+	var parts []string
+	for _, disk := range d.st.Disks {
+		dv := d.obs.DataVolumes[disk.DataVolume]
+		if dv.Phase == DataVolumeSucceeded || (match != nil && !match(dv.Phase)) {
+			continue
+		}
+		phase := dv.Phase
+		if phase == "" {
+			phase = "no phase yet"
+		}
+		part := fmt.Sprintf("%s (%s)", disk.DataVolume, phase)
+		if dv.Message != "" {
+			part += ": " + dv.Message
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// stuckAt is when a phase that copies data (the transfer, the import)
+// counts as stuck: the retry deadline, or the stall timeout after the last
+// progress seen, whichever comes later.
+func (d *decider) stuckAt() time.Time {
+	if d.st.LastProgressTime == nil {
+		now := d.now
+		d.st.LastProgressTime = &now
+	}
+	stalled := d.st.LastProgressTime.Add(d.spec.Policy.StallAfter())
+	if d.st.StartTime == nil {
+		return stalled
+	}
+	return maxTime(stalled, d.st.StartTime.Add(d.spec.Policy.RetryDeadline()))
+}
+
+// stuckPastDeadline reports whether the retry deadline passed and no
+// progress was seen for the stall timeout: the source has been off long
+// enough for nothing; the migration fails and its rollback restores it.
+func (d *decider) stuckPastDeadline() bool {
+	return d.st.StartTime != nil && !d.now.Time.Before(d.stuckAt())
 }
 
 // nameDataVolumes records each disk's target DataVolume name, once.
@@ -527,13 +639,7 @@ func (d *decider) starting() {
 		d.advance(v1alpha1.PhaseCleaningUp, fmt.Sprintf("VirtualMachineInstance %s %s", name, what))
 		return
 	}
-	if d.st.PhaseStartTime == nil {
-		// A status without it (written by hand or by an older version):
-		// the start timeout counts from now.
-		now := d.now
-		d.st.PhaseStartTime = &now
-	}
-	deadline := d.st.PhaseStartTime.Add(d.spec.Policy.StartDeadline())
+	deadline := d.startRequestedAt().Add(d.spec.Policy.StartDeadline())
 	if !d.now.Time.Before(deadline) {
 		what := "did not reach Running"
 		if phase == VMIRunning {
@@ -543,6 +649,22 @@ func (d *decider) starting() {
 		return
 	}
 	d.working(fmt.Sprintf("waiting for VirtualMachine %s to run (VMI phase %q)", name, phase), min(d.cfg.PollInterval, deadline.Sub(d.now.Time)))
+}
+
+// startRequestedAt is when the target was asked to run: the start timeout
+// counts from then, not from entering Starting (a pre-start check that
+// waited on vSphere, or a pause, must not count against the VM's start).
+// A status without it (written by hand or by an older version) counts
+// from entering Starting, else from now.
+func (d *decider) startRequestedAt() time.Time {
+	if t := d.st.Target; t.StartRequestedAt != nil {
+		return t.StartRequestedAt.Time
+	}
+	if d.st.PhaseStartTime == nil {
+		now := d.now
+		d.st.PhaseStartTime = &now
+	}
+	return d.st.PhaseStartTime.Time
 }
 
 // startTarget starts the target VM once the source is seen off (or gone):

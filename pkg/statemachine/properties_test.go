@@ -185,6 +185,15 @@ func (g gen) observation(m *v1alpha1.VirtualMachineMigration) Observation {
 	if o.Source.Observed && g.chance(0.3) {
 		o.Source.Snapshots = []string{snapName}
 	}
+	if o.Source.Observed && g.chance(0.3) {
+		for i := range 1 + g.r.Intn(2) {
+			task := TaskObservation{Ref: fmt.Sprintf("task-%d", i), State: pick(g, "", TaskQueued, TaskRunning, TaskSucceeded, TaskFailed)}
+			if task.State == TaskFailed {
+				task.Error = &ObservedError{Class: pick(g, ErrorTransient, ErrorPermanent), Reason: "SourceError", Message: "task failed"}
+			}
+			o.Source.PowerOffTasks = append(o.Source.PowerOffTasks, task)
+		}
+	}
 	for range g.r.Intn(3) {
 		o.Preflight = append(o.Preflight, v1alpha1.PreflightFinding{Reason: "Rule", Severity: pick(g, v1alpha1.SeverityWarning, v1alpha1.SeverityBlocking), Message: "found"})
 	}
@@ -587,6 +596,9 @@ func TestPropertyNeedsSourceCoversDecide(t *testing.T) {
 			return
 		case SourceNeedState:
 			stripped.Observation.Source.Inventory = nil
+			if !WatchesPowerOffTasks(in.Migration) {
+				stripped.Observation.Source.PowerOffTasks = nil
+			}
 		case SourceNeedNothing:
 			stripped.Observation.Source = SourceObservation{}
 		}

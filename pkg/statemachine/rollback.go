@@ -14,7 +14,7 @@ import (
 // and the source is back as it was found. Staging objects stay for
 // inspection until deletion.
 func (d *decider) rollingBack() {
-	if d.stopActiveJobs() || d.haltTargetVM() || d.restoreSource() || d.removeSnapshots() {
+	if d.stopActiveJobs() || d.haltTargetVM() || d.awaitTargetGone() || d.restoreSource() || d.removeSnapshots() {
 		return
 	}
 	d.setPhase(v1alpha1.PhaseFailed, d.restoredMessage())
@@ -46,7 +46,7 @@ func (d *decider) cancel() {
 	} else if d.deleteUnfinishedTarget() {
 		return
 	}
-	if d.st.Phase == v1alpha1.PhaseCancelling && (d.restoreSource() || d.removeSnapshots()) {
+	if d.st.Phase == v1alpha1.PhaseCancelling && (d.awaitTargetGone() || d.restoreSource() || d.removeSnapshots()) {
 		return
 	}
 	d.act(ActionRemoveFinalizer, v1alpha1.FinalizerName, 0)
@@ -148,6 +148,12 @@ func (d *decider) restoreSource() bool {
 	case src.PowerState == PowerStateOn:
 		return d.seenOn()
 	}
+	if t, pending := d.pendingPowerOff(); pending {
+		// Powered on now, the VM would be powered off again by the task.
+		d.recordPowerOffTask()
+		d.waitForStop(fmt.Sprintf("power-off task %s is %s", t.Ref, t.State))
+		return true
+	}
 	return d.powerOn()
 }
 
@@ -155,9 +161,8 @@ func (d *decider) restoreSource() bool {
 // controller asked for may still turn it off.
 func (d *decider) seenOn() bool {
 	sc := d.st.SourceControl
-	if until, pending := d.stopPending(); pending {
-		d.working(fmt.Sprintf("the source VM is still on, but the stop requested at %s may still be under way: waiting until it is off (or until %s) before powering it on",
-			stopRequestedAt(sc).UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339)), min(d.cfg.PollInterval, until.Sub(d.now.Time)))
+	if what, pending := d.stopPending(); pending {
+		d.waitForStop(what)
 		return true
 	}
 	now := d.now
@@ -165,25 +170,6 @@ func (d *decider) seenOn() bool {
 	d.out.Events = append(d.out.Events, Event{Reason: ReasonSourceRestored, Message: "the source VM is powered on again, as it was found"})
 	d.requeue(d.cfg.PollInterval)
 	return true
-}
-
-// stopPending reports whether a stop the controller requested, not yet
-// seen to take effect, may still power the source off, and until when.
-func (d *decider) stopPending() (time.Time, bool) {
-	sc := d.st.SourceControl
-	if sc.PoweredOffAt != nil || sc.RestoreRequestedAt != nil {
-		return time.Time{}, false
-	}
-	var until time.Time
-	if sc.ShutdownRequestedAt != nil {
-		until = sc.ShutdownRequestedAt.Add(d.spec.Policy.ShutdownTimeout())
-	}
-	if sc.PowerOffRequestedAt != nil {
-		// A power-off is a task the call waited for: a grace of one poll
-		// covers a controller that crashed while it ran.
-		until = maxTime(until, sc.PowerOffRequestedAt.Add(d.cfg.PollInterval))
-	}
-	return until, d.now.Time.Before(until)
 }
 
 func stopRequestedAt(sc *v1alpha1.SourceControlStatus) time.Time {

@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -155,7 +156,33 @@ type SourceObservation struct {
 	ToolsRunning bool
 	// Snapshots lists the names of the snapshots present on the VM.
 	Snapshots []string
+	// PowerOffTasks are the VM's power-off tasks vSphere knows, oldest
+	// first, read while a power-off the controller requested may still
+	// run (WatchesPowerOffTasks).
+	PowerOffTasks []TaskObservation
 }
+
+// TaskObservation is what was seen of a vSphere task.
+type TaskObservation struct {
+	// Ref is the task's managed object reference.
+	Ref string
+	// State is one of the Task states; empty for a task vSphere no
+	// longer knows (it ended long ago).
+	State string
+	// Error is the task's failure, classified, when it failed.
+	Error *ObservedError
+}
+
+// vSphere task states.
+const (
+	TaskQueued    = "queued"
+	TaskRunning   = "running"
+	TaskSucceeded = "success"
+	TaskFailed    = "error"
+)
+
+// Pending reports whether the task may still run.
+func (t TaskObservation) Pending() bool { return t.State == TaskQueued || t.State == TaskRunning }
 
 // Source power states, as vSphere names them.
 const (
@@ -322,6 +349,10 @@ type DataVolumeObservation struct {
 	Progress string
 	// OwnedByVM says the target VM is its controller owner.
 	OwnedByVM bool
+	// Message is what CDI says of it where it is not ready: the messages
+	// of its conditions that are not true (a claim that stays Pending, a
+	// quota exceeded), joined.
+	Message string
 }
 
 // DataVolume phases the decisions look at.
@@ -329,6 +360,19 @@ const (
 	DataVolumeSucceeded = "Succeeded"
 	DataVolumeFailed    = "Failed"
 )
+
+// dataVolumeWaits reports whether a DataVolume in this phase waits for
+// something outside CDI's copy (its claim to bind, a pod to be admitted
+// or scheduled) rather than copying: CDI's Pending, Unknown,
+// WaitForFirstConsumer, PendingPopulation, the *Scheduled phases, Paused,
+// and no phase yet.
+func dataVolumeWaits(phase string) bool {
+	switch phase {
+	case "", "Pending", "Unknown", "WaitForFirstConsumer", "PendingPopulation", "Paused":
+		return true
+	}
+	return strings.HasSuffix(phase, "Scheduled")
+}
 
 // VMObservation is what was seen of the target VirtualMachine.
 type VMObservation struct {
@@ -355,6 +399,14 @@ type VMIObservation struct {
 	Phase string
 	// AgentConnected says the AgentConnected condition is true.
 	AgentConnected bool
+	// Reason is status.reason: KubeVirt's NodeUnresponsive (VMINodeLost)
+	// on a Failed instance says its node was declared lost.
+	Reason string
+	// NodeName is the node the instance was scheduled to.
+	NodeName string
+	// Deleting says the instance is being deleted (KubeVirt stops its
+	// guest within the termination grace period, then it is gone).
+	Deleting bool
 }
 
 // VMI phases the decisions look at.

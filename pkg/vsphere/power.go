@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
@@ -165,4 +167,112 @@ func WaitForPowerState(ctx context.Context, vm *object.VirtualMachine, want type
 		case <-t.C:
 		}
 	}
+}
+
+// StartPowerOff asks vSphere to power the VM off and returns at once with
+// the power-off task's reference, without waiting for it: on a busy
+// vCenter the task can stay queued for minutes, and whoever restores the
+// VM must wait for it to end (PowerOffTasks). A VM already powered off is
+// success with no task ("").
+func StartPowerOff(ctx context.Context, vm *object.VirtualMachine) (string, error) {
+	ref := vm.Reference().Value
+	state, err := PowerState(ctx, vm)
+	if err != nil {
+		return "", err
+	}
+	if state == types.VirtualMachinePowerStatePoweredOff {
+		return "", nil
+	}
+	task, err := vm.PowerOff(ctx)
+	if err != nil {
+		if alreadyInState(err, types.VirtualMachinePowerStatePoweredOff) {
+			return "", nil
+		}
+		return "", fmt.Errorf("powering off virtual machine %s: %w", ref, err)
+	}
+	klog.FromContext(ctx).V(2).Info("Power-off requested", "vm", ref, "task", task.Reference().Value)
+	return task.Reference().Value, nil
+}
+
+// TaskState is what was seen of a vSphere task.
+type TaskState struct {
+	// Ref is the task's managed object reference value.
+	Ref string
+	// State is queued, running, success or error; empty for a task the
+	// server no longer knows (it ended long ago).
+	State types.TaskInfoState
+	// QueuedAt is when the server queued it.
+	QueuedAt time.Time
+	// Err is the task's failure, when State is error.
+	Err error
+}
+
+// Ended reports whether the task can no longer change anything.
+func (t TaskState) Ended() bool {
+	return t.State != types.TaskInfoStateQueued && t.State != types.TaskInfoStateRunning
+}
+
+// powerOffTaskID is the description ID of a VM's power-off task.
+const powerOffTaskID = "VirtualMachine.powerOff"
+
+// PowerOffTasks lists the VM's power-off tasks the server knows, oldest
+// first: those among its recent tasks (vCenter keeps every queued and
+// running task there, and ended ones for a while), and the task recorded,
+// when it is not among them (it ended; State is empty once the server
+// forgot it). It never changes anything.
+func PowerOffTasks(ctx context.Context, vm *object.VirtualMachine, recorded string) ([]TaskState, error) {
+	pc := property.DefaultCollector(vm.Client())
+	var m mo.VirtualMachine
+	if err := pc.RetrieveOne(ctx, vm.Reference(), []string{"recentTask"}, &m); err != nil {
+		return nil, fmt.Errorf("reading the recent tasks of virtual machine %s: %w", vm.Reference().Value, err)
+	}
+	var tasks []mo.Task
+	if len(m.RecentTask) > 0 {
+		if err := pc.Retrieve(ctx, m.RecentTask, []string{"info"}, &tasks); err != nil {
+			return nil, fmt.Errorf("reading the recent tasks of virtual machine %s: %w", vm.Reference().Value, err)
+		}
+	}
+	var out []TaskState
+	found := recorded == ""
+	for _, t := range tasks {
+		if t.Info.DescriptionId != powerOffTaskID {
+			continue
+		}
+		out = append(out, taskState(t.Info))
+		found = found || t.Info.Key == recorded || t.Self.Value == recorded
+	}
+	slices.SortStableFunc(out, func(a, b TaskState) int { return a.QueuedAt.Compare(b.QueuedAt) })
+	if !found {
+		st, err := recordedTask(ctx, pc, recorded)
+		if err != nil {
+			return nil, err
+		}
+		out = append([]TaskState{st}, out...)
+	}
+	return out, nil
+}
+
+// recordedTask reads one task by reference; a task the server no longer
+// knows ended long ago.
+func recordedTask(ctx context.Context, pc *property.Collector, ref string) (TaskState, error) {
+	var t mo.Task
+	err := pc.RetrieveOne(ctx, types.ManagedObjectReference{Type: "Task", Value: ref}, []string{"info"}, &t)
+	if Classify(err) == ClassNotFound {
+		return TaskState{Ref: ref}, nil
+	}
+	if err != nil {
+		return TaskState{}, fmt.Errorf("reading task %s: %w", ref, err)
+	}
+	return taskState(t.Info), nil
+}
+
+func taskState(info types.TaskInfo) TaskState {
+	st := TaskState{Ref: info.Task.Value, State: info.State, QueuedAt: info.QueueTime}
+	if st.Ref == "" {
+		st.Ref = info.Key
+	}
+	if info.State == types.TaskInfoStateError && info.Error != nil {
+		st.Err = fmt.Errorf("task %s: %w", st.Ref, task.Error{LocalizedMethodFault: info.Error, Description: info.Description})
+	}
+	return st
 }

@@ -64,6 +64,9 @@ type stackOptions struct {
 	conversionDuration time.Duration
 	// vmiStartDelay keeps instances Scheduling that long.
 	vmiStartDelay time.Duration
+	// vmiGracePeriod keeps a deleted instance that long (KubeVirt's
+	// termination grace period; 0: gone at once).
+	vmiGracePeriod time.Duration
 	// noController leaves the controller to the test.
 	noController bool
 	// registerer, when set, receives the controller's metrics.
@@ -150,7 +153,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		TransferImage: transferImage, TransferBinary: transferBinary,
 		ConversionDuration: conv, RealConversionImage: realConversionImage,
 		CloneBytesPerSecond: opts.cloneBytesPerSecond, PodHook: opts.podHook,
-		VMIStartDelay: opts.vmiStartDelay,
+		VMIStartDelay: opts.vmiStartDelay, VMIGracePeriod: opts.vmiGracePeriod,
 	}
 	sctx, scancel := context.WithCancel(ctx)
 	sdone := make(chan error, 1)

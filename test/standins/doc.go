@@ -63,7 +63,10 @@
 //     a FailedPvcNotFound condition and the VM at ErrorPvcNotFound, while a
 //     volume's DataVolume or claim is missing, and the VM shows Provisioning
 //     while a DataVolume is not Succeeded; then the instance is marked
-//     Running. For Halted, it deletes the instance. No guest ever boots.
+//     Running. For Halted, it deletes the instance; with VMIGracePeriod
+//     set, the instance carries virt-controller's finalizer and stays, being
+//     deleted, for that long (KubeVirt's termination grace period, 30 s by
+//     default), then turns Succeeded and goes. No guest ever boots.
 //   - Admission (StartAdmission, and Run before anything else): the
 //     webhooks of KubeVirt and CDI, served over TLS on 127.0.0.1 with a
 //     certificate of a CA generated at start, registered by a

@@ -3,6 +3,7 @@ package standins
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,13 +63,6 @@ func wantsRunning(vm *kubevirtv1.VirtualMachine) bool {
 // sync makes a VM's instance exist and run, or go, as its run strategy says.
 func (k *KubeVirt) sync(ctx context.Context, key string) (time.Duration, error) {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
-	vm, err := k.vms.VirtualMachines(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		return 0, nil // its VMI goes with it (owner reference, garbage collector)
-	}
-	if err != nil {
-		return 0, err
-	}
 	vmi, err := k.vmis.VirtualMachineInstances(ns).Get(name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return 0, err
@@ -76,29 +70,75 @@ func (k *KubeVirt) sync(ctx context.Context, key string) (time.Duration, error) 
 	if apierrors.IsNotFound(err) {
 		vmi = nil
 	}
+	vm, err := k.vms.VirtualMachines(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		// Its VMI goes with it (owner reference, garbage collector),
+		// once its grace period is over.
+		return k.release(ctx, vmi)
+	}
+	if err != nil {
+		return 0, err
+	}
 	switch {
 	case vm.DeletionTimestamp != nil || !wantsRunning(vm):
-		return 0, k.stop(ctx, vm, vmi)
+		return k.stop(ctx, vm, vmi)
 	case vmi == nil:
 		return 0, k.start(ctx, vm)
 	case vmi.DeletionTimestamp != nil:
-		return time.Second, nil
+		wait, err := k.release(ctx, vmi)
+		return max(wait, time.Second), err
 	case vmi.Status.Phase == kubevirtv1.Running:
 		return 0, k.setVMStatus(ctx, vm, vmStatus{ready: true, printable: kubevirtv1.VirtualMachineStatusRunning})
 	}
 	return k.runInstance(ctx, vm, vmi)
 }
 
-// stop deletes the VM's instance, if any, and reports the VM Stopped.
-func (k *KubeVirt) stop(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) error {
-	if vmi != nil && vmi.DeletionTimestamp == nil {
+// stop deletes the VM's instance, if any, and reports the VM Stopping
+// until the instance is gone (VMIGracePeriod), then Stopped.
+func (k *KubeVirt) stop(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
+	if vmi == nil {
+		return 0, k.setVMStatus(ctx, vm, vmStatus{printable: kubevirtv1.VirtualMachineStatusStopped})
+	}
+	if vmi.DeletionTimestamp == nil {
 		uid := vmi.UID
 		api := k.c.kv.KubevirtV1().VirtualMachineInstances(vm.Namespace)
 		if err := api.Delete(ctx, vmi.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting instance %s/%s: %w", vm.Namespace, vmi.Name, err)
+			return 0, fmt.Errorf("deleting instance %s/%s: %w", vm.Namespace, vmi.Name, err)
 		}
+		// The deletion's event brings the instance back here.
+		return 0, k.setVMStatus(ctx, vm, vmStatus{created: true, printable: kubevirtv1.VirtualMachineStatusStopping})
 	}
-	return k.setVMStatus(ctx, vm, vmStatus{printable: kubevirtv1.VirtualMachineStatusStopped})
+	wait, err := k.release(ctx, vmi)
+	if err != nil {
+		return 0, err
+	}
+	return wait, k.setVMStatus(ctx, vm, vmStatus{created: true, printable: kubevirtv1.VirtualMachineStatusStopping})
+}
+
+// instanceFinalizer is the finalizer virt-controller puts on every
+// instance (kubevirt v1.9.0 pkg/virt-controller/watch/vmi/vmi.go): it
+// keeps a deleted instance until its guest stopped.
+const instanceFinalizer = "kubevirt.io/virtualMachineControllerFinalize"
+
+// release lets a deleted instance go once its grace period is over: its
+// guest stopped (phase Succeeded, as virt-handler reports it), then the
+// finalizer is removed and the API server deletes it. It returns how long
+// the grace period still runs.
+func (k *KubeVirt) release(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
+	if vmi == nil || vmi.DeletionTimestamp == nil || !slices.Contains(vmi.Finalizers, instanceFinalizer) {
+		return 0, nil
+	}
+	if wait := k.cfg.VMIGracePeriod - time.Since(vmi.DeletionTimestamp.Time); wait > 0 {
+		return wait, nil
+	}
+	err := k.changeInstance(ctx, vmi, func(cur *kubevirtv1.VirtualMachineInstance) {
+		cur.Status.Phase = kubevirtv1.Succeeded
+		cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == instanceFinalizer })
+	})
+	if err != nil {
+		return 0, fmt.Errorf("releasing instance %s/%s after its grace period: %w", vmi.Namespace, vmi.Name, err)
+	}
+	return 0, nil
 }
 
 // start creates the VM's instance from its template. When the API server
@@ -123,6 +163,9 @@ func (k *KubeVirt) start(ctx context.Context, vm *kubevirtv1.VirtualMachine) err
 		Spec: *vm.Spec.Template.Spec.DeepCopy(),
 	}
 	vmi.Status.Phase = kubevirtv1.Scheduling
+	if k.cfg.VMIGracePeriod > 0 {
+		vmi.Finalizers = []string{instanceFinalizer}
+	}
 	_, err := k.c.kv.KubevirtV1().VirtualMachineInstances(vm.Namespace).Create(ctx, vmi, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		msg := fmt.Sprintf("Error creating virtual machine instance: %v", err)
@@ -231,6 +274,12 @@ func (k *KubeVirt) waitForClaim(ctx context.Context, vm *kubevirtv1.VirtualMachi
 // updateInstance applies change to the instance's current status and
 // writes it with an ordinary update (a VMI has no status subresource).
 func (k *KubeVirt) updateInstance(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, change func(*kubevirtv1.VirtualMachineInstanceStatus)) error {
+	return k.changeInstance(ctx, vmi, func(cur *kubevirtv1.VirtualMachineInstance) { change(&cur.Status) })
+}
+
+// changeInstance applies change to the current instance (the same UID)
+// and writes it; an instance gone meanwhile is no error.
+func (k *KubeVirt) changeInstance(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, change func(*kubevirtv1.VirtualMachineInstance)) error {
 	api := k.c.kv.KubevirtV1().VirtualMachineInstances(vmi.Namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := api.Get(ctx, vmi.Name, metav1.GetOptions{})
@@ -240,7 +289,7 @@ func (k *KubeVirt) updateInstance(ctx context.Context, vmi *kubevirtv1.VirtualMa
 		if cur.UID != vmi.UID {
 			return nil
 		}
-		change(&cur.Status)
+		change(cur)
 		_, err = api.Update(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})

@@ -75,6 +75,11 @@ type Config struct {
 	CloneBytesPerSecond int64
 	// VMIStartDelay is how long a VMI stays Scheduling before Running.
 	VMIStartDelay time.Duration
+	// VMIGracePeriod is how long a deleted VMI stays (in its phase, being
+	// deleted, under KubeVirt's finalizer) before it is gone, as KubeVirt
+	// keeps one while virt-handler stops its guest within the termination
+	// grace period (30 s by default). Zero deletes it at once.
+	VMIGracePeriod time.Duration
 	// PodHook, when set, is asked before a pod runs; a non-nil outcome ends
 	// the pod with it instead of running it.
 	PodHook func(*corev1.Pod) *PodOutcome

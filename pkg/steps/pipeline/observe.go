@@ -360,7 +360,8 @@ func (s *Step) observeTarget(m *v1alpha1.VirtualMachineMigration, obs *statemach
 	case err != nil:
 		return fmt.Errorf("reading virtual machine instance %s: %w", name, err)
 	default:
-		obs.VMI = &statemachine.VMIObservation{Phase: string(vmi.Status.Phase), AgentConnected: agentConnected(vmi.Status.Conditions)}
+		obs.VMI = &statemachine.VMIObservation{Phase: string(vmi.Status.Phase), AgentConnected: agentConnected(vmi.Status.Conditions),
+			Reason: vmi.Status.Reason, NodeName: vmi.Status.NodeName, Deleting: vmi.DeletionTimestamp != nil}
 	}
 	return nil
 }
@@ -384,6 +385,7 @@ func (s *Step) observeDataVolumes(m *v1alpha1.VirtualMachineMigration, target st
 		ref := refTo(statemachine.KindDataVolume, dv)
 		obs.DataVolumes[dv.Name] = statemachine.DataVolumeObservation{
 			Ref: ref, Phase: string(dv.Status.Phase), Progress: string(dv.Status.Progress), OwnedByVM: owned,
+			Message: dataVolumeMessage(dv),
 		}
 		if !owned {
 			obs.Children.DataVolumes = append(obs.Children.DataVolumes, ref)
@@ -391,6 +393,29 @@ func (s *Step) observeDataVolumes(m *v1alpha1.VirtualMachineMigration, target st
 	}
 	slices.SortFunc(obs.Children.DataVolumes, func(a, b statemachine.ObjectRef) int { return strings.Compare(a.Name, b.Name) })
 	return nil
+}
+
+// dataVolumeMessage is what CDI says of a DataVolume that is not ready:
+// the reasons and messages of its conditions that are not true (Bound
+// false while its claim is Pending, Running false with a quota exceeded),
+// each once.
+func dataVolumeMessage(dv *cdiv1.DataVolume) string {
+	var parts []string
+	for _, c := range dv.Status.Conditions {
+		if c.Status == corev1.ConditionTrue || (c.Message == "" && c.Reason == "") {
+			continue
+		}
+		part := c.Message
+		if c.Reason != "" && c.Message != "" {
+			part = c.Reason + ": " + c.Message
+		} else if part == "" {
+			part = c.Reason
+		}
+		if !slices.Contains(parts, part) {
+			parts = append(parts, part)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // agentConnected reports whether the VMI's AgentConnected condition is true.

@@ -13,7 +13,8 @@ import (
 // migration leaves behind for good, its target VirtualMachine and instance,
 // their DataVolumes and claims (which carry the migration's labels), keep
 // only what the step reads of them: their metadata, a VM's run strategy,
-// an instance's phase and conditions, a DataVolume's phase and progress.
+// an instance's phase, conditions, reason and node, a DataVolume's phase,
+// progress and conditions.
 // A controller of thousands of finished migrations then holds a little of
 // each rather than every VM's template and every instance's spec and status
 // (bench-scale). Everything else the step reads (Jobs, their pods,
@@ -27,10 +28,11 @@ func cacheTransform(obj any) (any, error) {
 	case *kubevirtv1.VirtualMachineInstance:
 		t := &kubevirtv1.VirtualMachineInstance{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
 		t.Status.Phase, t.Status.Conditions = o.Status.Phase, o.Status.Conditions
+		t.Status.Reason, t.Status.NodeName = o.Status.Reason, o.Status.NodeName
 		obj = t
 	case *cdiv1.DataVolume:
 		t := &cdiv1.DataVolume{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
-		t.Status.Phase, t.Status.Progress = o.Status.Phase, o.Status.Progress
+		t.Status.Phase, t.Status.Progress, t.Status.Conditions = o.Status.Phase, o.Status.Progress, o.Status.Conditions
 		obj = t
 	case *corev1.PersistentVolumeClaim:
 		obj = &corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}

@@ -32,11 +32,16 @@ func fullChildren(m *v1alpha1.VirtualMachineMigration, vmName string, phase kube
 	vmi.Spec.Domain.CPU = &kubevirtv1.CPU{Cores: 4}
 	vmi.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: "AgentConnected", Status: corev1.ConditionTrue}}
 	vmi.Status.NodeName = "node-1"
+	vmi.Status.Reason = "NodeUnresponsive"
+	vmi.DeletionTimestamp = &metav1.Time{Time: builders.T0}
+	vmi.Finalizers = []string{"kubevirt.io/virtualMachineControllerFinalize"}
 	var objs []runtime.Object
 	for i, d := range m.Status.Disks {
 		dv := builders.DataVolume(m, d.DataVolume, cdiv1.Succeeded, vm)
 		if i == 0 {
 			dv.Status.Phase, dv.Status.Progress = cdiv1.CloneInProgress, "42.0%"
+			dv.Status.Conditions = []cdiv1.DataVolumeCondition{{Type: cdiv1.DataVolumeRunning, Status: corev1.ConditionFalse,
+				Reason: "ErrExceededQuota", Message: "exceeded quota"}}
 			dv.OwnerReferences = nil
 		}
 		dv.Spec.Storage = &cdiv1.StorageSpec{StorageClassName: ptr.To("fast")}
@@ -107,7 +112,7 @@ func TestCacheTransformKeepsLittle(t *testing.T) {
 			assert.Equal(t, kubevirtv1.RunStrategyAlways, *x.Spec.RunStrategy)
 		case *kubevirtv1.VirtualMachineInstance:
 			assert.Nil(t, x.Spec.Domain.CPU)
-			assert.Empty(t, x.Status.NodeName)
+			assert.Equal(t, "node-1", x.Status.NodeName, "the node is kept: the wait for the instance names it")
 			assert.Len(t, x.Status.Conditions, 1)
 		case *cdiv1.DataVolume:
 			assert.Nil(t, x.Spec.Storage)

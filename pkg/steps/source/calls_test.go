@@ -66,6 +66,7 @@ func TestInventoriedVMIsNotLookedUpAgain(t *testing.T) {
 
 	// The VM goes away behind the controller's back.
 	require.NoError(t, e.step.PowerOff(ctx, e.m))
+	waitOff(t, e)
 	sess, err := vsphere.Connect(ctx, vsphere.Endpoint{URL: "https://" + server.URL.Host + "/sdk"},
 		vsphere.Credentials{Username: user, Password: password, Thumbprint: soap.ThumbprintSHA256(server.Certificate())})
 	require.NoError(t, err)

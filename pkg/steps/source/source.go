@@ -129,6 +129,13 @@ func (s *Step) Observe(ctx context.Context, m *v1alpha1.VirtualMachineMigration,
 		return statemachine.SourceObservation{Error: classify(err)}
 	}
 	obs.PowerState, obs.ToolsRunning = string(power.State), power.ToolsRunning
+	if statemachine.WatchesPowerOffTasks(m) {
+		tasks, err := vsphere.PowerOffTasks(ctx, vm, m.Status.SourceControl.PowerOffTask)
+		if err != nil {
+			return statemachine.SourceObservation{Error: classify(err)}
+		}
+		obs.PowerOffTasks = observeTasks(tasks)
+	}
 	if need == statemachine.SourceNeedState && m.Status.SourceControl != nil {
 		for _, snap := range m.Status.SourceControl.Snapshots {
 			_, err := vsphere.FindSnapshot(ctx, vm, snap.Name)
@@ -142,6 +149,20 @@ func (s *Step) Observe(ctx context.Context, m *v1alpha1.VirtualMachineMigration,
 		}
 	}
 	return obs
+}
+
+// observeTasks is what the state machine sees of vSphere tasks: their
+// state and, for a failed one, its failure classified.
+func observeTasks(tasks []vsphere.TaskState) []statemachine.TaskObservation {
+	out := make([]statemachine.TaskObservation, 0, len(tasks))
+	for _, t := range tasks {
+		o := statemachine.TaskObservation{Ref: t.Ref, State: string(t.State)}
+		if t.Err != nil {
+			o.Error = classify(t.Err)
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // act runs one operation on the source VM; a failure is returned
@@ -167,9 +188,14 @@ func (s *Step) ShutdownGuest(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 	return s.act(ctx, m, "guest shutdown", vsphere.ShutdownGuest)
 }
 
-// PowerOff powers the source VM off.
+// PowerOff asks vSphere to power the source VM off, without waiting for
+// the task: the decisions watch it (Observe reads the VM's power-off
+// tasks) until it ended, and never restore the source before.
 func (s *Step) PowerOff(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error {
-	return s.act(ctx, m, "power-off", vsphere.PowerOff)
+	return s.act(ctx, m, "power-off", func(ctx context.Context, vm *object.VirtualMachine) error {
+		_, err := vsphere.StartPowerOff(ctx, vm)
+		return err
+	})
 }
 
 // PowerOn powers the source VM on.

@@ -27,8 +27,10 @@ const (
 )
 
 type env struct {
-	step *Step
-	m    *v1alpha1.VirtualMachineMigration
+	step   *Step
+	m      *v1alpha1.VirtualMachineMigration
+	model  *simulator.Model
+	server *simulator.Server
 }
 
 // newEnv starts an in-process vCenter simulator and a migration of its
@@ -52,8 +54,10 @@ func newEnv(t *testing.T, secret func(thumbprint string) *corev1.Secret) *env {
 	m := builders.Migration(builders.InNamespace("ns"), builders.Credentials("creds"),
 		builders.SourceAt("https://"+server.URL.Host+"/sdk"), builders.SourceVM("DC0_H0_VM0"))
 	return &env{
-		step: &Step{Secrets: corelisters.NewSecretLister(secrets), Sessions: sessions, CallTimeout: 20 * time.Second},
-		m:    m,
+		step:   &Step{Secrets: corelisters.NewSecretLister(secrets), Sessions: sessions, CallTimeout: 20 * time.Second},
+		m:      m,
+		model:  model,
+		server: server,
 	}
 }
 
@@ -108,6 +112,8 @@ func TestObserveInventoryAndPowerCycle(t *testing.T) {
 	// From now on the VM is found by its moRef.
 	e.m.Status.Source = obs.Inventory
 	require.NoError(t, e.step.PowerOff(ctx, e.m))
+	// The power-off returns with its task started; the VM is off once it ran.
+	waitOff(t, e)
 	require.NoError(t, e.step.PowerOff(ctx, e.m), "powering off an off VM is success")
 	obs = e.step.Observe(ctx, e.m, statemachine.SourceNeedState)
 	require.Nil(t, obs.Error)
@@ -115,4 +121,13 @@ func TestObserveInventoryAndPowerCycle(t *testing.T) {
 	require.NoError(t, e.step.PowerOn(ctx, e.m))
 	obs = e.step.Observe(ctx, e.m, statemachine.SourceNeedState)
 	assert.Equal(t, statemachine.PowerStateOn, obs.PowerState)
+}
+
+// waitOff waits until e's VM (inventoried) is powered off.
+func waitOff(t *testing.T, e *env) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		obs := e.step.Observe(context.Background(), e.m, statemachine.SourceNeedState)
+		return obs.Error == nil && obs.PowerState == statemachine.PowerStateOff
+	}, 10*time.Second, 20*time.Millisecond, "the VM is powered off")
 }

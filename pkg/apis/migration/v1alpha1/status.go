@@ -360,6 +360,11 @@ type SourceControlStatus struct {
 	// PowerOffRequestedAt is when a hard power-off was requested.
 	// +optional
 	PowerOffRequestedAt *metav1.Time `json:"powerOffRequestedAt,omitempty"`
+	// PowerOffTask is the vSphere task of the last power-off requested
+	// (its managed object reference), watched until it ends: the source
+	// is not powered on again, nor counted restored, while it may still run.
+	// +optional
+	PowerOffTask string `json:"powerOffTask,omitempty"`
 	// PoweredOffAt is when the VM was seen powered off.
 	// +optional
 	PoweredOffAt *metav1.Time `json:"poweredOffAt,omitempty"`

@@ -464,3 +464,9 @@ func (e *Environment) CreateLocalVolume(ctx context.Context, name, capacity stri
 	}
 	return cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
 }
+
+// Binary is the path of a binary of the testbin folder (kubectl, ctr...),
+// the ones the environment runs.
+func (e *Environment) Binary(name string) string {
+	return filepath.Join(e.binDir, name)
+}

@@ -120,7 +120,9 @@ func localClaim(t *testing.T, env *framework.Environment, cs kubernetes.Interfac
 	ctx := context.Background()
 	pv, err := env.CreateLocalVolume(ctx, ns+"-data", "64Mi")
 	require.NoError(t, err, "creating a local volume")
-	t.Cleanup(func() { _ = cs.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+	})
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
 		Spec: corev1.PersistentVolumeClaimSpec{

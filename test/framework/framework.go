@@ -253,7 +253,7 @@ func (e *Environment) Stop() {
 		}
 		// Reverse start order: controller manager, API server, etcd.
 		for i := len(e.processes) - 1; i >= 0; i-- {
-			e.processes[i].stop(stopGrace)
+			e.processes[i].stop(e.stopGrace(e.processes[i]))
 		}
 		e.spawner.close()
 		if os.Getenv(EnvKeep) != "" {

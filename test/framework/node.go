@@ -323,6 +323,21 @@ func (n *node) containerdProcess() *process {
 	return n.containerd.process
 }
 
+// apiServerNodeStopGrace is how long the API server of a stack with a node
+// may take to exit on SIGTERM. Serving a node, it waits for a connection
+// to drain until its request timeout (60 s, measured) even after every
+// client but the test process has gone; its data is thrown away, so it
+// is killed sooner.
+const apiServerNodeStopGrace = 2 * time.Second
+
+// stopGrace is how long p may take to exit after SIGTERM.
+func (e *Environment) stopGrace(p *process) time.Duration {
+	if e.node != nil && p.name == BinaryKubeAPIServer {
+		return apiServerNodeStopGrace
+	}
+	return stopGrace
+}
+
 // HasNode reports whether the environment runs a real node (WithNode).
 func (e *Environment) HasNode() bool { return e.node != nil }
 

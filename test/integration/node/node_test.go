@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"platform.example/vm-migration/test/framework"
+	"platform.example/vm-migration/test/integration/node/probereport"
 )
 
 const (
@@ -216,7 +217,7 @@ func TestRestrictedPodOnTheNode(t *testing.T) {
 	require.Len(t, done.Status.ContainerStatuses, 1, "container statuses")
 	term := done.Status.ContainerStatuses[0].State.Terminated
 	require.NotNil(t, term, "the probe's terminated state")
-	var r probeReport
+	var r probereport.Report
 	require.NoError(t, json.Unmarshal([]byte(term.Message), &r), "the probe's termination message %q", term.Message)
 	t.Logf("probe report: %s", term.Message)
 
@@ -253,19 +254,6 @@ func TestRestrictedPodOnTheNode(t *testing.T) {
 	_, err = cs.CoreV1().Pods(ns).Create(ctx, bad, metav1.CreateOptions{})
 	require.Error(t, err, "a privileged pod in a restricted namespace")
 	assert.True(t, apierrors.IsForbidden(err), "error %v, want Forbidden by PodSecurity", err)
-}
-
-// probeReport mirrors podprobe's Report.
-type probeReport struct {
-	Status        map[string]string `json:"status"`
-	RootWrite     string            `json:"rootWrite"`
-	EmptyDirWrite string            `json:"emptyDirWrite"`
-	VolumeWrite   string            `json:"volumeWrite"`
-	VolumeGID     uint32            `json:"volumeGID"`
-	VolumeMode    string            `json:"volumeMode"`
-	ConfigMaps    []string          `json:"configMaps"`
-	APIError      string            `json:"apiError"`
-	HostAnswer    string            `json:"hostAnswer"`
 }
 
 // neverPullPod is a pod whose image must already be on the node.

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"platform.example/vm-migration/test/framework"
+	"platform.example/vm-migration/test/integration/node/probereport"
 	"platform.example/vm-migration/test/standins"
 )
 
@@ -77,7 +78,7 @@ func TestStorageStandinVolumesMountOnTheNode(t *testing.T) {
 		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 	})
 	require.Equal(t, corev1.PodSucceeded, ended.Status.Phase, "writer pod; status %+v", ended.Status)
-	var r probeReport
+	var r probereport.Report
 	require.NoError(t, json.Unmarshal([]byte(ended.Status.ContainerStatuses[0].State.Terminated.Message), &r), "the writer's report")
 	assert.Equal(t, "ok", r.VolumeWrite, "write to the stand-in's volume")
 	assert.Equal(t, uint32(probeFSGroup), r.VolumeGID, "the volume's group, want the fsGroup")

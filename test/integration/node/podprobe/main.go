@@ -21,25 +21,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"platform.example/vm-migration/test/integration/node/probereport"
 )
 
 const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-// Report is what the probe saw.
-type Report struct {
-	Status        map[string]string `json:"status"`
-	RootWrite     string            `json:"rootWrite"`
-	EmptyDirWrite string            `json:"emptyDirWrite"`
-	VolumeWrite   string            `json:"volumeWrite"`
-	VolumeGID     uint32            `json:"volumeGID"`
-	VolumeMode    string            `json:"volumeMode"`
-	ConfigMaps    []string          `json:"configMaps"`
-	APIError      string            `json:"apiError,omitempty"`
-	HostAnswer    string            `json:"hostAnswer"`
-}
-
 func main() {
-	r := Report{Status: status()}
+	r := probereport.Report{Status: status()}
 	r.RootWrite = tryWrite("/probe-root-write")
 	r.EmptyDirWrite = tryWrite(filepath.Join(os.Getenv("EMPTYDIR"), "probe"))
 	if dir := os.Getenv("VOLUME"); dir != "" {

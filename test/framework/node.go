@@ -66,6 +66,8 @@ type node struct {
 	apiClientCert, apiClientKey string
 
 	kubeletVersion, containerdVersion string
+	// readyIn is how long the node took from containerd's start to Ready.
+	readyIn time.Duration
 }
 
 // checkNodePrerequisites says what the machine lacks to run a node.
@@ -183,6 +185,7 @@ func (n *node) apiServerArgs(args []string) []string {
 // the node's StorageClass and, where /dev/kvm exists, the kvm RuntimeClass.
 func (e *Environment) startNode(ctx context.Context) error {
 	n := e.node
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, nodeStartTimeout)
 	defer cancel()
 	if err := e.startContainerd(ctx, n); err != nil {
@@ -207,6 +210,7 @@ func (e *Environment) startNode(ctx context.Context) error {
 	if err := e.waitNodeReady(ctx, cs, n); err != nil {
 		return err
 	}
+	n.readyIn = time.Since(start)
 	return n.createClasses(ctx, cs)
 }
 
@@ -396,6 +400,15 @@ func (e *Environment) ContainerdVersion() string {
 // "real node: <node> kubelet <version> containerd <version>".
 func (e *Environment) NodeLine() string {
 	return fmt.Sprintf("real node: %s kubelet %s containerd %s", e.NodeName(), e.KubeletVersion(), e.ContainerdVersion())
+}
+
+// NodeReadyIn is how long the node took from its runtime's start (the
+// control plane serving) to Ready.
+func (e *Environment) NodeReadyIn() time.Duration {
+	if e.node == nil {
+		return 0
+	}
+	return e.node.readyIn
 }
 
 // RuntimeClassKVM is the RuntimeClass that offers /dev/kvm, or empty when

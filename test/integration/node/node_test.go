@@ -256,6 +256,42 @@ func TestRestrictedPodOnTheNode(t *testing.T) {
 	assert.True(t, apierrors.IsForbidden(err), "error %v, want Forbidden by PodSecurity", err)
 }
 
+// TestKVMRuntimeClassOffersTheDevice: where the machine has /dev/kvm, a
+// restricted pod of the kvm RuntimeClass (no capabilities, seccomp
+// RuntimeDefault, non-root) opens it and reads its API version; a pod
+// without the class has no /dev/kvm.
+func TestKVMRuntimeClassOffersTheDevice(t *testing.T) {
+	env := framework.Env(t)
+	if env.RuntimeClassKVM() == "" {
+		t.Skip("this machine has no /dev/kvm: no kvm RuntimeClass")
+	}
+	cs := env.Kubernetes(t)
+	importProbe(t, env)
+	ns := restrictedNamespace(t, env, cs)
+	ctx := context.Background()
+	for name, class := range map[string]*string{"with-kvm": ptr.To(env.RuntimeClassKVM()), "without": nil} {
+		pod := neverPullPod(ns, name, probeImage)
+		pod.Spec.RuntimeClassName = class
+		pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "KVM", Value: "1"}, {Name: "EMPTYDIR", Value: "/tmp"}}
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		require.NoError(t, err, "creating pod %s", name)
+	}
+	reports := map[string]probereport.Report{}
+	for _, name := range []string{"with-kvm", "without"} {
+		ended := waitPod(t, cs, ns, name, time.Minute, "ends", func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+		})
+		require.Equal(t, corev1.PodSucceeded, ended.Status.Phase, "pod %s; status %+v", name, ended.Status)
+		var r probereport.Report
+		require.NoError(t, json.Unmarshal([]byte(ended.Status.ContainerStatuses[0].State.Terminated.Message), &r), "the report of %s", name)
+		reports[name] = r
+	}
+	t.Logf("/dev/kvm with the kvm RuntimeClass: %s; without: %s", reports["with-kvm"].KVM, reports["without"].KVM)
+	assert.Equal(t, "api 12", reports["with-kvm"].KVM, "KVM_GET_API_VERSION in a kvm pod")
+	assert.Equal(t, "0000000000000000", reports["with-kvm"].Status["CapEff"], "capabilities of the kvm pod")
+	assert.Contains(t, reports["without"].KVM, "no such file", "/dev/kvm in a pod without the class")
+}
+
 // neverPullPod is a pod whose image must already be on the node.
 func neverPullPod(ns, name, image string) *corev1.Pod {
 	return &corev1.Pod{

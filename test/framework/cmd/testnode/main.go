@@ -10,7 +10,7 @@
 //	kubeconfig: <path>
 //	real node: <node> kubelet <version> containerd <version>
 //	host address: <address pods reach the machine at>
-//	ready in <duration>
+//	ready in <duration> (the node: <duration> after the control plane)
 //
 // and, with --env-file, writes the same facts as shell variables
 // (KUBECONFIG, NODE_NAME, NODE_IP, HOST_ADDRESS, KUBELET_VERSION,
@@ -78,7 +78,8 @@ func run() error {
 			return err
 		}
 	}
-	fmt.Printf("kubeconfig: %s\n%s\nhost address: %s\nready in %s\n", env.KubeconfigPath(), env.NodeLine(), env.HostAddress(), time.Since(start).Round(time.Millisecond))
+	fmt.Printf("kubeconfig: %s\n%s\nhost address: %s\nready in %s (the node: %s after the control plane)\n", env.KubeconfigPath(), env.NodeLine(), env.HostAddress(),
+		time.Since(start).Round(time.Millisecond), env.NodeReadyIn().Round(time.Millisecond))
 	sig := <-signals
 	fmt.Fprintf(os.Stderr, "testnode: %v: stopping\n", sig)
 	stop := time.Now()

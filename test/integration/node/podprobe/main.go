@@ -6,7 +6,8 @@
 // group and mode), the result of listing ConfigMaps through the
 // `kubernetes` Service with its own token, and the answer of $HOST_URL (a
 // server in the test process). It always exits 0 once it has reported;
-// the test judges the report.
+// the test judges the report. With $KVM set it also opens /dev/kvm and
+// asks its API version.
 package main
 
 import (
@@ -40,6 +41,9 @@ func main() {
 	}
 	r.ConfigMaps, r.APIError = listConfigMaps()
 	r.HostAnswer = get(os.Getenv("HOST_URL"))
+	if os.Getenv("KVM") != "" {
+		r.KVM = kvmAPIVersion()
+	}
 	b, _ := json.Marshal(r)
 	fmt.Println(string(b))
 	_ = os.WriteFile("/dev/termination-log", b, 0o644)
@@ -121,6 +125,23 @@ func listConfigMaps() ([]string, string) {
 		names = append(names, i.Metadata.Name)
 	}
 	return names, ""
+}
+
+// kvmGetAPIVersion is the KVM_GET_API_VERSION ioctl, _IO(0xAE, 0x00).
+const kvmGetAPIVersion = 0xAE00
+
+// kvmAPIVersion opens /dev/kvm and asks its API version.
+func kvmAPIVersion() string {
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	v, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), kvmGetAPIVersion, 0)
+	if errno != 0 {
+		return "KVM_GET_API_VERSION: " + errno.Error()
+	}
+	return fmt.Sprintf("api %d", v)
 }
 
 // get returns the body of a GET, or the error.

@@ -21,4 +21,7 @@ type Report struct {
 	APIError   string   `json:"apiError,omitempty"`
 	// HostAnswer is the body $HOST_URL answered, or the error.
 	HostAnswer string `json:"hostAnswer"`
+	// KVM, when $KVM is set, is "api <n>" (KVM_GET_API_VERSION on
+	// /dev/kvm) or the error.
+	KVM string `json:"kvm,omitempty"`
 }

@@ -8,10 +8,45 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
+
+// cgroupRootPrefix starts the name of every node's cgroup root, which
+// goes on with the pid of the process that owns the node:
+// vmm-node-<pid>-<stack id>.
+const cgroupRootPrefix = "vmm-node-"
+
+// cgroupRootName is the cgroup root of the stack id owned by this process.
+func cgroupRootName(id string) string {
+	return fmt.Sprintf("%s%d-%s", cgroupRootPrefix, os.Getpid(), id)
+}
+
+// removeStaleCgroupRoots removes the cgroup roots whose owner process is
+// gone (a test binary killed before its cleanup). The owner is read from
+// the name, so a stack whose temporary folder is elsewhere (another
+// TMPDIR) is judged by its process too.
+func removeStaleCgroupRoots() {
+	mounts, err := cgroupMounts()
+	if err != nil {
+		return
+	}
+	for _, m := range mounts {
+		roots, _ := filepath.Glob(filepath.Join(m, cgroupRootPrefix+"*"))
+		for _, r := range roots {
+			owner, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(r), cgroupRootPrefix), "-")
+			pid, err := strconv.Atoi(owner)
+			if err != nil || pid <= 0 {
+				continue
+			}
+			if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+				_ = removeCgroupTree(r)
+			}
+		}
+	}
+}
 
 // cgroupMounts are the mount points of the machine's cgroup hierarchies
 // (v1 hierarchies and a v2 one, unified or hybrid).
@@ -126,19 +161,4 @@ func removeCgroupTree(root string) error {
 		}
 	}
 	return nil
-}
-
-// cgroupRootsLeft lists the folders named name left in any hierarchy.
-func cgroupRootsLeft(name string) ([]string, error) {
-	mounts, err := cgroupMounts()
-	if err != nil {
-		return nil, err
-	}
-	var left []string
-	for _, m := range mounts {
-		if _, err := os.Stat(filepath.Join(m, name)); err == nil {
-			left = append(left, filepath.Join(m, name))
-		}
-	}
-	return left, nil
 }

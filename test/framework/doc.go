@@ -65,11 +65,11 @@
 //     hard-code; files holding the values the kubelet wants are bound over
 //     the six /proc/sys settings it would otherwise change machine-wide. The
 //     machine's own folders and settings are never written.
-//   - cgroups: the kubelet's cgroupRoot is a folder named after the stack's
-//     temporary folder at the top of every hierarchy (cgroup v1, as on
-//     these machines; on v2 the folder gets the root's delegated
-//     controllers, which has not been tried), removed deepest first at
-//     Stop, or at the start of a later run when its owner is gone.
+//   - cgroups: the kubelet's cgroupRoot is a folder vmm-node-<owner pid>-<id>
+//     at the top of every hierarchy (cgroup v1, as on these machines; on v2
+//     the folder gets the root's delegated controllers, which has not been
+//     tried), removed deepest first at Stop, or at the start of a later
+//     stack when its owner process is gone.
 //   - Security: the API server authorizes with Node and RBAC, admits with
 //     NodeRestriction and ServiceAccount (pods get projected tokens), and
 //     trusts a CA of the node's for the kubelet's and kube-proxy's client

@@ -405,30 +405,12 @@ func removeStaleTempDirs() {
 			continue
 		}
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			// A node's processes died with its namespaces; its cgroup
-			// folders stay until removed.
-			_ = removeCgroupRoot(filepath.Base(d))
 			_ = os.RemoveAll(d)
 		}
 	}
-	removeOrphanCgroupRoots()
-}
-
-// removeOrphanCgroupRoots removes the cgroup roots of nodes whose
-// temporary directory is gone.
-func removeOrphanCgroupRoots() {
-	mounts, err := cgroupMounts()
-	if err != nil {
-		return
-	}
-	for _, m := range mounts {
-		roots, _ := filepath.Glob(filepath.Join(m, tempDirPrefix+"*"))
-		for _, r := range roots {
-			if _, err := os.Stat(filepath.Join(os.TempDir(), filepath.Base(r))); errors.Is(err, os.ErrNotExist) {
-				_ = removeCgroupTree(r)
-			}
-		}
-	}
+	// A node's processes die with its namespaces; its cgroup folders stay
+	// until removed.
+	removeStaleCgroupRoots()
 }
 
 // RepoRoot is the root of the repository holding the module

@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +24,11 @@ const (
 	netSlots      = 256
 	linkPrefixLen = 30
 )
+
+// networkLock serializes the choice of network slots between the stacks
+// of a machine. Its path is fixed, not under TMPDIR, so that every process
+// takes the same lock.
+const networkLock = "/tmp/vmm-testnode-network.lock"
 
 // nodeNetwork is the node's network: a veth pair between the machine's
 // namespace (hostIface, hostIP) and the node's (eth0, nodeIP), and the pod
@@ -78,7 +82,7 @@ func (e *Environment) namespaceHolder(sandboxBinary string) (*process, error) {
 // both ends. The choice and the creation hold a lock, so stacks started at
 // the same time on one machine take different slots.
 func (e *Environment) setupNetwork(id string, holder int) (*nodeNetwork, error) {
-	unlock, err := lockFile(filepath.Join(os.TempDir(), "vmm-testnode-network.lock"))
+	unlock, err := lockFile(networkLock)
 	if err != nil {
 		return nil, err
 	}

@@ -104,7 +104,7 @@ func (e *Environment) prepareNode(ctx context.Context) error {
 	n := &node{
 		name:         NodeName,
 		dir:          filepath.Join(e.dir, "node"),
-		cgroupRoot:   filepath.Base(e.dir),
+		cgroupRoot:   cgroupRootName(id),
 		sandboxImage: sandbox.Reference,
 		sandboxTar:   sandbox.Tarball,
 	}

@@ -341,8 +341,9 @@ func TestImagesNotOnTheNodeAreNeverPulled(t *testing.T) {
 }
 
 // TestWorkloadsRunOnTheNode: a Deployment of the sandbox image becomes
-// Available and a Job of the probe completes, through the real controller
-// manager, scheduler and kubelet.
+// Available, kubectl exec reaches into its container, and a Job of the
+// probe completes, through the real controller manager, scheduler and
+// kubelet.
 func TestWorkloadsRunOnTheNode(t *testing.T) {
 	env := framework.Env(t)
 	cs := env.Kubernetes(t)
@@ -379,6 +380,13 @@ func TestWorkloadsRunOnTheNode(t *testing.T) {
 	})
 	require.NoError(t, err, "deployment waiter Available with 2 replicas")
 	t.Logf("deployment created to Available (2 replicas) in %s", time.Since(start).Round(time.Millisecond))
+
+	// exec goes through the API server to the kubelet (its client
+	// certificate), containerd and runc in the container: the image has no
+	// such command, and runc inside the container says so.
+	out, err := exec.Command(env.Binary("kubectl"), "--kubeconfig", env.KubeconfigPath(), "exec", "-n", ns, "deploy/waiter", "--", "/no-such-command").CombinedOutput()
+	require.Error(t, err, "kubectl exec of a missing command")
+	assert.Contains(t, string(out), `exec: "/no-such-command": stat /no-such-command: no such file or directory`, "kubectl exec's answer, want runc's from inside the container")
 
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},

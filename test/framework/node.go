@@ -149,7 +149,8 @@ func shortID(id string) string {
 // through the kubernetes Service, whose endpoint it advertises), Node and
 // RBAC authorization, NodeRestriction and ServiceAccount admission (pods
 // get projected tokens), client certificates of the node's CA, and the
-// kubelet client certificate for logs, exec and port-forward.
+// kubelet client certificate for logs, exec and port-forward; privileged
+// containers are refused.
 func (n *node) apiServerArgs(args []string) []string {
 	replace := map[string]string{
 		"--bind-address":              n.network.hostIP.String(),
@@ -157,6 +158,8 @@ func (n *node) apiServerArgs(args []string) []string {
 		"--authorization-mode":        "Node,RBAC",
 		"--endpoint-reconciler-type":  "lease",
 		"--disable-admission-plugins": "",
+		// Nothing on the node needs a privileged container.
+		"--allow-privileged": "false",
 	}
 	var out []string
 	for _, a := range args {

@@ -246,14 +246,15 @@ func TestRestrictedPodOnTheNode(t *testing.T) {
 	require.NoError(t, err, "kubectl logs: %s", out)
 	assert.Equal(t, strings.TrimSpace(term.Message), strings.TrimSpace(string(out)), "kubectl logs, want the probe's report")
 
-	// PodSecurity admission judges pods in the namespace: a privileged one
-	// is refused.
+	// PodSecurity admission judges pods in the namespace: one that allows
+	// privilege escalation is refused.
 	bad := pod.DeepCopy()
-	bad.Name = "privileged"
-	bad.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	bad.Name = "escalating"
+	bad.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true)
 	_, err = cs.CoreV1().Pods(ns).Create(ctx, bad, metav1.CreateOptions{})
-	require.Error(t, err, "a privileged pod in a restricted namespace")
+	require.Error(t, err, "a pod allowing privilege escalation in a restricted namespace")
 	assert.True(t, apierrors.IsForbidden(err), "error %v, want Forbidden by PodSecurity", err)
+	assert.Contains(t, err.Error(), "violates PodSecurity", "the refusal")
 }
 
 // TestKVMRuntimeClassOffersTheDevice: where the machine has /dev/kvm, a

@@ -6,7 +6,7 @@ TESTBIN := _output/testbin
 VERSION ?= dev
 IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-e2e test-alerts test-conversion install-plugin image run-local bench-transfer bench-scale generate verify manifests test-crds testbin fmt vet
+.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image run-local bench-transfer bench-scale generate verify manifests test-crds testbin fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -24,8 +24,17 @@ test: testbin ## everything CI runs: unit tests, alert rules, integration and en
 test-unit: ## unit tests only (no API server needed)
 	$(GO) test -count=1 ./...
 
-test-integration: testbin ## integration tests against a real kube-apiserver and etcd
+test-integration: testbin node-deps ## integration tests against a real kube-apiserver and etcd, and the real node's (test/integration/node)
 	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags integration ./test/integration/...
+
+test-node: testbin node-deps ## the real node's tests alone: restricted pods from images built here, volumes, images never pulled, workloads, nothing left after stop
+	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags integration ./test/integration/node/
+
+node: testbin node-deps ## a control plane and a real node until Ctrl-C (test/framework/cmd/testnode; prints the kubeconfig and the node line)
+	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) run ./test/framework/cmd/testnode
+
+node-deps: ## install, when missing, the Debian packages the real node needs (runc, CNI plugins, iptables, conntrack; as root)
+	hack/install-node-deps.sh
 
 test-e2e: testbin ## whole migrations: real control plane, vcsim, controller and vm-transfer; simulated kubelet, storage, CDI, KubeVirt (test/standins)
 	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags e2e -timeout 15m ./test/e2e/...
@@ -53,7 +62,7 @@ bench-transfer: ## vm-transfer vs curl, curl -o file and curl|tee|openssl on a 2
 bench-scale: ## control-plane benchmark: N migrations (N=1000; HOSTS=10, QUIET=1m) on a real control plane, light stand-ins, the controller as a process; API requests, status writes, RSS, reconcile latency, vSphere calls
 	N=$(or $(N),1000) HOSTS=$(or $(HOSTS),10) QUIET=$(or $(QUIET),1m) hack/bench-scale.sh
 
-testbin: ## build (or reuse the cached) kube-apiserver, kube-controller-manager and etcd
+testbin: ## build (or reuse the cached) kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl, etcd and containerd (with its shim and ctr)
 	hack/build-testbin.sh
 
 generate: ## regenerate deepcopy, clients, listers, informers, the CRD and the test CRDs' schemas

@@ -1,24 +1,36 @@
 #!/usr/bin/env bash
-# Builds the real Kubernetes control-plane binaries the integration and e2e
-# tests run against (kube-apiserver, kube-controller-manager, etcd) from the
-# Go module proxy, using the separate tools module in hack/tools/testbin so the
-# project's own go.mod never pulls in k8s.io/kubernetes.
+# Builds the real Kubernetes binaries the integration and e2e tests run
+# against, from the Go module proxy:
+#   - from the tools module hack/tools/testbin (k8s.io/kubernetes and etcd):
+#     kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+#     kube-proxy, kubectl and etcd;
+#   - from the tools module hack/tools/containerd (its own module: containerd
+#     pins other versions of shared dependencies): containerd,
+#     containerd-shim-runc-v2 and ctr, static (CGO_ENABLED=0, without the
+#     btrfs, devmapper and zfs snapshotters).
+# Separate tools modules keep the project's own go.mod free of
+# k8s.io/kubernetes and containerd.
 #
-# The binaries are cached outside the clone, keyed by the tools module's
-# go.mod/go.sum and the Go version, so a second run (or CI on the same
-# machine) takes seconds. The script prints the cache directory on its last
-# line and points the git-ignored ./_output/testbin link at it.
+# The binaries are cached outside the clone in one folder, keyed by both
+# tools modules' go.mod/go.sum and the Go version, so a second run (or CI on
+# the same machine) takes seconds. The script prints the cache folder on its
+# last line and points the git-ignored ./_output/testbin link at it.
 #
-# Versions are pinned in one place: hack/tools/testbin/go.mod.
+# Versions are pinned in the two go.mod files. The node's Debian packages
+# (runc, CNI plugins, iptables...) are hack/install-node-deps.sh's.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 tools="$root/hack/tools/testbin"
+ctrd_tools="$root/hack/tools/containerd"
 kube_version=$(awk '$1=="k8s.io/kubernetes" {print $2}' "$tools/go.mod")
-key=$(cat "$tools/go.mod" "$tools/go.sum" <(go env GOVERSION) | sha256sum | cut -c1-16)
+containerd_version=$(awk '$1=="github.com/containerd/containerd/v2" {print $2}' "$ctrd_tools/go.mod")
+key=$(cat "$tools/go.mod" "$tools/go.sum" "$ctrd_tools/go.mod" "$ctrd_tools/go.sum" <(go env GOVERSION) | sha256sum | cut -c1-16)
 cache_root=${TESTBIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vm-migration/testbin}
 dir="$cache_root/${kube_version}-${key}"
-binaries=(kube-apiserver kube-controller-manager etcd)
+kube_binaries=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+containerd_binaries=(containerd containerd-shim-runc-v2 ctr)
+binaries=("${kube_binaries[@]}" etcd "${containerd_binaries[@]}")
 
 complete() {
   for b in "${binaries[@]}"; do [ -x "$dir/$b" ] || return 1; done
@@ -35,6 +47,32 @@ if ! complete; then
   fi
 fi
 
+# build_in <module dir> <binary> <package> [go build flags...] builds one
+# binary into $dir.tmp unless an earlier, interrupted run already did.
+build_in() {
+  local module=$1 bin=$2 pkg=$3
+  shift 3
+  [ -x "$dir.tmp/$bin" ] && return 0
+  local t=$SECONDS
+  (cd "$module" && go build -mod=readonly -trimpath "$@" -o "$dir.tmp/$bin" "$pkg")
+  echo "built $bin in $((SECONDS - t))s" >&2
+}
+
+# check_version <binary> <expected line> <version flag...> removes a binary
+# that does not run or reports another version (truncated by a full disk,
+# wrong platform), so it never enters the cache.
+check_version() {
+  local bin=$1 want=$2
+  shift 2
+  local out
+  out=$("$dir.tmp/$bin" "$@" 2>&1) || true
+  if ! grep -qF -- "$want" <<<"$out"; then
+    echo "$bin does not report $want: removed, run again" >&2
+    rm -f "$dir.tmp/$bin"
+    exit 1
+  fi
+}
+
 if ! complete; then
   start=$SECONDS
   mkdir -p "$dir.tmp"
@@ -43,24 +81,26 @@ if ! complete; then
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $pkg.gitVersion=$kube_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   done
-  cd "$tools"
-  for b in kube-apiserver kube-controller-manager; do
-    if [ ! -x "$dir.tmp/$b" ]; then
-      echo "building $b $kube_version (10-20 minutes with a cold Go build cache, about a minute warm)" >&2
-      go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$dir.tmp/$b" "k8s.io/kubernetes/cmd/$b"
-    fi
+  echo "building ${kube_binaries[*]} $kube_version (20-40 minutes with a cold Go build cache, a few minutes warm)" >&2
+  for b in "${kube_binaries[@]}"; do
+    build_in "$tools" "$b" "k8s.io/kubernetes/cmd/$b" -ldflags "$ldflags"
   done
-  if [ ! -x "$dir.tmp/etcd" ]; then
-    echo "building etcd" >&2
-    go build -mod=readonly -trimpath -ldflags "-s -w" -o "$dir.tmp/etcd" go.etcd.io/etcd/server/v3
-  fi
-  # A binary that does not run (truncated by a full disk, wrong platform)
-  # must not enter the cache.
-  for b in kube-apiserver kube-controller-manager; do
-    "$dir.tmp/$b" --version | grep -qx "Kubernetes $kube_version" ||
-      { echo "$b does not report version $kube_version: removed, run again" >&2; rm -f "$dir.tmp/$b"; exit 1; }
+  build_in "$tools" etcd go.etcd.io/etcd/server/v3 -ldflags "-s -w"
+  echo "building containerd $containerd_version" >&2
+  ctrd_ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version"
+  for b in "${containerd_binaries[@]}"; do
+    CGO_ENABLED=0 build_in "$ctrd_tools" "$b" "github.com/containerd/containerd/v2/cmd/$b" \
+      -tags "no_btrfs no_devmapper no_zfs" -ldflags "$ctrd_ldflags"
   done
-  "$dir.tmp/etcd" --version >/dev/null || { echo "etcd does not run: removed, run again" >&2; rm -f "$dir.tmp/etcd"; exit 1; }
+
+  for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
+    check_version "$b" "Kubernetes $kube_version" --version
+  done
+  check_version kubectl "Client Version: $kube_version" version --client
+  check_version etcd "etcd Version:" --version
+  check_version containerd "containerd github.com/containerd/containerd/v2 $containerd_version" --version
+  check_version ctr "ctr github.com/containerd/containerd/v2 $containerd_version" --version
+  check_version containerd-shim-runc-v2 "Version:  $containerd_version" -v
   rm -rf "$dir"
   mv "$dir.tmp" "$dir"
   echo "built in $((SECONDS - start))s" >&2

@@ -9,9 +9,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"platform.example/vm-migration/hack/image/ociimage"
 )
 
 // Labels of the image besides the OCI ones.
@@ -24,32 +24,14 @@ const (
 
 // assemble builds the image from an empty base: two layers (base files,
 // then the application) and the config.
-func assemble(o Options, arch string, base, app []file) (v1.Image, error) {
-	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	for _, files := range [][]file{base, app} {
-		l, err := layer(files, o.Created)
-		if err != nil {
-			return nil, err
-		}
-		if img, err = mutate.AppendLayers(img, l); err != nil {
-			return nil, fmt.Errorf("adding a layer: %w", err)
-		}
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("reading the image config: %w", err)
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", arch
-	cfg.Created = v1.Time{Time: o.Created}
-	cfg.Config = v1.Config{
+func assemble(o Options, arch string, base, app []ociimage.File) (v1.Image, error) {
+	return ociimage.Assemble([][]ociimage.File{base, app}, o.Created, arch, v1.Config{
 		User:       nonRootUser,
 		Entrypoint: []string{controllerEP},
 		WorkingDir: imageHome,
 		Env:        []string{"PATH=" + imageBinDir, "SSL_CERT_FILE=" + imageCAFile, "HOME=" + imageHome},
 		Labels:     labels(o),
-	}
-	return mutate.ConfigFile(img, cfg)
+	})
 }
 
 func labels(o Options) map[string]string {

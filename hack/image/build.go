@@ -1,20 +1,15 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
-	"debug/elf"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"platform.example/vm-migration/hack/image/ociimage"
 )
 
 // Where things live in the image.
@@ -54,15 +49,6 @@ type Result struct {
 	LayoutPath, TarballPath, SBOMPath string
 }
 
-// file is one entry of a layer.
-type file struct {
-	path     string
-	mode     int64
-	uid, gid int
-	data     []byte
-	dir      bool
-}
-
 // Build assembles the image and writes it as an OCI layout and a tarball.
 func Build(o Options) (*Result, error) {
 	tag, err := name.NewTag(o.Reference)
@@ -99,7 +85,7 @@ func readBinaries(dir string) (map[string][]byte, string, error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("reading %s (build it with CGO_ENABLED=0 GOOS=linux go build -o %s ./cmd/%s): %w", p, dir, bin, err)
 		}
-		a, err := staticLinuxArch(p)
+		a, err := ociimage.StaticLinuxArch(p)
 		if err != nil {
 			return nil, "", err
 		}
@@ -111,92 +97,40 @@ func readBinaries(dir string) (map[string][]byte, string, error) {
 	return out, arch, nil
 }
 
-// staticLinuxArch returns the Go architecture of a static Linux ELF
-// executable, or says why the file cannot run in the image.
-func staticLinuxArch(p string) (string, error) {
-	f, err := elf.Open(p)
-	if err != nil {
-		return "", fmt.Errorf("%s is not a Linux executable: %w", p, err)
-	}
-	defer f.Close()
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			return "", fmt.Errorf("%s is dynamically linked and the image has no libc: build it with CGO_ENABLED=0", p)
-		}
-	}
-	switch f.Machine {
-	case elf.EM_X86_64:
-		return "amd64", nil
-	case elf.EM_AARCH64:
-		return "arm64", nil
-	case elf.EM_PPC64:
-		return "ppc64le", nil
-	case elf.EM_S390:
-		return "s390x", nil
-	}
-	return "", fmt.Errorf("%s is built for an unsupported machine %v", p, f.Machine)
-}
-
 // baseFiles are what an empty base lacks: a passwd and group entry for the
 // non-root user, a home, /tmp, and the CA certificates.
-func baseFiles(caFile string) ([]file, error) {
+func baseFiles(caFile string) ([]ociimage.File, error) {
 	ca, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("reading the CA certificates (Debian package ca-certificates): %w", err)
 	}
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:%s:/sbin/nologin\n", nonRootID, nonRootID, imageHome)
 	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", nonRootID)
-	return []file{
-		{path: "etc", mode: 0o755, dir: true},
-		{path: "etc/passwd", mode: 0o644, data: []byte(passwd)},
-		{path: "etc/group", mode: 0o644, data: []byte(group)},
-		{path: "etc/ssl", mode: 0o755, dir: true},
-		{path: "etc/ssl/certs", mode: 0o755, dir: true},
-		{path: imageCAFile[1:], mode: 0o644, data: ca},
-		{path: "home", mode: 0o755, dir: true},
-		{path: imageHome[1:], mode: 0o700, uid: nonRootID, gid: nonRootID, dir: true},
-		{path: "tmp", mode: 0o1777, dir: true},
+	return []ociimage.File{
+		{Path: "etc", Mode: 0o755, Dir: true},
+		{Path: "etc/passwd", Mode: 0o644, Data: []byte(passwd)},
+		{Path: "etc/group", Mode: 0o644, Data: []byte(group)},
+		{Path: "etc/ssl", Mode: 0o755, Dir: true},
+		{Path: "etc/ssl/certs", Mode: 0o755, Dir: true},
+		{Path: imageCAFile[1:], Mode: 0o644, Data: ca},
+		{Path: "home", Mode: 0o755, Dir: true},
+		{Path: imageHome[1:], Mode: 0o700, UID: nonRootID, GID: nonRootID, Dir: true},
+		{Path: "tmp", Mode: 0o1777, Dir: true},
 	}, nil
 }
 
 // appFiles are the binaries and the SBOM.
-func appFiles(bins map[string][]byte, sbom []byte) []file {
-	files := []file{
-		{path: "usr", mode: 0o755, dir: true},
-		{path: "usr/local", mode: 0o755, dir: true},
-		{path: imageBinDir[1:], mode: 0o755, dir: true},
+func appFiles(bins map[string][]byte, sbom []byte) []ociimage.File {
+	files := []ociimage.File{
+		{Path: "usr", Mode: 0o755, Dir: true},
+		{Path: "usr/local", Mode: 0o755, Dir: true},
+		{Path: imageBinDir[1:], Mode: 0o755, Dir: true},
 	}
 	for _, bin := range binaries {
-		files = append(files, file{path: path.Join(imageBinDir[1:], bin), mode: 0o755, data: bins[bin]})
+		files = append(files, ociimage.File{Path: path.Join(imageBinDir[1:], bin), Mode: 0o755, Data: bins[bin]})
 	}
 	for _, dir := range []string{"usr/share", "usr/share/doc", path.Dir(imageSBOM[1:])} {
-		files = append(files, file{path: dir, mode: 0o755, dir: true})
+		files = append(files, ociimage.File{Path: dir, Mode: 0o755, Dir: true})
 	}
-	return append(files, file{path: imageSBOM[1:], mode: 0o644, data: sbom})
-}
-
-// layer turns files into an uncompressed tar, then an OCI layer.
-func layer(files []file, mtime time.Time) (v1.Layer, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, f := range files {
-		h := &tar.Header{Name: f.path, Mode: f.mode, Uid: f.uid, Gid: f.gid, ModTime: mtime, Format: tar.FormatPAX}
-		if f.dir {
-			h.Typeflag, h.Name = tar.TypeDir, f.path+"/"
-		} else {
-			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.data))
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, fmt.Errorf("writing %s into a layer: %w", f.path, err)
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return nil, fmt.Errorf("writing %s into a layer: %w", f.path, err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("closing a layer: %w", err)
-	}
-	data := buf.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
-		tarball.WithMediaType(types.OCILayer))
+	return append(files, ociimage.File{Path: imageSBOM[1:], Mode: 0o644, Data: sbom})
 }

@@ -135,12 +135,17 @@ func (e *Environment) startAPIServer(ctx context.Context) error {
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 	}
+	address := "127.0.0.1"
+	if e.node != nil {
+		args = e.node.apiServerArgs(args)
+		address = e.node.network.hostIP.String()
+	}
 	p, err := startProcess(e.spawner, BinaryKubeAPIServer, filepath.Join(e.binDir, BinaryKubeAPIServer), args, e.dir)
 	if err != nil {
 		return err
 	}
 	e.processes = append(e.processes, p)
-	host := "https://127.0.0.1:" + strconv.Itoa(port)
+	host := "https://" + address + ":" + strconv.Itoa(port)
 
 	// The API server writes its self-signed CA and serving certificate
 	// once it starts; /readyz turns OK after its post-start hooks (RBAC
@@ -200,15 +205,19 @@ func (e *Environment) startControllerManager(ctx context.Context, controllers, e
 		return err
 	}
 	e.processes = append(e.processes, p)
-	host := "https://127.0.0.1:" + strconv.Itoa(port)
+	return waitHealthz(ctx, p, "kube-controller-manager /healthz", "https://127.0.0.1:"+strconv.Itoa(port)+"/healthz")
+}
+
+// waitHealthz waits until url answers 200. The serving certificates of the
+// controller manager and the scheduler are self-signed and only probed for
+// health here.
+func waitHealthz(ctx context.Context, p *process, what, url string) error {
 	client := &http.Client{
-		Timeout: time.Second,
-		// The controller manager's serving certificate is self-signed and
-		// only probed for health here.
+		Timeout:   time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // health probe of a local test process
 	}
-	return waitFor(ctx, p, "kube-controller-manager /healthz", func() (bool, error) {
-		resp, err := client.Get(host + "/healthz")
+	return waitFor(ctx, p, what, func() (bool, error) {
+		resp, err := client.Get(url)
 		if err != nil {
 			return false, nil
 		}
@@ -298,6 +307,20 @@ func writeKubeconfig(path, host string, caData []byte, token string) error {
 	cfg.CurrentContext = "test"
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// writeCertKubeconfig writes a kubeconfig that authenticates with a client
+// certificate (the kubelet's, kube-proxy's).
+func writeCertKubeconfig(path, host string, caData []byte, certFile, keyFile string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: caData}
+	cfg.AuthInfos["node"] = &clientcmdapi.AuthInfo{ClientCertificate: certFile, ClientKey: keyFile}
+	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "node"}
+	cfg.CurrentContext = "test"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("writing kubeconfig %s: %w", path, err)
 	}
 	return nil
 }

@@ -51,6 +51,7 @@ type options struct {
 	controllerManager bool
 	controllers       []string
 	managerArgs       []string
+	node              bool
 }
 
 // Option configures the environment Run starts.
@@ -80,6 +81,16 @@ func WithControllerManagerArgs(args ...string) Option {
 	return func(o *options) { o.managerArgs = append(o.managerArgs, args...) }
 }
 
+// WithNode also runs a real node: kube-controller-manager (with at least
+// the controllers workloads need), kube-scheduler, containerd, the kubelet
+// and kube-proxy, in namespaces of the node's own (see the package doc).
+// Pods run for real from images imported with ImportImage. It needs root,
+// the node binaries (hack/build-testbin.sh) and the Debian packages
+// hack/install-node-deps.sh installs.
+func WithNode() Option {
+	return func(o *options) { o.node = true }
+}
+
 // Start starts a control plane outside a test binary (a benchmark's
 // driver): the binaries come from $TESTBIN_DIR or <repo>/_output/testbin,
 // and a missing one is an error. The caller stops it with Stop.
@@ -96,6 +107,11 @@ func Start(opts ...Option) (*Environment, error) {
 	if err := checkBinaries(binDir, o.controllerManager); err != nil {
 		return nil, fmt.Errorf("%w; run hack/build-testbin.sh (or make testbin), or set %s", err, EnvTestbinDir)
 	}
+	if o.node {
+		if err := checkNodePrerequisites(binDir); err != nil {
+			return nil, err
+		}
+	}
 	return start(binDir, o)
 }
 
@@ -111,6 +127,7 @@ type Environment struct {
 	spawner        *spawner
 	processes      []*process
 	etcdURL        string
+	node           *node
 	stopOnce       sync.Once
 }
 
@@ -138,6 +155,9 @@ func run(m *testing.M, opts ...Option) int {
 	binDir, err := testbinDir()
 	if err == nil {
 		err = checkBinaries(binDir, o.controllerManager)
+	}
+	if err == nil && o.node {
+		err = checkNodePrerequisites(binDir)
 	}
 	if err != nil {
 		if isCI() {
@@ -226,9 +246,14 @@ func (e *Environment) CAFile() string {
 // more than once.
 func (e *Environment) Stop() {
 	e.stopOnce.Do(func() {
+		if e.node != nil {
+			if err := e.node.stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "framework: stopping the node: %v\n", err)
+			}
+		}
 		// Reverse start order: controller manager, API server, etcd.
 		for i := len(e.processes) - 1; i >= 0; i-- {
-			e.processes[i].stop(stopGrace)
+			e.processes[i].stop(e.stopGrace(e.processes[i]))
 		}
 		e.spawner.close()
 		if os.Getenv(EnvKeep) != "" {
@@ -251,7 +276,11 @@ func (e *Environment) PIDs() map[string]int {
 }
 
 func (e *Environment) printLogTails(w *os.File) {
-	for _, p := range e.processes {
+	ps := e.processes
+	if e.node != nil {
+		ps = append(append([]*process{}, ps...), e.node.processes()...)
+	}
+	for _, p := range ps {
 		fmt.Fprintf(w, "---- last lines of %s (%s) ----\n%s\n", p.name, p.logPath, p.tail(20))
 	}
 }
@@ -286,16 +315,35 @@ func startOnce(binDir string, o options) (env *Environment, err error) {
 		}
 	}()
 
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	timeout := startTimeout
+	if o.node {
+		timeout += nodeStartTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	if o.node {
+		// The API server's flags name the node's network and CA.
+		if err := env.prepareNode(ctx); err != nil {
+			return env, err
+		}
+	}
 	if err := env.startEtcd(ctx); err != nil {
 		return env, err
 	}
 	if err := env.startAPIServer(ctx); err != nil {
 		return env, err
 	}
-	if o.controllerManager {
-		if err := env.startControllerManager(ctx, o.controllers, o.managerArgs); err != nil {
+	if o.controllerManager || o.node {
+		controllers := o.controllers
+		if o.node && len(controllers) > 0 {
+			controllers = append(append([]string{}, controllers...), nodeControllers...)
+		}
+		if err := env.startControllerManager(ctx, controllers, o.managerArgs); err != nil {
+			return env, err
+		}
+	}
+	if o.node {
+		if err := env.startNode(ctx); err != nil {
 			return env, err
 		}
 	}
@@ -360,6 +408,9 @@ func removeStaleTempDirs() {
 			_ = os.RemoveAll(d)
 		}
 	}
+	// A node's processes die with its namespaces; its cgroup folders stay
+	// until removed.
+	removeStaleCgroupRoots()
 }
 
 // RepoRoot is the root of the repository holding the module

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -57,8 +58,11 @@ func (s *spawner) close() {
 
 // process is one control-plane binary running in its own process group.
 type process struct {
-	name    string
-	cmd     *exec.Cmd
+	name string
+	cmd  *exec.Cmd
+	// inner is the process a wrapper (nsenter, unshare) forked and that
+	// does the work, 0 when the command itself does. Signals go to it.
+	inner   int
 	logPath string
 	logFile *os.File
 	done    chan struct{}
@@ -68,6 +72,12 @@ type process struct {
 // startProcess starts binary with args, its output going to
 // <logDir>/<name>.log.
 func startProcess(s *spawner, name, binary string, args []string, logDir string) (*process, error) {
+	return startProcessEnv(s, name, binary, args, logDir, nil)
+}
+
+// startProcessEnv is startProcess with variables added to the
+// environment.
+func startProcessEnv(s *spawner, name, binary string, args []string, logDir string, env []string) (*process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -76,6 +86,9 @@ func startProcess(s *spawner, name, binary string, args []string, logDir string)
 	cmd := exec.Command(binary, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid:   true,
 		Pdeathsig: syscall.SIGKILL,
@@ -93,9 +106,43 @@ func startProcess(s *spawner, name, binary string, args []string, logDir string)
 	return p, nil
 }
 
-// pid is the process's id, which is also its process group id.
+// pid is the id of the process doing the work: the wrapper's child when
+// there is one, else the command's.
 func (p *process) pid() int {
+	if p.inner > 0 {
+		return p.inner
+	}
 	return p.cmd.Process.Pid
+}
+
+// pgid is the process group of the command and everything it started.
+func (p *process) pgid() int {
+	return p.cmd.Process.Pid
+}
+
+// findInner waits until the wrapper's child has executed binary, and
+// records its pid.
+func (p *process) findInner(binary string) error {
+	want, err := filepath.EvalSymlinks(binary)
+	if err != nil {
+		return fmt.Errorf("resolving %s: %w", binary, err)
+	}
+	children := fmt.Sprintf("/proc/%d/task/%d/children", p.pgid(), p.pgid())
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if exited, why := p.exited(); exited {
+			return fmt.Errorf("%s %v; log %s:\n%s", p.name, why, p.logPath, p.tail(30))
+		}
+		b, _ := os.ReadFile(children)
+		for _, f := range strings.Fields(string(b)) {
+			if exe, err := os.Readlink("/proc/" + f + "/exe"); err == nil && exe == want {
+				p.inner, _ = strconv.Atoi(f)
+				return nil
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("%s: no child running %s after 10s", p.name, binary)
 }
 
 // exited reports whether the process has ended, and how.
@@ -113,20 +160,27 @@ func (p *process) exited() (bool, error) {
 
 // stop sends SIGTERM to the process group, and SIGKILL when it has not
 // exited after grace. It returns once the process has been reaped.
+//
+// With a wrapper, SIGTERM goes to the inner process alone (the wrapper
+// would die of it at once and end the wait); the wrapper exits with it.
 func (p *process) stop(grace time.Duration) {
 	if ok, _ := p.exited(); ok {
 		// The leader is gone; make sure nothing it started outlives it.
-		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+		_ = syscall.Kill(-p.pgid(), syscall.SIGKILL)
 		return
 	}
-	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
+	if p.inner > 0 {
+		_ = syscall.Kill(p.inner, syscall.SIGTERM)
+	} else {
+		_ = syscall.Kill(-p.pgid(), syscall.SIGTERM)
+	}
 	select {
 	case <-p.done:
 	case <-time.After(grace):
-		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+		_ = syscall.Kill(-p.pgid(), syscall.SIGKILL)
 		<-p.done
 	}
-	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+	_ = syscall.Kill(-p.pgid(), syscall.SIGKILL)
 }
 
 // tail returns the last n lines of the process's log.

@@ -73,6 +73,12 @@ func (e *Environment) Namespace(t testing.TB) string {
 	}}
 	_, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
 	require.NoError(t, err, "creating namespace %s", name)
+	if e.node != nil {
+		// Pods need the namespace's default ServiceAccount (ServiceAccount
+		// admission) and its root CA ConfigMap (the projected token volume),
+		// which kube-controller-manager creates.
+		require.NoError(t, waitForNamespaceReady(ctx, cs, name), "namespace %s", name)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -82,6 +88,18 @@ func (e *Environment) Namespace(t testing.TB) string {
 		}
 	})
 	return name
+}
+
+// waitForNamespaceReady waits until a namespace has its default
+// ServiceAccount and kube-root-ca.crt ConfigMap.
+func waitForNamespaceReady(ctx context.Context, cs kubernetes.Interface, name string) error {
+	return wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if _, err := cs.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		_, err := cs.CoreV1().ConfigMaps(name).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return err == nil, nil
+	})
 }
 
 // namespaceName is a DNS-1123 label made of the test's name and a random

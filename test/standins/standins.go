@@ -56,6 +56,11 @@ type Config struct {
 	Namespace string
 	// NodeName of the simulated node; empty means DefaultNodeName.
 	NodeName string
+	// LocalVolumeNode, when set, is the real node (framework.WithNode) the
+	// storage stand-in's volumes are on: they are then `local`
+	// PersistentVolumes pinned to it, which its kubelet mounts into pods
+	// and applies their fsGroup to; otherwise hostPath ones.
+	LocalVolumeNode string
 	// TransferImage is the image whose pods run TransferBinary.
 	TransferImage string
 	// TransferBinary is a built vm-transfer command.

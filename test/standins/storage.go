@@ -16,11 +16,17 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
+
+	"platform.example/vm-migration/test/framework"
 )
 
-// Storage is the storage stand-in: it backs every claim with a local
-// directory through a pre-bound hostPath PersistentVolume, and deletes
-// released volumes with their directory.
+// Storage is the storage stand-in, a provisioner: it backs every claim
+// with a local directory through a pre-bound PersistentVolume, and deletes
+// released volumes with their directory. With Config.LocalVolumeNode (a
+// real node) the volume is `local` with node affinity to that node, so the
+// kubelet mounts it into pods and applies their fsGroup, as for a CSI
+// volume; without, it is hostPath (which ignores fsGroup), for the
+// simulated kubelet.
 type Storage struct {
 	cfg Config
 	c   *clients
@@ -40,6 +46,9 @@ func NewStorage(cfg Config) (*Storage, error) {
 	}
 	return &Storage{cfg: cfg, c: c}, nil
 }
+
+// Run runs the storage stand-in alone until ctx ends.
+func (s *Storage) Run(ctx context.Context) error { return s.run(ctx) }
 
 // VolumeDir is the directory backing a volume.
 func (s *Storage) volumeDir(pv string) string { return filepath.Join(s.cfg.Root, "volumes", pv) }
@@ -131,7 +140,6 @@ func (s *Storage) syncClaim(ctx context.Context, key string) (time.Duration, err
 	if pvc.Spec.StorageClassName != nil {
 		class = *pvc.Spec.StorageClassName
 	}
-	hostDir := corev1.HostPathDirectory
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: pvName, Labels: map[string]string{LabelStandin: "true"}},
 		Spec: corev1.PersistentVolumeSpec{
@@ -140,7 +148,8 @@ func (s *Storage) syncClaim(ctx context.Context, key string) (time.Duration, err
 			VolumeMode:                    pvc.Spec.VolumeMode,
 			StorageClassName:              class,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &hostDir}},
+			PersistentVolumeSource:        s.volumeSource(dir),
+			NodeAffinity:                  s.nodeAffinity(),
 			ClaimRef: &corev1.ObjectReference{
 				Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID,
 			},
@@ -150,6 +159,24 @@ func (s *Storage) syncClaim(ctx context.Context, key string) (time.Duration, err
 		return 0, fmt.Errorf("creating volume %s: %w", pvName, err)
 	}
 	return 0, s.bind(ctx, pvc, pvName)
+}
+
+// volumeSource is a local volume on a real node, else a hostPath one.
+func (s *Storage) volumeSource(dir string) corev1.PersistentVolumeSource {
+	if s.cfg.LocalVolumeNode != "" {
+		return corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}}
+	}
+	hostDir := corev1.HostPathDirectory
+	return corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &hostDir}}
+}
+
+// nodeAffinity pins a local volume to the real node (a local volume must
+// name its node).
+func (s *Storage) nodeAffinity() *corev1.VolumeNodeAffinity {
+	if s.cfg.LocalVolumeNode == "" {
+		return nil
+	}
+	return framework.NodeAffinity(s.cfg.LocalVolumeNode)
 }
 
 // bind completes the binding of a claim to its pre-bound volume as the
@@ -254,10 +281,17 @@ func claimDir(ctx context.Context, c *clients, root, namespace, name string) (st
 	if err != nil {
 		return "", false, err
 	}
-	if pv.Spec.HostPath == nil || !strings.HasPrefix(pv.Spec.HostPath.Path, root+string(filepath.Separator)) {
+	path := ""
+	switch {
+	case pv.Spec.HostPath != nil:
+		path = pv.Spec.HostPath.Path
+	case pv.Spec.Local != nil:
+		path = pv.Spec.Local.Path
+	}
+	if !strings.HasPrefix(path, root+string(filepath.Separator)) {
 		return "", false, fmt.Errorf("claim %s/%s is bound to %s, which is not a stand-in volume", namespace, name, pv.Name)
 	}
-	return pv.Spec.HostPath.Path, true, nil
+	return path, true, nil
 }
 
 // ClaimDir is the local directory of a bound claim, for tests that look at

@@ -1,0 +1,166 @@
+package framework
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"platform.example/vm-migration/hack/image/ociimage"
+	"platform.example/vm-migration/test/vcsimlocal"
+)
+
+// SandboxImage is the reference of the sandbox (pause) image the node's
+// containerd starts for every pod: test/framework/cmd/sandbox, built here.
+const SandboxImage = "platform.example/vm-migration/sandbox:local"
+
+// sandboxPackage is the sandbox command's package.
+const sandboxPackage = "platform.example/vm-migration/test/framework/cmd/sandbox"
+
+// EnvImageCache names the folder that keeps built images between runs.
+// Default: $XDG_CACHE_HOME/vm-migration/images (~/.cache/...).
+const EnvImageCache = "IMAGE_CACHE"
+
+// imageUser is the numeric non-root user and group images run as.
+const imageUser = "65532:65532"
+
+// GoImage says what BuildGoImage builds: a static Go command alone in an
+// image, as its entrypoint, run by a numeric non-root user.
+type GoImage struct {
+	// Package is the command's import path.
+	Package string
+	// Reference is the image's repository:tag.
+	Reference string
+}
+
+// BuiltImage is an image tarball BuildGoImage wrote (or found cached).
+type BuiltImage struct {
+	Reference string
+	// Tarball is a docker-archive tarball, the form ctr images import
+	// takes.
+	Tarball string
+	// Binary is the static command inside.
+	Binary string
+	// Cached is true when the tarball was already there.
+	Cached bool
+}
+
+// BuildGoImage builds img's command (CGO_ENABLED=0, -trimpath) and
+// assembles the image with go-containerregistry. Images are cached by
+// content: the tarball's name holds the hash of the binary and the
+// reference, so an unchanged command is not assembled again.
+func BuildGoImage(ctx context.Context, img GoImage) (*BuiltImage, error) {
+	cache, err := imageCacheDir()
+	if err != nil {
+		return nil, err
+	}
+	tag, err := name.NewTag(img.Reference)
+	if err != nil {
+		return nil, fmt.Errorf("image reference %q: %w", img.Reference, err)
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(cache, "build-")
+	if err != nil {
+		return nil, fmt.Errorf("creating a build folder: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	command := path.Base(img.Package)
+	built := filepath.Join(tmp, command)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", built, img.Package)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building %s: %w: %s", img.Package, err, out)
+	}
+	sum, err := vcsimlocal.FileSHA256(built)
+	if err != nil {
+		return nil, err
+	}
+	key := sha256.Sum256([]byte(sum + "\n" + tag.String()))
+	base := fmt.Sprintf("%s-%s", command, hex.EncodeToString(key[:])[:16])
+	res := &BuiltImage{Reference: tag.String(), Tarball: filepath.Join(cache, base+".tar"), Binary: filepath.Join(cache, base+".bin")}
+	if _, err := os.Stat(res.Tarball); err == nil {
+		if _, err := os.Stat(res.Binary); err == nil {
+			res.Cached = true
+			return res, nil
+		}
+	}
+	if err := writeGoImage(built, command, tag, res.Tarball); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(built, res.Binary); err != nil {
+		return nil, fmt.Errorf("keeping %s: %w", res.Binary, err)
+	}
+	return res, nil
+}
+
+// writeGoImage assembles the image of one static command and writes its
+// tarball (through a temporary file, so a concurrent reader never sees
+// half of it).
+func writeGoImage(binary, command string, tag name.Tag, out string) error {
+	arch, err := ociimage.StaticLinuxArch(binary)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", binary, err)
+	}
+	entry := "usr/local/bin/" + command
+	files := []ociimage.File{
+		{Path: "usr", Mode: 0o755, Dir: true},
+		{Path: "usr/local", Mode: 0o755, Dir: true},
+		{Path: "usr/local/bin", Mode: 0o755, Dir: true},
+		{Path: entry, Mode: 0o755, Data: data},
+		{Path: "tmp", Mode: 0o1777, Dir: true},
+	}
+	img, err := ociimage.Assemble([][]ociimage.File{files}, time.Unix(0, 0).UTC(), arch, v1.Config{
+		User:       imageUser,
+		Entrypoint: []string{"/" + entry},
+		Env:        []string{"PATH=/usr/local/bin"},
+	})
+	if err != nil {
+		return err
+	}
+	tmp := out + ".tmp-" + randomSuffix()
+	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	return os.Rename(tmp, out)
+}
+
+func imageCacheDir() (string, error) {
+	dir := os.Getenv(EnvImageCache)
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("finding the cache folder: %w", err)
+		}
+		dir = filepath.Join(base, "vm-migration", "images")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("creating the image cache %s: %w", dir, err)
+	}
+	return dir, nil
+}
+
+func randomSuffix() string {
+	s, err := randomHex(4)
+	if err != nil {
+		return fmt.Sprint(time.Now().UnixNano())
+	}
+	return s
+}

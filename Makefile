@@ -5,6 +5,7 @@ BIN := bin
 TESTBIN := _output/testbin
 VERSION ?= dev
 IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
+IMAGE_OUT ?= _output/image
 
 .PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image run-local bench-transfer bench-scale generate verify manifests test-crds testbin fmt vet
 
@@ -42,9 +43,9 @@ test-e2e: testbin ## whole migrations: real control plane, vcsim, controller and
 test-alerts: ## promtool check and unit tests of the alerts in manifests/monitoring (installs the Debian package prometheus when missing)
 	hack/test-alerts.sh
 
-image: ## the controller's OCI image without Docker (go-containerregistry): _output/image/oci (layout), vm-migration-controller.tar, sbom.spdx.json; IMAGE=repo:tag
-	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "-s -w" -o _output/image/bin/ ./cmd/migration-controller ./cmd/vm-transfer
-	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./hack/image --bin-dir _output/image/bin --out _output/image \
+image: ## the controller's OCI image without Docker (go-containerregistry): $(IMAGE_OUT)/oci (layout), vm-migration-controller.tar, sbom.spdx.json; IMAGE=repo:tag IMAGE_OUT=dir
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "-s -w" -o $(IMAGE_OUT)/bin/ ./cmd/migration-controller ./cmd/vm-transfer
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./hack/image --bin-dir $(IMAGE_OUT)/bin --out $(IMAGE_OUT) \
 	  --image $(IMAGE) --version $(VERSION) --revision "$$(git rev-parse --short HEAD 2>/dev/null)"
 
 install-plugin: ## install kubectl-vmm into GOBIN (default GOPATH/bin); with it on PATH, run kubectl vmm

@@ -104,17 +104,27 @@ func startVCSim(ctx context.Context, n, hosts, workers int) (*vcsimlocal.Server,
 // vmName is the name of the i-th source VM and of its migration.
 func vmName(i int) string { return fmt.Sprintf("vm-%05d", i) }
 
-// startStandins runs the stand-ins in light mode until ctx ends; the
-// returned channel yields their error when they stop.
+// startStandins runs the stand-ins in light mode and the pod completer
+// (pods.go) until ctx ends; the returned channel yields their error when
+// they stop.
 func startStandins(ctx context.Context, env *framework.Environment, root string) (<-chan error, error) {
 	cfg := adminConfig(env)
 	ready := make(chan struct{})
 	done := make(chan error, 1)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	go func() {
-		done <- standins.Run(ctx, standins.Config{
-			RestConfig: cfg, Root: root, Namespace: benchNamespace,
-			TransferImage: transferImage, Light: true, Workers: 8, Ready: ready,
+		cctx, stopCompleter := context.WithCancel(ctx)
+		completed := make(chan error, 1)
+		go func() { completed <- runPodCompleter(cctx, kube, benchNamespace) }()
+		err := standins.Run(ctx, standins.Config{
+			RestConfig: cfg, Root: root, Namespace: benchNamespace, NodeName: benchNode,
+			Light: true, Workers: 8, Ready: ready,
 		})
+		stopCompleter()
+		done <- errors.Join(err, <-completed)
 	}()
 	select {
 	case <-ready:

@@ -45,7 +45,6 @@ func TestControllerCrashes(t *testing.T) {
 	s := newStack(t, stackOptions{
 		noController:        true,
 		cloneBytesPerSecond: 4 << 20,
-		conversionDuration:  time.Second,
 		vmiStartDelay:       time.Second,
 	})
 	vms := map[string]*vcsimlocal.VM{}

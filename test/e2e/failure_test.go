@@ -80,23 +80,26 @@ func TestCancel(t *testing.T) {
 	cases := []struct {
 		phase v1alpha1.Phase
 		opts  stackOptions
+		// vm is the source VM's name: "hold-conversion" in it keeps the
+		// simulated conversion running (test/images).
+		vm string
 		// holdTransfer keeps the transfer's downloads waiting.
 		holdTransfer bool
 	}{
-		{phase: v1alpha1.PhaseTransferringDisks, holdTransfer: true},
-		{phase: v1alpha1.PhaseConverting, opts: stackOptions{conversionDuration: time.Hour}},
-		{phase: v1alpha1.PhaseImporting, opts: stackOptions{cloneBytesPerSecond: 64 << 10}},
+		{phase: v1alpha1.PhaseTransferringDisks, vm: "web-02", holdTransfer: true},
+		{phase: v1alpha1.PhaseConverting, vm: "web-02-hold-conversion"},
+		{phase: v1alpha1.PhaseImporting, vm: "web-02", opts: stackOptions{cloneBytesPerSecond: 64 << 10}},
 		// Starting: the started target is kept (TestCancelAfterStartKeepsTarget).
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.phase), func(t *testing.T) {
 			s := newStack(t, tc.opts)
-			s.addVM("web-02", 41)
+			s.addVM(tc.vm, 41)
 			if tc.holdTransfer {
-				release := s.vc.HoldExtentReads("web-02")
+				release := s.vc.HoldExtentReads(tc.vm)
 				t.Cleanup(release)
 			}
-			m := s.create(s.newMigration("web-02", "web-02"))
+			m := s.create(s.newMigration(tc.vm, tc.vm))
 			m = s.waitPhase(m.Name, tc.phase, 2*time.Minute)
 			switch tc.phase {
 			case v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting:
@@ -117,8 +120,8 @@ func TestCancel(t *testing.T) {
 			dvs, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelMigrationUID + "=" + string(m.UID)})
 			require.NoError(t, err, "listing the data volumes of migration %s", m.Name)
 			assert.Empty(t, dvs.Items, "data volumes left")
-			s.waitNoVM("web-02", time.Minute)
-			assert.Equal(t, "poweredOn", s.powerState("web-02"), "source after the cancellation, want poweredOn (as found)")
+			s.waitNoVM(tc.vm, time.Minute)
+			assert.Equal(t, "poweredOn", s.powerState(tc.vm), "source after the cancellation, want poweredOn (as found)")
 		})
 	}
 }

@@ -50,8 +50,7 @@ const (
 // new leader is stopped with SIGTERM (which releases the lease, exit 0).
 func TestLeaderElection(t *testing.T) {
 	s := newStack(t, stackOptions{
-		noController: true, cloneBytesPerSecond: 4 << 20,
-		conversionDuration: time.Second, vmiStartDelay: time.Second,
+		noController: true, cloneBytesPerSecond: 4 << 20, vmiStartDelay: time.Second,
 	})
 	lease := s.leaderLease(t)
 	creations := s.watchCreations(t)

@@ -1,11 +1,20 @@
 //go:build e2e
 
-// Package e2e runs whole migrations end to end: a real etcd,
-// kube-apiserver and kube-controller-manager (test/framework), vcsim with VMs
-// whose disks hold real bytes (test/vcsimlocal), the migration controller
-// in-process through manager.Run as its own ServiceAccount under
-// manifests/rbac.yaml, the real vm-transfer command, and the simulated
-// cluster actors of test/standins (kubelet, storage, CDI, KubeVirt).
+// Package e2e runs whole migrations end to end on a real control plane
+// with a real node (test/framework: etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler, and a kubelet, kube-proxy and
+// containerd running pods as containers), vcsim with VMs whose disks hold
+// real bytes (test/vcsimlocal), and the product as it ships: the
+// controller's image built as make image builds it, its Deployment applied
+// from manifests/ with kubectl apply -k (an overlay that changes only image
+// references and adds faster polling), the transfer and conversion Jobs as
+// real pods in namespaces that enforce PodSecurity restricted, their
+// volumes real mounts of local PersistentVolumes. The conversion image is
+// the simulated virt-v2v of test/images (the sample disks hold random
+// bytes), except in the real-guest tests; CDI, KubeVirt and the volume
+// provisioner are the stand-ins of test/standins. The crash and leader
+// election tests run the controller's command as processes of their own,
+// to kill them at chosen instants, with the Deployment scaled to zero.
 package e2e
 
 import (
@@ -35,7 +44,7 @@ func TestMain(m *testing.M) {
 	fmt.Fprintf(os.Stderr, "e2e: vm-transfer and migration-controller built in %s\n", time.Since(start).Round(time.Millisecond))
 	framework.Run(m,
 		framework.WithCRDs(framework.RepoPath("manifests/crd"), framework.RepoPath("test/crds")),
-		framework.WithControllerManager(),
+		framework.WithNode(),
 	)
 }
 

@@ -22,6 +22,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/test/framework"
 	"platform.example/vm-migration/test/vcsimlocal"
 )
 
@@ -116,45 +117,33 @@ func (s *stack) transferPods(m *v1alpha1.VirtualMachineMigration) []corev1.Pod {
 	return pods.Items
 }
 
-// transferProcess finds the vm-transfer process the kubelet stand-in runs
-// for a pod: the transferBinary whose working directory is the pod's
-// directory under the stand-ins' root. It waits for it to start.
+// transferProcess finds the vm-transfer process of a transfer pod on the
+// node: the process of the pod's container whose command is vm-transfer,
+// as the machine numbers it. It waits for the container to run.
 func (s *stack) transferProcess(pod *corev1.Pod, timeout time.Duration) int {
 	s.t.Helper()
-	podDir := filepath.Join(s.standins.Root, "pods", string(pod.UID))
-	if real, err := filepath.EvalSymlinks(podDir); err == nil {
-		podDir = real
-	}
-	binary, err := filepath.EvalSymlinks(transferBinary)
-	require.NoError(s.t, err)
 	var pid int
-	err = wait.PollUntilContextTimeout(s.ctx, 20*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		pid = findProcess(binary, podDir)
-		return pid != 0, nil
-	})
-	require.NoError(s.t, err, "no %s process runs in %s within %s", binary, podDir, timeout)
-	return pid
-}
-
-// findProcess is the pid of a process running binary in dir, or 0.
-func findProcess(binary, dir string) int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	var last error
+	err := wait.PollUntilContextTimeout(s.ctx, 20*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		p, err := s.kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+			return false, nil
+		}
+		pids, err := framework.ContainerPIDs(p.Status.ContainerStatuses[0].ContainerID)
 		if err != nil {
-			continue
+			last = err
+			return false, nil
 		}
-		proc := filepath.Join("/proc", e.Name())
-		exe, err1 := os.Readlink(filepath.Join(proc, "exe"))
-		cwd, err2 := os.Readlink(filepath.Join(proc, "cwd"))
-		if err1 == nil && err2 == nil && exe == binary && cwd == dir {
-			return pid
+		for _, candidate := range pids {
+			if comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(candidate), "comm")); err == nil && strings.TrimSpace(string(comm)) == "vm-transfer" {
+				pid = candidate
+				return true, nil
+			}
 		}
-	}
-	return 0
+		return false, nil
+	})
+	require.NoError(s.t, err, "no vm-transfer process runs in pod %s within %s (last: %v)", pod.Name, timeout, last)
+	return pid
 }
 
 // nameOfAttempt is the name of a transfer attempt's ServiceAccount, Role

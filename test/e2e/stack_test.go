@@ -7,16 +7,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
+	"strconv"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -25,25 +25,26 @@ import (
 	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
 	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
 	migclient "platform.example/vm-migration/pkg/generated/migration/clientset/versioned"
-	"platform.example/vm-migration/pkg/manager"
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/steps/pipeline"
 	"platform.example/vm-migration/test/builders"
 	"platform.example/vm-migration/test/framework"
+	"platform.example/vm-migration/test/images"
 	"platform.example/vm-migration/test/standins"
 	"platform.example/vm-migration/test/vcsimlocal"
 )
 
 const (
-	// transferImage is what the controller puts in transfer Jobs; the
-	// kubelet stand-in runs vm-transfer for pods with this image.
-	transferImage = "platform.example/vm-migration-controller:e2e"
-	// conversionImage is the default conversion image; the stand-in
-	// simulates its pods.
-	conversionImage = "standins.platform.example/virt-v2v:simulated"
-	// realConversionImage is the conversion image whose pods the stand-in
-	// runs with the real virt-v2v-in-place (realguest_test.go).
-	realConversionImage = "standins.platform.example/virt-v2v:real"
+	// transferImage is the controller's image, as make image builds it,
+	// which the transfer Jobs run too (the controller reads its own pod's
+	// image).
+	transferImage = images.ControllerReference
+	// conversionImage is the suite's default conversion image: the
+	// simulated virt-v2v of test/images (the sample disks hold no guest).
+	conversionImage = images.SimulatedConversionReference
+	// realConversionImage is the conversion image hack/conversion-image
+	// builds, which the real-guest tests name per migration.
+	realConversionImage = "platform.example/vm-migration-conversion:local"
 	// credentialsSecret holds the vcsim login in each test namespace.
 	credentialsSecret = "vcsim-credentials"
 	// controllerNamespace and controllerAccount are the controller's
@@ -54,29 +55,40 @@ const (
 
 // stackOptions tune a test's stack.
 type stackOptions struct {
-	// maxTransfersPerHost bounds concurrent transfers (0: none).
+	// maxTransfersPerHost bounds concurrent transfers (0: the shipped
+	// default).
 	maxTransfersPerHost int
-	// podHook injects pod outcomes into the kubelet stand-in.
-	podHook func(*corev1.Pod) *standins.PodOutcome
 	// cloneBytesPerSecond slows the CDI stand-in down.
 	cloneBytesPerSecond int64
-	// conversionDuration is how long simulated conversions take.
-	conversionDuration time.Duration
 	// vmiStartDelay keeps instances Scheduling that long.
 	vmiStartDelay time.Duration
 	// vmiGracePeriod keeps a deleted instance that long (KubeVirt's
-	// termination grace period; 0: gone at once).
+	// termination grace), so rollback must wait for it.
 	vmiGracePeriod time.Duration
-	// noController leaves the controller to the test.
+	// noController stops the controller's Deployment: the test runs the
+	// controller as processes of its own.
 	noController bool
-	// registerer, when set, receives the controller's metrics.
-	registerer prometheus.Registerer
-	// transferStreams is the controller's streams per disk (0: one).
+	// transferStreams is the controller's streams per disk (0: the
+	// shipped default).
 	transferStreams int
 }
 
-// stack is one test's world: a namespace in the shared control plane,
-// its own vcsim, stand-ins and controller, all scoped to the namespace.
+// controllerArgs are the flags a test adds to the suite's controller.
+func (o stackOptions) controllerArgs() []string {
+	var args []string
+	if o.maxTransfersPerHost > 0 {
+		args = append(args, "--max-transfers-per-host="+strconv.Itoa(o.maxTransfersPerHost))
+	}
+	if o.transferStreams > 0 {
+		args = append(args, "--transfer-streams="+strconv.Itoa(o.transferStreams))
+	}
+	return args
+}
+
+// stack is one test's world: a namespace enforcing PodSecurity
+// `restricted` in the shared control plane with its real node, its own
+// vcsim and stand-ins (CDI, KubeVirt, storage), and the controller's
+// Deployment rolled out afresh for it.
 type stack struct {
 	t    *testing.T
 	ctx  context.Context
@@ -92,24 +104,15 @@ type stack struct {
 	vc       *vcsimlocal.Server
 	standins standins.Config
 
-	mu           sync.Mutex
-	ctrlCancel   context.CancelFunc
-	ctrlDone     chan error
 	controllerRC *rest.Config
 }
 
-// rbacOnce applies the controller's RBAC once per test binary; rbacErr is
-// its outcome, which every stack checks.
-var (
-	rbacOnce sync.Once
-	rbacErr  error
-)
-
-// newStack starts vcsim, the stand-ins and the controller for t; t's
-// cleanup stops them all.
+// newStack starts vcsim and the stand-ins for t and rolls the controller
+// out with t's flags; t's cleanup stops them all.
 func newStack(t *testing.T, opts stackOptions) *stack {
 	t.Helper()
 	env := framework.Env(t)
+	setupSuite(t, env)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	s := &stack{t: t, ctx: ctx, env: env, ns: env.Namespace(t), opts: opts}
@@ -118,21 +121,13 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	s.mig = migclient.NewForConfigOrDie(cfg)
 	s.kv = kvclient.NewForConfigOrDie(cfg)
 	s.cdi = cdiclient.NewForConfigOrDie(cfg)
-
-	rbacOnce.Do(func() {
-		for _, f := range []string{"manifests/base/namespace.yaml", "manifests/base/serviceaccount.yaml", "manifests/rbac.yaml"} {
-			if _, err := env.Apply(ctx, framework.RepoPath(f), ""); err != nil {
-				rbacErr = fmt.Errorf("applying %s: %w", f, err)
-				return
-			}
-		}
-	})
-	require.NoError(t, rbacErr, "applying the controller's RBAC")
+	s.enforceRestricted()
 	rc, err := env.ServiceAccountConfig(ctx, controllerNamespace, controllerAccount)
 	require.NoError(t, err, "a client config for the controller's ServiceAccount %s/%s", controllerNamespace, controllerAccount)
 	s.controllerRC = rc
 
-	vc, err := vcsimlocal.Start(ctx, vcsimlocal.Options{})
+	// The transfer pods reach vcsim at the machine's end of the node's link.
+	vc, err := vcsimlocal.Start(ctx, vcsimlocal.Options{Address: env.HostAddress() + ":0"})
 	require.NoError(t, err, "starting vcsim")
 	t.Cleanup(vc.Close)
 	s.vc = vc
@@ -144,93 +139,54 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	_, err = s.kube.CoreV1().Secrets(s.ns).Create(ctx, secret, metav1.CreateOptions{})
 	require.NoError(t, err, "creating the credentials Secret %s/%s", s.ns, credentialsSecret)
 
-	conv := opts.conversionDuration
-	if conv == 0 {
-		conv = 200 * time.Millisecond
-	}
 	s.standins = standins.Config{
-		RestConfig: cfg, Root: t.TempDir(), Namespace: s.ns, NodeName: "standin-" + s.ns,
-		TransferImage: transferImage, TransferBinary: transferBinary,
-		ConversionDuration: conv, RealConversionImage: realConversionImage,
-		CloneBytesPerSecond: opts.cloneBytesPerSecond, PodHook: opts.podHook,
-		VMIStartDelay: opts.vmiStartDelay, VMIGracePeriod: opts.vmiGracePeriod,
+		RestConfig: cfg, Root: t.TempDir(), Namespace: s.ns, LocalVolumeNode: env.NodeName(),
+		CloneBytesPerSecond: opts.cloneBytesPerSecond, VMIStartDelay: opts.vmiStartDelay, VMIGracePeriod: opts.vmiGracePeriod,
 	}
-	sctx, scancel := context.WithCancel(ctx)
+	s.startStandins()
+	if opts.noController {
+		s.scaleControllerToZero()
+	} else {
+		s.rolloutController(opts.controllerArgs())
+	}
+	return s
+}
+
+// enforceRestricted labels the test's namespace so that the API server's
+// PodSecurity admission holds every pod in it to the restricted profile.
+func (s *stack) enforceRestricted() {
+	s.t.Helper()
+	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"restricted","pod-security.kubernetes.io/enforce-version":"latest"}}}`)
+	_, err := s.kube.CoreV1().Namespaces().Patch(s.ctx, s.ns, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(s.t, err, "labelling namespace %s to enforce PodSecurity restricted", s.ns)
+}
+
+// startStandins runs the stand-ins until the test ends.
+func (s *stack) startStandins() {
+	s.t.Helper()
+	// Local volumes live under the stand-ins' root: its folders must be
+	// reachable by the pods' non-root users (t.TempDir makes them 0700).
+	for _, d := range []string{filepath.Dir(s.standins.Root), s.standins.Root} {
+		require.NoError(s.t, os.Chmod(d, 0o755), "opening %s to the pods' users", d)
+	}
+	sctx, scancel := context.WithCancel(s.ctx)
 	sdone := make(chan error, 1)
 	sready := make(chan struct{})
 	runCfg := s.standins
 	runCfg.Ready = sready
 	go func() { sdone <- standins.Run(sctx, runCfg) }()
-	t.Cleanup(func() {
+	s.t.Cleanup(func() {
 		scancel()
-		assert.NoError(t, <-sdone, "the stand-ins ended with an error")
+		assert.NoError(s.t, <-sdone, "the stand-ins ended with an error")
 	})
 	select {
 	case <-sready:
 	case err := <-sdone:
 		sdone <- err
-		require.FailNow(t, fmt.Sprintf("stand-ins exited before they were ready: %v", err))
+		require.FailNow(s.t, fmt.Sprintf("stand-ins exited before they were ready: %v", err))
 	case <-time.After(time.Minute):
-		require.FailNow(t, "stand-ins not ready after a minute")
+		require.FailNow(s.t, "stand-ins not ready after a minute")
 	}
-	if !opts.noController {
-		s.startController()
-		t.Cleanup(s.stopController)
-	}
-	return s
-}
-
-// startController runs the controller in-process, as its ServiceAccount.
-func (s *stack) startController() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ctx, cancel := context.WithCancel(s.ctx)
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	opts := manager.Options{
-		Namespace:           s.ns,
-		Workers:             4,
-		MaxTransfersPerHost: s.opts.maxTransfersPerHost,
-		VSphereCallTimeout:  30 * time.Second,
-		// The real-guest tests name the real conversion image in their
-		// migrations, as an operator allows an image besides the default.
-		AllowedConversionImages: []string{realConversionImage},
-		Decisions: statemachine.Config{
-			PollInterval: time.Second, ProgressInterval: time.Second, WaitInterval: 2 * time.Second,
-		},
-		Pipeline: pipeline.Config{
-			TransferImage: transferImage, ConversionImage: conversionImage, TransferProgress: true,
-			TransferStreams: s.opts.transferStreams,
-		},
-		Ready:      ready,
-		Registerer: s.opts.registerer,
-	}
-	go func() { done <- manager.Run(ctx, rest.CopyConfig(s.controllerRC), opts) }()
-	select {
-	case <-ready:
-	case err := <-done:
-		cancel()
-		require.FailNow(s.t, fmt.Sprintf("controller exited before it was ready: %v", err))
-	case <-time.After(30 * time.Second):
-		cancel()
-		require.FailNow(s.t, "controller not ready after 30s")
-	}
-	s.ctrlCancel, s.ctrlDone = cancel, done
-}
-
-// stopController stops the controller and waits for it.
-func (s *stack) stopController() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ctrlCancel == nil {
-		return
-	}
-	s.ctrlCancel()
-	// An error is the controller's own only while the test's context lives.
-	if err := <-s.ctrlDone; s.ctx.Err() == nil {
-		assert.NoError(s.t, err, "the controller ended with an error")
-	}
-	s.ctrlCancel, s.ctrlDone = nil, nil
 }
 
 // addVM creates a sample VM in vcsim.

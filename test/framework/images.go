@@ -59,7 +59,7 @@ type BuiltImage struct {
 // content: the tarball's name holds the hash of the binary and the
 // reference, so an unchanged command is not assembled again.
 func BuildGoImage(ctx context.Context, img GoImage) (*BuiltImage, error) {
-	cache, err := imageCacheDir()
+	cache, err := ImageCacheDir()
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,10 @@ func writeGoImage(binary, command string, tag name.Tag, out string) error {
 	return os.Rename(tmp, out)
 }
 
-func imageCacheDir() (string, error) {
+// ImageCacheDir is the folder that keeps built images between runs
+// ($IMAGE_CACHE, or the user cache folder's vm-migration/images), created
+// when missing.
+func ImageCacheDir() (string, error) {
 	dir := os.Getenv(EnvImageCache)
 	if dir == "" {
 		base, err := os.UserCacheDir()

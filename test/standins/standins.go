@@ -28,7 +28,8 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultNodeName is the Node the kubelet stand-in registers.
+	// DefaultNodeName is the node the KubeVirt stand-in reports instances
+	// on when no real node is given.
 	DefaultNodeName = "standin-node"
 	// DefaultStorageClass is the default StorageClass the storage stand-in creates.
 	DefaultStorageClass = "standard"
@@ -38,14 +39,6 @@ const (
 	LabelStandin = "standins.platform.example/simulated"
 )
 
-// PodOutcome ends a pod without running it (fault injection).
-type PodOutcome struct {
-	// ExitCode of the container; 0 succeeds the pod, anything else fails it.
-	ExitCode int32
-	// Message is the container's termination message.
-	Message string
-}
-
 // Config configures the stand-ins.
 type Config struct {
 	// RestConfig reaches the API server as an administrator.
@@ -54,27 +47,14 @@ type Config struct {
 	Root string
 	// Namespace limits the stand-ins to one namespace; empty means all.
 	Namespace string
-	// NodeName of the simulated node; empty means DefaultNodeName.
+	// NodeName is the node the KubeVirt stand-in reports instances on;
+	// empty means LocalVolumeNode, then DefaultNodeName.
 	NodeName string
 	// LocalVolumeNode, when set, is the real node (framework.WithNode) the
 	// storage stand-in's volumes are on: they are then `local`
 	// PersistentVolumes pinned to it, which its kubelet mounts into pods
 	// and applies their fsGroup to; otherwise hostPath ones.
 	LocalVolumeNode string
-	// TransferImage is the image whose pods run TransferBinary.
-	TransferImage string
-	// TransferBinary is a built vm-transfer command.
-	TransferBinary string
-	// ConversionDuration is how long a simulated conversion "runs".
-	ConversionDuration time.Duration
-	// RealConversionImage is the conversion image whose pods run for real:
-	// the pod's script with virt-v2v-in-place, as the pod's user, when the
-	// tools are installed (MissingConversionTools). Other conversion pods,
-	// and all of them where the tools are missing, are simulated.
-	RealConversionImage string
-	// LibguestfsCacheDir keeps libguestfs' appliance between real
-	// conversions; empty means DefaultLibguestfsCacheDir.
-	LibguestfsCacheDir string
 	// CloneBytesPerSecond throttles the CDI stand-in's copy (0: as fast as
 	// it goes), so that progress can be watched.
 	CloneBytesPerSecond int64
@@ -85,17 +65,12 @@ type Config struct {
 	// keeps one while virt-handler stops its guest within the termination
 	// grace period (30 s by default). Zero deletes it at once.
 	VMIGracePeriod time.Duration
-	// PodHook, when set, is asked before a pod runs; a non-nil outcome ends
-	// the pod with it instead of running it.
-	PodHook func(*corev1.Pod) *PodOutcome
 	// Ready, when set, is closed by Run once the webhooks are active and
-	// the StorageClass and the Node exist, before the controllers start.
+	// the StorageClass exists, before the controllers start.
 	Ready chan<- struct{}
-	// Light is the mode of control-plane benchmarks: no bytes move. A
-	// transfer pod does not run vm-transfer: once its volumes are ready it
-	// ends at once with the result of a complete transfer (every disk's
-	// bytes equal to its capacity, and a checksum); a clone completes at
-	// once, without copying. Conversions take ConversionDuration as ever.
+	// Light is the mode of control-plane benchmarks (hack/benchscale, whose
+	// own pod completer ends the pods): a clone completes at once, without
+	// copying.
 	Light bool
 	// Workers is how many keys each stand-in's loop works on at once; 0
 	// means each one's default (2 or 4).
@@ -116,6 +91,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Root == "" {
 		return errors.New("standins: no root directory")
+	}
+	if c.NodeName == "" {
+		c.NodeName = c.LocalVolumeNode
 	}
 	if c.NodeName == "" {
 		c.NodeName = DefaultNodeName
@@ -171,10 +149,9 @@ func newClients(cfg *rest.Config) (*clients, error) {
 	return &clients{kube: kube, kv: kv, cdi: cdi, events: &record.FakeRecorder{}}, nil
 }
 
-// Run runs the four stand-ins and their admission webhooks until ctx ends,
-// and then stops every process the kubelet stand-in started and
-// unregisters the webhooks before it returns. The webhooks are active
-// before anything else starts.
+// Run runs the storage, CDI and KubeVirt stand-ins and their admission
+// webhooks until ctx ends, and unregisters the webhooks before it returns.
+// The webhooks are active before anything else starts.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
 		return err
@@ -197,15 +174,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := storage.EnsureStorageClass(ctx); err != nil {
 		return err
 	}
-	kubelet := &Kubelet{cfg: cfg, c: c}
-	if err := kubelet.register(ctx); err != nil {
-		return err
-	}
 	if cfg.Ready != nil {
 		close(cfg.Ready)
 	}
 	cdi := &CDI{cfg: cfg, c: c, tokens: admission.tokens}
-	runners := []func(context.Context) error{storage.run, kubelet.run, cdi.run, (&KubeVirt{cfg: cfg, c: c}).run}
+	runners := []func(context.Context) error{storage.run, cdi.run, (&KubeVirt{cfg: cfg, c: c}).run}
 	var wg sync.WaitGroup
 	errs := make([]error, len(runners))
 	ctx, cancel := context.WithCancel(ctx)
@@ -281,4 +254,12 @@ func (l *loop) run(ctx context.Context, workers int) {
 		})
 	}
 	wg.Wait()
+}
+
+// orDefault is s, or def when s is empty.
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -50,7 +50,9 @@ const (
 // Options configure Start.
 type Options struct {
 	// Address to listen on, host:port; empty means 127.0.0.1 and a free port.
-	// Only loopback addresses are accepted.
+	// Only loopback addresses and those of the test node's links
+	// (198.18.0.0/15, test/framework) are accepted: the simulator never
+	// listens where another machine could reach it.
 	Address string
 	// Password of Username; empty means a random one.
 	Password string
@@ -97,14 +99,23 @@ type extentFault struct {
 	count    int             // requests refused
 }
 
+// nodeLinks is the range the test node's links take their addresses from
+// (RFC 2544's benchmarking range; test/framework).
+var nodeLinks = &net.IPNet{IP: net.IPv4(198, 18, 0, 0), Mask: net.CIDRMask(15, 32)}
+
+// localOnly says ip is on loopback or on a test node's link.
+func localOnly(ip net.IP) bool {
+	return ip != nil && (ip.IsLoopback() || nodeLinks.Contains(ip))
+}
+
 // Start creates the simulator's inventory and serves it.
 func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	host := "127.0.0.1:0"
 	if opts.Address != "" {
 		host = opts.Address
 	}
-	if h, _, err := net.SplitHostPort(host); err != nil || !net.ParseIP(h).IsLoopback() {
-		return nil, fmt.Errorf("listen address %q is not an IP address on loopback", host)
+	if h, _, err := net.SplitHostPort(host); err != nil || !localOnly(net.ParseIP(h)) {
+		return nil, fmt.Errorf("listen address %q is not an IP address on loopback or on the test node's link (198.18.0.0/15)", host)
 	}
 	password := opts.Password
 	if password == "" {

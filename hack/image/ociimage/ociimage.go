@@ -20,7 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// File is one entry of a layer: a regular file holding Data, or a folder.
+// File is one entry of a layer: a regular file holding Data, a folder, or
+// a symbolic link to Link.
 type File struct {
 	// Path inside the image, without a leading slash.
 	Path     string
@@ -28,6 +29,8 @@ type File struct {
 	UID, GID int
 	Data     []byte
 	Dir      bool
+	// Link, when set, makes the entry a symbolic link to it.
+	Link string
 }
 
 // Assemble builds an image from an empty base: one layer per element of
@@ -61,9 +64,12 @@ func Layer(files []File, mtime time.Time) (v1.Layer, error) {
 	tw := tar.NewWriter(&buf)
 	for _, f := range files {
 		h := &tar.Header{Name: f.Path, Mode: f.Mode, Uid: f.UID, Gid: f.GID, ModTime: mtime, Format: tar.FormatPAX}
-		if f.Dir {
+		switch {
+		case f.Dir:
 			h.Typeflag, h.Name = tar.TypeDir, f.Path+"/"
-		} else {
+		case f.Link != "":
+			h.Typeflag, h.Linkname = tar.TypeSymlink, f.Link
+		default:
 			h.Typeflag, h.Size = tar.TypeReg, int64(len(f.Data))
 		}
 		if err := tw.WriteHeader(h); err != nil {

@@ -1,11 +1,10 @@
 // Command standins runs the SIMULATED cluster actors of package standins
-// (kubelet, storage, CDI, KubeVirt, and KubeVirt's and CDI's admission
-// webhooks) against an API server, for hack/run-local.sh:
+// (storage, CDI, KubeVirt, and KubeVirt's and CDI's admission webhooks)
+// against an API server with a real node, for hack/run-local.sh:
 //
-//	standins --kubeconfig FILE --root DIR --transfer-image IMAGE --transfer-binary PATH
+//	standins --kubeconfig FILE --root DIR --local-volume-node NODE
 //
-// It runs until SIGINT or SIGTERM, then stops every transfer process it
-// started and unregisters its webhooks. See the package documentation for
+// It runs until SIGINT or SIGTERM, then unregisters its webhooks. See the package documentation for
 // what is simulated and which rules of the real components it enforces.
 package main
 
@@ -41,13 +40,11 @@ func run() error {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of an administrator")
 	fs.StringVar(&cfg.Root, "root", "", "directory for the simulated volumes and pods")
 	fs.StringVar(&cfg.Namespace, "namespace", "", "only this namespace (empty: all)")
-	fs.StringVar(&cfg.NodeName, "node-name", standins.DefaultNodeName, "name of the simulated node")
-	fs.StringVar(&cfg.TransferImage, "transfer-image", "", "image whose pods run --transfer-binary")
-	fs.StringVar(&cfg.TransferBinary, "transfer-binary", "", "path of a built vm-transfer")
-	fs.DurationVar(&cfg.ConversionDuration, "conversion-duration", 0, "how long a simulated conversion takes")
+	fs.StringVar(&cfg.LocalVolumeNode, "local-volume-node", "", "the real node whose kubelet mounts the storage stand-in's local volumes (empty: hostPath volumes)")
+	fs.StringVar(&cfg.NodeName, "node-name", "", "node the KubeVirt stand-in reports instances on (empty: --local-volume-node)")
 	fs.Int64Var(&cfg.CloneBytesPerSecond, "clone-bytes-per-second", 0, "throttle of the simulated CDI clone (0: none)")
 	fs.DurationVar(&cfg.VMIStartDelay, "vmi-start-delay", 0, "how long a simulated VMI stays Scheduling")
-	fs.BoolVar(&cfg.Light, "light", false, "control-plane benchmark mode: transfer pods end at once with a complete result, clones complete at once; no bytes move")
+	fs.BoolVar(&cfg.Light, "light", false, "control-plane benchmark mode: clones complete at once; no bytes move")
 	fs.IntVar(&cfg.Workers, "workers", 0, "keys each stand-in works on at once (0: each one's default)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -55,8 +52,8 @@ func run() error {
 		}
 		return err
 	}
-	if kubeconfig == "" || cfg.Root == "" || cfg.TransferImage == "" || cfg.TransferBinary == "" {
-		return errors.New("--kubeconfig, --root, --transfer-image and --transfer-binary are required")
+	if kubeconfig == "" || cfg.Root == "" {
+		return errors.New("--kubeconfig and --root are required")
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -65,6 +62,6 @@ func run() error {
 	cfg.RestConfig = rc
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	klog.Info("simulated kubelet, storage, CDI, KubeVirt and their webhooks starting", "node", cfg.NodeName, "root", cfg.Root)
+	klog.InfoS("Simulated storage, CDI, KubeVirt and their webhooks starting", "node", cfg.LocalVolumeNode, "root", cfg.Root)
 	return standins.Run(ctx, cfg)
 }

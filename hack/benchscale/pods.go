@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/transfer/wire"
+)
+
+// The benchmark measures the controller alone, so its pods never run: the
+// pod completer below registers a Node, binds every pod of the benchmark's
+// namespace to it and ends it at once with what the real command would
+// report. It is the only kubelet simulation of the project, and it moves
+// no byte: a transfer pod ends with the result of a complete transfer
+// (each disk of its job spec with its capacity and a made-up checksum), a
+// conversion pod with a small inspection document.
+
+// benchNode is the Node the pod completer registers.
+const benchNode = "bench-node"
+
+// completerWorkers is how many pods the completer ends at once.
+const completerWorkers = 8
+
+// benchInspection is what a completed conversion pod reports.
+const benchInspection = `<?xml version="1.0" encoding="utf-8"?>
+<v2v-inspection>
+  <program>virt-v2v-in-place (SIMULATED by hack/benchscale: no conversion ran)</program>
+  <operatingsystem><name>linux</name><distro>rhel</distro><major_version>9</major_version><minor_version>4</minor_version></operatingsystem>
+</v2v-inspection>
+`
+
+// podCompleter ends the benchmark's pods; see above.
+type podCompleter struct {
+	kube      kubernetes.Interface
+	namespace string
+	pods      cache.Indexer
+	queue     workqueue.TypedRateLimitingInterface[string]
+}
+
+// runPodCompleter registers the Node and completes pods until ctx ends.
+func runPodCompleter(ctx context.Context, kube kubernetes.Interface, namespace string) error {
+	c := &podCompleter{kube: kube, namespace: namespace,
+		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
+	if err := c.register(ctx); err != nil {
+		return err
+	}
+	factory := kubeinformers.NewSharedInformerFactoryWithOptions(kube, time.Minute, kubeinformers.WithNamespace(namespace))
+	informer := factory.Core().V1().Pods().Informer()
+	c.pods = informer.GetIndexer()
+	enqueue := func(obj any) {
+		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+			c.queue.Add(key)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) }}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return ctx.Err()
+	}
+	go c.heartbeats(ctx)
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	var wg sync.WaitGroup
+	for range completerWorkers {
+		wg.Go(func() {
+			for c.next(ctx) {
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// next completes one queued pod; false once the queue shut down.
+func (c *podCompleter) next(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.complete(ctx, key); err != nil && ctx.Err() == nil {
+		klog.FromContext(ctx).Error(err, "completing a pod", "pod", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// register creates the Node, Ready, with room for every pod.
+func (c *podCompleter) register(ctx context.Context) error {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: benchNode, Labels: map[string]string{"kubernetes.io/hostname": benchNode}}}
+	if _, err := c.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("registering node %s: %w", benchNode, err)
+	}
+	return c.heartbeat(ctx)
+}
+
+// heartbeats keep the Node Ready while the benchmark runs.
+func (c *podCompleter) heartbeats(ctx context.Context) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := c.heartbeat(ctx); err != nil && ctx.Err() == nil {
+				klog.FromContext(ctx).Error(err, "node heartbeat")
+			}
+		}
+	}
+}
+
+// heartbeat reports the Node Ready and renews its Lease.
+func (c *podCompleter) heartbeat(ctx context.Context) error {
+	now := metav1.Now()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := c.kube.CoreV1().Nodes().Get(ctx, benchNode, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000"), corev1.ResourceMemory: resource.MustParse("4Ti"), corev1.ResourcePods: resource.MustParse("100000")}
+		node.Status.Capacity, node.Status.Allocatable = capacity, capacity
+		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "BenchmarkPodCompleter",
+			Message: "hack/benchscale's pod completer: pods are ended, not run", LastHeartbeatTime: now, LastTransitionTime: now}}
+		_, err = c.kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("reporting node %s ready: %w", benchNode, err)
+	}
+	leases := c.kube.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	micro := metav1.NewMicroTime(now.Time)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: benchNode, Namespace: corev1.NamespaceNodeLease},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(benchNode), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &micro}}
+	if _, err := leases.Create(ctx, lease, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	cur, err := leases.Get(ctx, benchNode, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	cur.Spec.RenewTime = &micro
+	if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+// complete binds a pending pod, or ends a bound one with its command's
+// result.
+func (c *podCompleter) complete(ctx context.Context, key string) error {
+	obj, exists, err := c.pods.GetByKey(key)
+	if err != nil || !exists {
+		return err
+	}
+	pod := obj.(*corev1.Pod)
+	switch {
+	case pod.DeletionTimestamp != nil:
+		uid := pod.UID
+		err := c.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &uid}})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return err
+	case pod.Spec.NodeName == "":
+		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
+			Target: corev1.ObjectReference{Kind: "Node", Name: benchNode}}
+		if err := c.kube.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("binding: %w", err)
+		}
+		return nil
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		return nil
+	}
+	code, msg := c.outcome(ctx, pod)
+	return c.terminate(ctx, pod, code, msg)
+}
+
+// outcome is what the pod's command would have reported.
+func (c *podCompleter) outcome(ctx context.Context, pod *corev1.Pod) (int32, string) {
+	switch pod.Labels[v1alpha1.LabelComponent] {
+	case v1alpha1.ComponentTransfer:
+		res, err := c.transferResult(ctx, pod)
+		if err != nil {
+			return 1, "bench pod completer: " + err.Error()
+		}
+		return 0, string(wire.TerminationMessage(res))
+	case v1alpha1.ComponentConversion:
+		return 0, benchInspection
+	}
+	return 128, "bench pod completer: not a transfer or conversion pod"
+}
+
+// transferResult is the result of a complete transfer of every disk the
+// pod's job spec (in its ConfigMap volume) names.
+func (c *podCompleter) transferResult(ctx context.Context, pod *corev1.Pod) (*wire.Result, error) {
+	data, err := c.specFile(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := wire.ParseJobSpec(data)
+	if err != nil {
+		return nil, err
+	}
+	res := &wire.Result{Kind: wire.KindResult, Succeeded: true}
+	for _, d := range spec.Disks {
+		sum := sha256.Sum256(fmt.Appendf(nil, "bench: disk %d, no bytes moved", d.Key))
+		res.Disks = append(res.Disks, wire.DiskResult{Key: d.Key, Bytes: d.CapacityBytes, SHA256: hex.EncodeToString(sum[:])})
+	}
+	return res, nil
+}
+
+// specFile reads the file --spec names from the ConfigMap mounted there.
+func (c *podCompleter) specFile(ctx context.Context, pod *corev1.Pod) ([]byte, error) {
+	ctr := pod.Spec.Containers[0]
+	var specPath string
+	for _, a := range ctr.Args {
+		if v, ok := strings.CutPrefix(a, "--spec="); ok {
+			specPath = v
+		}
+	}
+	if specPath == "" {
+		return nil, errors.New("the transfer pod has no --spec argument")
+	}
+	for _, m := range ctr.VolumeMounts {
+		rel, ok := strings.CutPrefix(specPath, strings.TrimSuffix(m.MountPath, "/")+"/")
+		if !ok {
+			continue
+		}
+		for _, v := range pod.Spec.Volumes {
+			if v.Name == m.Name && v.ConfigMap != nil {
+				cm, err := c.kube.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
+				if err != nil {
+					return nil, fmt.Errorf("reading the job spec's ConfigMap: %w", err)
+				}
+				return []byte(cm.Data[path.Clean(rel)]), nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("--spec=%s is on no ConfigMap volume of the pod", specPath)
+}
+
+// terminate reports the pod's container ended with code and msg.
+func (c *podCompleter) terminate(ctx context.Context, pod *corev1.Pod, code int32, msg string) error {
+	now := metav1.Now()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		phase, reason := corev1.PodSucceeded, "Completed"
+		if code != 0 {
+			phase, reason = corev1.PodFailed, "Error"
+		}
+		ctr := cur.Spec.Containers[0]
+		cur.Status.Phase, cur.Status.StartTime = phase, &now
+		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: ctr.Name, Image: ctr.Image, ImageID: "bench://" + ctr.Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg, StartedAt: now, FinishedAt: now}}}}
+		_, err = c.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+}

@@ -37,8 +37,8 @@ node: testbin node-deps ## a control plane and a real node until Ctrl-C (test/fr
 node-deps: ## install, when missing, the Debian packages the real node needs (runc, CNI plugins, iptables, conntrack; as root)
 	hack/install-node-deps.sh
 
-test-e2e: testbin ## whole migrations: real control plane, vcsim, controller and vm-transfer; simulated kubelet, storage, CDI, KubeVirt (test/standins)
-	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags e2e -timeout 15m ./test/e2e/...
+test-e2e: testbin node-deps ## whole migrations on a real control plane and node: the controller's Deployment and image as shipped, transfer and conversion pods as containers, vcsim; simulated storage, CDI, KubeVirt (test/standins) and virt-v2v (test/images)
+	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags e2e -timeout 30m ./test/e2e/...
 
 test-alerts: ## promtool check and unit tests of the alerts in manifests/monitoring (installs the Debian package prometheus when missing)
 	hack/test-alerts.sh
@@ -54,13 +54,13 @@ install-plugin: ## install kubectl-vmm into GOBIN (default GOPATH/bin); with it 
 test-conversion: ## real guests: installs the Debian packages it needs (as root), builds the guest images (cached), converts a BIOS and an EFI Debian guest with the real virt-v2v end to end and boots them; fails if any step is simulated
 	GUESTS="$(GUESTS)" FAILING_DISKS="$(FAILING_DISKS)" hack/test-conversion.sh
 
-run-local: ## the whole stack on 127.0.0.1 with a sample migration, live progress; ONCE=1: no terminal, exit 0 only on success
-	ONCE=$(ONCE) hack/run-local.sh
+run-local: ## the product as it ships on a real local node (as root) with a sample migration, live progress; ONCE=1: no terminal, exit 0 only on success; GUEST=bios|efi: a real guest and the real conversion
+	ONCE=$(ONCE) GUEST=$(GUEST) hack/run-local.sh
 
 bench-transfer: ## vm-transfer vs curl, curl -o file and curl|tee|openssl on a 2 GiB vcsim disk (throughput, CPU/GiB, RSS), and 1-8 streams over capped connections
 	hack/bench-transfer.sh
 
-bench-scale: ## control-plane benchmark: N migrations (N=1000; HOSTS=10, QUIET=1m) on a real control plane, light stand-ins, the controller as a process; API requests, status writes, RSS, reconcile latency, vSphere calls
+bench-scale: ## control-plane benchmark: N migrations (N=1000; HOSTS=10, QUIET=1m) on a real control plane, light stand-ins and a pod completer (no node), the controller as a process; API requests, status writes, RSS, reconcile latency, vSphere calls
 	N=$(or $(N),1000) HOSTS=$(or $(HOSTS),10) QUIET=$(or $(QUIET),1m) hack/bench-scale.sh
 
 testbin: ## build (or reuse the cached) kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl, etcd and containerd (with its shim and ctr)

@@ -1,36 +1,49 @@
 #!/usr/bin/env bash
-# Runs the whole migration stack on this machine, on 127.0.0.1 only, with no
-# container runtime: etcd, kube-apiserver and kube-controller-manager (built
-# by hack/build-testbin.sh), vcsim with a sample VM whose disks hold real
-# bytes (test/vcsimlocal), the migration controller (as its ServiceAccount
-# under manifests/rbac.yaml), and the SIMULATED kubelet, storage, CDI and
-# KubeVirt of test/standins, which run the real vm-transfer command. It then
-# applies an example migration and shows its phase and per-disk progress
-# until it succeeds.
+# Runs the product as it ships on this machine, on a real node: etcd,
+# kube-apiserver, kube-controller-manager and kube-scheduler, and a real
+# kubelet, kube-proxy and containerd running pods as containers (the test
+# framework's node, test/framework/cmd/testnode, in network and mount
+# namespaces of its own); the controller's image built as make image builds
+# it and imported into the node; the controller's Deployment applied with
+# kubectl apply -k from a local overlay of manifests/ that changes only
+# image references; vcsim with a sample VM whose disks hold real bytes
+# (test/vcsimlocal); and the SIMULATED storage provisioner, CDI and KubeVirt
+# of test/standins. It then applies an example migration in a namespace
+# that enforces PodSecurity restricted and shows its phase, per-disk
+# progress and the pods of its Jobs until it succeeds.
 #
-#   hack/run-local.sh          leaves the stack up (prints export KUBECONFIG=...);
-#                              Ctrl-C stops everything
-#   ONCE=1 hack/run-local.sh   no terminal needed: tears down and exits 0 only
-#                              if the example migration succeeded
+#   hack/run-local.sh            leaves the stack up (prints export KUBECONFIG=...);
+#                                Ctrl-C stops everything
+#   ONCE=1 hack/run-local.sh     no terminal needed: tears down and exits 0 only
+#                                if the example migration succeeded
+#   GUEST=bios|efi ...           the example is a real Debian guest (built by
+#                                hack/build-guest-images.sh, 8-10 min once) converted
+#                                by the real virt-v2v in the conversion image
+#                                (make conversion-image); about 15 minutes
 #
-# State, logs and the kubeconfig live in _output/run-local (RUN_LOCAL_DIR).
-# Binaries are built into _output/local/bin; a second run reuses them and
-# the Go build cache.
+# Needs root (the node). State, logs and the kubeconfig live in
+# _output/run-local (RUN_LOCAL_DIR). Binaries are built into
+# _output/local/bin; a second run reuses them, the images and Go's build cache.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 state=${RUN_LOCAL_DIR:-$root/_output/run-local}
 bin=$root/_output/local/bin
 once=${ONCE:-}
-timeout=${RUN_LOCAL_TIMEOUT:-300}
-transfer_image=platform.example/vm-migration-controller:local
-conversion_image=standins.platform.example/virt-v2v:simulated
+guest=${GUEST:-}
+timeout=${RUN_LOCAL_TIMEOUT:-$([ -n "$guest" ] && echo 3600 || echo 300)}
+namespace=migrations
 started=$SECONDS
 
 say() { printf '[run-local %3ds] %s\n' "$((SECONDS - started))" "$*" >&2 || true; }
 die() { say "error: $*"; exit 1; }
 
-for tool in go curl openssl kubectl; do
+case $guest in
+  "" | bios | efi) ;;
+  *) die "GUEST=$guest: want bios or efi" ;;
+esac
+[ "$(id -u)" = 0 ] || die "the real node needs root"
+for tool in go curl; do
   command -v "$tool" >/dev/null || die "$tool is needed"
 done
 
@@ -56,7 +69,9 @@ cleanup() {
     local i deadline
     for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
       kill -TERM -- "-${pids[i]}" 2>/dev/null || true
-      deadline=$((SECONDS + 10))
+      # The node tears its processes, containers, namespaces and cgroups
+      # down on SIGTERM: give it time.
+      deadline=$((SECONDS + 60))
       while running "${pids[i]}" && ((SECONDS < deadline)); do sleep 0.1; done
       kill -KILL -- "-${pids[i]}" 2>/dev/null || true
       wait "${pids[i]}" 2>/dev/null || true
@@ -98,120 +113,128 @@ wait_until() {
   done
 }
 
-free_port() {
-  if command -v python3 >/dev/null; then
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-    return
-  fi
-  local p
-  while :; do
-    p=$((20000 + RANDOM % 20000))
-    ss -ltn "sport = :$p" | grep -q LISTEN || { echo "$p"; return; }
-  done
-}
-
 # --- build ------------------------------------------------------------------
-say "building (or reusing) kube-apiserver, kube-controller-manager and etcd"
+say "building (or reusing) the control plane and node binaries, and the node's Debian packages"
 testbin=$("$root/hack/build-testbin.sh" | tail -n 1)
-say "building the controller, vm-transfer, vcsim-local and the stand-ins into $bin"
+"$root/hack/install-node-deps.sh"
+kubectl() { "$testbin/kubectl" "$@"; }
+say "building testnode, vcsim-local, the stand-ins and the images into $bin"
 mkdir -p "$bin"
-(cd "$root" && go build -o "$bin/" ./cmd/migration-controller ./cmd/vm-transfer \
-  ./test/vcsimlocal/cmd/vcsim-local ./test/standins/cmd/standins)
+(cd "$root" && go build -o "$bin/" ./test/framework/cmd/testnode ./test/vcsimlocal/cmd/vcsim-local \
+  ./test/standins/cmd/standins ./test/images/cmd/build-images)
+imports=()
+controller_image=
+conversion_image=
+while read -r ref tarball; do
+  imports+=(--import "$tarball")
+  case $ref in
+    *controller*) controller_image=$ref ;;
+    *) conversion_image=$ref ;;
+  esac
+done < <(cd "$root" && "$bin/build-images")
+[ -n "$controller_image" ] && [ -n "$conversion_image" ] || die "building the images failed (run $bin/build-images to see why)"
+guest_args=()
+if [ -n "$guest" ]; then
+  say "building (or reusing) the real guest images and the conversion image"
+  "$root/hack/install-conversion-deps.sh"
+  images=$("$root/hack/build-guest-images.sh" | tail -n 1)
+  guest_args=(--vm "$guest-guest" --guest-image "$images/$guest.img" --guest-firmware "$guest")
+  read -r conversion_image conversion_tarball < <(cd "$root" && make --no-print-directory conversion-image | tail -n 1)
+  imports+=(--import "$conversion_tarball")
+fi
+say "images: $controller_image (controller and transfer), $conversion_image (conversion)"
 
 rm -rf "$state"
-mkdir -p "$state/logs" "$state/certs" "$state/vcsim" "$state/standins"
-chmod 700 "$state"
-export KUBECONFIG=$state/kubeconfig
+mkdir -p "$state/logs" "$state/vcsim" "$state/standins" "$state/overlay"
+# The pods' non-root users (65532, 107) reach the volumes under standins/.
+chmod 755 "$state" "$state/standins"
 
-# --- etcd -------------------------------------------------------------------
-etcd_port=$(free_port)
-peer_port=$(free_port)
-start etcd "$testbin/etcd" --name=local --data-dir="$state/etcd" \
-  --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
-  --listen-peer-urls="http://127.0.0.1:$peer_port" --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
-  --initial-cluster="local=http://127.0.0.1:$peer_port" --initial-cluster-state=new \
-  --unsafe-no-fsync=true --log-level=warn
-wait_until "etcd" 30 curl -fsS "http://127.0.0.1:$etcd_port/health"
-say "etcd on 127.0.0.1:$etcd_port"
-
-# --- kube-apiserver ---------------------------------------------------------
-api_port=$(free_port)
-token=$(openssl rand -hex 16)
-(umask 077 && printf '%s,local-admin,local-admin,"system:masters"\n' "$token" >"$state/tokens.csv")
-openssl genrsa -out "$state/sa.key" 2048 2>/dev/null
-start kube-apiserver "$testbin/kube-apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" \
-  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
-  --cert-dir="$state/certs" --token-auth-file="$state/tokens.csv" --authorization-mode=RBAC \
-  --service-account-key-file="$state/sa.key" --service-account-signing-key-file="$state/sa.key" \
-  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-  --service-cluster-ip-range=10.0.0.0/24 --disable-admission-plugins=ServiceAccount \
-  --endpoint-reconciler-type=none
-ca=$state/certs/apiserver.crt
-readyz() { [ -s "$ca" ] && curl -fsS --cacert "$ca" -H "Authorization: Bearer $token" "https://127.0.0.1:$api_port/readyz"; }
-wait_until "kube-apiserver" 90 readyz
-kubectl config set-cluster local --server="https://127.0.0.1:$api_port" --certificate-authority="$ca" --embed-certs >/dev/null
-kubectl config set-credentials local-admin --token="$token" >/dev/null
-kubectl config set-context local --cluster=local --user=local-admin --namespace=default >/dev/null
-kubectl config use-context local >/dev/null
-say "kube-apiserver on 127.0.0.1:$api_port"
-
-# --- kube-controller-manager (the real Job controller, garbage collector...) -
-kcm_port=$(free_port)
-start kube-controller-manager "$testbin/kube-controller-manager" --kubeconfig="$KUBECONFIG" \
-  --authentication-kubeconfig="$KUBECONFIG" --authorization-kubeconfig="$KUBECONFIG" \
-  --leader-elect=false --controllers='*' --use-service-account-credentials=false \
-  --service-account-private-key-file="$state/sa.key" --root-ca-file="$ca" \
-  --bind-address=127.0.0.1 --secure-port="$kcm_port" --cert-dir="$state/kcm-certs" --cluster-name=local
-wait_until "kube-controller-manager" 60 curl -fsSk "https://127.0.0.1:$kcm_port/healthz"
-say "kube-controller-manager on 127.0.0.1:$kcm_port"
-
-# --- CRDs and the controller's identity ---------------------------------------
-kubectl apply -f "$root/manifests/crd" -f "$root/test/crds" >/dev/null 2>"$state/logs/kubectl.log"
-kubectl wait --for condition=established --timeout=60s crd --all >/dev/null 2>>"$state/logs/kubectl.log"
-kubectl apply -f "$root/manifests/base/namespace.yaml" -f "$root/manifests/base/serviceaccount.yaml" -f "$root/manifests/rbac.yaml" >/dev/null 2>>"$state/logs/kubectl.log"
-say "CRDs installed (ours, KubeVirt's and CDI's), controller RBAC applied"
+# --- the control plane and the real node ------------------------------------
+start node "$bin/testnode" --env-file "$state/node.env" \
+  --crds "$root/manifests/crd" --crds "$root/test/crds" "${imports[@]}"
+wait_until "the control plane and the node" 300 test -s "$state/node.env"
+# shellcheck source=/dev/null
+. "$state/node.env"
+export KUBECONFIG
+say "$(grep -m1 '^real node:' "$state/logs/node.log")"
+say "API server and vcsim reachable from pods at $HOST_ADDRESS; images imported into the node"
 
 # --- vcsim --------------------------------------------------------------------
-vcsim_port=$(free_port)
-start vcsim "$bin/vcsim-local" --address="127.0.0.1:$vcsim_port" --state-dir="$state/vcsim" --vm=web-01
+vm=${guest:+$guest-guest}
+vm=${vm:-web-01}
+start vcsim "$bin/vcsim-local" --address="$HOST_ADDRESS:0" --state-dir="$state/vcsim" "${guest_args[@]}"
 wait_until "vcsim" 60 test -s "$state/vcsim/vms.json"
 vcsim_url=$(cat "$state/vcsim/url")
-say "vcsim on $vcsim_url (VM web-01: EFI, 3 disks with real bytes, 2 NICs)"
+if [ -n "$guest" ]; then
+  say "vcsim on $vcsim_url (VM $vm: the real $guest guest)"
+else
+  say "vcsim on $vcsim_url (VM $vm: EFI, 3 disks with real bytes, 2 NICs)"
+fi
 
 # --- the stand-ins ------------------------------------------------------------
 start standins "$bin/standins" --kubeconfig="$KUBECONFIG" --root="$state/standins" \
-  --transfer-image="$transfer_image" --transfer-binary="$bin/vm-transfer" \
-  --conversion-duration=3s --clone-bytes-per-second=$((4 << 20)) --vmi-start-delay=2s -v=1
-wait_until "the stand-ins" 30 kubectl get node standin-node
-say "simulated kubelet, storage, CDI and KubeVirt running (test/standins)"
+  --local-volume-node="$NODE_NAME" --clone-bytes-per-second=$((4 << 20)) --vmi-start-delay=2s -v=1
+wait_until "the stand-ins" 60 kubectl get storageclass standard
+say "simulated storage provisioner, CDI and KubeVirt running (test/standins)"
 
-# --- the controller, as its ServiceAccount ------------------------------------
-ctrl_kubeconfig=$state/controller.kubeconfig
-sa_token=$(kubectl create token migration-controller -n vm-migration-system --duration=24h)
-cp "$KUBECONFIG" "$ctrl_kubeconfig"
-KUBECONFIG=$ctrl_kubeconfig kubectl config set-credentials local-admin --token="$sa_token" >/dev/null
-metrics_port=$(free_port)
-health_port=$(free_port)
-start migration-controller "$bin/migration-controller" --kubeconfig="$ctrl_kubeconfig" \
-  --transfer-image="$transfer_image" --conversion-image="$conversion_image" --transfer-progress=true \
-  --poll-interval=2s --wait-interval=5s \
-  --metrics-bind-address="127.0.0.1:$metrics_port" --health-probe-bind-address="127.0.0.1:$health_port"
-wait_until "the controller" 60 curl -fsS "http://127.0.0.1:$health_port/readyz"
-say "migration controller running (metrics on 127.0.0.1:$metrics_port)"
+# --- the controller, as it ships -----------------------------------------------
+rel=$(realpath --relative-to="$state/overlay" "$root/manifests")
+cat >"$state/overlay/kustomization.yaml" <<EOF
+# make run-local's overlay of manifests/: only image references change.
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - $rel
+images:
+  - name: platform.example/vm-migration-controller
+    newName: ${controller_image%:*}
+    newTag: ${controller_image##*:}
+patches:
+  - target:
+      kind: Deployment
+      name: migration-controller
+    patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --conversion-image=$conversion_image
+EOF
+kubectl apply -k "$state/overlay" >"$state/logs/kubectl.log" 2>&1 || { cat "$state/logs/kubectl.log" >&2; die "kubectl apply -k $state/overlay failed"; }
+kubectl -n vm-migration-system rollout status deployment/migration-controller --timeout=180s >>"$state/logs/kubectl.log" 2>&1 ||
+  { kubectl -n vm-migration-system describe pods >&2 || true; die "the controller's Deployment did not become Available"; }
+leader=
+deadline=$((SECONDS + 60))
+until [ -n "$leader" ]; do
+  leader=$(kubectl -n vm-migration-system get lease vm-migration-controller -o jsonpath='{.spec.holderIdentity}' 2>/dev/null || true)
+  leader=${leader%%_*}
+  ((SECONDS < deadline)) || die "no controller pod took the leader Lease within 60s"
+  [ -n "$leader" ] || sleep 0.5
+done
+leader_node=$(kubectl -n vm-migration-system get pod "$leader" -o jsonpath='{.spec.nodeName}')
+say "controller: Deployment vm-migration-system/migration-controller Available, pod $leader on node $leader_node"
 
 # --- the example migration ------------------------------------------------------
+kubectl create namespace "$namespace" >/dev/null
+kubectl label namespace "$namespace" pod-security.kubernetes.io/enforce=restricted >/dev/null
 # The Secret is made from files: the password is in no argument and no log.
-kubectl create secret generic vcsim-credentials -n default \
+kubectl create secret generic vcsim-credentials -n "$namespace" \
   --from-file=username="$state/vcsim/username" --from-file=password="$state/vcsim/password" \
   --from-file=thumbprint="$state/vcsim/thumbprint" >/dev/null
 # Opt the Secret in: the controller uses no Secret without this label.
-kubectl label secret vcsim-credentials -n default migration.platform.example/vsphere-credentials=true >/dev/null
+kubectl label secret vcsim-credentials -n "$namespace" migration.platform.example/vsphere-credentials=true >/dev/null
+networks='      - source: VM Network
+        type: Pod'
+if [ -z "$guest" ]; then
+  networks+='
+      - source: DC0_DVPG0
+        type: Multus
+        multusNetworkName: default/backend'
+fi
 cat >"$state/example.yaml" <<EOF
 apiVersion: migration.platform.example/v1alpha1
 kind: VirtualMachineMigration
 metadata:
-  name: web-01
-  namespace: default
+  name: $vm
+  namespace: $namespace
 spec:
   source:
     url: $vcsim_url
@@ -219,18 +242,14 @@ spec:
       name: vcsim-credentials
     datacenter: DC0
     vm:
-      name: web-01
+      name: $vm
   target:
-    name: web-01
+    name: $vm
     storage:
       default:
         storageClassName: standard
     networks:
-      - source: VM Network
-        type: Pod
-      - source: DC0_DVPG0
-        type: Multus
-        multusNetworkName: default/backend
+$networks
   staging:
     storageClassName: standard
   policy:
@@ -239,30 +258,43 @@ spec:
       timeout: 10s
 EOF
 kubectl apply -f "$state/example.yaml" >/dev/null
-say "applied $state/example.yaml; following it:"
+say "applied $state/example.yaml (namespace $namespace enforces PodSecurity restricted); following it:"
 
 status_template='{.status.phase}{"\t"}{.status.progress}{"\t"}{range .status.disks[*]}{.name}={.bytesTransferred}/{.capacityBytes}{" "}{.importPhase}{" "}{.importProgress}{"; "}{end}{"\t"}{.status.lastError.message}'
+pods_template='{range .items[*]}{.metadata.name}{" "}{.metadata.labels.migration\.platform\.example/component}{" "}{.spec.nodeName}{" "}{.status.phase}{"\n"}{end}'
+declare -A pod_seen=()
+# show_pods prints each Job pod of the example once per phase it is seen in.
+show_pods() {
+  local name component node phase
+  while read -r name component node phase; do
+    [ -n "$name" ] || continue
+    [ "${pod_seen[$name]:-}" = "$node/$phase" ] && continue
+    pod_seen[$name]=$node/$phase
+    printf '  %4ds  pod %s/%s (%s) on node %s: %s\n' "$((SECONDS - started))" "$namespace" "$name" "$component" "${node:-<none>}" "${phase:-?}"
+  done < <(kubectl get pods -n "$namespace" -l migration.platform.example/component -o jsonpath="$pods_template" 2>/dev/null || true)
+}
 last=""
 phase=""
 deadline=$((SECONDS + timeout))
 while :; do
-  alive migration-controller "${pids[-1]}"
-  line=$(kubectl get vmm web-01 -n default -o jsonpath="$status_template" 2>/dev/null || true)
+  alive node "${pids[0]}"
+  line=$(kubectl get vmm "$vm" -n "$namespace" -o jsonpath="$status_template" 2>/dev/null || true)
   phase=${line%%$'\t'*}
   if [ "$line" != "$last" ]; then
     IFS=$'\t' read -r p progress disks err <<<"$line" || true
     printf '  %4ds  %-18s %-5s %s%s\n' "$((SECONDS - started))" "${p:-?}" "${progress:-}" "${disks:-}" "${err:+  last error: $err}"
     last=$line
   fi
+  show_pods
   case $phase in
     Succeeded) break ;;
-    Failed) kubectl describe vmm web-01 -n default >&2 || true; die "the example migration failed" ;;
+    Failed) kubectl describe vmm "$vm" -n "$namespace" >&2 || true; die "the example migration failed" ;;
   esac
   ((SECONDS < deadline)) || die "the example migration did not succeed within ${timeout}s"
   sleep 0.5
 done
 say "the example migration succeeded in $((SECONDS - started))s in all"
-kubectl get vmm,vm,vmi,dv -n default 2>/dev/null || true
+kubectl get vmm,vm,vmi,dv -n "$namespace" 2>/dev/null || true
 
 if [ -n "$once" ]; then
   exit 0
@@ -272,8 +304,9 @@ cat >&2 <<EOF
 The stack stays up. In another terminal:
 
   export KUBECONFIG=$KUBECONFIG
-  kubectl get vmm,vm,vmi,dv,pvc -A
-  kubectl describe vmm web-01
+  kubectl get vmm,vm,vmi,dv,pvc,pods -A
+  kubectl describe vmm $vm -n $namespace
+  kubectl logs -n vm-migration-system deployment/migration-controller
 
 Logs: $state/logs   Ctrl-C stops everything.
 EOF

@@ -165,7 +165,7 @@ func (s *stack) rolloutController(extra []string) {
 		"replicas": 2,
 		"template": map[string]any{
 			"metadata": map[string]any{"annotations": map[string]string{rolloutAnnotation: s.t.Name() + "@" + time.Now().Format(time.RFC3339Nano)}},
-			"spec": map[string]any{"containers": []map[string]any{{"name": controllerContainer, "args": args}}},
+			"spec":     map[string]any{"containers": []map[string]any{{"name": controllerContainer, "args": args}}},
 		},
 	}}
 	s.patchDeployment(patch)

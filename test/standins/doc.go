@@ -1,46 +1,20 @@
-// Package standins is a SIMULATOR of the cluster actors that cannot run on
-// a development machine or in CI (no container runtime, no kubelet, no
-// KubeVirt, no CDI, no storage provisioner), for the end-to-end tests and
-// hack/run-local.sh. Everything else is real: etcd, kube-apiserver,
-// kube-controller-manager (its Job controller creates the pods, its garbage
-// collector deletes children), the migration controller, and the vm-transfer
-// command moving real bytes from vcsim.
+// Package standins is a SIMULATOR of the cluster actors the test machine
+// cannot run for real (no KubeVirt, no CDI, no storage provisioner), for
+// the end-to-end tests and hack/run-local.sh. Everything else is real:
+// etcd, kube-apiserver, kube-controller-manager, kube-scheduler, a real
+// node (kubelet, kube-proxy, containerd, runc; test/framework) running the
+// transfer and conversion pods as containers, the migration controller as
+// its Deployment, and the vm-transfer command moving real bytes from vcsim.
+// There is no kubelet simulation here: the control-plane benchmark's
+// minimal pod completer lives in hack/benchscale.
 //
 // The stand-ins, small controllers against the real API server, and the
 // admission webhooks of the components they stand in for:
 //
-//   - Kubelet: registers a Node and renews its Lease, binds the pods the Job
-//     controller creates to it (there is no scheduler), and runs them:
-//     a pod whose image is the project's transfer image runs the REAL
-//     vm-transfer command as a local process, with the pod's ConfigMap and
-//     Secret volumes written to files, emptyDirs as directories and each
-//     PersistentVolumeClaim mapped to its volume's local directory. Paths
-//     inside the container (arguments, the job spec's destinations, the
-//     termination message path) are rewritten to those directories, since
-//     there is no mount namespace. The process's exit code and termination
-//     message go into the pod's status as a kubelet reports them, so the
-//     Job controller marks the Job Complete or Failed. A conversion pod
-//     whose image is Config.RealConversionImage runs for REAL where
-//     virt-v2v-in-place, nbdkit and qemu are installed: the pod's own script
-//     and domain XML from its ConfigMap (container paths rewritten to the
-//     pod's directories) over the staged images, as the pod's uid/gid with
-//     its fsGroup as only supplementary group, through setpriv (no new
-//     privileges, no capabilities), with the pod's environment, TMPDIR on
-//     its /tmp volume, a libguestfs appliance cached across runs
-//     (Config.LibguestfsCacheDir) and TCG unless the pod asks for /dev/kvm;
-//     one conversion at a time on the machine. Not reproduced: the
-//     read-only root file system (the process may write wherever its uid
-//     may on the host), the seccomp and AppArmor profiles, the namespaces,
-//     the resource limits. Every other conversion pod, and all of them
-//     where the tools are missing (the log says so), is simulated: marked
-//     Succeeded with a small virt-v2v inspection document as termination
-//     message, the staged bytes left as transferred. Any other pod fails
-//     with a message saying the stand-in cannot run it. A transfer pod given
-//     --progress-configmap gets --progress-file instead, and the stand-in
-//     relays that file into the ConfigMap with a token issued for the pod's
-//     ServiceAccount, so the per-attempt Role is really exercised.
 //   - Storage: a default StorageClass, and for every claim a PersistentVolume
-//     backed by a local directory (hostPath), pre-bound to the claim, and
+//     backed by a local directory, pre-bound to the claim (a `local`
+//     volume pinned to Config.LocalVolumeNode, which the real kubelet
+//     mounts and applies the pod's fsGroup to; hostPath without a node), and
 //     the binding completed at once as the PersistentVolume controller
 //     would (it only notices on its periodic resync). Released
 //     volumes are deleted with their directory.
@@ -123,10 +97,9 @@
 // exclusion of a source, storage profiles and filesystem overhead (the
 // target claim gets the source's size), size detection from the image, the
 // short/extended token expiry (the stand-in's token is its own HMAC, not
-// CDI's JWT), and smart clones. The kubelet stand-in runs no containers:
-// security contexts, resources, seccomp and AppArmor are not applied.
+// CDI's JWT), smart clones, and CDI's own importer and cloner pods (the
+// stand-in copies on the machine, not in pods).
 //
 // Run starts them all, the webhooks first; Config.Ready says when the
-// webhooks are active and the StorageClass and Node exist. Fault injection
-// for tests goes through Config.PodHook.
+// webhooks are active and the StorageClass exists.
 package standins

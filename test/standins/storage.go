@@ -25,8 +25,8 @@ import (
 // released volumes with their directory. With Config.LocalVolumeNode (a
 // real node) the volume is `local` with node affinity to that node, so the
 // kubelet mounts it into pods and applies their fsGroup, as for a CSI
-// volume; without, it is hostPath (which ignores fsGroup), for the
-// simulated kubelet.
+// volume; without, it is hostPath (which ignores fsGroup), for suites
+// without a node.
 type Storage struct {
 	cfg Config
 	c   *clients

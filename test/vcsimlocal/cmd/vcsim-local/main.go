@@ -1,8 +1,14 @@
 // Command vcsim-local serves the sample vSphere inventory of package
 // vcsimlocal (govmomi's simulator; VMs whose disks hold real bytes) on
-// 127.0.0.1 for hack/run-local.sh.
+// 127.0.0.1 or the test node's link, for hack/run-local.sh.
 //
 //	vcsim-local --address 127.0.0.1:8989 --state-dir DIR [--vm web-01 --vm db-01]
+//	vcsim-local --address ... --state-dir DIR --vm web-01 --guest-image bios.img --guest-firmware bios
+//
+// With --guest-image, the (single) VM is a real guest: one vCPU, 1 GiB,
+// the given firmware, one disk served from the raw image (laid out as an
+// ESXi host keeps it, a descriptor and the image as its flat extent), one
+// NIC on the VM Network.
 //
 // Into DIR it writes url, thumbprint, username and password (mode 0600),
 // the files a credentials Secret is made from, and vms.json (each VM's
@@ -40,11 +46,14 @@ func main() {
 
 func run() error {
 	var (
-		address, stateDir string
-		vms               vmList
+		address, stateDir         string
+		guestImage, guestFirmware string
+		vms                       vmList
 	)
 	fs := flag.NewFlagSet("vcsim-local", flag.ContinueOnError)
-	fs.StringVar(&address, "address", "127.0.0.1:0", "loopback address to listen on")
+	fs.StringVar(&address, "address", "127.0.0.1:0", "address to listen on: loopback, or the test node's link")
+	fs.StringVar(&guestImage, "guest-image", "", "raw disk image of a real guest: the VM (one --vm) gets it as its only disk")
+	fs.StringVar(&guestFirmware, "guest-firmware", "bios", "firmware of the --guest-image VM: bios or efi")
 	fs.StringVar(&stateDir, "state-dir", "", "directory for url, thumbprint, username, password and vms.json")
 	fs.Var(&vms, "vm", "name of a sample VM to create (repeatable; default web-01)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -59,6 +68,9 @@ func run() error {
 	if len(vms) == 0 {
 		vms = vmList{"web-01"}
 	}
+	if guestImage != "" && len(vms) != 1 {
+		return errors.New("--guest-image makes one VM: give one --vm")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	s, err := vcsimlocal.Start(ctx, vcsimlocal.Options{Address: address})
@@ -68,7 +80,13 @@ func run() error {
 	defer s.Close()
 	var created []*vcsimlocal.VM
 	for i, name := range vms {
-		vm, err := s.AddVM(ctx, vcsimlocal.SampleVM(name, uint64(1000+100*i)))
+		spec := vcsimlocal.SampleVM(name, uint64(1000+100*i))
+		if guestImage != "" {
+			if spec, err = guestVM(name, guestImage, guestFirmware); err != nil {
+				return err
+			}
+		}
+		vm, err := s.AddVM(ctx, spec)
 		if err != nil {
 			return err
 		}
@@ -93,4 +111,22 @@ func run() error {
 	fmt.Printf("ready %s\n", s.URL)
 	<-ctx.Done()
 	return nil
+}
+
+// guestVM is a VM of one vCPU and 1 GiB whose only disk is a real guest's
+// raw image.
+func guestVM(name, image, firmware string) (vcsimlocal.VMSpec, error) {
+	if firmware != "bios" && firmware != "efi" {
+		return vcsimlocal.VMSpec{}, fmt.Errorf("--guest-firmware %q: want bios or efi", firmware)
+	}
+	disk, err := vcsimlocal.ImageDisk(image)
+	if err != nil {
+		return vcsimlocal.VMSpec{}, err
+	}
+	return vcsimlocal.VMSpec{
+		Name: name, Sockets: 1, CoresPerSocket: 1, MemoryMiB: 1024,
+		Firmware: firmware, SecureBoot: firmware == "efi",
+		Disks: []vcsimlocal.DiskSpec{disk}, NICs: []vcsimlocal.NICSpec{{Network: vcsimlocal.NetworkVM, MAC: "00:50:56:2a:0b:0c"}},
+		PoweredOn: true,
+	}, nil
 }

@@ -5,8 +5,9 @@ BIN := bin
 TESTBIN := _output/testbin
 VERSION ?= dev
 IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
+CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-e2e test-alerts test-conversion install-plugin image run-local bench-transfer bench-scale generate verify manifests test-crds testbin fmt vet
+.PHONY: help build test test-unit test-integration test-e2e test-alerts test-conversion install-plugin image conversion-image run-local bench-transfer bench-scale generate verify manifests test-crds testbin fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -37,6 +38,9 @@ image: ## the controller's OCI image without Docker (go-containerregistry): _out
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "-s -w" -o _output/image/bin/ ./cmd/migration-controller ./cmd/vm-transfer
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./hack/image --bin-dir _output/image/bin --out _output/image \
 	  --image $(IMAGE) --version $(VERSION) --revision "$$(git rev-parse --short HEAD 2>/dev/null)"
+
+conversion-image: ## the conversion Jobs' virt-v2v image from Debian packages, without Docker (as root; cached by content, seconds when nothing changed): _output/conversion-image/{oci,vm-migration-conversion.tar,sbom.spdx.json}; CONVERSION_IMAGE=repo:tag; prints the reference last
+	IMAGE=$(CONVERSION_IMAGE) VERSION=$(VERSION) hack/conversion-image/build.sh
 
 install-plugin: ## install kubectl-vmm into GOBIN (default GOPATH/bin); with it on PATH, run kubectl vmm
 	$(GO) install -trimpath -ldflags "-s -w" ./cmd/kubectl-vmm

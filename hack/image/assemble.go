@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -25,7 +26,7 @@ const (
 // assemble builds the image from an empty base: two layers (base files,
 // then the application) and the config.
 func assemble(o Options, arch string, base, app []file) (v1.Image, error) {
-	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img := newImage()
 	for _, files := range [][]file{base, app} {
 		l, err := layer(files, o.Created)
 		if err != nil {
@@ -35,21 +36,13 @@ func assemble(o Options, arch string, base, app []file) (v1.Image, error) {
 			return nil, fmt.Errorf("adding a layer: %w", err)
 		}
 	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("reading the image config: %w", err)
-	}
-	cfg = cfg.DeepCopy()
-	cfg.OS, cfg.Architecture = "linux", arch
-	cfg.Created = v1.Time{Time: o.Created}
-	cfg.Config = v1.Config{
+	return withConfig(img, arch, o.Created, v1.Config{
 		User:       nonRootUser,
 		Entrypoint: []string{controllerEP},
 		WorkingDir: imageHome,
 		Env:        []string{"PATH=" + imageBinDir, "SSL_CERT_FILE=" + imageCAFile, "HOME=" + imageHome},
 		Labels:     labels(o),
-	}
-	return mutate.ConfigFile(img, cfg)
+	})
 }
 
 func labels(o Options) map[string]string {
@@ -67,13 +60,32 @@ func labels(o Options) map[string]string {
 	return l
 }
 
-// write writes the OCI layout (replacing an older one), the tarball and
-// the SBOM beside them.
-func write(o Options, tag name.Tag, img v1.Image, sbom []byte) (*Result, error) {
+// newImage is an empty OCI image: its manifest and config media types
+// are OCI's.
+func newImage() v1.Image {
+	return mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+}
+
+// withConfig sets the image's platform, creation time and runtime config.
+func withConfig(img v1.Image, arch string, created time.Time, config v1.Config) (v1.Image, error) {
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("reading the image config: %w", err)
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture = "linux", arch
+	cfg.Created = v1.Time{Time: created}
+	cfg.Config = config
+	return mutate.ConfigFile(img, cfg)
+}
+
+// write writes, into outDir, the OCI layout (replacing an older one), the
+// tarball (named tarName) and the SBOM beside them.
+func write(outDir, tarName string, tag name.Tag, img v1.Image, sbom []byte) (*Result, error) {
 	res := &Result{
-		LayoutPath:  filepath.Join(o.OutDir, "oci"),
-		TarballPath: filepath.Join(o.OutDir, "vm-migration-controller.tar"),
-		SBOMPath:    filepath.Join(o.OutDir, "sbom.spdx.json"),
+		LayoutPath:  filepath.Join(outDir, "oci"),
+		TarballPath: filepath.Join(outDir, tarName),
+		SBOMPath:    filepath.Join(outDir, "sbom.spdx.json"),
 	}
 	digest, err := img.Digest()
 	if err != nil {

@@ -26,7 +26,7 @@
 #
 # Cached by content in ~/.cache/vm-migration/conversion-image (CONVERSION_IMAGE_CACHE
 # overrides): the root file system by the package list, the apt lists
-# (every package's version), this directory's files and the release; the
+# (every package's version), this script and its hooks and the release; the
 # image by that, hack/image's sources, the Go version, IMAGE and VERSION.
 # A second run with the same key takes about a second. One build at a time
 # (a lock); entries unused for 14 days are removed.
@@ -84,7 +84,7 @@ done
 export SOURCE_DATE_EPOCH=$epoch
 
 rootfs_key=$( (printf '%s\n' "$suite" "$arch" "${packages[@]}"
-  for f in "$here"/*; do echo "${f##*/}"; cat "$f"; done
+  for f in build.sh essential.sh customize.sh v2v-self-check; do echo "$f"; cat "$here/$f"; done
   sha256sum "${lists[@]}" | cut -d' ' -f1) | sha256sum | cut -c1-16)
 image_key=$( (echo "$rootfs_key" "$image" "$version"; go version
   for f in "$root"/hack/image/*.go; do [[ $f == *_test.go ]] || { echo "${f##*/}"; cat "$f"; }; done

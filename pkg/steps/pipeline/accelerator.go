@@ -54,7 +54,7 @@ if [ "${` + KVMEnv + `:-` + KVMOff + `}" = ` + KVMProbe + ` ]; then
     probe_start=$(date +%s)
     probe_log=$(mktemp)
     trap 'trap - TERM INT; kill -KILL 0' TERM INT
-    LIBGUESTFS_BACKEND_SETTINGS=force_kvm timeout @PROBE@ guestfish --ro -a /dev/null run >"$probe_log" 2>&1
+    LIBGUESTFS_BACKEND_SETTINGS=force_kvm timeout @PROBE@ guestfish -v --ro -a /dev/null run >"$probe_log" 2>&1
     probe_rc=$?
     trap - TERM INT
     probe_seconds=$(($(date +%s) - probe_start))
@@ -64,7 +64,10 @@ if [ "${` + KVMEnv + `:-` + KVMOff + `}" = ` + KVMProbe + ` ]; then
     elif [ "$probe_rc" -eq 124 ]; then
       why="the KVM probe did not boot the appliance within @PROBE@s"
     else
-      why="the KVM probe failed after ${probe_seconds}s (exit $probe_rc): $(tail -n 1 "$probe_log")"
+      # qemu's own errors and libguestfs', without the advice around them.
+      cause=$(grep -E '^qemu-system[^:]*: |libguestfs: error: ' "$probe_log" | head -n 3 |
+        sed 's/^.*libguestfs: error: //' | tr '\n' ' ' | sed 's/ *$//')
+      why="the KVM probe failed after ${probe_seconds}s (exit $probe_rc): $cause"
     fi
     rm -f "$probe_log"
   fi

@@ -20,7 +20,7 @@ func runAcceleratorScript(t *testing.T, kvm, kvmDevice, guestfishBody string) (l
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	require.NoError(t, os.MkdirAll(bin, 0o755))
-	for _, tool := range []string{"sh", "id", "tr", "date", "mktemp", "timeout", "tail", "rm", "cat", "sleep"} {
+	for _, tool := range []string{"sh", "id", "tr", "date", "mktemp", "timeout", "grep", "head", "sed", "rm", "cat", "sleep"} {
 		p, err := exec.LookPath(tool)
 		require.NoError(t, err, "%s is needed to run the accelerator script", tool)
 		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
@@ -71,9 +71,20 @@ func TestAcceleratorScript(t *testing.T) {
 			wantSettings: "force_kvm", wantLine: []string{"conversion accelerator: kvm (the appliance booted under KVM in "}, wantProbe: true,
 		},
 		"offered, the appliance aborts": {
-			kvm: KVMProbe, device: device, guestfish: "echo 'libguestfs: error: appliance closed the connection unexpectedly' >&2; exit 1",
+			// What guestfish -v printed on a machine where KVM opens but
+			// qemu aborts (2026-12-01), advice lines included.
+			kvm: KVMProbe, device: device, guestfish: `cat >&2 <<'EOF'
+libguestfs: qemu KVM: enabled
+qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69
+*stdin*:0: libguestfs: error: appliance closed the connection unexpectedly, see earlier error messages
+This usually means the libguestfs appliance crashed.
+into a bug report or message to the libguestfs mailing list.
+*stdin*:0: libguestfs: error: /usr/bin/qemu-system-x86_64 killed by signal 6 (Aborted), see debug messages above
+EOF
+exit 1`,
 			wantSettings: "force_tcg", wantProbe: true,
-			wantLine: []string{"conversion accelerator: tcg (the KVM probe failed after ", "(exit 1): libguestfs: error: appliance closed the connection unexpectedly)"},
+			wantLine: []string{"conversion accelerator: tcg (the KVM probe failed after ", "(exit 1): qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69 " +
+				"appliance closed the connection unexpectedly, see earlier error messages /usr/bin/qemu-system-x86_64 killed by signal 6 (Aborted), see debug messages above)"},
 		},
 		"offered, the appliance hangs": {
 			kvm: KVMProbe, device: device, guestfish: "exec sleep 30",
@@ -89,7 +100,7 @@ func TestAcceleratorScript(t *testing.T) {
 				assert.Contains(t, line, want, "the accelerator line")
 			}
 			if tc.wantProbe {
-				assert.Equal(t, "force_kvm --ro -a /dev/null run", probe, "the probe boots the appliance under KVM alone")
+				assert.Equal(t, "force_kvm -v --ro -a /dev/null run", probe, "the probe boots the appliance under KVM alone")
 			} else {
 				assert.Empty(t, probe, "no probe ran")
 			}
@@ -132,7 +143,7 @@ func TestConversionKVMRendering(t *testing.T) {
 	}
 	cm, err := RenderConversionConfigMap(linuxBIOS(), 1)
 	require.NoError(t, err, "rendering the conversion ConfigMap")
-	assert.Contains(t, cm.Data[AcceleratorScriptKey], "timeout 60 guestfish --ro -a /dev/null run", "the pod's probe: the appliance, bounded")
+	assert.Contains(t, cm.Data[AcceleratorScriptKey], "timeout 60 guestfish -v --ro -a /dev/null run", "the pod's probe: the appliance, bounded")
 	assert.Contains(t, cm.Data[ConvertScriptKey], `accelerator="$(dirname "$0")/accelerator.sh"`, "convert.sh sources the accelerator script beside it")
 }
 

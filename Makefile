@@ -6,8 +6,9 @@ TESTBIN := _output/testbin
 VERSION ?= dev
 IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
+CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image run-local bench-transfer bench-scale generate verify manifests test-crds testbin fmt vet
+.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local bench-transfer bench-scale generate verify manifests test-crds testbin fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -47,6 +48,9 @@ image: ## the controller's OCI image without Docker (go-containerregistry): $(IM
 	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "-s -w" -o $(IMAGE_OUT)/bin/ ./cmd/migration-controller ./cmd/vm-transfer
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./hack/image --bin-dir $(IMAGE_OUT)/bin --out $(IMAGE_OUT) \
 	  --image $(IMAGE) --version $(VERSION) --revision "$$(git rev-parse --short HEAD 2>/dev/null)"
+
+conversion-image: ## the conversion Jobs' virt-v2v image from Debian packages, without Docker (as root; cached by content, seconds when nothing changed): _output/conversion-image/{oci,vm-migration-conversion.tar,sbom.spdx.json}; CONVERSION_IMAGE=repo:tag; prints the reference last
+	IMAGE=$(CONVERSION_IMAGE) VERSION=$(VERSION) hack/conversion-image/build.sh
 
 install-plugin: ## install kubectl-vmm into GOBIN (default GOPATH/bin); with it on PATH, run kubectl vmm
 	$(GO) install -trimpath -ldflags "-s -w" ./cmd/kubectl-vmm

@@ -12,8 +12,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
-	"path"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -21,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -44,7 +41,7 @@ type flags struct {
 	profiling          bool
 	healthAddr         string
 	vsphereCallTimeout time.Duration
-	seccompProfile     string
+	conversion         conversionFlags
 	transferStreams    int
 	hostConnections    int
 	apiQPS             float64
@@ -102,27 +99,10 @@ func (f *flags) controllerFlags(fs *flag.FlagSet) {
 // and conversion Jobs.
 func (f *flags) pipelineFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.opts.Pipeline.TransferImage, "transfer-image", "", "image of the transfer Jobs, which carries vm-transfer (empty: the image the controller itself runs from, read from its own Pod named by POD_NAME and POD_NAMESPACE)")
-	fs.StringVar(&f.opts.Pipeline.ConversionImage, "conversion-image", "", "default virt-v2v image of the conversion Jobs, for migrations without spec.conversion.image")
-	fs.Func("allowed-conversion-images", "comma-separated patterns (path.Match, e.g. registry.example.com/v2v/*) a migration's own spec.conversion.image must match; the default image is always allowed, no other without this flag",
-		f.addAllowedConversionImages)
 	fs.IntVar(&f.transferStreams, "transfer-streams", wire.DefaultStreamsPerDisk, "most Range connections a transfer reads one disk with (the per-host budget may allow fewer)")
 	fs.IntVar(&f.hostConnections, "transfer-connections-per-host", wire.DefaultHostConnections, "datastore connections all transfers from one ESXi host may hold at once, their SOAP sessions included; with --max-transfers-per-host it sets the streams per disk")
 	fs.BoolVar(&f.opts.Pipeline.TransferProgress, "transfer-progress", true, "give each transfer attempt a progress ConfigMap it may patch (through its own ServiceAccount and Role) for live progress")
-	fs.BoolVar(&f.opts.Pipeline.ConversionKVM, "conversion-kvm", false, "request /dev/kvm (devices.kubevirt.io/kvm) for the conversion Jobs")
-	fs.StringVar(&f.seccompProfile, "conversion-seccomp-profile", "", "Localhost seccomp profile for conversion pods whose libguestfs runs passt (empty: RuntimeDefault)")
-}
-
-// addAllowedConversionImages adds comma-separated image patterns.
-func (f *flags) addAllowedConversionImages(v string) error {
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			if _, err := path.Match(p, ""); err != nil {
-				return fmt.Errorf("pattern %q: %w", p, err)
-			}
-			f.opts.AllowedConversionImages = append(f.opts.AllowedConversionImages, p)
-		}
-	}
-	return nil
+	f.addConversionFlags(fs)
 }
 
 // complete checks the flags together and derives the options.
@@ -142,11 +122,7 @@ func (f *flags) complete() error {
 	}
 	f.opts.Pipeline.TransferStreams = wire.StreamsPerDisk(f.transferStreams, f.hostConnections, f.opts.MaxTransfersPerHost, wire.DefaultParallelDisks)
 	f.opts.VSphereCallTimeout = f.vsphereCallTimeout
-	if f.seccompProfile != "" {
-		profile := f.seccompProfile
-		f.opts.Pipeline.ConversionSeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &profile}
-	}
-	return nil
+	return f.completeConversion()
 }
 
 func main() {

@@ -49,13 +49,13 @@ func labels(o Options) map[string]string {
 	return l
 }
 
-// write writes the OCI layout (replacing an older one), the tarball and
-// the SBOM beside them.
-func write(o Options, tag name.Tag, img v1.Image, sbom []byte) (*Result, error) {
+// write writes, into outDir, the OCI layout (replacing an older one), the
+// tarball (named tarName) and the SBOM beside them.
+func write(outDir, tarName string, tag name.Tag, img v1.Image, sbom []byte) (*Result, error) {
 	res := &Result{
-		LayoutPath:  filepath.Join(o.OutDir, "oci"),
-		TarballPath: filepath.Join(o.OutDir, "vm-migration-controller.tar"),
-		SBOMPath:    filepath.Join(o.OutDir, "sbom.spdx.json"),
+		LayoutPath:  filepath.Join(outDir, "oci"),
+		TarballPath: filepath.Join(outDir, tarName),
+		SBOMPath:    filepath.Join(outDir, "sbom.spdx.json"),
 	}
 	digest, err := img.Digest()
 	if err != nil {

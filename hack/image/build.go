@@ -29,8 +29,12 @@ var binaries = []string{"migration-controller", "vm-transfer"}
 
 // Options say what to build and where to write it.
 type Options struct {
-	// BinDir holds the static binaries named in binaries.
+	// BinDir holds the static binaries named in binaries (the controller
+	// image).
 	BinDir string
+	// Rootfs is a root file system tar: with it, BuildConversion makes the
+	// conversion image of it instead.
+	Rootfs string
 	// OutDir receives oci/ (an OCI image layout), the tarball and the SBOM.
 	OutDir string
 	// Reference is the image's repository:tag.
@@ -71,7 +75,7 @@ func Build(o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return write(o, tag, img, sbom)
+	return write(o.OutDir, "vm-migration-controller.tar", tag, img, sbom)
 }
 
 // readBinaries reads the binaries and checks they are static Linux

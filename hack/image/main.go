@@ -7,6 +7,16 @@
 //
 //	go run ./hack/image --bin-dir _output/image/bin --out _output/image \
 //	  --image platform.example/vm-migration-controller:dev
+//
+// With --rootfs it packages the conversion image instead
+// (make conversion-image, hack/conversion-image/build.sh): a root file
+// system tar of Debian packages as one layer, checked to hold what the
+// conversion Job needs, an SBOM of its Debian packages (from its dpkg
+// status), user 107 and libguestfs' fixed appliance in the environment
+// (docs/conversion-image.md).
+//
+//	go run ./hack/image --rootfs rootfs.tar --out _output/conversion-image \
+//	  --image platform.example/vm-migration-conversion:dev
 package main
 
 import (
@@ -19,8 +29,12 @@ import (
 func main() {
 	opts, err := parseFlags(os.Args[1:])
 	if err == nil {
+		build := Build
+		if opts.Rootfs != "" {
+			build = BuildConversion
+		}
 		var res *Result
-		res, err = Build(opts)
+		res, err = build(opts)
 		if err == nil {
 			fmt.Printf("image %s (%s)\n  OCI layout: %s\n  tarball:    %s\n  SBOM:       %s\n", opts.Reference, res.Digest, res.LayoutPath, res.TarballPath, res.SBOMPath)
 		}
@@ -36,6 +50,7 @@ func parseFlags(args []string) (Options, error) {
 	var epoch int64
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
 	fs.StringVar(&o.BinDir, "bin-dir", "", "directory holding the static migration-controller and vm-transfer binaries")
+	fs.StringVar(&o.Rootfs, "rootfs", "", "root file system tar of the conversion image (hack/conversion-image/build.sh): build that image instead of the controller's")
 	fs.StringVar(&o.OutDir, "out", "_output/image", "directory to write the OCI layout (oci/), the tarball and the SBOM into")
 	fs.StringVar(&o.Reference, "image", "platform.example/vm-migration-controller:dev", "image reference (repository:tag) recorded in the layout and the tarball")
 	fs.StringVar(&o.Version, "version", "dev", "version label (org.opencontainers.image.version)")
@@ -45,8 +60,8 @@ func parseFlags(args []string) (Options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if o.BinDir == "" {
-		return o, fmt.Errorf("--bin-dir is required")
+	if (o.BinDir == "") == (o.Rootfs == "") {
+		return o, fmt.Errorf("exactly one of --bin-dir (the controller image) and --rootfs (the conversion image) is required")
 	}
 	if epoch == 0 {
 		if v := os.Getenv("SOURCE_DATE_EPOCH"); v != "" {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os/exec"
 	"regexp"
 	"sort"
@@ -36,6 +37,7 @@ type spdxPackage struct {
 	VersionInfo      string            `json:"versionInfo"`
 	DownloadLocation string            `json:"downloadLocation"`
 	FilesAnalyzed    bool              `json:"filesAnalyzed"`
+	SourceInfo       string            `json:"sourceInfo,omitempty"`
 	Checksums        []spdxChecksum    `json:"checksums,omitempty"`
 	ExternalRefs     []spdxExternalRef `json:"externalRefs,omitempty"`
 }
@@ -69,14 +71,7 @@ func spdxID(kind, name string) string {
 // Go toolchain and every Go module linked into them (from the binaries'
 // build information), and the CA certificates.
 func renderSBOM(o Options, bins map[string][]byte) ([]byte, error) {
-	imageID := spdxID("Image", "vm-migration-controller")
-	doc := spdxDocument{
-		SPDXVersion: "SPDX-2.3", DataLicense: "CC0-1.0", SPDXID: "SPDXRef-DOCUMENT",
-		Name:          "vm-migration-controller " + o.Version,
-		CreationInfo:  spdxCreationInfo{Created: o.Created.Format("2006-01-02T15:04:05Z"), Creators: []string{"Tool: vm-migration hack/image"}},
-		Packages:      []spdxPackage{{Name: "vm-migration-controller", SPDXID: imageID, VersionInfo: o.Version, DownloadLocation: noAssertion}},
-		Relationships: []spdxRelationship{{Element: "SPDXRef-DOCUMENT", Type: "DESCRIBES", Related: imageID}},
-	}
+	doc, imageID := newSBOM("vm-migration-controller", o)
 	modules := map[string]spdxPackage{}
 	for _, bin := range binaries {
 		pkg, deps, err := binaryPackages(bin, bins[bin])
@@ -105,7 +100,48 @@ func renderSBOM(o Options, bins map[string][]byte) ([]byte, error) {
 	for _, bin := range binaries {
 		sum.Write(bins[bin])
 	}
-	doc.DocumentNamespace = fmt.Sprintf("https://platform.example/spdx/vm-migration-controller/%s-%s", o.Version, hex.EncodeToString(sum.Sum(nil))[:16])
+	return finishSBOM(doc, sum.Sum(nil))
+}
+
+// renderDebianSBOM describes the conversion image: every Debian package
+// its dpkg status lists as installed, by name, version and purl.
+func renderDebianSBOM(o Options, pkgs []debPackage) ([]byte, error) {
+	doc, imageID := newSBOM(conversionTitle, o)
+	sum := sha256.New()
+	for _, p := range pkgs {
+		fmt.Fprintf(sum, "%s %s %s\n", p.Name, p.Version, p.Architecture)
+		purl := fmt.Sprintf("pkg:deb/debian/%s@%s?arch=%s", p.Name, url.PathEscape(p.Version), p.Architecture)
+		pkg := spdxPackage{
+			Name: p.Name, SPDXID: spdxID("Deb", p.Name), VersionInfo: orNoAssertion(p.Version), DownloadLocation: noAssertion,
+			ExternalRefs: []spdxExternalRef{{ReferenceCategory: "PACKAGE-MANAGER", ReferenceType: "purl", ReferenceLocator: purl}},
+		}
+		if p.Source != "" {
+			pkg.SourceInfo = "built from the Debian source package " + p.Source
+		}
+		doc.Packages = append(doc.Packages, pkg)
+		doc.Relationships = append(doc.Relationships, spdxRelationship{Element: imageID, Type: "CONTAINS", Related: pkg.SPDXID})
+	}
+	return finishSBOM(doc, sum.Sum(nil))
+}
+
+// newSBOM is the SPDX document of an image, describing the image alone so
+// far; it returns the image's SPDX ID.
+func newSBOM(title string, o Options) (spdxDocument, string) {
+	imageID := spdxID("Image", title)
+	return spdxDocument{
+		SPDXVersion: "SPDX-2.3", DataLicense: "CC0-1.0", SPDXID: "SPDXRef-DOCUMENT",
+		Name:          title + " " + o.Version,
+		CreationInfo:  spdxCreationInfo{Created: o.Created.Format("2006-01-02T15:04:05Z"), Creators: []string{"Tool: vm-migration hack/image"}},
+		Packages:      []spdxPackage{{Name: title, SPDXID: imageID, VersionInfo: o.Version, DownloadLocation: noAssertion}},
+		Relationships: []spdxRelationship{{Element: "SPDXRef-DOCUMENT", Type: "DESCRIBES", Related: imageID}},
+	}, imageID
+}
+
+// finishSBOM names the document by its image, version and a digest of
+// what it describes, and renders it.
+func finishSBOM(doc spdxDocument, digest []byte) ([]byte, error) {
+	doc.DocumentNamespace = fmt.Sprintf("https://platform.example/spdx/%s/%s-%s",
+		doc.Packages[0].Name, doc.Packages[0].VersionInfo, hex.EncodeToString(digest)[:16])
 	out, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("rendering the SBOM: %w", err)

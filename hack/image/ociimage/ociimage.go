@@ -37,15 +37,25 @@ type File struct {
 // layers, in order, then the config, with created as the image's time and
 // every file's.
 func Assemble(layers [][]File, created time.Time, arch string, config v1.Config) (v1.Image, error) {
-	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	var built []v1.Layer
 	for _, files := range layers {
 		l, err := Layer(files, created)
 		if err != nil {
 			return nil, err
 		}
-		if img, err = mutate.AppendLayers(img, l); err != nil {
-			return nil, fmt.Errorf("adding a layer: %w", err)
-		}
+		built = append(built, l)
+	}
+	return AssembleLayers(built, created, arch, config)
+}
+
+// AssembleLayers builds an image from an empty base, with OCI media types:
+// layers in order (built by Layer, or read from a prepared tarball), then
+// the config, with created as the image's time.
+func AssembleLayers(layers []v1.Layer, created time.Time, arch string, config v1.Config) (v1.Image, error) {
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err := mutate.AppendLayers(img, layers...)
+	if err != nil {
+		return nil, fmt.Errorf("adding the layers: %w", err)
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {

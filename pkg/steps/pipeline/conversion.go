@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -238,7 +239,8 @@ func topology(inv *v1alpha1.SourceInventory) (int32, int32, error) {
 //     option refused, a crash), its error text. An empty message lets
 //     the kubelet fall back to the end of the log.
 //
-// The whole output goes to the container log as virt-v2v prints it. A pod
+// The whole output goes to the container log as virt-v2v prints it, after
+// the accelerator script's line (acceleratorScriptTemplate). A pod
 // being deleted gets SIGTERM, which virt-v2v does not act on during a long
 // step: the trap ends the whole process group (virt-v2v, nbdkit, the
 // appliance's qemu) at once.
@@ -247,6 +249,9 @@ const convertScriptTemplate = `#!/bin/sh
 # place with virt-v2v-in-place and leaves the inspected guest (or, on
 # failure, virt-v2v's errors) as the container's termination message.
 set -u
+# KVM or TCG (accelerator.sh beside this script, in the same ConfigMap).
+accelerator="$(dirname "$0")/` + AcceleratorScriptKey + `"
+if [ -r "$accelerator" ]; then . "$accelerator"; fi
 events=@WORK@/virt-v2v-events.json
 log=@WORK@/virt-v2v.log
 inspection=@WORK@/inspection.xml
@@ -292,7 +297,8 @@ var convertScript = strings.NewReplacer(
 ).Replace(convertScriptTemplate)
 
 // RenderConversionConfigMap renders the ConfigMap of a conversion attempt:
-// the domain XML and the script that runs virt-v2v-in-place on it.
+// the domain XML, the script that runs virt-v2v-in-place on it and the
+// script that picks its accelerator.
 func RenderConversionConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int32) (*corev1.ConfigMap, error) {
 	dom, err := RenderDomainXML(m)
 	if err != nil {
@@ -301,15 +307,21 @@ func RenderConversionConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int3
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: childMeta(m, naming.ConversionConfigMap(m.Name, attempt), v1alpha1.ComponentConversion, true),
-		Data:       map[string]string{DomainXMLKey: string(dom), ConvertScriptKey: convertScript},
+		Data:       map[string]string{DomainXMLKey: string(dom), ConvertScriptKey: convertScript, AcceleratorScriptKey: acceleratorScript},
 	}, nil
 }
 
-// defaultConversionResources leave room for the libguestfs appliance
-// (1280 MiB by default, plus qemu's overhead) beside virt-v2v itself.
-func defaultConversionResources() corev1.ResourceRequirements {
+// DefaultConversionApplianceMiB is libguestfs' appliance memory
+// (LIBGUESTFS_MEMSIZE), libguestfs' own default; virt-v2v gives its helper
+// VM twice that (2.5 GiB).
+const DefaultConversionApplianceMiB = 1280
+
+// DefaultConversionResources are the conversion container's requests and
+// limits: room for the helper VM (twice DefaultConversionApplianceMiB, two
+// vCPUs under TCG) beside qemu's own overhead, virt-v2v and nbdkit.
+func DefaultConversionResources() corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")},
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("3Gi")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("4Gi")},
 	}
 }
@@ -332,12 +344,20 @@ func defaultConversionResources() corev1.ResourceRequirements {
 //     refuses; a Localhost profile that allows it is then the least to ask
 //     (never Unconfined). A container runtime's default AppArmor profile may
 //     also interfere (unconfirmed).
-//   - /dev/kvm is optional: with Config.ConversionKVM the pod requests
-//     devices.kubevirt.io/kvm: 1 (from KubeVirt's device plugin, no
-//     privilege); without it libguestfs falls back to software emulation
-//     (TCG), slower but working.
+//   - /dev/kvm is optional and TCG the default: with
+//     Config.ConversionRuntimeClass the pod runs under a RuntimeClass that
+//     offers /dev/kvm (a test node's, mode 0666), with Config.ConversionKVM
+//     it requests devices.kubevirt.io/kvm: 1 (KubeVirt's device plugin; the
+//     device keeps the node's mode and owner, so uid 107 can use it where
+//     the node's /dev/kvm is 0666, as udev makes it on most distributions,
+//     or where the runtime gives devices the pod's user). Either way the
+//     accelerator script (acceleratorScriptTemplate) uses KVM only after
+//     the appliance booted under it, and the log says which ran.
 //   - LIBGUESTFS_BACKEND=direct: no libvirt daemon in the pod; libguestfs
-//     keeps its appliance cache in /var/tmp and its sockets in /tmp.
+//     keeps its sockets and the appliance's snapshot in /tmp and, where
+//     the image has no fixed appliance, builds one in /var/tmp.
+//     LIBGUESTFS_MEMSIZE: the appliance's memory, which the memory limit
+//     must hold twice (virt-v2v doubles it) with room to spare.
 //   - FallbackToLogsOnError: the script writes the inspected guest, or
 //     virt-v2v's errors, as the termination message (convertScriptTemplate);
 //     where it could write none, the end of the log becomes the message
@@ -374,15 +394,13 @@ func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg
 					AutomountServiceAccountToken: ptr.To(false),
 					EnableServiceLinks:           ptr.To(false),
 					SecurityContext:              stagingPodSecurity(cfg.ConversionSeccompProfile),
+					RuntimeClassName:             runtimeClass(cfg.ConversionRuntimeClass),
 					Containers: []corev1.Container{{
-						Name:            ConversionContainer,
-						Image:           image,
-						ImagePullPolicy: cfg.ImagePullPolicy,
-						Command:         []string{"/bin/sh", path.Join(conversionConfigDir, ConvertScriptKey)},
-						Env: []corev1.EnvVar{
-							{Name: "LIBGUESTFS_BACKEND", Value: "direct"},
-							{Name: "HOME", Value: conversionWorkDir},
-						},
+						Name:                     ConversionContainer,
+						Image:                    image,
+						ImagePullPolicy:          cfg.ImagePullPolicy,
+						Command:                  []string{"/bin/sh", path.Join(conversionConfigDir, ConvertScriptKey)},
+						Env:                      conversionEnv(cfg),
 						Resources:                resources,
 						VolumeMounts:             mounts,
 						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
@@ -396,10 +414,38 @@ func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg
 	}, nil
 }
 
+// conversionEnv is the conversion container's environment: libguestfs
+// without libvirt, its appliance memory, HOME on the writable /var/tmp,
+// and whether KVM was offered (for the accelerator script).
+func conversionEnv(cfg Config) []corev1.EnvVar {
+	memsize := cfg.ConversionApplianceMiB
+	if memsize <= 0 {
+		memsize = DefaultConversionApplianceMiB
+	}
+	kvm := KVMOff
+	if kvmOffered(cfg) {
+		kvm = KVMProbe
+	}
+	return []corev1.EnvVar{
+		{Name: "LIBGUESTFS_BACKEND", Value: "direct"},
+		{Name: "LIBGUESTFS_MEMSIZE", Value: strconv.FormatInt(memsize, 10)},
+		{Name: "HOME", Value: conversionWorkDir},
+		{Name: KVMEnv, Value: kvm},
+	}
+}
+
+// runtimeClass is a pod's runtimeClassName: nil for the cluster's default.
+func runtimeClass(name string) *string {
+	if name == "" {
+		return nil
+	}
+	return &name
+}
+
 // conversionResources are the conversion container's requests and limits:
 // the configured ones or the defaults, with /dev/kvm when configured.
 func conversionResources(cfg Config) corev1.ResourceRequirements {
-	resources := defaultConversionResources()
+	resources := DefaultConversionResources()
 	if cfg.ConversionResources != nil {
 		resources = *cfg.ConversionResources.DeepCopy()
 	}

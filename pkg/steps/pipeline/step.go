@@ -52,12 +52,22 @@ type Config struct {
 	// disk with (vm-transfer --streams); 0 or 1 means one. The controller
 	// derives it from a per-host connection budget (wire.StreamsPerDisk).
 	TransferStreams int
-	// ConversionResources of the conversion container; nil means defaults.
+	// ConversionResources of the conversion container; nil means
+	// DefaultConversionResources.
 	ConversionResources *corev1.ResourceRequirements
+	// ConversionApplianceMiB is libguestfs' appliance memory
+	// (LIBGUESTFS_MEMSIZE) in MiB; virt-v2v runs its helper VM with twice
+	// that. Zero means DefaultConversionApplianceMiB.
+	ConversionApplianceMiB int64
 	// ConversionKVM requests /dev/kvm (devices.kubevirt.io/kvm) for the
-	// conversion: much faster, and only schedulable where KubeVirt's
-	// device plugin offers it.
+	// conversion: only schedulable where KubeVirt's device plugin offers
+	// it. The conversion uses KVM only if the appliance boots under it.
 	ConversionKVM bool
+	// ConversionRuntimeClass is the RuntimeClass of the conversion pods
+	// (empty: the cluster's default): one that offers /dev/kvm (a test
+	// node's "kvm"). Named, the conversion probes KVM as with
+	// ConversionKVM; unnamed and without ConversionKVM it runs under TCG.
+	ConversionRuntimeClass string
 	// ConversionSeccompProfile replaces RuntimeDefault for the conversion
 	// pod, for images whose libguestfs runs passt, which needs
 	// unshare(CLONE_NEWUSER): a Localhost profile allowing it.

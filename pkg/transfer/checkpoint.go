@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +15,9 @@ import (
 
 // checkpointVersion is bumped when the checkpoint format changes; an older
 // checkpoint is then ignored (the copy starts over). Version 2 added the
-// pieces written past Offset, and is only written after the image is synced.
-const checkpointVersion = 2
+// pieces written past Offset, and is only written after the image is
+// synced; version 3 the record of a complete image.
+const checkpointVersion = 3
 
 // checkpoint is the resume state of one disk, kept next to its image. It
 // names only bytes that were synced to the image before it was written.
@@ -44,6 +46,13 @@ type checkpoint struct {
 	// (fetched by other streams, or not hashed yet): they are not fetched
 	// again, the hasher reads them back.
 	Written []byteRange `json:"written,omitempty"`
+	// Complete says the image is whole, synced, and hashes to SHA256: the
+	// checkpoint is then the disk's completion record, kept until every
+	// disk of the run is complete, so that a run that stops for another
+	// disk (a failure, a kill, the node) does not copy this one again.
+	Complete bool `json:"complete,omitempty"`
+	// SHA256 of the whole image, hex, once Complete.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // checkpointPath is the default checkpoint of a file image:
@@ -167,8 +176,9 @@ func resumeFrom(cp *checkpoint, source string, layout pieceLayout, dst *destinat
 	return st, ""
 }
 
-// checkpointUsable says why a checkpoint cannot be resumed, or "".
-func checkpointUsable(cp *checkpoint, source string, capacity int64) string {
+// sameSource says why a checkpoint is not one of this source and
+// capacity in this format, or "".
+func sameSource(cp *checkpoint, source string, capacity int64) string {
 	switch {
 	case cp.Version != checkpointVersion:
 		return fmt.Sprintf("checkpoint version %d, want %d", cp.Version, checkpointVersion)
@@ -176,6 +186,18 @@ func checkpointUsable(cp *checkpoint, source string, capacity int64) string {
 		return "the source changed since the checkpoint"
 	case cp.Capacity != capacity:
 		return fmt.Sprintf("checkpoint capacity %d, want %d", cp.Capacity, capacity)
+	}
+	return ""
+}
+
+// checkpointUsable says why a checkpoint cannot be resumed, or "".
+func checkpointUsable(cp *checkpoint, source string, capacity int64) string {
+	if why := sameSource(cp, source, capacity); why != "" {
+		return why
+	}
+	switch {
+	case cp.Complete:
+		return "the checkpoint records a complete image"
 	case cp.Offset < 0 || cp.Offset > capacity || cp.ChunkStart < 0 || cp.ChunkStart > cp.Offset:
 		return "checkpoint offsets are inconsistent"
 	case cp.Offset == 0 && len(cp.Written) == 0:
@@ -196,4 +218,34 @@ func newCopyState() copyState {
 	h := sha256.New()
 	state, _ := hashState(h)
 	return copyState{h: h, state: state, written: map[int64]int64{}}
+}
+
+// completionRecord is the checkpoint of a complete image.
+func completionRecord(source string, capacity int64, sum string) *checkpoint {
+	return &checkpoint{Version: checkpointVersion, Source: source, Capacity: capacity, Offset: capacity, ChunkStart: capacity, Complete: true, SHA256: sum}
+}
+
+// completeImage checks a completion record against the source and the
+// image: the image is the capacity's size and hashes to the record's
+// SHA-256 (read back, holes hashed as zeros without reading them). It
+// returns the checksum, or "" and why the image cannot be kept.
+func completeImage(cp *checkpoint, source string, capacity int64, dst *destination, buf []byte) (string, string) {
+	if why := sameSource(cp, source, capacity); why != "" {
+		return "", why
+	}
+	size, err := dst.size()
+	switch {
+	case err != nil:
+		return "", fmt.Sprintf("sizing the image: %v", err)
+	case size < capacity || (!dst.block && size != capacity):
+		return "", fmt.Sprintf("the image is %d bytes, the disk %d", size, capacity)
+	}
+	h := sha256.New()
+	if err := dst.hashImage(h, capacity, buf); err != nil {
+		return "", err.Error()
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != cp.SHA256 {
+		return "", fmt.Sprintf("the image hashes to %s, its completion record says %s", sum, cp.SHA256)
+	}
+	return cp.SHA256, ""
 }

@@ -136,9 +136,13 @@ type diskCopy struct {
 	dst     *destination
 	layout  pieceLayout
 	ledger  ledger
+	// kept is the SHA-256 of an image an earlier run completed, checked
+	// against its completion record: nothing is copied.
+	kept string
 }
 
-// run copies the disk and returns its result.
+// run copies the disk and returns its result: the image is complete,
+// synced, and its completion record written (when it has a checkpoint).
 func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 	start := time.Now()
 	spec := c.plan.Spec
@@ -161,22 +165,27 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 		}
 	}()
 	res.ResumedFrom = c.ledger.hashedBytes()
+	if c.kept != "" {
+		res.SHA256, res.Kept = c.kept, true
+		c.t.state.Store(wire.StateDone)
+		return done(nil)
+	}
 	c.t.state.Store(wire.StateCopying)
 	if err := c.copyWithRetries(ctx); err != nil {
 		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
 	}
-	sum := c.ledger.st.h.Sum(nil)
+	sum := hex.EncodeToString(c.ledger.st.h.Sum(nil))
 	dst := c.dst
 	c.dst = nil
 	if err := dst.finish(); err != nil {
 		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
 	}
 	if c.plan.Checkpoint != "" {
-		if err := removeCheckpoint(c.plan.Checkpoint); err != nil {
-			return done(fmt.Errorf("disk %d: %w", spec.Key, err))
+		if err := saveCheckpoint(c.plan.Checkpoint, completionRecord(c.plan.Source, spec.CapacityBytes, sum)); err != nil {
+			return done(fmt.Errorf("disk %d: recording the complete image: %w", spec.Key, err))
 		}
 	}
-	res.SHA256 = hex.EncodeToString(sum)
+	res.SHA256 = sum
 	c.t.state.Store(wire.StateDone)
 	return done(nil)
 }
@@ -267,6 +276,9 @@ func (c *diskCopy) resume() {
 		return
 	case cp == nil:
 		return
+	case cp.Complete:
+		c.keepComplete(cp)
+		return
 	}
 	st, why := resumeFrom(cp, c.plan.Source, c.layout, c.dst, c.scratch)
 	if st == nil {
@@ -278,4 +290,18 @@ func (c *diskCopy) resume() {
 	}
 	c.ledger.st = *st
 	c.opts.Logf("disk %d: resuming at byte %d of %d (%d pieces past it already written)", key, st.hashed, c.plan.Spec.CapacityBytes, len(st.written))
+}
+
+// keepComplete keeps the image an earlier run completed when it still
+// matches its completion record, and otherwise lets the copy start over.
+func (c *diskCopy) keepComplete(cp *checkpoint) {
+	key := c.plan.Spec.Key
+	sum, why := completeImage(cp, c.plan.Source, c.plan.Spec.CapacityBytes, c.dst, c.scratch)
+	if sum == "" {
+		c.opts.Logf("disk %d: starting over: %s", key, why)
+		return
+	}
+	c.kept = sum
+	c.ledger.st.hashed = c.plan.Spec.CapacityBytes
+	c.opts.Logf("disk %d: complete from an earlier run, and the image still hashes to %s: nothing to copy", key, sum)
 }

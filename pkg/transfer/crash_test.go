@@ -1,11 +1,13 @@
 package transfer_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -138,4 +140,118 @@ func (c *cli) runProcess(t *testing.T, args []string) (int, string, string) {
 		require.NoError(t, err, "running the command (an exit status is fine)")
 	}
 	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
+
+// TestSIGKILLWithSeveralDisks copies three disks, two at a time over two
+// streams each, and kills the command with SIGKILL at several instants,
+// restarting it each time: disks finish in some runs and not in others.
+// Of the bytes a killed run was sent, those a later run is sent again are
+// at most one chunk per stream of each disk in flight at the kill; a disk
+// a run finished is never sent again. The last run completes and every
+// image and SHA-256 is its disk's. Bytes are attributed to runs by the
+// spans the proxy served, once each run's connections are closed.
+func TestSIGKILLWithSeveralDisks(t *testing.T) {
+	const chunk, streams, parallel = 1 * mib, 2, 2
+	e := newSim(t)
+	sizes := []int{10*mib + 64<<10, 11*mib + 128<<10, 10 * mib}
+	var disks []wire.DiskSpec
+	var datas [][]byte
+	for i, size := range sizes {
+		data, d := e.stagedDisk(t, fmt.Sprintf("multi_%d", i), size, uint64(50+i))
+		disks, datas = append(disks, d), append(datas, data)
+	}
+	c := newCLI(t, e, e.jobSpec(disks...), testPassword, e.creds.Thumbprint)
+	args := []string{"--streams", fmt.Sprint(streams), "--parallel", fmt.Sprint(parallel),
+		"--chunk-mib", fmt.Sprint(chunk / mib), "--retries", "0"}
+	// Served bytes, counted from each run's start, at which it is killed.
+	killAt := []int64{3 * mib, 9*mib + 4321, 5*mib + 100<<10, 7 * mib}
+	e.setFaults(faults{delay: 2 * time.Millisecond})
+	for i, at := range killAt {
+		e.run.Store(int64(i + 1))
+		mark, before := e.connMark(), e.served.Load()
+		killed := c.runAndKill(t, args, func() bool { return e.served.Load()-before >= at })
+		require.True(t, killed, "run %d ended before the kill", i+1)
+		e.waitConnsClosed(t, mark)
+		t.Logf("run %d killed with %d bytes served in it", i+1, e.served.Load()-before)
+	}
+
+	e.setFaults(faults{})
+	e.run.Store(int64(len(killAt) + 1))
+	mark := e.connMark()
+	code, stdout, stderr := c.runProcess(t, args)
+	require.Equal(t, transfer.ExitOK, code, stderr)
+	e.waitConnsClosed(t, mark)
+	last := strings.Split(strings.TrimSpace(stdout), "\n")
+	res, err := wire.ParseResult([]byte(last[len(last)-1]))
+	require.NoError(t, err)
+	kept := 0
+	for i, d := range disks {
+		require.Equal(t, sha(datas[i]), res.Disks[i].SHA256, "disk %d", d.Key)
+		checkImage(t, d.Destination, datas[i])
+		if res.Disks[i].Kept {
+			kept++
+		}
+	}
+	// The kills fall so that disks finish in runs that are then killed.
+	require.NotZero(t, kept, "no disk completed by a killed run: the test does not test what it says")
+
+	spans := e.servedSpans()
+	var total int64
+	for run := int64(1); run <= int64(len(killAt)); run++ {
+		var inRun int64
+		for i := range disks {
+			file := fmt.Sprintf("multi_%d-flat.vmdk", i)
+			again := overlap(spansOf(spans, file, func(r int64) bool { return r == run }),
+				spansOf(spans, file, func(r int64) bool { return r > run }))
+			require.LessOrEqual(t, again, int64(streams*chunk),
+				"run %d: %d bytes of %s it was sent were sent again later (limit: one %d-byte chunk per stream, %d streams)",
+				run, again, file, chunk, streams)
+			inRun += again
+		}
+		t.Logf("run %d: %d bytes it was sent were sent again later (limit %d)", run, inRun, parallel*streams*chunk)
+		require.LessOrEqual(t, inRun, int64(parallel*streams*chunk), "run %d: more than one chunk per stream of each disk in flight sent again", run)
+		total += inRun
+	}
+	want := int64(sizes[0] + sizes[1] + sizes[2])
+	require.Equal(t, want+total, e.served.Load(), "bytes served in all: the disks once, plus what was sent again")
+}
+
+// spansOf merges the spans of a file served by the runs that keep selects.
+func spansOf(spans []servedSpan, file string, keep func(run int64) bool) []byteSpan {
+	var out []byteSpan
+	for _, s := range spans {
+		if s.file == file && keep(s.run) {
+			out = append(out, byteSpan{s.start, s.end})
+		}
+	}
+	slices.SortFunc(out, func(a, b byteSpan) int { return cmp.Compare(a.start, b.start) })
+	merged := out[:0]
+	for _, s := range out {
+		if n := len(merged); n > 0 && s.start <= merged[n-1].end {
+			merged[n-1].end = max(merged[n-1].end, s.end)
+			continue
+		}
+		merged = append(merged, s)
+	}
+	return merged
+}
+
+// byteSpan is [start, end) of a file.
+type byteSpan struct{ start, end int64 }
+
+// overlap is how many bytes two merged, sorted span lists share.
+func overlap(a, b []byteSpan) int64 {
+	var n int64
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		lo, hi := max(a[i].start, b[j].start), min(a[i].end, b[j].end)
+		if hi > lo {
+			n += hi - lo
+		}
+		if a[i].end < b[j].end {
+			i++
+		} else {
+			j++
+		}
+	}
+	return n
 }

@@ -45,9 +45,16 @@
 // name (a previous attempt may have written it without checkpointing it),
 // reads back the named pieces when the hasher reaches them, and fetches
 // the rest. A checkpoint that does not hold (another source, a damaged
-// image) starts the copy over. The checkpoint is removed once the image is
-// complete (CDI clones every file in the volume's root). A block device
-// has no checkpoint unless the spec names one (no resume).
+// image) starts the copy over. A block device has no checkpoint unless the
+// spec names one (no resume).
+//
+// A complete image's checkpoint becomes its completion record (its
+// SHA-256, synced) and stays until every disk of the run is complete: a
+// run that stops for another disk (a failure, a kill, the node) leaves it,
+// and the next run hashes the image back (holes as zeros, unread) and,
+// when it still matches, keeps it and copies nothing of that disk. Once
+// every disk is complete, the records are removed (CDI clones every file
+// in the volume's root) before the result is written.
 //
 // # The command
 //

@@ -14,7 +14,10 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,6 +83,11 @@ type simEnv struct {
 	connSeq int64
 	conns   map[net.Conn]int64
 
+	// run labels the spans served from now on; spans lists, in order,
+	// what each write to a client carried (see servedSpans).
+	run   atomic.Int64
+	spans []servedSpan
+
 	mu      sync.Mutex
 	faults  faults
 	revoked map[string]bool // session cookies the proxy refuses
@@ -119,7 +127,8 @@ func newSim(t testing.TB) *simEnv {
 					r.Header.Del("Range")
 				}
 				e.mu.Unlock()
-				w = &countingWriter{ResponseWriter: w, e: e, cookie: c.Value}
+				w = &countingWriter{ResponseWriter: w, e: e, cookie: c.Value, run: e.run.Load(),
+					file: path.Base(r.URL.Path), next: rangeStart(r.Header.Get("Range"))}
 			}
 		}
 		rp.ServeHTTP(w, r)
@@ -254,11 +263,50 @@ func (e *simEnv) modifyResponse(res *http.Response) error {
 	return nil
 }
 
-// countingWriter counts flat-extent bytes and cuts the stream on request.
+// countingWriter counts flat-extent bytes, logs the spans it serves and
+// cuts the stream on request.
 type countingWriter struct {
 	http.ResponseWriter
 	e      *simEnv
 	cookie string
+	// run, file and next say what the next byte written is: which run
+	// asked for it, its file and its offset there.
+	run  int64
+	file string
+	next int64
+}
+
+// servedSpan is a span of a flat extent written to a client.
+type servedSpan struct {
+	run        int64
+	file       string
+	start, end int64
+}
+
+// rangeStart is the first byte a Range header asks for (0 without one).
+func rangeStart(h string) int64 {
+	first, _, _ := strings.Cut(strings.TrimPrefix(h, "bytes="), "-")
+	n, _ := strconv.ParseInt(first, 10, 64)
+	return n
+}
+
+// served records n bytes written.
+func (w *countingWriter) served(n int) {
+	if n <= 0 {
+		return
+	}
+	w.e.served.Add(int64(n))
+	w.e.mu.Lock()
+	w.e.spans = append(w.e.spans, servedSpan{run: w.run, file: w.file, start: w.next, end: w.next + int64(n)})
+	w.e.mu.Unlock()
+	w.next += int64(n)
+}
+
+// servedSpans is every span served so far.
+func (e *simEnv) servedSpans() []servedSpan {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.spans)
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
@@ -280,7 +328,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 		left := cut - w.e.served.Load()
 		if left < int64(len(p)) {
 			n, _ := w.ResponseWriter.Write(p[:max(left, 0)])
-			w.e.served.Add(int64(n))
+			w.served(n)
 			if f, ok := w.ResponseWriter.(http.Flusher); ok {
 				f.Flush()
 			}
@@ -291,7 +339,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 		}
 	}
 	n, err := w.ResponseWriter.Write(p)
-	w.e.served.Add(int64(n))
+	w.served(n)
 	return n, err
 }
 

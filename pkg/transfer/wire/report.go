@@ -82,6 +82,9 @@ type DiskResult struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 	// ResumedFrom is the offset this run resumed from.
 	ResumedFrom int64 `json:"resumedFrom,omitempty"`
+	// Kept says an earlier run completed the image, and this one found it
+	// still matching its recorded SHA-256 and copied nothing.
+	Kept bool `json:"kept,omitempty"`
 	// Error says why the disk failed.
 	Error string `json:"error,omitempty"`
 }

@@ -16,8 +16,9 @@ import (
 // checkpointVersion is bumped when the checkpoint format changes; an older
 // checkpoint is then ignored (the copy starts over). Version 2 added the
 // pieces written past Offset, and is only written after the image is
-// synced; version 3 the record of a complete image.
-const checkpointVersion = 3
+// synced; version 3 the record of a complete image; version 4 the map of
+// the parts read.
+const checkpointVersion = 4
 
 // checkpoint is the resume state of one disk, kept next to its image. It
 // names only bytes that were synced to the image before it was written.
@@ -27,6 +28,10 @@ type checkpoint struct {
 	// Source identifies what is copied: descriptor path, extent files, sizes
 	// and validators. A different source means starting over.
 	Source string `json:"source"`
+	// Map identifies which parts of the image are read (DiskPlan.Map): the
+	// holes of one map may be data in another, so a different map means
+	// starting over.
+	Map string `json:"map"`
 	// Capacity of the image.
 	Capacity int64 `json:"capacity"`
 	// PieceSize is the length of the pieces listed in Written.
@@ -53,6 +58,10 @@ type checkpoint struct {
 	Complete bool `json:"complete,omitempty"`
 	// SHA256 of the whole image, hex, once Complete.
 	SHA256 string `json:"sha256,omitempty"`
+	// AllocatedBytes and FullCopyReason are the plan's, once Complete: a
+	// run that keeps the image reports how it was copied.
+	AllocatedBytes *int64 `json:"allocatedBytes,omitempty"`
+	FullCopyReason string `json:"fullCopyReason,omitempty"`
 }
 
 // checkpointPath is the default checkpoint of a file image:
@@ -127,8 +136,8 @@ func restoreHash(state []byte) (hash.Hash, error) {
 // the written pieces past it, unless the piece size changed: the note then
 // says they are fetched again). A checkpoint that does not hold returns a
 // nil state and the reason: the copy starts over.
-func resumeFrom(cp *checkpoint, source string, layout pieceLayout, dst *destination, buf []byte) (*copyState, string) {
-	if why := checkpointUsable(cp, source, layout.capacity); why != "" {
+func resumeFrom(cp *checkpoint, plan *DiskPlan, layout pieceLayout, dst *destination, buf []byte) (*copyState, string) {
+	if why := checkpointUsable(cp, plan, layout.capacity); why != "" {
 		return nil, why
 	}
 	size, err := dst.size()
@@ -191,13 +200,15 @@ func sameSource(cp *checkpoint, source string, capacity int64) string {
 }
 
 // checkpointUsable says why a checkpoint cannot be resumed, or "".
-func checkpointUsable(cp *checkpoint, source string, capacity int64) string {
-	if why := sameSource(cp, source, capacity); why != "" {
+func checkpointUsable(cp *checkpoint, plan *DiskPlan, capacity int64) string {
+	if why := sameSource(cp, plan.Source, capacity); why != "" {
 		return why
 	}
 	switch {
 	case cp.Complete:
 		return "the checkpoint records a complete image"
+	case cp.Map != plan.Map:
+		return fmt.Sprintf("the checkpoint read %s, this run reads %s", cp.Map, plan.Map)
 	case cp.Offset < 0 || cp.Offset > capacity || cp.ChunkStart < 0 || cp.ChunkStart > cp.Offset:
 		return "checkpoint offsets are inconsistent"
 	case cp.Offset == 0 && len(cp.Written) == 0:
@@ -220,9 +231,11 @@ func newCopyState() copyState {
 	return copyState{h: h, state: state, written: map[int64]int64{}}
 }
 
-// completionRecord is the checkpoint of a complete image.
-func completionRecord(source string, capacity int64, sum string) *checkpoint {
-	return &checkpoint{Version: checkpointVersion, Source: source, Capacity: capacity, Offset: capacity, ChunkStart: capacity, Complete: true, SHA256: sum}
+// completionRecord is the checkpoint of a plan's complete image.
+func completionRecord(plan *DiskPlan, sum string) *checkpoint {
+	capacity := plan.Spec.CapacityBytes
+	return &checkpoint{Version: checkpointVersion, Source: plan.Source, Map: plan.Map, Capacity: capacity, Offset: capacity, ChunkStart: capacity,
+		Complete: true, SHA256: sum, AllocatedBytes: plan.AllocatedBytes, FullCopyReason: plan.FullCopyReason}
 }
 
 // completeImage checks a completion record against the source and the

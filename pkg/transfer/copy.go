@@ -136,9 +136,9 @@ type diskCopy struct {
 	dst     *destination
 	layout  pieceLayout
 	ledger  ledger
-	// kept is the SHA-256 of an image an earlier run completed, checked
-	// against its completion record: nothing is copied.
-	kept string
+	// kept is the completion record of an image an earlier run completed,
+	// which still matches it: nothing is copied.
+	kept *checkpoint
 }
 
 // run copies the disk and returns its result: the image is complete,
@@ -146,9 +146,10 @@ type diskCopy struct {
 func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 	start := time.Now()
 	spec := c.plan.Spec
-	res := wire.DiskResult{Key: spec.Key}
+	res := wire.DiskResult{Key: spec.Key, AllocatedOnly: c.plan.Areas != nil, AllocatedBytes: c.plan.AllocatedBytes, FullCopyReason: c.plan.FullCopyReason}
 	done := func(err error) (wire.DiskResult, error) {
 		res.Bytes = c.ledger.hashedBytes()
+		res.BytesRead = c.t.read.Load()
 		res.DurationSeconds = time.Since(start).Seconds()
 		if err != nil {
 			res.Error = err.Error()
@@ -165,8 +166,9 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 		}
 	}()
 	res.ResumedFrom = c.ledger.hashedBytes()
-	if c.kept != "" {
-		res.SHA256, res.Kept = c.kept, true
+	if k := c.kept; k != nil {
+		res.SHA256, res.Kept = k.SHA256, true
+		res.AllocatedOnly, res.AllocatedBytes, res.FullCopyReason = allocatedOnly(k.Map), k.AllocatedBytes, k.FullCopyReason
 		c.t.state.Store(wire.StateDone)
 		return done(nil)
 	}
@@ -181,7 +183,7 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
 	}
 	if c.plan.Checkpoint != "" {
-		if err := saveCheckpoint(c.plan.Checkpoint, completionRecord(c.plan.Source, spec.CapacityBytes, sum)); err != nil {
+		if err := saveCheckpoint(c.plan.Checkpoint, completionRecord(c.plan, sum)); err != nil {
 			return done(fmt.Errorf("disk %d: recording the complete image: %w", spec.Key, err))
 		}
 	}
@@ -244,7 +246,7 @@ func (c *diskCopy) prepare() error {
 	if c.plan.Checkpoint == "" {
 		c.plan.Checkpoint = defaultCheckpoint(spec, c.dst.block)
 	}
-	c.layout = pieceLayout{extents: c.plan.Extents, size: c.opts.pieceSize(), capacity: spec.CapacityBytes}
+	c.layout = newPieceLayout(c.plan, c.opts.pieceSize())
 	c.ledger.st = newCopyState()
 	if c.plan.Checkpoint != "" {
 		c.resume()
@@ -255,6 +257,9 @@ func (c *diskCopy) prepare() error {
 		c.opts.Logf("disk %d: fetching again the %d pieces past byte %d: %v", spec.Key, len(st.written), st.hashed, err)
 		st.written = map[int64]int64{}
 		err = c.dst.reset(st.hashed, nil, spec.CapacityBytes)
+	}
+	if err == nil {
+		err = c.zeroHoles()
 	}
 	if err != nil {
 		_ = c.dst.close()
@@ -280,7 +285,7 @@ func (c *diskCopy) resume() {
 		c.keepComplete(cp)
 		return
 	}
-	st, why := resumeFrom(cp, c.plan.Source, c.layout, c.dst, c.scratch)
+	st, why := resumeFrom(cp, c.plan, c.layout, c.dst, c.scratch)
 	if st == nil {
 		c.opts.Logf("disk %d: starting over: %s", key, why)
 		return
@@ -301,7 +306,27 @@ func (c *diskCopy) keepComplete(cp *checkpoint) {
 		c.opts.Logf("disk %d: starting over: %s", key, why)
 		return
 	}
-	c.kept = sum
+	c.kept = cp
 	c.ledger.st.hashed = c.plan.Spec.CapacityBytes
 	c.opts.Logf("disk %d: complete from an earlier run, and the image still hashes to %s: nothing to copy", key, sum)
+}
+
+// zeroHoles makes the holes of a block device's image (past the resume
+// offset) read as zeros, before anything is copied: nothing reads them
+// from the source, and the device may hold old data there. A file's holes
+// are holes already (reset). With a checkpoint, the zeros are synced
+// before one names bytes past them.
+func (c *diskCopy) zeroHoles() error {
+	if !c.dst.block || c.kept != nil || c.plan.Areas == nil {
+		return nil
+	}
+	for _, h := range c.layout.holes(c.ledger.st.hashed) {
+		if err := c.dst.zero(h.Start, h.End-h.Start); err != nil {
+			return err
+		}
+	}
+	if c.plan.Checkpoint == "" {
+		return nil
+	}
+	return c.dst.sync()
 }

@@ -195,25 +195,72 @@ func TestSIGKILLWithSeveralDisks(t *testing.T) {
 	// The kills fall so that disks finish in runs that are then killed.
 	require.NotZero(t, kept, "no disk completed by a killed run: the test does not test what it says")
 
-	spans := e.servedSpans()
-	var total int64
-	for run := int64(1); run <= int64(len(killAt)); run++ {
-		var inRun int64
-		for i := range disks {
-			file := fmt.Sprintf("multi_%d-flat.vmdk", i)
-			again := overlap(spansOf(spans, file, func(r int64) bool { return r == run }),
-				spansOf(spans, file, func(r int64) bool { return r > run }))
-			require.LessOrEqual(t, again, int64(streams*chunk),
-				"run %d: %d bytes of %s it was sent were sent again later (limit: one %d-byte chunk per stream, %d streams)",
-				run, again, file, chunk, streams)
-			inRun += again
-		}
-		t.Logf("run %d: %d bytes it was sent were sent again later (limit %d)", run, inRun, parallel*streams*chunk)
-		require.LessOrEqual(t, inRun, int64(parallel*streams*chunk), "run %d: more than one chunk per stream of each disk in flight sent again", run)
-		total += inRun
+	var files []string
+	for i := range disks {
+		files = append(files, fmt.Sprintf("multi_%d-flat.vmdk", i))
 	}
+	total := checkResent(t, e.servedSpans(), files, len(killAt), streams*chunk, parallel*streams*chunk)
 	want := int64(sizes[0] + sizes[1] + sizes[2])
 	require.Equal(t, want+total, e.served.Load(), "bytes served in all: the disks once, plus what was sent again")
+}
+
+// checkResent checks, for each killed run, the bytes of each file it was
+// sent that a later run was sent again: at most perFile per file and
+// perRun in all. It returns the total sent again.
+func checkResent(t *testing.T, spans []servedSpan, files []string, runs int, perFile, perRun int64) int64 {
+	t.Helper()
+	var total int64
+	for run := int64(1); run <= int64(runs); run++ {
+		var inRun int64
+		for _, file := range files {
+			again := overlap(spansOf(spans, file, func(r int64) bool { return r == run }),
+				spansOf(spans, file, func(r int64) bool { return r > run }))
+			require.LessOrEqual(t, again, perFile,
+				"run %d: %d bytes of %s it was sent were sent again later (limit: one chunk per stream, %d)", run, again, file, perFile)
+			inRun += again
+		}
+		t.Logf("run %d: %d bytes it was sent were sent again later (limit %d)", run, inRun, perRun)
+		require.LessOrEqual(t, inRun, perRun, "run %d: more than one chunk per stream of each disk in flight sent again", run)
+		total += inRun
+	}
+	return total
+}
+
+// TestSIGKILLAllocatedOnly kills an allocated-only copy of a thin disk
+// with SIGKILL at several instants: each restart resumes within the bound
+// (one chunk per stream sent again), the datastore serves the allocated
+// areas plus what was sent again, and the image and SHA-256 are the disk's.
+func TestSIGKILLAllocatedOnly(t *testing.T) {
+	const chunk, streams = 1 * mib, 2
+	e := newSim(t)
+	data, _, d := e.thinDisk(t, "thinkill", thinSize, 75, 30)
+	allocated := allocatedOf(t, e.plan(t, e.jobSpec(d))[0])
+	c := newCLI(t, e, e.jobSpec(d), testPassword, e.creds.Thumbprint)
+	args := []string{"--streams", fmt.Sprint(streams), "--chunk-mib", fmt.Sprint(chunk / mib), "--retries", "0"}
+	killAt := []int64{2 * mib, 3*mib + 300<<10, 3 * mib}
+	e.setFaults(faults{delay: 2 * time.Millisecond})
+	for i, at := range killAt {
+		e.run.Store(int64(i + 1))
+		mark, before := e.connMark(), e.served.Load()
+		killed := c.runAndKill(t, args, func() bool { return e.served.Load()-before >= at })
+		require.True(t, killed, "run %d ended before the kill", i+1)
+		e.waitConnsClosed(t, mark)
+	}
+	e.setFaults(faults{})
+	e.run.Store(int64(len(killAt) + 1))
+	mark := e.connMark()
+	code, stdout, stderr := c.runProcess(t, args)
+	require.Equal(t, transfer.ExitOK, code, stderr)
+	e.waitConnsClosed(t, mark)
+	last := strings.Split(strings.TrimSpace(stdout), "\n")
+	res, err := wire.ParseResult([]byte(last[len(last)-1]))
+	require.NoError(t, err)
+	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	require.True(t, res.Disks[0].AllocatedOnly)
+	checkThinImage(t, d.Destination, data, allocated)
+	total := checkResent(t, e.servedSpans(), []string{"thinkill-flat.vmdk"}, len(killAt), streams*chunk, streams*chunk)
+	require.Equal(t, allocated+total, e.served.Load(), "bytes served in all: the allocated areas once, plus what was sent again")
+	t.Logf("%d of %d bytes allocated; %d kills re-sent %d bytes", allocated, thinSize, len(killAt), total)
 }
 
 // spansOf merges the spans of a file served by the runs that keep selects.

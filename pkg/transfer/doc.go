@@ -12,6 +12,21 @@
 // length, a body that ends early or runs long, or an extent whose size is
 // not what the descriptor says, fails the disk; nothing is a silent success.
 //
+// # Allocated areas
+//
+// When the VM is powered off with changed block tracking on, the planner
+// asks vSphere which areas of each disk are in use
+// (vsphere.AllocatedAreas: QueryChangedDiskAreas with changeId "*"), and
+// the copy reads only those: the rest of the image stays a hole (its
+// size is still the capacity; a device gets zeros there before the
+// copy), and is hashed as zeros without being read. The map is not
+// trusted when it covers less than the space the datastore reports in
+// use for the disk's extents (layoutEx); then, as when tracking is off,
+// the query faults, the VM is not powered off or the job spec asks for
+// fullCopy, the whole disk is read and the result says why. A checkpoint
+// names the map it was made with (the disk's change ID and a digest of
+// its areas): a run that reads another map starts over.
+//
 // # Streams, pieces and the hash
 //
 // A disk is read over --streams K connections at once (default 1). Each
@@ -82,11 +97,13 @@
 //	  fileName: "[datastore1] web-01/web-01.vmdk"
 //	  capacityBytes: 42949672960
 //	  destination: /staging/2000/disk.img   # or a block device such as /dev/xvdb
+//	fullCopy: false                          # true reads every byte of every disk
 //
 // Output: progress as JSON lines on stdout at most every --progress-interval
 // (Progress, kind "progress"), also rewritten atomically into --progress-file
 // and patched into --progress-configmap when given; at the end one Result
-// (kind "result": per disk bytes, sha256, duration) on stdout and in the
+// (kind "result": per disk bytes, sha256, duration, bytes read, whether
+// only the allocated areas were read, or why not) on stdout and in the
 // termination log, where the controller reads it from the Pod's status.
 // A failure also prints one line on stderr and exits 1; usage errors exit 2.
 package transfer

@@ -4,15 +4,32 @@ import (
 	"cmp"
 	"hash"
 	"slices"
+	"sort"
 	"sync"
 )
 
 // pieceLayout cuts the image into the pieces one request reads: half a
-// chunk each, on a grid from each extent's start, never across an extent.
+// chunk each, on a grid from each extent's start, never across an extent
+// or out of an area. Between the areas lie holes, which nothing reads.
 type pieceLayout struct {
-	extents  []ExtentPlan
+	extents []ExtentPlan
+	// areas are the parts of the image read, in order, not touching.
+	areas    []byteRange
 	size     int64
 	capacity int64
+}
+
+// newPieceLayout lays out a plan's image in pieces of size bytes.
+func newPieceLayout(plan *DiskPlan, size int64) pieceLayout {
+	l := pieceLayout{extents: plan.Extents, size: size, capacity: plan.Spec.CapacityBytes}
+	if plan.Areas == nil {
+		l.areas = []byteRange{{Start: 0, End: l.capacity}}
+		return l
+	}
+	for _, a := range plan.Areas {
+		l.areas = append(l.areas, byteRange{Start: a.Start, End: a.End()})
+	}
+	return l
 }
 
 // extentAt is the index of the extent holding image offset off, or -1.
@@ -25,6 +42,23 @@ func (l pieceLayout) extentAt(off int64) int {
 	return -1
 }
 
+// areaFrom is the index of the first area that ends after off (it holds
+// off, or starts after it), or len(areas).
+func (l pieceLayout) areaFrom(off int64) int {
+	return sort.Search(len(l.areas), func(i int) bool { return l.areas[i].End > off })
+}
+
+// dataFrom is where the first piece to read at or after off starts: off
+// itself inside an area, the next area's start in a hole, the capacity
+// past the last area.
+func (l pieceLayout) dataFrom(off int64) int64 {
+	i := l.areaFrom(off)
+	if i == len(l.areas) {
+		return l.capacity
+	}
+	return max(off, l.areas[i].Start)
+}
+
 // end is where the piece starting at start ends.
 func (l pieceLayout) end(start int64) int64 {
 	i := l.extentAt(start)
@@ -33,7 +67,26 @@ func (l pieceLayout) end(start int64) int64 {
 	}
 	e := l.extents[i]
 	grid := e.Start + ((start-e.Start)/l.size+1)*l.size
-	return min(grid, e.Start+e.Length)
+	end := min(grid, e.Start+e.Length)
+	if a := l.areaFrom(start); a < len(l.areas) {
+		end = min(end, l.areas[a].End)
+	}
+	return end
+}
+
+// holes lists the holes of the image at or after off: a hole at off ends
+// at dataFrom(off).
+func (l pieceLayout) holes(off int64) []byteRange {
+	var out []byteRange
+	for at := off; at < l.capacity; {
+		if end := l.dataFrom(at); end > at {
+			out = append(out, byteRange{Start: at, End: end})
+			at = end
+			continue
+		}
+		at = l.areas[l.areaFrom(at)].End
+	}
+	return out
 }
 
 // byteRange is [Start, End) of the image.
@@ -132,14 +185,15 @@ func (l *ledger) advance(start, end int64, before, after []byte) {
 	}
 }
 
-// checkpoint is the ledger as a checkpoint of source.
-func (l *ledger) checkpoint(source string, capacity, pieceSize int64) *checkpoint {
+// checkpoint is the ledger as a checkpoint of a plan's source and map.
+func (l *ledger) checkpoint(plan *DiskPlan, pieceSize int64) *checkpoint {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cp := &checkpoint{
 		Version:             checkpointVersion,
-		Source:              source,
-		Capacity:            capacity,
+		Source:              plan.Source,
+		Map:                 plan.Map,
+		Capacity:            plan.Spec.CapacityBytes,
 		PieceSize:           pieceSize,
 		Offset:              l.st.hashed,
 		HashState:           l.st.state,
@@ -165,7 +219,7 @@ type dispatcher struct {
 func (d *dispatcher) take() (start, end int64, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for d.next < d.layout.capacity {
+	for d.next = d.layout.dataFrom(d.next); d.next < d.layout.capacity; d.next = d.layout.dataFrom(d.next) {
 		start, end = d.next, d.layout.end(d.next)
 		d.next = end
 		if d.skip[start] != end {

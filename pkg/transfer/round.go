@@ -121,7 +121,9 @@ func (c *diskCopy) fetch(ctx context.Context, start, end int64, buf []byte) erro
 		return &sourceError{err}
 	}
 	defer body.Close()
-	if _, err := io.ReadFull(body, buf[:end-start]); err != nil {
+	n, err := io.ReadFull(body, buf[:end-start])
+	c.t.read.Add(int64(n))
+	if err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
@@ -194,7 +196,7 @@ func (c *diskCopy) saveProgress() error {
 	if c.plan.Checkpoint == "" || c.ledger.hashedBytes() == c.plan.Spec.CapacityBytes {
 		return nil
 	}
-	return saveCheckpoint(c.plan.Checkpoint, c.ledger.checkpoint(c.plan.Source, c.plan.Spec.CapacityBytes, c.layout.size))
+	return saveCheckpoint(c.plan.Checkpoint, c.ledger.checkpoint(c.plan, c.layout.size))
 }
 
 // hashLoop hashes the image in order: pieces as they come out of the
@@ -213,6 +215,12 @@ func (c *diskCopy) hashLoop(in <-chan fetched, free chan<- []byte, readBack map[
 			at := c.ledger.hashedBytes()
 			if end, ok := readBack[at]; ok {
 				if err := c.hashFromImage(at, end); err != nil {
+					return err
+				}
+				continue
+			}
+			if hole := c.layout.dataFrom(at); hole > at {
+				if err := c.hashHole(at, min(hole, at+c.layout.size)); err != nil {
 					return err
 				}
 				continue
@@ -257,6 +265,15 @@ func (c *diskCopy) hashed(start, end int64, before []byte) error {
 	c.ledger.advance(start, end, before, after)
 	c.t.done.Store(end)
 	return nil
+}
+
+// hashHole hashes [start, end) of a hole, which reads as zeros: nothing
+// is read. Holes are hashed a piece at a time, so that a checkpoint's
+// verified span stays about a chunk long.
+func (c *diskCopy) hashHole(start, end int64) error {
+	before := c.ledger.st.state
+	hashZeros(c.ledger.st.h, end-start)
+	return c.hashed(start, end, before)
 }
 
 // hashFromImage hashes a piece that is already in the image.

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,7 @@ import (
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -70,9 +72,11 @@ type faults struct {
 type simEnv struct {
 	model  *simulator.Model
 	server *simulator.Server
-	proxy  *httptest.Server
-	ep     vsphere.Endpoint
-	creds  vsphere.Credentials
+	// cbt answers QueryChangedDiskAreas (thinDisk turns tracking on).
+	cbt   *vcsimlocal.ChangeTracking
+	proxy *httptest.Server
+	ep    vsphere.Endpoint
+	creds vsphere.Credentials
 
 	// served counts the body bytes of flat extents written to clients,
 	// including those written after the client went away.
@@ -104,7 +108,7 @@ func newSim(t testing.TB) *simEnv {
 	m.Service.TLS = new(tls.Config)
 	m.Service.Listen = &url.URL{User: url.UserPassword(testUser, testPassword)}
 	s := m.Service.NewServer()
-	e := &simEnv{model: m, server: s, revoked: map[string]bool{}, conns: map[net.Conn]int64{}}
+	e := &simEnv{model: m, server: s, revoked: map[string]bool{}, conns: map[net.Conn]int64{}, cbt: vcsimlocal.ServeChangeTracking(m)}
 
 	target := &url.URL{Scheme: "https", Host: s.URL.Host}
 	rp := httputil.NewSingleHostReverseProxy(target)
@@ -349,10 +353,19 @@ func (w *countingWriter) Flush() {
 	}
 }
 
-// testDisk adds a disk of size bytes to the VM and lays it out as ESXi
+// testDisk adds a disk holding data to the VM and lays it out as ESXi
 // does: a text descriptor name.vmdk and its flat extent name-flat.vmdk,
 // both uploaded through the datastore HTTP interface.
 func (e *simEnv) testDisk(t testing.TB, name string, data []byte) wire.DiskSpec {
+	t.Helper()
+	d := e.addDisk(t, name, int64(len(data)))
+	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s-flat.vmdk", name), data)
+	return d
+}
+
+// addDisk adds a disk of capacity bytes to the VM with its descriptor;
+// the caller puts its flat extent in place.
+func (e *simEnv) addDisk(t testing.TB, name string, capacity int64) wire.DiskSpec {
 	t.Helper()
 	ctx := context.Background()
 	devices, err := e.vm.Device(ctx)
@@ -361,7 +374,7 @@ func (e *simEnv) testDisk(t testing.TB, name string, data []byte) wire.DiskSpec 
 	require.NoError(t, err)
 	fileName := fmt.Sprintf("[LocalDS_0] DC0_H0_VM0/%s.vmdk", name)
 	disk := devices.CreateDisk(ctrl, e.ds.Reference(), fileName)
-	disk.CapacityInKB = int64(len(data)) / 1024
+	disk.CapacityInKB = capacity / 1024
 	require.NoError(t, e.vm.AddDevice(ctx, disk))
 	devices, err = e.vm.Device(ctx)
 	require.NoError(t, err)
@@ -370,9 +383,29 @@ func (e *simEnv) testDisk(t testing.TB, name string, data []byte) wire.DiskSpec 
 		key = d.GetVirtualDevice().Key
 	}
 	require.NotZero(t, key, "new disk not found")
-	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s.vmdk", name), []byte(vcsimlocal.FlatDescriptor(name, int64(len(data)))))
-	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s-flat.vmdk", name), data)
-	return wire.DiskSpec{Key: key, FileName: fileName, CapacityBytes: int64(len(data))}
+	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s.vmdk", name), []byte(vcsimlocal.FlatDescriptor(name, capacity)))
+	return wire.DiskSpec{Key: key, FileName: fileName, CapacityBytes: capacity}
+}
+
+// thinDisk adds a thin disk of size bytes, about percent of it written
+// (vcsimlocal.ThinRuns), its flat extent a sparse file written straight
+// into the datastore's directory, the datastore reporting its allocation;
+// turns change tracking on; and gives the disk a fresh disk.img
+// destination. It returns the disk's bytes and the bytes written.
+func (e *simEnv) thinDisk(t testing.TB, name string, size int, seed uint64, percent int) ([]byte, int64, wire.DiskSpec) {
+	t.Helper()
+	d := e.addDisk(t, name, int64(size))
+	var ds mo.Datastore
+	require.NoError(t, e.ds.Properties(context.Background(), e.ds.Reference(), []string{"summary.url"}, &ds))
+	extent := filepath.Join(ds.Summary.Url, "DC0_H0_VM0", name+"-flat.vmdk")
+	_, written, err := vcsimlocal.WriteThinExtent(extent, int64(size), seed, percent)
+	require.NoError(t, err)
+	data, err := os.ReadFile(extent)
+	require.NoError(t, err)
+	require.NoError(t, e.cbt.RefreshUsage(e.vm.Reference()))
+	require.NoError(t, e.cbt.Enable(e.vm.Reference(), true))
+	d.Destination = filepath.Join(t.TempDir(), "disk.img")
+	return data, written, d
 }
 
 // stagedDisk adds a disk holding diskData(size, seed) and gives it a fresh

@@ -85,6 +85,18 @@ type DiskResult struct {
 	// Kept says an earlier run completed the image, and this one found it
 	// still matching its recorded SHA-256 and copied nothing.
 	Kept bool `json:"kept,omitempty"`
+	// AllocatedOnly says only the areas vSphere reported in use were read
+	// from the source; the rest of the image is holes (zeros).
+	AllocatedOnly bool `json:"allocatedOnly,omitempty"`
+	// AllocatedBytes is how much of the disk vSphere reported in use (the
+	// sum of its allocated areas), when it mapped them.
+	AllocatedBytes *int64 `json:"allocatedBytes,omitempty"`
+	// BytesRead is how many bytes this run read from the source for the
+	// disk (0 for a kept disk).
+	BytesRead int64 `json:"bytesRead,omitempty"`
+	// FullCopyReason says why the whole disk was read rather than its
+	// allocated areas alone.
+	FullCopyReason string `json:"fullCopyReason,omitempty"`
 	// Error says why the disk failed.
 	Error string `json:"error,omitempty"`
 }
@@ -136,9 +148,14 @@ const (
 // MaxTerminationMessage is the most the kubelet keeps of a termination message.
 const MaxTerminationMessage = 4096
 
+// maxShortReason bounds a disk's FullCopyReason in a termination message
+// that would not fit whole.
+const maxShortReason = 96
+
 // TerminationMessage is the result as the termination message: compact
 // JSON of at most MaxTerminationMessage bytes when it can be (per-disk
-// errors and then the error's length give way first; checksums never do).
+// errors, the length of full-copy reasons and then of the error give way
+// first; checksums never do).
 func TerminationMessage(res *Result) []byte {
 	data, _ := json.Marshal(res)
 	if len(data) <= MaxTerminationMessage {
@@ -148,6 +165,9 @@ func TerminationMessage(res *Result) []byte {
 	short.Disks = make([]DiskResult, len(res.Disks))
 	for i, d := range res.Disks {
 		d.Error = ""
+		if len(d.FullCopyReason) > maxShortReason {
+			d.FullCopyReason = d.FullCopyReason[:maxShortReason-3] + "..."
+		}
 		short.Disks[i] = d
 	}
 	if len(short.Error) > 512 {

@@ -58,6 +58,9 @@ type checkpoint struct {
 	Complete bool `json:"complete,omitempty"`
 	// SHA256 of the whole image, hex, once Complete.
 	SHA256 string `json:"sha256,omitempty"`
+	// BytesRead counts the bytes read from the source for the image, over
+	// the runs up to this checkpoint.
+	BytesRead int64 `json:"bytesRead,omitempty"`
 	// AllocatedBytes and FullCopyReason are the plan's, once Complete: a
 	// run that keeps the image reports how it was copied.
 	AllocatedBytes *int64 `json:"allocatedBytes,omitempty"`
@@ -172,7 +175,7 @@ func resumeFrom(cp *checkpoint, plan *DiskPlan, layout pieceLayout, dst *destina
 	if !bytes.Equal(state, cp.HashState) {
 		return nil, "the image's last checkpointed chunk does not match the checkpoint"
 	}
-	st := &copyState{hashed: cp.Offset, h: h, state: state, written: map[int64]int64{}}
+	st := &copyState{hashed: cp.Offset, h: h, state: state, written: map[int64]int64{}, readBefore: cp.BytesRead}
 	if cp.ChunkStart < cp.Offset {
 		st.marks = []hashMark{{off: cp.ChunkStart, state: cp.ChunkStartHashState}}
 	}
@@ -231,11 +234,12 @@ func newCopyState() copyState {
 	return copyState{h: h, state: state, written: map[int64]int64{}}
 }
 
-// completionRecord is the checkpoint of a plan's complete image.
-func completionRecord(plan *DiskPlan, sum string) *checkpoint {
+// completionRecord is the checkpoint of a plan's complete image, read
+// with bytesRead bytes from the source.
+func completionRecord(plan *DiskPlan, sum string, bytesRead int64) *checkpoint {
 	capacity := plan.Spec.CapacityBytes
 	return &checkpoint{Version: checkpointVersion, Source: plan.Source, Map: plan.Map, Capacity: capacity, Offset: capacity, ChunkStart: capacity,
-		Complete: true, SHA256: sum, AllocatedBytes: plan.AllocatedBytes, FullCopyReason: plan.FullCopyReason}
+		Complete: true, SHA256: sum, BytesRead: bytesRead, AllocatedBytes: plan.AllocatedBytes, FullCopyReason: plan.FullCopyReason}
 }
 
 // completeImage checks a completion record against the source and the

@@ -149,7 +149,7 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 	res := wire.DiskResult{Key: spec.Key, AllocatedOnly: c.plan.Areas != nil, AllocatedBytes: c.plan.AllocatedBytes, FullCopyReason: c.plan.FullCopyReason}
 	done := func(err error) (wire.DiskResult, error) {
 		res.Bytes = c.ledger.hashedBytes()
-		res.BytesRead = c.t.read.Load()
+		res.BytesRead = c.ledger.st.readBefore + c.t.read.Load()
 		res.DurationSeconds = time.Since(start).Seconds()
 		if err != nil {
 			res.Error = err.Error()
@@ -169,6 +169,7 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 	if k := c.kept; k != nil {
 		res.SHA256, res.Kept = k.SHA256, true
 		res.AllocatedOnly, res.AllocatedBytes, res.FullCopyReason = allocatedOnly(k.Map), k.AllocatedBytes, k.FullCopyReason
+		c.ledger.st.readBefore = k.BytesRead
 		c.t.state.Store(wire.StateDone)
 		return done(nil)
 	}
@@ -183,7 +184,7 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
 	}
 	if c.plan.Checkpoint != "" {
-		if err := saveCheckpoint(c.plan.Checkpoint, completionRecord(c.plan, sum)); err != nil {
+		if err := saveCheckpoint(c.plan.Checkpoint, completionRecord(c.plan, sum, c.ledger.st.readBefore+c.t.read.Load())); err != nil {
 			return done(fmt.Errorf("disk %d: recording the complete image: %w", spec.Key, err))
 		}
 	}

@@ -257,6 +257,8 @@ func TestSIGKILLAllocatedOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, sha(data), res.Disks[0].SHA256)
 	require.True(t, res.Disks[0].AllocatedOnly)
+	require.GreaterOrEqual(t, res.Disks[0].BytesRead, allocated, "bytes read over the runs cover the allocated areas")
+	require.LessOrEqual(t, res.Disks[0].BytesRead, e.served.Load(), "bytes read over the runs: at most what was served")
 	checkThinImage(t, d.Destination, data, allocated)
 	total := checkResent(t, e.servedSpans(), []string{"thinkill-flat.vmdk"}, len(killAt), streams*chunk, streams*chunk)
 	require.Equal(t, allocated+total, e.served.Load(), "bytes served in all: the allocated areas once, plus what was sent again")

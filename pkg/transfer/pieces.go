@@ -114,6 +114,9 @@ type copyState struct {
 	// from marks[0] on resume.
 	state []byte
 	marks []hashMark
+	// readBefore counts the bytes earlier runs read from the source for
+	// the image, as far as their checkpoints recorded.
+	readBefore int64
 }
 
 // writtenRanges lists written in order.
@@ -185,11 +188,13 @@ func (l *ledger) advance(start, end int64, before, after []byte) {
 	}
 }
 
-// checkpoint is the ledger as a checkpoint of a plan's source and map.
-func (l *ledger) checkpoint(plan *DiskPlan, pieceSize int64) *checkpoint {
+// checkpoint is the ledger as a checkpoint of a plan's source and map,
+// this run having read read bytes from the source.
+func (l *ledger) checkpoint(plan *DiskPlan, pieceSize, read int64) *checkpoint {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cp := &checkpoint{
+		BytesRead:           l.st.readBefore + read,
 		Version:             checkpointVersion,
 		Source:              plan.Source,
 		Map:                 plan.Map,

@@ -196,7 +196,7 @@ func (c *diskCopy) saveProgress() error {
 	if c.plan.Checkpoint == "" || c.ledger.hashedBytes() == c.plan.Spec.CapacityBytes {
 		return nil
 	}
-	return saveCheckpoint(c.plan.Checkpoint, c.ledger.checkpoint(c.plan, c.layout.size))
+	return saveCheckpoint(c.plan.Checkpoint, c.ledger.checkpoint(c.plan, c.layout.size, c.t.read.Load()))
 }
 
 // hashLoop hashes the image in order: pieces as they come out of the

@@ -91,8 +91,9 @@ type DiskResult struct {
 	// AllocatedBytes is how much of the disk vSphere reported in use (the
 	// sum of its allocated areas), when it mapped them.
 	AllocatedBytes *int64 `json:"allocatedBytes,omitempty"`
-	// BytesRead is how many bytes this run read from the source for the
-	// disk (0 for a kept disk).
+	// BytesRead is how many bytes were read from the source for the
+	// disk's image, over the runs that made it (a run killed mid-copy
+	// loses the count of what it read after its last checkpoint).
 	BytesRead int64 `json:"bytesRead,omitempty"`
 	// FullCopyReason says why the whole disk was read rather than its
 	// allocated areas alone.

@@ -312,16 +312,17 @@ func (c *diskCopy) keepComplete(cp *checkpoint) {
 	c.opts.Logf("disk %d: complete from an earlier run, and the image still hashes to %s: nothing to copy", key, sum)
 }
 
-// zeroHoles makes the holes of a block device's image (past the resume
-// offset) read as zeros, before anything is copied: nothing reads them
-// from the source, and the device may hold old data there. A file's holes
-// are holes already (reset). With a checkpoint, the zeros are synced
-// before one names bytes past them.
+// zeroHoles makes the pieces of a block device's image that hold no area
+// (past the resume offset) read as zeros, before anything is copied:
+// nothing writes them, and the device may hold old data there (the
+// writer zeroes the rest of a piece it writes). A file's holes are holes
+// already (reset). With a checkpoint, the zeros are synced before one
+// names bytes past them.
 func (c *diskCopy) zeroHoles() error {
 	if !c.dst.block || c.kept != nil || c.plan.Areas == nil {
 		return nil
 	}
-	for _, h := range c.layout.holes(c.ledger.st.hashed) {
+	for _, h := range c.layout.emptyPieces(c.ledger.st.hashed) {
 		if err := c.dst.zero(h.Start, h.End-h.Start); err != nil {
 			return err
 		}

@@ -18,8 +18,8 @@
 // asks vSphere which areas of each disk are in use
 // (vsphere.AllocatedAreas: QueryChangedDiskAreas with changeId "*"), and
 // the copy reads only those: the rest of the image stays a hole (its
-// size is still the capacity; a device gets zeros there before the
-// copy), and is hashed as zeros without being read. The map is not
+// size is still the capacity; a device gets zeros there), and is hashed
+// as zeros without being read. The map is not
 // trusted when it covers less than the space the datastore reports in
 // use for the disk's extents (layoutEx); then, as when tracking is off,
 // the query faults, the VM is not powered off or the job spec asks for
@@ -29,9 +29,13 @@
 //
 // # Streams, pieces and the hash
 //
-// A disk is read over --streams K connections at once (default 1). Each
-// request reads one piece, half a chunk (--chunk-mib, default 8 MiB), on a
-// grid from each extent's start; streams take the pieces in image order.
+// A disk is read over --streams K connections at once (default 1), a
+// piece at a time: half a chunk (--chunk-mib, default 8 MiB), on a grid
+// from each extent's start; streams take the pieces in image order. A
+// piece is one request in a full copy; with allocated areas, one request
+// per area the piece holds (zeros between them), and a piece that holds
+// none is not read at all. So a fragmented map costs requests, never more
+// pieces, syncs or checkpoints than a full copy.
 // One writer per disk writes what has arrived, syncs the image
 // (fdatasync) and then rewrites the checkpoint naming those pieces. One
 // hasher per disk hashes the pieces in image order as they come out of

@@ -8,9 +8,11 @@ import (
 	"sync"
 )
 
-// pieceLayout cuts the image into the pieces one request reads: half a
-// chunk each, on a grid from each extent's start, never across an extent
-// or out of an area. Between the areas lie holes, which nothing reads.
+// pieceLayout cuts the image into pieces: half a chunk each, on a grid
+// from each extent's start, never across an extent. A piece is read with
+// one request per area it holds (one for the whole piece in a full copy),
+// its bytes outside the areas are zeros, and a piece that holds no area
+// is not read at all: the image keeps a hole there.
 type pieceLayout struct {
 	extents []ExtentPlan
 	// areas are the parts of the image read, in order, not touching.
@@ -42,23 +44,6 @@ func (l pieceLayout) extentAt(off int64) int {
 	return -1
 }
 
-// areaFrom is the index of the first area that ends after off (it holds
-// off, or starts after it), or len(areas).
-func (l pieceLayout) areaFrom(off int64) int {
-	return sort.Search(len(l.areas), func(i int) bool { return l.areas[i].End > off })
-}
-
-// dataFrom is where the first piece to read at or after off starts: off
-// itself inside an area, the next area's start in a hole, the capacity
-// past the last area.
-func (l pieceLayout) dataFrom(off int64) int64 {
-	i := l.areaFrom(off)
-	if i == len(l.areas) {
-		return l.capacity
-	}
-	return max(off, l.areas[i].Start)
-}
-
 // end is where the piece starting at start ends.
 func (l pieceLayout) end(start int64) int64 {
 	i := l.extentAt(start)
@@ -67,24 +52,63 @@ func (l pieceLayout) end(start int64) int64 {
 	}
 	e := l.extents[i]
 	grid := e.Start + ((start-e.Start)/l.size+1)*l.size
-	end := min(grid, e.Start+e.Length)
-	if a := l.areaFrom(start); a < len(l.areas) {
-		end = min(end, l.areas[a].End)
-	}
-	return end
+	return min(grid, e.Start+e.Length)
 }
 
-// holes lists the holes of the image at or after off: a hole at off ends
-// at dataFrom(off).
-func (l pieceLayout) holes(off int64) []byteRange {
+// pieceStart is where the piece holding off starts.
+func (l pieceLayout) pieceStart(off int64) int64 {
+	i := l.extentAt(off)
+	if i < 0 {
+		return l.capacity
+	}
+	e := l.extents[i]
+	return e.Start + (off-e.Start)/l.size*l.size
+}
+
+// areaFrom is the index of the first area that ends after off (it holds
+// off, or starts after it), or len(areas).
+func (l pieceLayout) areaFrom(off int64) int {
+	return sort.Search(len(l.areas), func(i int) bool { return l.areas[i].End > off })
+}
+
+// hasData says whether [start, end) holds a byte of an area.
+func (l pieceLayout) hasData(start, end int64) bool {
+	i := l.areaFrom(start)
+	return i < len(l.areas) && l.areas[i].Start < end
+}
+
+// nextData is the first piece at or after the piece boundary off that
+// holds a byte of an area, or the capacity.
+func (l pieceLayout) nextData(off int64) int64 {
+	i := l.areaFrom(off)
+	if i == len(l.areas) {
+		return l.capacity
+	}
+	return max(off, l.pieceStart(max(off, l.areas[i].Start)))
+}
+
+// areasIn lists the parts of [start, end) inside areas, in order.
+func (l pieceLayout) areasIn(start, end int64) []byteRange {
+	var out []byteRange
+	for i := l.areaFrom(start); i < len(l.areas) && l.areas[i].Start < end; i++ {
+		out = append(out, byteRange{Start: max(start, l.areas[i].Start), End: min(end, l.areas[i].End)})
+	}
+	return out
+}
+
+// emptyPieces lists the runs of pieces at or after the piece boundary off
+// that hold no area: nothing reads or writes them.
+func (l pieceLayout) emptyPieces(off int64) []byteRange {
 	var out []byteRange
 	for at := off; at < l.capacity; {
-		if end := l.dataFrom(at); end > at {
-			out = append(out, byteRange{Start: at, End: end})
-			at = end
-			continue
+		data := l.nextData(at)
+		if data > at {
+			out = append(out, byteRange{Start: at, End: data})
 		}
-		at = l.areas[l.areaFrom(at)].End
+		if data == l.capacity {
+			break
+		}
+		at = l.end(data)
 	}
 	return out
 }
@@ -224,7 +248,7 @@ type dispatcher struct {
 func (d *dispatcher) take() (start, end int64, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for d.next = d.layout.dataFrom(d.next); d.next < d.layout.capacity; d.next = d.layout.dataFrom(d.next) {
+	for d.next = d.layout.nextData(d.next); d.next < d.layout.capacity; d.next = d.layout.nextData(d.next) {
 		start, end = d.next, d.layout.end(d.next)
 		d.next = end
 		if d.skip[start] != end {

@@ -107,9 +107,25 @@ func (c *diskCopy) stream(ctx context.Context, d *dispatcher, free chan []byte, 
 	}
 }
 
-// fetch reads the piece [start, end) of the image into buf with one
-// Range request, which must hold exactly those bytes.
+// fetch reads the piece [start, end) of the image into buf: each area
+// it holds with one Range request, zeros between them.
 func (c *diskCopy) fetch(ctx context.Context, start, end int64, buf []byte) error {
+	b := buf[:end-start]
+	at := start
+	for _, a := range c.layout.areasIn(start, end) {
+		clear(b[at-start : a.Start-start])
+		if err := c.fetchRange(ctx, a.Start, a.End, b[a.Start-start:a.End-start]); err != nil {
+			return err
+		}
+		at = a.End
+	}
+	clear(b[at-start:])
+	return nil
+}
+
+// fetchRange reads [start, end) of the image, inside one extent, into b
+// with one Range request, which must hold exactly those bytes.
+func (c *diskCopy) fetchRange(ctx context.Context, start, end int64, b []byte) error {
 	i := c.layout.extentAt(start)
 	if i < 0 {
 		return fmt.Errorf("no extent holds image offset %d", start)
@@ -121,7 +137,7 @@ func (c *diskCopy) fetch(ctx context.Context, start, end int64, buf []byte) erro
 		return &sourceError{err}
 	}
 	defer body.Close()
-	n, err := io.ReadFull(body, buf[:end-start])
+	n, err := io.ReadFull(body, b)
 	c.t.read.Add(int64(n))
 	if err != nil {
 		if err == io.EOF {
@@ -219,8 +235,8 @@ func (c *diskCopy) hashLoop(in <-chan fetched, free chan<- []byte, readBack map[
 				}
 				continue
 			}
-			if hole := c.layout.dataFrom(at); hole > at {
-				if err := c.hashHole(at, min(hole, at+c.layout.size)); err != nil {
+			if end := c.layout.end(at); at < end && !c.layout.hasData(at, end) {
+				if err := c.hashHole(at, end); err != nil {
 					return err
 				}
 				continue
@@ -267,9 +283,9 @@ func (c *diskCopy) hashed(start, end int64, before []byte) error {
 	return nil
 }
 
-// hashHole hashes [start, end) of a hole, which reads as zeros: nothing
-// is read. Holes are hashed a piece at a time, so that a checkpoint's
-// verified span stays about a chunk long.
+// hashHole hashes a piece that holds no area, which reads as zeros:
+// nothing is read. Holes are hashed a piece at a time, so that a
+// checkpoint's verified span stays about a chunk long.
 func (c *diskCopy) hashHole(start, end int64) error {
 	before := c.ledger.st.state
 	hashZeros(c.ledger.st.h, end-start)

@@ -165,25 +165,7 @@ func TestSIGKILLWithSeveralDisks(t *testing.T) {
 		"--chunk-mib", fmt.Sprint(chunk / mib), "--retries", "0"}
 	// Served bytes, counted from each run's start, at which it is killed.
 	killAt := []int64{3 * mib, 9*mib + 4321, 5*mib + 100<<10, 7 * mib}
-	e.setFaults(faults{delay: 2 * time.Millisecond})
-	for i, at := range killAt {
-		e.run.Store(int64(i + 1))
-		mark, before := e.connMark(), e.served.Load()
-		killed := c.runAndKill(t, args, func() bool { return e.served.Load()-before >= at })
-		require.True(t, killed, "run %d ended before the kill", i+1)
-		e.waitConnsClosed(t, mark)
-		t.Logf("run %d killed with %d bytes served in it", i+1, e.served.Load()-before)
-	}
-
-	e.setFaults(faults{})
-	e.run.Store(int64(len(killAt) + 1))
-	mark := e.connMark()
-	code, stdout, stderr := c.runProcess(t, args)
-	require.Equal(t, transfer.ExitOK, code, stderr)
-	e.waitConnsClosed(t, mark)
-	last := strings.Split(strings.TrimSpace(stdout), "\n")
-	res, err := wire.ParseResult([]byte(last[len(last)-1]))
-	require.NoError(t, err)
+	res := killThenFinish(t, e, c, args, killAt)
 	kept := 0
 	for i, d := range disks {
 		require.Equal(t, sha(datas[i]), res.Disks[i].SHA256, "disk %d", d.Key)
@@ -202,6 +184,34 @@ func TestSIGKILLWithSeveralDisks(t *testing.T) {
 	total := checkResent(t, e.servedSpans(), files, len(killAt), streams*chunk, parallel*streams*chunk)
 	want := int64(sizes[0] + sizes[1] + sizes[2])
 	require.Equal(t, want+total, e.served.Load(), "bytes served in all: the disks once, plus what was sent again")
+}
+
+// killThenFinish runs the command with the datastore slowed down and
+// kills it with SIGKILL once each run was served killAt[i] bytes, then
+// runs it to its end and returns its result. The proxy labels what it
+// serves with the run's number, from 1; each run's connections are closed
+// before the next starts.
+func killThenFinish(t *testing.T, e *simEnv, c *cli, args []string, killAt []int64) *wire.Result {
+	t.Helper()
+	e.setFaults(faults{delay: 2 * time.Millisecond})
+	for i, at := range killAt {
+		e.run.Store(int64(i + 1))
+		mark, before := e.connMark(), e.served.Load()
+		killed := c.runAndKill(t, args, func() bool { return e.served.Load()-before >= at })
+		require.True(t, killed, "run %d ended before the kill", i+1)
+		e.waitConnsClosed(t, mark)
+		t.Logf("run %d killed with %d bytes served in it", i+1, e.served.Load()-before)
+	}
+	e.setFaults(faults{})
+	e.run.Store(int64(len(killAt) + 1))
+	mark := e.connMark()
+	code, stdout, stderr := c.runProcess(t, args)
+	require.Equal(t, transfer.ExitOK, code, stderr)
+	e.waitConnsClosed(t, mark)
+	last := strings.Split(strings.TrimSpace(stdout), "\n")
+	res, err := wire.ParseResult([]byte(last[len(last)-1]))
+	require.NoError(t, err)
+	return res
 }
 
 // checkResent checks, for each killed run, the bytes of each file it was
@@ -238,23 +248,7 @@ func TestSIGKILLAllocatedOnly(t *testing.T) {
 	c := newCLI(t, e, e.jobSpec(d), testPassword, e.creds.Thumbprint)
 	args := []string{"--streams", fmt.Sprint(streams), "--chunk-mib", fmt.Sprint(chunk / mib), "--retries", "0"}
 	killAt := []int64{2 * mib, 3*mib + 300<<10, 3 * mib}
-	e.setFaults(faults{delay: 2 * time.Millisecond})
-	for i, at := range killAt {
-		e.run.Store(int64(i + 1))
-		mark, before := e.connMark(), e.served.Load()
-		killed := c.runAndKill(t, args, func() bool { return e.served.Load()-before >= at })
-		require.True(t, killed, "run %d ended before the kill", i+1)
-		e.waitConnsClosed(t, mark)
-	}
-	e.setFaults(faults{})
-	e.run.Store(int64(len(killAt) + 1))
-	mark := e.connMark()
-	code, stdout, stderr := c.runProcess(t, args)
-	require.Equal(t, transfer.ExitOK, code, stderr)
-	e.waitConnsClosed(t, mark)
-	last := strings.Split(strings.TrimSpace(stdout), "\n")
-	res, err := wire.ParseResult([]byte(last[len(last)-1]))
-	require.NoError(t, err)
+	res := killThenFinish(t, e, c, args, killAt)
 	require.Equal(t, sha(data), res.Disks[0].SHA256)
 	require.True(t, res.Disks[0].AllocatedOnly)
 	require.GreaterOrEqual(t, res.Disks[0].BytesRead, allocated, "bytes read over the runs cover the allocated areas")

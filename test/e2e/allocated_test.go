@@ -3,19 +3,15 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/test/vcsimlocal"
 )
 
@@ -107,23 +103,7 @@ func TestAllocatedOnlyKilledMidCopyResumes(t *testing.T) {
 	s.vc.PaceExtentReads(name, 16<<20)
 	m := s.create(s.newMigration(name, name))
 
-	m = s.waitPhase(m.Name, v1alpha1.PhaseTransferringDisks, 2*time.Minute)
-	job1 := naming.TransferJob(m.Name, 1)
-	pod := s.waitTransferPod(m, job1)
-	gotStreams, chunk := s.transferShape(job1)
-	require.Equal(t, streams, gotStreams, "streams per disk in the job's arguments")
-	pid := s.transferProcess(&pod, time.Minute)
-	killAt := 3 * chunk
-	err = wait.PollUntilContextTimeout(s.ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return s.vc.ExtentBytesServed(name) >= killAt, nil
-	})
-	require.NoError(t, err, "the transfer never got %d bytes in", killAt)
-	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-	servedAtKill := s.vc.ExtentBytesServed(name)
-	s.vc.PaceExtentReads(name, 0)
-	t.Logf("killed vm-transfer (pid %d) with %d bytes served", pid, servedAtKill)
-	killed := s.waitPodTerminated(pod.Name)
-	assert.Equal(t, int32(128+int32(syscall.SIGKILL)), killed.ExitCode, "exit code of the killed transfer")
+	chunk, servedAtKill := s.killTransferMidCopy(m, name, streams)
 
 	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 3*time.Minute)
 	assert.Equal(t, int32(2), m.Status.Transfer.Attempt, "one more attempt after the kill")

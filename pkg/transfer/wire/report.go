@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Kinds of the JSON documents the command writes, one per line on stdout.
@@ -79,7 +80,7 @@ type DiskResult struct {
 	// SHA256 of the whole image, zeros included, hex; empty unless done.
 	SHA256 string `json:"sha256,omitempty"`
 	// DurationSeconds this run spent on the disk.
-	DurationSeconds float64 `json:"durationSeconds"`
+	DurationSeconds float64 `json:"durationSeconds,omitempty"`
 	// ResumedFrom is the offset this run resumed from.
 	ResumedFrom int64 `json:"resumedFrom,omitempty"`
 	// Kept says an earlier run completed the image, and this one found it
@@ -149,31 +150,55 @@ const (
 // MaxTerminationMessage is the most the kubelet keeps of a termination message.
 const MaxTerminationMessage = 4096
 
-// maxShortReason bounds a disk's FullCopyReason in a termination message
-// that would not fit whole.
-const maxShortReason = 96
-
 // TerminationMessage is the result as the termination message: compact
-// JSON of at most MaxTerminationMessage bytes when it can be (per-disk
-// errors, the length of full-copy reasons and then of the error give way
-// first; checksums never do).
+// JSON of at most MaxTerminationMessage bytes when it can be. What the
+// controller does not need gives way first (per-disk errors, durations,
+// resume offsets), then the length of the error and of the full-copy
+// reasons, step by step; checksums, sizes and how each disk was read
+// never do.
 func TerminationMessage(res *Result) []byte {
 	data, _ := json.Marshal(res)
-	if len(data) <= MaxTerminationMessage {
-		return data
+	for _, limits := range shortenings {
+		if len(data) <= MaxTerminationMessage {
+			break
+		}
+		data, _ = json.Marshal(shortened(res, limits))
 	}
+	return data
+}
+
+// shortening bounds the error and the full-copy reasons of a result.
+type shortening struct{ errorLen, reasonLen int }
+
+// shortenings are tried in order until the result fits.
+var shortenings = []shortening{{512, 96}, {256, 24}, {128, 0}}
+
+// shortened is the result without what the controller does not need,
+// its error and reasons cut to the limits.
+func shortened(res *Result, l shortening) *Result {
 	short := *res
+	short.Error = cut(res.Error, l.errorLen)
 	short.Disks = make([]DiskResult, len(res.Disks))
 	for i, d := range res.Disks {
-		d.Error = ""
-		if len(d.FullCopyReason) > maxShortReason {
-			d.FullCopyReason = d.FullCopyReason[:maxShortReason-3] + "..."
-		}
+		d.Error, d.DurationSeconds, d.ResumedFrom, d.Kept = "", 0, 0, false
+		d.FullCopyReason = cut(d.FullCopyReason, l.reasonLen)
 		short.Disks[i] = d
 	}
-	if len(short.Error) > 512 {
-		short.Error = short.Error[:509] + "..."
+	return &short
+}
+
+// cut shortens s to at most n bytes, on a rune boundary, marking the cut;
+// n 0 drops it.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	data, _ = json.Marshal(&short)
-	return data
+	if n < 3 {
+		return ""
+	}
+	end := n - 3
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + "..."
 }

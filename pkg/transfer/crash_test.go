@@ -70,13 +70,8 @@ func TestSIGKILLResendsAtMostOneChunkPerStream(t *testing.T) {
 			}
 
 			e.setFaults(faults{})
-			mark, before := e.connMark(), e.served.Load()
-			code, stdout, stderr := c.runProcess(t, args)
-			require.Equal(t, transfer.ExitOK, code, stderr)
-			e.waitConnsClosed(t, mark)
-			last := strings.Split(strings.TrimSpace(stdout), "\n")
-			res, err := wire.ParseResult([]byte(last[len(last)-1]))
-			require.NoError(t, err)
+			before := e.served.Load()
+			res := c.finish(t, e, args)
 			require.Equal(t, sha(data), res.Disks[0].SHA256)
 			require.Equal(t, int64(len(data))-durable, e.served.Load()-before, "the last run fetched exactly what was missing")
 			require.Equal(t, int64(len(data))+totalResent, e.served.Load(), "bytes served in all")
@@ -204,6 +199,13 @@ func killThenFinish(t *testing.T, e *simEnv, c *cli, args []string, killAt []int
 	}
 	e.setFaults(faults{})
 	e.run.Store(int64(len(killAt) + 1))
+	return c.finish(t, e, args)
+}
+
+// finish runs the command to its end, which must succeed, waits until the
+// proxy closed the run's connections, and returns its result.
+func (c *cli) finish(t *testing.T, e *simEnv, args []string) *wire.Result {
+	t.Helper()
 	mark := e.connMark()
 	code, stdout, stderr := c.runProcess(t, args)
 	require.Equal(t, transfer.ExitOK, code, stderr)

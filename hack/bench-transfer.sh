@@ -18,10 +18,23 @@
 # is (a)'s plus openssl's hashing. The image's SHA-256 is checked against
 # sha256sum and the digest (c) printed.
 #
+#
+# Then a thin disk (THIN_SIZE_MIB, about THIN_PERCENT written in scattered
+# runs, changed block tracking on: the simulator answers
+# QueryChangedDiskAreas) is copied whole (fullCopy) and allocated-only, one
+# after the other, ROUNDS times; the line
+#   allocated-only: capacity=<bytes> allocated=<bytes> read=<bytes> full=<s>s areas=<s>s speedup=<x>
+# gives the best wall time of each (login, plan, map, copy, SHA-256,
+# fsync); read must be at most allocated plus one chunk per stream, and
+# both copies' SHA-256 the source disk's.
+#
 # Environment: SIZE_MIB (2048), ROUNDS (3), XFER_FLAGS (extra vm-transfer
 # flags), CAP_MIB (25: the per-connection cap in MiB/s of the streams table;
 # 0 skips it), CAP_SIZE_MIB (512), CAP_STREAMS ("1 2 4 8"), CAP_FLAGS
-# ("--chunk-mib 2": 8 streams then hold 17 MiB of pieces).
+# ("--chunk-mib 2": 8 streams then hold 17 MiB of pieces), THIN_SIZE_MIB
+# (2048; 0 skips the thin round), THIN_PERCENT (25), THIN_FLAGS
+# ("--streams 2"), THIN_CAP_MIB (0: the thin round's per-connection cap in
+# MiB/s, to stand for a network slower than the loopback).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -32,6 +45,10 @@ CAP_MIB=${CAP_MIB:-25}
 CAP_SIZE_MIB=${CAP_SIZE_MIB:-512}
 CAP_STREAMS=${CAP_STREAMS:-1 2 4 8}
 CAP_FLAGS=${CAP_FLAGS:---chunk-mib 2}
+THIN_SIZE_MIB=${THIN_SIZE_MIB:-2048}
+THIN_PERCENT=${THIN_PERCENT:-25}
+THIN_FLAGS=${THIN_FLAGS:---streams 2}
+THIN_CAP_MIB=${THIN_CAP_MIB:-0}
 
 # Debian packages: curl, openssl, coreutils (tee, sha256sum), time.
 missing=()
@@ -134,6 +151,41 @@ if [ "$CAP_MIB" != 0 ]; then
 	echo
 fi
 
+# --- Allocated-only on a thin disk -----------------------------------------
+if [ "$THIN_SIZE_MIB" != 0 ]; then
+	start_sim "$work/thin" "$THIN_SIZE_MIB" --thin-percent "$THIN_PERCENT" --conn-rate-mib "$THIN_CAP_MIB"
+	# result FIELD: a number from the last run's result (the first disk's).
+	result() { sed -n 's/.*"'"$1"'":\([0-9]*\).*/\1/p' "$work/thin/result.json"; }
+	full_best= areas_best=
+	for round in $(seq "$ROUNDS"); do
+		# shellcheck disable=SC2086
+		SPEC=$SPEC_FULL run_xfer "$work/thin" $THIN_FLAGS
+		[ "$want" = "$SOURCE_SHA256" ] || { echo "bench-transfer: full copy of the thin disk: sha256 $want, the source's $SOURCE_SHA256" >&2; exit 1; }
+		[ "$(result bytesRead)" = "$SIZE" ] || { echo "bench-transfer: the full copy read $(result bytesRead) of $SIZE bytes" >&2; exit 1; }
+		tf=$(wall "$work/thin/time")
+		full_best=$(awk -v a="$full_best" -v b="$tf" 'BEGIN { print (a == "" || b < a) ? b : a }')
+		# shellcheck disable=SC2086
+		run_xfer "$work/thin" $THIN_FLAGS
+		[ "$want" = "$SOURCE_SHA256" ] || { echo "bench-transfer: allocated-only copy: sha256 $want, the source's $SOURCE_SHA256" >&2; exit 1; }
+		grep -q '"allocatedOnly":true' "$work/thin/result.json" || { echo "bench-transfer: the thin disk was not copied allocated-only:" >&2; cat "$work/thin/result.json" >&2; exit 1; }
+		t=$(wall "$work/thin/time")
+		areas_best=$(awk -v a="$areas_best" -v b="$t" 'BEGIN { print (a == "" || b < a) ? b : a }')
+		echo "thin round $round: full copy ${tf}s, allocated-only ${t}s"
+	done
+	[ "$(sha256sum "$IMAGE" | cut -d' ' -f1)" = "$SOURCE_SHA256" ] || { echo "bench-transfer: the allocated-only image's sha256 is not the source's" >&2; exit 1; }
+	allocated=$(result allocatedBytes) read=$(result bytesRead)
+	streams=$(echo "$THIN_FLAGS" | sed -n 's/.*--streams[ =]\([0-9]*\).*/\1/p')
+	chunk_mib=$(echo "$THIN_FLAGS" | sed -n 's/.*--chunk-mib[ =]\([0-9]*\).*/\1/p')
+	bound=$((allocated + ${streams:-1} * ${chunk_mib:-8} * 1048576))
+	[ "$read" -le "$bound" ] || { echo "bench-transfer: read $read bytes, more than allocated $allocated plus one chunk per stream" >&2; exit 1; }
+	stop_sim
+	thin_line="allocated-only: capacity=$SIZE allocated=$allocated read=$read full=${full_best}s areas=${areas_best}s speedup=$(calc "$full_best / $areas_best")"
+	cap_note=
+	[ "$THIN_CAP_MIB" != 0 ] && cap_note=", connections capped at $THIN_CAP_MIB MiB/s"
+	thin_title="thin disk of $THIN_SIZE_MIB MiB, about $THIN_PERCENT% written in scattered runs, change tracking on ($THIN_FLAGS$cap_note); whole vs allocated areas, best of $ROUNDS; checksums match the source's:"
+	echo
+fi
+
 # --- vm-transfer against curl --------------------------------------------
 start_sim "$work/main" "$SIZE_MIB"
 gib=$(calc "$SIZE / 1073741824" 6)
@@ -200,6 +252,10 @@ done
 printf '  %-36s %8s        cpu/GiB %5s (%s)\n' "openssl dgst -sha256 (hash only)" "" "$(best h 3 min)" "$(spread h 3)"
 echo "image: $size bytes, $alloc allocated, sha256 $got (matches the result and (c))"
 echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg); client and server share them"
+if [ -n "${thin_line:-}" ]; then
+	echo "$thin_title"
+	echo "$thin_line"
+fi
 ratio=$(calc "$(best x 2 max) / $(best a 2 max)")
 same=$(calc "$(best x 2 max) / $(best c 2 max)")
 ideal=$(calc "$(best a 3 min) + $(best h 3 min)")

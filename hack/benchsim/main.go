@@ -9,6 +9,13 @@
 // With --conn-rate-mib, every connection reading a flat extent is paced to
 // that many MiB/s, like the per-stream ceiling of an ESXi host's datastore
 // HTTP (NFC) service: more streams then mean more throughput.
+//
+// With --thin-percent, the disk is thin: data in scattered runs over about
+// that share of it (vcsimlocal.ThinRuns), holes elsewhere; the VM has
+// changed block tracking on and the simulator answers
+// QueryChangedDiskAreas (vcsimlocal.ServeChangeTracking). A second job
+// spec (SPEC_FULL) asks for a full copy of the same disk, and
+// SOURCE_SHA256 is the disk's checksum.
 package main
 
 import (
@@ -38,6 +45,7 @@ import (
 
 	"platform.example/vm-migration/pkg/transfer/wire"
 	"platform.example/vm-migration/pkg/vsphere"
+	"platform.example/vm-migration/test/vcsimlocal"
 )
 
 const (
@@ -50,23 +58,25 @@ func main() {
 	zeroMiB := flag.Int64("zero-mib", 64, "MiB of zeros in the middle of the disk (the rest is random)")
 	workDir := flag.String("work-dir", "", "directory for the job spec, credentials and destination (required)")
 	connRate := flag.Float64("conn-rate-mib", 0, "cap each connection's flat-extent reads at this many MiB/s (0: no cap)")
+	thin := flag.Int("thin-percent", 0, "make the disk thin with about this share written, change tracking on (0: a full disk)")
 	flag.Parse()
-	if *workDir == "" {
-		fmt.Fprintln(os.Stderr, "benchsim: --work-dir is required")
+	if *workDir == "" || *thin < 0 || *thin > 100 {
+		fmt.Fprintln(os.Stderr, "benchsim: --work-dir is required, --thin-percent is 0 to 100")
 		os.Exit(2)
 	}
-	if err := run(*sizeMiB<<20, *zeroMiB<<20, *workDir, *connRate*(1<<20)); err != nil {
+	if err := run(*sizeMiB<<20, *zeroMiB<<20, *workDir, *connRate*(1<<20), *thin); err != nil {
 		fmt.Fprintf(os.Stderr, "benchsim: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(size, zeros int64, workDir string, connRate float64) error {
+func run(size, zeros int64, workDir string, connRate float64, thin int) error {
 	m := simulator.VPX()
 	if err := m.Create(); err != nil {
 		return err
 	}
 	defer m.Remove()
+	cbt := vcsimlocal.ServeChangeTracking(m)
 	m.Service.TLS = new(tls.Config)
 	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(user, password)}
 	s := m.Service.NewServer()
@@ -137,7 +147,14 @@ func run(size, zeros int64, workDir string, connRate float64) error {
 	if err := os.WriteFile(filepath.Join(dir, "bench.vmdk"), []byte(desc), 0o644); err != nil {
 		return err
 	}
-	if err := writeFlat(filepath.Join(dir, "bench-flat.vmdk"), size, zeros); err != nil {
+	sourceSum, err := fillDisk(filepath.Join(dir, "bench-flat.vmdk"), size, zeros, thin)
+	if err != nil {
+		return err
+	}
+	if err := cbt.RefreshUsage(vm.Reference()); err != nil {
+		return err
+	}
+	if err := cbt.Enable(vm.Reference(), thin > 0); err != nil {
 		return err
 	}
 
@@ -160,12 +177,12 @@ func run(size, zeros int64, workDir string, connRate float64) error {
 		VMMoRef:  vm.Reference().Value,
 		Disks:    []wire.DiskSpec{{Key: key, FileName: fileName, CapacityBytes: size, Destination: filepath.Join(dest, "disk.img")}},
 	}
-	data, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
+	specPath, fullPath := filepath.Join(workDir, "job.json"), filepath.Join(workDir, "job-full.json")
+	if err := writeSpec(specPath, spec); err != nil {
 		return err
 	}
-	specPath := filepath.Join(workDir, "job.json")
-	if err := os.WriteFile(specPath, data, 0o644); err != nil {
+	spec.FullCopy = true
+	if err := writeSpec(fullPath, spec); err != nil {
 		return err
 	}
 	flatURL := object.NewDatastoreURL(*c.URL(), "DC0", "LocalDS_0", "DC0_H0_VM0/bench-flat.vmdk")
@@ -173,13 +190,32 @@ func run(size, zeros int64, workDir string, connRate float64) error {
 	if cookie == nil {
 		return fmt.Errorf("no session cookie")
 	}
-	fmt.Printf("SPEC=%q\nCREDS=%q\nIMAGE=%q\nFLAT_URL=%q\nCOOKIE=%q\nSIZE=%d\nREADY=1\n",
-		specPath, credDir, spec.Disks[0].Destination, flatURL.String(), soap.SessionCookieName+"="+cookie.Value, size)
+	fmt.Printf("SPEC=%q\nSPEC_FULL=%q\nCREDS=%q\nIMAGE=%q\nFLAT_URL=%q\nCOOKIE=%q\nSIZE=%d\nSOURCE_SHA256=%s\nREADY=1\n",
+		specPath, fullPath, credDir, spec.Disks[0].Destination, flatURL.String(), soap.SessionCookieName+"="+cookie.Value, size, sourceSum)
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 	<-sig
 	return nil
+}
+
+// writeSpec writes a job spec as JSON.
+func writeSpec(path string, spec wire.JobSpec) error {
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// fillDisk writes the flat extent, thin or full, and returns its SHA-256
+// (a full disk's is left to sha256sum of the copy: "").
+func fillDisk(path string, size, zeros int64, thin int) (string, error) {
+	if thin == 0 {
+		return "", writeFlat(path, size, zeros)
+	}
+	sum, _, err := vcsimlocal.WriteThinExtent(path, size, 1, thin)
+	return sum, err
 }
 
 // writeFlat writes size bytes of random data with a run of zeros in the middle.

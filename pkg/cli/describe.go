@@ -119,6 +119,9 @@ func describeDisks(w io.Writer, m *v1alpha1.VirtualMachineMigration, _ time.Time
 		tw := printers.GetNewTabWriter(w)
 		fmt.Fprintf(tw, "    source:\t%s\n", humanBytesExact(d.CapacityBytes))
 		fmt.Fprintf(tw, "    transfer:\t%s\n", transferEvidence(d))
+		if c := copiedHow(d); c != "" {
+			fmt.Fprintf(tw, "    copied:\t%s\n", c)
+		}
 		fmt.Fprintf(tw, "    in staging:\t%s\n", stagingEvidence(d))
 		fmt.Fprintf(tw, "    after import:\t%s\n", importEvidence(d))
 		_ = tw.Flush()
@@ -153,6 +156,25 @@ func transferEvidence(d v1alpha1.DiskStatus) string {
 		return so
 	}
 	return fmt.Sprintf("%s verified at %s", humanBytesExact(d.BytesTransferred), timestamp(d.TransferredAt))
+}
+
+// copiedHow says how a transferred disk was read from the source: its
+// allocated areas only, or whole and why; "" before the transfer is done
+// or when the transfer did not say.
+func copiedHow(d v1alpha1.DiskStatus) string {
+	switch {
+	case d.TransferredAt == nil:
+		return ""
+	case d.AllocatedOnly:
+		allocated := "in use"
+		if d.AllocatedBytes != nil {
+			allocated = humanBytes(*d.AllocatedBytes) + " in use"
+		}
+		return fmt.Sprintf("allocated areas only (%s), %s read from the source", allocated, humanBytes(d.BytesRead))
+	case d.FullCopyReason != "":
+		return fmt.Sprintf("whole disk, %s read from the source: %s", humanBytes(d.BytesRead), clean(d.FullCopyReason))
+	}
+	return ""
 }
 
 func stagingEvidence(d v1alpha1.DiskStatus) string {

@@ -152,6 +152,13 @@ func transferred(m *v1alpha1.VirtualMachineMigration) {
 	for i := range st.Disks {
 		d := &st.Disks[i]
 		d.BytesTransferred, d.SHA256, d.TransferredAt = d.CapacityBytes, sums[i%2], atp(20*time.Minute)
+		d.BytesRead = d.CapacityBytes
+	}
+	// The first disk thin, its allocated areas copied; the second whole.
+	d0 := &st.Disks[0]
+	d0.AllocatedOnly, d0.AllocatedBytes, d0.BytesRead = true, ptr.To(d0.CapacityBytes/4+3<<20), d0.CapacityBytes/4+3<<20
+	if len(st.Disks) > 1 {
+		st.Disks[1].FullCopyReason = "vSphere's map of the disk's allocated areas covers 1048576 bytes, less than the 2147483648 bytes the datastore reports in use"
 	}
 	st.Progress = "100%"
 }

@@ -135,6 +135,12 @@ func diskProgressOf(d v1alpha1.DiskStatus) diskProgress {
 	case d.TransferredAt != nil:
 		p.stage, p.fraction = "transfer", 1
 		p.detail = fmt.Sprintf("%s verified", humanBytes(d.BytesTransferred))
+		switch {
+		case d.AllocatedOnly:
+			p.detail += fmt.Sprintf(", allocated only (%s read)", humanBytes(d.BytesRead))
+		case d.FullCopyReason != "":
+			p.detail += ", whole disk read"
+		}
 	default:
 		p.stage = "transfer"
 		if d.CapacityBytes > 0 {

@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
@@ -130,6 +132,26 @@ func TestTransferringDisks(t *testing.T) {
 				wantTime(t, "transfer.completedAt", d.Status.Transfer.CompletedAt, 0)
 				wantEvidence(t, d, v1alpha1.PhaseTransferringDisks, 0)
 				assert.Equal(t, "100%", d.Status.Progress, "overall progress")
+			},
+		},
+		"succeeded, one disk allocated areas only: how each disk was read, in status and evidence": {
+			m: m(withTransfer), obs: newObs(claims(stagingClaims()...), succeeded(badResults(func(r []DiskResult) []DiskResult {
+				r[0].AllocatedOnly, r[0].AllocatedBytes, r[0].BytesRead = true, ptr.To[int64](3<<30), 3<<30
+				r[1].BytesRead, r[1].FullCopyReason = r[1].Bytes, "changed block tracking is off on the VM"
+				return r
+			}))),
+			phase: v1alpha1.PhaseConverting, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				d0, d1 := d.Status.Disks[0], d.Status.Disks[1]
+				assert.True(t, d0.AllocatedOnly, "disk 0 = %+v", d0)
+				assert.Equal(t, ptr.To[int64](3<<30), d0.AllocatedBytes, "disk 0 = %+v", d0)
+				assert.Equal(t, int64(3<<30), d0.BytesRead, "disk 0 = %+v", d0)
+				assert.False(t, d1.AllocatedOnly, "disk 1 = %+v", d1)
+				assert.Equal(t, "changed block tracking is off on the VM", d1.FullCopyReason, "disk 1 = %+v", d1)
+				ev := evidenceFor(d.Status, v1alpha1.PhaseTransferringDisks)
+				require.NotNil(t, ev)
+				assert.Contains(t, ev.Observed, fmt.Sprintf("read %d bytes from the source: disk %d allocated areas only (%d bytes in use), disk %d whole (changed block tracking is off on the VM)",
+					3<<30+builders.DiskCap1, builders.DiskKey0, 3<<30, builders.DiskKey1))
 			},
 		},
 		"succeeded with the wrong byte count: retry": {
@@ -261,7 +283,12 @@ func TestConverting(t *testing.T) {
 			phase: v1alpha1.PhaseRollingBack, check: permanent,
 		},
 		"other failure, a transfer slot free: transfer again, then convert again": {
-			m: m(withConversion), obs: newObs(failed(""), slot(true)),
+			m: m(withConversion, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				for i := range s.Disks {
+					s.Disks[i].AllocatedOnly, s.Disks[i].AllocatedBytes, s.Disks[i].BytesRead = true, ptr.To[int64](1<<30), 1<<30
+					s.Disks[i].FullCopyReason = "kept from the transfer before"
+				}
+			})), obs: newObs(failed(""), slot(true)),
 			phase: v1alpha1.PhaseTransferringDisks, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseConverting, ReasonConversionFailed)
@@ -277,6 +304,8 @@ func TestConverting(t *testing.T) {
 				assert.Equal(t, naming.ConversionJob(builders.Name, 2), c.JobName, "conversion = %+v, want attempt 2", c)
 				assert.Equal(t, naming.ConversionConfigMap(builders.Name, 2), c.ConfigMapName, "conversion = %+v, want attempt 2", c)
 				assert.Empty(t, d.Status.Disks[0].SHA256, "disks keep the transfer evidence of the converted images")
+				assert.Equal(t, v1alpha1.DiskStatus{Key: builders.DiskKey0, Name: d.Status.Disks[0].Name, StagingClaim: d.Status.Disks[0].StagingClaim,
+					CapacityBytes: builders.DiskCap0}, d.Status.Disks[0], "disks keep how the converted images were read")
 				assert.Equal(t, "0%", d.Status.Progress, "progress, want the transfer evidence of the converted images gone")
 			},
 		},

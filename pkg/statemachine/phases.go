@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -266,8 +267,8 @@ func (d *decider) transferringDisks() {
 			total += disk.BytesTransferred
 		}
 		d.st.Progress = "100%"
-		d.advance(v1alpha1.PhaseConverting, fmt.Sprintf("job %s transferred %d disks, %d bytes, each verified by size and sha256",
-			job.Name, len(d.st.Disks), total))
+		d.advance(v1alpha1.PhaseConverting, fmt.Sprintf("job %s transferred %d disks, %d bytes, each verified by size and sha256%s",
+			job.Name, len(d.st.Disks), total, copiedEvidence(d.st.Disks)))
 	default:
 		d.recordTransferProgress(job.Progress)
 		if d.stuckPastDeadline() {
@@ -319,7 +320,44 @@ func (d *decider) nextTransferAttempt() {
 		disk := &d.st.Disks[i]
 		disk.BytesTransferred, disk.RateBytesPerSecond, disk.ETASeconds = 0, 0, nil
 		disk.SHA256, disk.TransferredAt = "", nil
+		disk.AllocatedOnly, disk.AllocatedBytes, disk.BytesRead, disk.FullCopyReason = false, nil, 0, ""
 	}
+}
+
+// maxEvidenceReason bounds a disk's full-copy reason in the evidence
+// (status.disks holds it whole).
+const maxEvidenceReason = 96
+
+// shortReason cuts a reason to maxEvidenceReason bytes, on a rune boundary.
+func shortReason(s string) string {
+	if len(s) <= maxEvidenceReason {
+		return s
+	}
+	cut := maxEvidenceReason - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// copiedEvidence says how the disks were read from the source, for the
+// checkpoint's evidence: "; read N bytes from the source: disk K
+// allocated areas only (A bytes in use), disk L whole (why)".
+func copiedEvidence(disks []v1alpha1.DiskStatus) string {
+	var read int64
+	parts := make([]string, 0, len(disks))
+	for _, disk := range disks {
+		read += disk.BytesRead
+		switch {
+		case disk.AllocatedOnly && disk.AllocatedBytes != nil:
+			parts = append(parts, fmt.Sprintf("disk %d allocated areas only (%d bytes in use)", disk.Key, *disk.AllocatedBytes))
+		case disk.FullCopyReason != "":
+			parts = append(parts, fmt.Sprintf("disk %d whole (%s)", disk.Key, shortReason(disk.FullCopyReason)))
+		default:
+			parts = append(parts, fmt.Sprintf("disk %d whole", disk.Key))
+		}
+	}
+	return fmt.Sprintf("; read %d bytes from the source: %s", read, strings.Join(parts, ", "))
 }
 
 // checkTransferResults verifies a finished transfer's results against the
@@ -347,6 +385,7 @@ func (d *decider) recordTransferResults(results []DiskResult) {
 				now := d.now
 				disk.BytesTransferred, disk.SHA256, disk.TransferredAt = r.Bytes, r.SHA256, &now
 				disk.RateBytesPerSecond, disk.ETASeconds = 0, nil
+				disk.AllocatedOnly, disk.AllocatedBytes, disk.BytesRead, disk.FullCopyReason = r.AllocatedOnly, r.AllocatedBytes, r.BytesRead, r.FullCopyReason
 			}
 		}
 	}

@@ -337,6 +337,12 @@ type DiskResult struct {
 	Key    int32
 	Bytes  int64
 	SHA256 string
+	// AllocatedOnly, AllocatedBytes, BytesRead and FullCopyReason say how
+	// the disk was read (wire.DiskResult).
+	AllocatedOnly  bool
+	AllocatedBytes *int64
+	BytesRead      int64
+	FullCopyReason string
 }
 
 // DataVolumeObservation is what was seen of a target DataVolume.

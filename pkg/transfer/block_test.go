@@ -57,3 +57,29 @@ func TestBlockDevice(t *testing.T) {
 	require.True(t, bytes.Equal(data, got[:len(data)]), "the device does not hold the disk: zero runs must overwrite old content")
 	require.Equal(t, bytes.Repeat([]byte{0xEE}, 4*mib), got[len(data):], "bytes past the disk were touched")
 }
+
+// TestBlockDeviceAllocatedOnly copies a thin disk's allocated areas onto
+// a device that holds old bytes: the holes are zeroed, so the device
+// holds the disk exactly, and nothing past it is touched.
+func TestBlockDeviceAllocatedOnly(t *testing.T) {
+	dev := loopDevice(t, 48*mib)
+	e := newSim(t)
+	data, _, d := e.thinDisk(t, "thin", thinSize, 74, 20)
+	d.Destination = dev
+	plans := e.plan(t, e.jobSpec(d))
+	allocated := allocatedOf(t, plans[0])
+	res := transfer.Run(context.Background(), plans, testOptions(t))
+	e.waitRunServed(t)
+	require.True(t, res.Succeeded, res.Error)
+	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	require.Equal(t, allocated, e.served.Load(), "only the allocated areas are read")
+
+	f, err := os.Open(dev)
+	require.NoError(t, err)
+	defer f.Close()
+	got := make([]byte, 48*mib)
+	_, err = f.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(data, got[:len(data)]), "the device does not hold the disk: its holes must overwrite old content")
+	require.Equal(t, bytes.Repeat([]byte{0xEE}, len(got)-len(data)), got[len(data):], "bytes past the disk were touched")
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +15,10 @@ import (
 
 // checkpointVersion is bumped when the checkpoint format changes; an older
 // checkpoint is then ignored (the copy starts over). Version 2 added the
-// pieces written past Offset, and is only written after the image is synced.
-const checkpointVersion = 2
+// pieces written past Offset, and is only written after the image is
+// synced; version 3 the record of a complete image; version 4 the map of
+// the parts read.
+const checkpointVersion = 4
 
 // checkpoint is the resume state of one disk, kept next to its image. It
 // names only bytes that were synced to the image before it was written.
@@ -25,6 +28,10 @@ type checkpoint struct {
 	// Source identifies what is copied: descriptor path, extent files, sizes
 	// and validators. A different source means starting over.
 	Source string `json:"source"`
+	// Map identifies which parts of the image are read (DiskPlan.Map): the
+	// holes of one map may be data in another, so a different map means
+	// starting over.
+	Map string `json:"map"`
 	// Capacity of the image.
 	Capacity int64 `json:"capacity"`
 	// PieceSize is the length of the pieces listed in Written.
@@ -44,6 +51,20 @@ type checkpoint struct {
 	// (fetched by other streams, or not hashed yet): they are not fetched
 	// again, the hasher reads them back.
 	Written []byteRange `json:"written,omitempty"`
+	// Complete says the image is whole, synced, and hashes to SHA256: the
+	// checkpoint is then the disk's completion record, kept until every
+	// disk of the run is complete, so that a run that stops for another
+	// disk (a failure, a kill, the node) does not copy this one again.
+	Complete bool `json:"complete,omitempty"`
+	// SHA256 of the whole image, hex, once Complete.
+	SHA256 string `json:"sha256,omitempty"`
+	// BytesRead counts the bytes read from the source for the image, over
+	// the runs up to this checkpoint.
+	BytesRead int64 `json:"bytesRead,omitempty"`
+	// AllocatedBytes and FullCopyReason are the plan's, once Complete: a
+	// run that keeps the image reports how it was copied.
+	AllocatedBytes *int64 `json:"allocatedBytes,omitempty"`
+	FullCopyReason string `json:"fullCopyReason,omitempty"`
 }
 
 // checkpointPath is the default checkpoint of a file image:
@@ -118,8 +139,8 @@ func restoreHash(state []byte) (hash.Hash, error) {
 // the written pieces past it, unless the piece size changed: the note then
 // says they are fetched again). A checkpoint that does not hold returns a
 // nil state and the reason: the copy starts over.
-func resumeFrom(cp *checkpoint, source string, layout pieceLayout, dst *destination, buf []byte) (*copyState, string) {
-	if why := checkpointUsable(cp, source, layout.capacity); why != "" {
+func resumeFrom(cp *checkpoint, plan *DiskPlan, layout pieceLayout, dst *destination, buf []byte) (*copyState, string) {
+	if why := checkpointUsable(cp, plan, layout.capacity); why != "" {
 		return nil, why
 	}
 	size, err := dst.size()
@@ -154,7 +175,7 @@ func resumeFrom(cp *checkpoint, source string, layout pieceLayout, dst *destinat
 	if !bytes.Equal(state, cp.HashState) {
 		return nil, "the image's last checkpointed chunk does not match the checkpoint"
 	}
-	st := &copyState{hashed: cp.Offset, h: h, state: state, written: map[int64]int64{}}
+	st := &copyState{hashed: cp.Offset, h: h, state: state, written: map[int64]int64{}, readBefore: cp.BytesRead}
 	if cp.ChunkStart < cp.Offset {
 		st.marks = []hashMark{{off: cp.ChunkStart, state: cp.ChunkStartHashState}}
 	}
@@ -167,8 +188,9 @@ func resumeFrom(cp *checkpoint, source string, layout pieceLayout, dst *destinat
 	return st, ""
 }
 
-// checkpointUsable says why a checkpoint cannot be resumed, or "".
-func checkpointUsable(cp *checkpoint, source string, capacity int64) string {
+// sameSource says why a checkpoint is not one of this source and
+// capacity in this format, or "".
+func sameSource(cp *checkpoint, source string, capacity int64) string {
 	switch {
 	case cp.Version != checkpointVersion:
 		return fmt.Sprintf("checkpoint version %d, want %d", cp.Version, checkpointVersion)
@@ -176,6 +198,20 @@ func checkpointUsable(cp *checkpoint, source string, capacity int64) string {
 		return "the source changed since the checkpoint"
 	case cp.Capacity != capacity:
 		return fmt.Sprintf("checkpoint capacity %d, want %d", cp.Capacity, capacity)
+	}
+	return ""
+}
+
+// checkpointUsable says why a checkpoint cannot be resumed, or "".
+func checkpointUsable(cp *checkpoint, plan *DiskPlan, capacity int64) string {
+	if why := sameSource(cp, plan.Source, capacity); why != "" {
+		return why
+	}
+	switch {
+	case cp.Complete:
+		return "the checkpoint records a complete image"
+	case cp.Map != plan.Map:
+		return fmt.Sprintf("the checkpoint read %s, this run reads %s", cp.Map, plan.Map)
 	case cp.Offset < 0 || cp.Offset > capacity || cp.ChunkStart < 0 || cp.ChunkStart > cp.Offset:
 		return "checkpoint offsets are inconsistent"
 	case cp.Offset == 0 && len(cp.Written) == 0:
@@ -196,4 +232,37 @@ func newCopyState() copyState {
 	h := sha256.New()
 	state, _ := hashState(h)
 	return copyState{h: h, state: state, written: map[int64]int64{}}
+}
+
+// completionRecord is the checkpoint of a plan's complete image, read
+// with bytesRead bytes from the source.
+func completionRecord(plan *DiskPlan, sum string, bytesRead int64) *checkpoint {
+	capacity := plan.Spec.CapacityBytes
+	return &checkpoint{Version: checkpointVersion, Source: plan.Source, Map: plan.Map, Capacity: capacity, Offset: capacity, ChunkStart: capacity,
+		Complete: true, SHA256: sum, BytesRead: bytesRead, AllocatedBytes: plan.AllocatedBytes, FullCopyReason: plan.FullCopyReason}
+}
+
+// completeImage checks a completion record against the source and the
+// image: the image is the capacity's size and hashes to the record's
+// SHA-256 (read back, holes hashed as zeros without reading them). It
+// returns the checksum, or "" and why the image cannot be kept.
+func completeImage(cp *checkpoint, source string, capacity int64, dst *destination, buf []byte) (string, string) {
+	if why := sameSource(cp, source, capacity); why != "" {
+		return "", why
+	}
+	size, err := dst.size()
+	switch {
+	case err != nil:
+		return "", fmt.Sprintf("sizing the image: %v", err)
+	case size < capacity || (!dst.block && size != capacity):
+		return "", fmt.Sprintf("the image is %d bytes, the disk %d", size, capacity)
+	}
+	h := sha256.New()
+	if err := dst.hashImage(h, capacity, buf); err != nil {
+		return "", err.Error()
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != cp.SHA256 {
+		return "", fmt.Sprintf("the image hashes to %s, its completion record says %s", sum, cp.SHA256)
+	}
+	return cp.SHA256, ""
 }

@@ -136,15 +136,20 @@ type diskCopy struct {
 	dst     *destination
 	layout  pieceLayout
 	ledger  ledger
+	// kept is the completion record of an image an earlier run completed,
+	// which still matches it: nothing is copied.
+	kept *checkpoint
 }
 
-// run copies the disk and returns its result.
+// run copies the disk and returns its result: the image is complete,
+// synced, and its completion record written (when it has a checkpoint).
 func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 	start := time.Now()
 	spec := c.plan.Spec
-	res := wire.DiskResult{Key: spec.Key}
+	res := wire.DiskResult{Key: spec.Key, AllocatedOnly: c.plan.Areas != nil, AllocatedBytes: c.plan.AllocatedBytes, FullCopyReason: c.plan.FullCopyReason}
 	done := func(err error) (wire.DiskResult, error) {
 		res.Bytes = c.ledger.hashedBytes()
+		res.BytesRead = c.ledger.st.readBefore + c.t.read.Load()
 		res.DurationSeconds = time.Since(start).Seconds()
 		if err != nil {
 			res.Error = err.Error()
@@ -161,22 +166,29 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 		}
 	}()
 	res.ResumedFrom = c.ledger.hashedBytes()
+	if k := c.kept; k != nil {
+		res.SHA256, res.Kept = k.SHA256, true
+		res.AllocatedOnly, res.AllocatedBytes, res.FullCopyReason = allocatedOnly(k.Map), k.AllocatedBytes, k.FullCopyReason
+		c.ledger.st.readBefore = k.BytesRead
+		c.t.state.Store(wire.StateDone)
+		return done(nil)
+	}
 	c.t.state.Store(wire.StateCopying)
 	if err := c.copyWithRetries(ctx); err != nil {
 		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
 	}
-	sum := c.ledger.st.h.Sum(nil)
+	sum := hex.EncodeToString(c.ledger.st.h.Sum(nil))
 	dst := c.dst
 	c.dst = nil
 	if err := dst.finish(); err != nil {
 		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
 	}
 	if c.plan.Checkpoint != "" {
-		if err := removeCheckpoint(c.plan.Checkpoint); err != nil {
-			return done(fmt.Errorf("disk %d: %w", spec.Key, err))
+		if err := saveCheckpoint(c.plan.Checkpoint, completionRecord(c.plan, sum, c.ledger.st.readBefore+c.t.read.Load())); err != nil {
+			return done(fmt.Errorf("disk %d: recording the complete image: %w", spec.Key, err))
 		}
 	}
-	res.SHA256 = hex.EncodeToString(sum)
+	res.SHA256 = sum
 	c.t.state.Store(wire.StateDone)
 	return done(nil)
 }
@@ -235,7 +247,7 @@ func (c *diskCopy) prepare() error {
 	if c.plan.Checkpoint == "" {
 		c.plan.Checkpoint = defaultCheckpoint(spec, c.dst.block)
 	}
-	c.layout = pieceLayout{extents: c.plan.Extents, size: c.opts.pieceSize(), capacity: spec.CapacityBytes}
+	c.layout = newPieceLayout(c.plan, c.opts.pieceSize())
 	c.ledger.st = newCopyState()
 	if c.plan.Checkpoint != "" {
 		c.resume()
@@ -246,6 +258,9 @@ func (c *diskCopy) prepare() error {
 		c.opts.Logf("disk %d: fetching again the %d pieces past byte %d: %v", spec.Key, len(st.written), st.hashed, err)
 		st.written = map[int64]int64{}
 		err = c.dst.reset(st.hashed, nil, spec.CapacityBytes)
+	}
+	if err == nil {
+		err = c.zeroHoles()
 	}
 	if err != nil {
 		_ = c.dst.close()
@@ -267,8 +282,11 @@ func (c *diskCopy) resume() {
 		return
 	case cp == nil:
 		return
+	case cp.Complete:
+		c.keepComplete(cp)
+		return
 	}
-	st, why := resumeFrom(cp, c.plan.Source, c.layout, c.dst, c.scratch)
+	st, why := resumeFrom(cp, c.plan, c.layout, c.dst, c.scratch)
 	if st == nil {
 		c.opts.Logf("disk %d: starting over: %s", key, why)
 		return
@@ -278,4 +296,39 @@ func (c *diskCopy) resume() {
 	}
 	c.ledger.st = *st
 	c.opts.Logf("disk %d: resuming at byte %d of %d (%d pieces past it already written)", key, st.hashed, c.plan.Spec.CapacityBytes, len(st.written))
+}
+
+// keepComplete keeps the image an earlier run completed when it still
+// matches its completion record, and otherwise lets the copy start over.
+func (c *diskCopy) keepComplete(cp *checkpoint) {
+	key := c.plan.Spec.Key
+	sum, why := completeImage(cp, c.plan.Source, c.plan.Spec.CapacityBytes, c.dst, c.scratch)
+	if sum == "" {
+		c.opts.Logf("disk %d: starting over: %s", key, why)
+		return
+	}
+	c.kept = cp
+	c.ledger.st.hashed = c.plan.Spec.CapacityBytes
+	c.opts.Logf("disk %d: complete from an earlier run, and the image still hashes to %s: nothing to copy", key, sum)
+}
+
+// zeroHoles makes the pieces of a block device's image that hold no area
+// (past the resume offset) read as zeros, before anything is copied:
+// nothing writes them, and the device may hold old data there (the
+// writer zeroes the rest of a piece it writes). A file's holes are holes
+// already (reset). With a checkpoint, the zeros are synced before one
+// names bytes past them.
+func (c *diskCopy) zeroHoles() error {
+	if !c.dst.block || c.kept != nil || c.plan.Areas == nil {
+		return nil
+	}
+	for _, h := range c.layout.emptyPieces(c.ledger.st.hashed) {
+		if err := c.dst.zero(h.Start, h.End-h.Start); err != nil {
+			return err
+		}
+	}
+	if c.plan.Checkpoint == "" {
+		return nil
+	}
+	return c.dst.sync()
 }

@@ -12,11 +12,30 @@
 // length, a body that ends early or runs long, or an extent whose size is
 // not what the descriptor says, fails the disk; nothing is a silent success.
 //
+// # Allocated areas
+//
+// When the VM is powered off with changed block tracking on, the planner
+// asks vSphere which areas of each disk are in use
+// (vsphere.AllocatedAreas: QueryChangedDiskAreas with changeId "*"), and
+// the copy reads only those: the rest of the image stays a hole (its
+// size is still the capacity; a device gets zeros there), and is hashed
+// as zeros without being read. The map is not
+// trusted when it covers less than the space the datastore reports in
+// use for the disk's extents (layoutEx); then, as when tracking is off,
+// the query faults, the VM is not powered off or the job spec asks for
+// fullCopy, the whole disk is read and the result says why. A checkpoint
+// names the map it was made with (the disk's change ID and a digest of
+// its areas): a run that reads another map starts over.
+//
 // # Streams, pieces and the hash
 //
-// A disk is read over --streams K connections at once (default 1). Each
-// request reads one piece, half a chunk (--chunk-mib, default 8 MiB), on a
-// grid from each extent's start; streams take the pieces in image order.
+// A disk is read over --streams K connections at once (default 1), a
+// piece at a time: half a chunk (--chunk-mib, default 8 MiB), on a grid
+// from each extent's start; streams take the pieces in image order. A
+// piece is one request in a full copy; with allocated areas, one request
+// per area the piece holds (zeros between them), and a piece that holds
+// none is not read at all. So a fragmented map costs requests, never more
+// pieces, syncs or checkpoints than a full copy.
 // One writer per disk writes what has arrived, syncs the image
 // (fdatasync) and then rewrites the checkpoint naming those pieces. One
 // hasher per disk hashes the pieces in image order as they come out of
@@ -45,9 +64,16 @@
 // name (a previous attempt may have written it without checkpointing it),
 // reads back the named pieces when the hasher reaches them, and fetches
 // the rest. A checkpoint that does not hold (another source, a damaged
-// image) starts the copy over. The checkpoint is removed once the image is
-// complete (CDI clones every file in the volume's root). A block device
-// has no checkpoint unless the spec names one (no resume).
+// image) starts the copy over. A block device has no checkpoint unless the
+// spec names one (no resume).
+//
+// A complete image's checkpoint becomes its completion record (its
+// SHA-256, synced) and stays until every disk of the run is complete: a
+// run that stops for another disk (a failure, a kill, the node) leaves it,
+// and the next run hashes the image back (holes as zeros, unread) and,
+// when it still matches, keeps it and copies nothing of that disk. Once
+// every disk is complete, the records are removed (CDI clones every file
+// in the volume's root) before the result is written.
 //
 // # The command
 //
@@ -75,11 +101,13 @@
 //	  fileName: "[datastore1] web-01/web-01.vmdk"
 //	  capacityBytes: 42949672960
 //	  destination: /staging/2000/disk.img   # or a block device such as /dev/xvdb
+//	fullCopy: false                          # true reads every byte of every disk
 //
 // Output: progress as JSON lines on stdout at most every --progress-interval
 // (Progress, kind "progress"), also rewritten atomically into --progress-file
 // and patched into --progress-configmap when given; at the end one Result
-// (kind "result": per disk bytes, sha256, duration) on stdout and in the
+// (kind "result": per disk bytes, sha256, duration, bytes read, whether
+// only the allocated areas were read, or why not) on stdout and in the
 // termination log, where the controller reads it from the Pod's status.
 // A failure also prints one line on stderr and exits 1; usage errors exit 2.
 package transfer

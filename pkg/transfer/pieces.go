@@ -4,15 +4,34 @@ import (
 	"cmp"
 	"hash"
 	"slices"
+	"sort"
 	"sync"
 )
 
-// pieceLayout cuts the image into the pieces one request reads: half a
-// chunk each, on a grid from each extent's start, never across an extent.
+// pieceLayout cuts the image into pieces: half a chunk each, on a grid
+// from each extent's start, never across an extent. A piece is read with
+// one request per area it holds (one for the whole piece in a full copy),
+// its bytes outside the areas are zeros, and a piece that holds no area
+// is not read at all: the image keeps a hole there.
 type pieceLayout struct {
-	extents  []ExtentPlan
+	extents []ExtentPlan
+	// areas are the parts of the image read, in order, not touching.
+	areas    []byteRange
 	size     int64
 	capacity int64
+}
+
+// newPieceLayout lays out a plan's image in pieces of size bytes.
+func newPieceLayout(plan *DiskPlan, size int64) pieceLayout {
+	l := pieceLayout{extents: plan.Extents, size: size, capacity: plan.Spec.CapacityBytes}
+	if plan.Areas == nil {
+		l.areas = []byteRange{{Start: 0, End: l.capacity}}
+		return l
+	}
+	for _, a := range plan.Areas {
+		l.areas = append(l.areas, byteRange{Start: a.Start, End: a.End()})
+	}
+	return l
 }
 
 // extentAt is the index of the extent holding image offset off, or -1.
@@ -34,6 +53,64 @@ func (l pieceLayout) end(start int64) int64 {
 	e := l.extents[i]
 	grid := e.Start + ((start-e.Start)/l.size+1)*l.size
 	return min(grid, e.Start+e.Length)
+}
+
+// pieceStart is where the piece holding off starts.
+func (l pieceLayout) pieceStart(off int64) int64 {
+	i := l.extentAt(off)
+	if i < 0 {
+		return l.capacity
+	}
+	e := l.extents[i]
+	return e.Start + (off-e.Start)/l.size*l.size
+}
+
+// areaFrom is the index of the first area that ends after off (it holds
+// off, or starts after it), or len(areas).
+func (l pieceLayout) areaFrom(off int64) int {
+	return sort.Search(len(l.areas), func(i int) bool { return l.areas[i].End > off })
+}
+
+// hasData says whether [start, end) holds a byte of an area.
+func (l pieceLayout) hasData(start, end int64) bool {
+	i := l.areaFrom(start)
+	return i < len(l.areas) && l.areas[i].Start < end
+}
+
+// nextData is the first piece at or after the piece boundary off that
+// holds a byte of an area, or the capacity.
+func (l pieceLayout) nextData(off int64) int64 {
+	i := l.areaFrom(off)
+	if i == len(l.areas) {
+		return l.capacity
+	}
+	return max(off, l.pieceStart(max(off, l.areas[i].Start)))
+}
+
+// areasIn lists the parts of [start, end) inside areas, in order.
+func (l pieceLayout) areasIn(start, end int64) []byteRange {
+	var out []byteRange
+	for i := l.areaFrom(start); i < len(l.areas) && l.areas[i].Start < end; i++ {
+		out = append(out, byteRange{Start: max(start, l.areas[i].Start), End: min(end, l.areas[i].End)})
+	}
+	return out
+}
+
+// emptyPieces lists the runs of pieces at or after the piece boundary off
+// that hold no area: nothing reads or writes them.
+func (l pieceLayout) emptyPieces(off int64) []byteRange {
+	var out []byteRange
+	for at := off; at < l.capacity; {
+		data := l.nextData(at)
+		if data > at {
+			out = append(out, byteRange{Start: at, End: data})
+		}
+		if data == l.capacity {
+			break
+		}
+		at = l.end(data)
+	}
+	return out
 }
 
 // byteRange is [Start, End) of the image.
@@ -61,6 +138,9 @@ type copyState struct {
 	// from marks[0] on resume.
 	state []byte
 	marks []hashMark
+	// readBefore counts the bytes earlier runs read from the source for
+	// the image, as far as their checkpoints recorded.
+	readBefore int64
 }
 
 // writtenRanges lists written in order.
@@ -132,14 +212,17 @@ func (l *ledger) advance(start, end int64, before, after []byte) {
 	}
 }
 
-// checkpoint is the ledger as a checkpoint of source.
-func (l *ledger) checkpoint(source string, capacity, pieceSize int64) *checkpoint {
+// checkpoint is the ledger as a checkpoint of a plan's source and map,
+// this run having read read bytes from the source.
+func (l *ledger) checkpoint(plan *DiskPlan, pieceSize, read int64) *checkpoint {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cp := &checkpoint{
+		BytesRead:           l.st.readBefore + read,
 		Version:             checkpointVersion,
-		Source:              source,
-		Capacity:            capacity,
+		Source:              plan.Source,
+		Map:                 plan.Map,
+		Capacity:            plan.Spec.CapacityBytes,
 		PieceSize:           pieceSize,
 		Offset:              l.st.hashed,
 		HashState:           l.st.state,
@@ -165,7 +248,7 @@ type dispatcher struct {
 func (d *dispatcher) take() (start, end int64, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for d.next < d.layout.capacity {
+	for d.next = d.layout.nextData(d.next); d.next < d.layout.capacity; d.next = d.layout.nextData(d.next) {
 		start, end = d.next, d.layout.end(d.next)
 		d.next = end
 		if d.skip[start] != end {

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/pkg/vsphere"
 )
 
 // RangeOpener serves byte ranges of one source file. *DatastoreFile implements it.
@@ -25,6 +26,19 @@ type DiskPlan struct {
 	Source string
 	// Extents cover the image, in order, without gaps.
 	Extents []ExtentPlan
+	// Areas are the parts of the image read from the source, in order,
+	// not touching: the areas vSphere reported in use. The rest of the
+	// image is left as holes (zeroed on a device). Nil reads it all.
+	Areas []vsphere.DiskArea
+	// AllocatedBytes is the sum of the areas vSphere reported in use,
+	// when it mapped them (even if the map was not trusted).
+	AllocatedBytes *int64
+	// Map identifies how the image is read, for the checkpoint: WholeDisk,
+	// or the disk's change ID and a digest of Areas. A checkpoint of
+	// another map is not resumed.
+	Map string
+	// FullCopyReason says why Areas is nil.
+	FullCopyReason string
 }
 
 // ExtentPlan is one range of the image and the file that holds it.

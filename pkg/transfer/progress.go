@@ -76,7 +76,9 @@ type tracker struct {
 	total       int64
 	done        atomic.Int64
 	resumedFrom atomic.Int64
-	state       atomic.Value // string
+	// read counts the bytes read from the source.
+	read  atomic.Int64
+	state atomic.Value // string
 }
 
 // newTracker starts a disk in StateWaiting.

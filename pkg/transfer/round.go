@@ -107,9 +107,25 @@ func (c *diskCopy) stream(ctx context.Context, d *dispatcher, free chan []byte, 
 	}
 }
 
-// fetch reads the piece [start, end) of the image into buf with one
-// Range request, which must hold exactly those bytes.
+// fetch reads the piece [start, end) of the image into buf: each area
+// it holds with one Range request, zeros between them.
 func (c *diskCopy) fetch(ctx context.Context, start, end int64, buf []byte) error {
+	b := buf[:end-start]
+	at := start
+	for _, a := range c.layout.areasIn(start, end) {
+		clear(b[at-start : a.Start-start])
+		if err := c.fetchRange(ctx, a.Start, a.End, b[a.Start-start:a.End-start]); err != nil {
+			return err
+		}
+		at = a.End
+	}
+	clear(b[at-start:])
+	return nil
+}
+
+// fetchRange reads [start, end) of the image, inside one extent, into b
+// with one Range request, which must hold exactly those bytes.
+func (c *diskCopy) fetchRange(ctx context.Context, start, end int64, b []byte) error {
 	i := c.layout.extentAt(start)
 	if i < 0 {
 		return fmt.Errorf("no extent holds image offset %d", start)
@@ -121,7 +137,9 @@ func (c *diskCopy) fetch(ctx context.Context, start, end int64, buf []byte) erro
 		return &sourceError{err}
 	}
 	defer body.Close()
-	if _, err := io.ReadFull(body, buf[:end-start]); err != nil {
+	n, err := io.ReadFull(body, b)
+	c.t.read.Add(int64(n))
+	if err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
@@ -194,7 +212,7 @@ func (c *diskCopy) saveProgress() error {
 	if c.plan.Checkpoint == "" || c.ledger.hashedBytes() == c.plan.Spec.CapacityBytes {
 		return nil
 	}
-	return saveCheckpoint(c.plan.Checkpoint, c.ledger.checkpoint(c.plan.Source, c.plan.Spec.CapacityBytes, c.layout.size))
+	return saveCheckpoint(c.plan.Checkpoint, c.ledger.checkpoint(c.plan, c.layout.size, c.t.read.Load()))
 }
 
 // hashLoop hashes the image in order: pieces as they come out of the
@@ -213,6 +231,12 @@ func (c *diskCopy) hashLoop(in <-chan fetched, free chan<- []byte, readBack map[
 			at := c.ledger.hashedBytes()
 			if end, ok := readBack[at]; ok {
 				if err := c.hashFromImage(at, end); err != nil {
+					return err
+				}
+				continue
+			}
+			if end := c.layout.end(at); at < end && !c.layout.hasData(at, end) {
+				if err := c.hashHole(at, end); err != nil {
 					return err
 				}
 				continue
@@ -257,6 +281,15 @@ func (c *diskCopy) hashed(start, end int64, before []byte) error {
 	c.ledger.advance(start, end, before, after)
 	c.t.done.Store(end)
 	return nil
+}
+
+// hashHole hashes a piece that holds no area, which reads as zeros:
+// nothing is read. Holes are hashed a piece at a time, so that a
+// checkpoint's verified span stays about a chunk long.
+func (c *diskCopy) hashHole(start, end int64) error {
+	before := c.ledger.st.state
+	hashZeros(c.ledger.st.h, end-start)
+	return c.hashed(start, end, before)
 }
 
 // hashFromImage hashes a piece that is already in the image.

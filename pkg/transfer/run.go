@@ -2,6 +2,8 @@ package transfer
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 
 	"platform.example/vm-migration/pkg/transfer/wire"
@@ -57,6 +59,9 @@ func Run(ctx context.Context, plans []DiskPlan, opts Options) *wire.Result {
 	close(stop)
 	<-repDone
 
+	if !slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		errs = append(errs, removeCompletionRecords(plans))
+	}
 	res := &wire.Result{Kind: wire.KindResult, Succeeded: true, Disks: results}
 	for _, err := range errs {
 		if err != nil {
@@ -67,4 +72,20 @@ func Run(ctx context.Context, plans []DiskPlan, opts Options) *wire.Result {
 		}
 	}
 	return res
+}
+
+// removeCompletionRecords removes the disks' completion records once
+// every disk is complete: nothing but the image may stay in a staging
+// volume (CDI clones every file in its root). Until then they stay, so
+// that the next run keeps the disks that are done.
+func removeCompletionRecords(plans []DiskPlan) error {
+	for _, p := range plans {
+		if p.Checkpoint == "" {
+			continue
+		}
+		if err := removeCheckpoint(p.Checkpoint); err != nil {
+			return fmt.Errorf("%w: disk %d: %w", ErrDestination, p.Spec.Key, err)
+		}
+	}
+	return nil
 }

@@ -14,7 +14,11 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +31,7 @@ import (
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -67,9 +72,11 @@ type faults struct {
 type simEnv struct {
 	model  *simulator.Model
 	server *simulator.Server
-	proxy  *httptest.Server
-	ep     vsphere.Endpoint
-	creds  vsphere.Credentials
+	// cbt answers QueryChangedDiskAreas (thinDisk turns tracking on).
+	cbt   *vcsimlocal.ChangeTracking
+	proxy *httptest.Server
+	ep    vsphere.Endpoint
+	creds vsphere.Credentials
 
 	// served counts the body bytes of flat extents written to clients,
 	// including those written after the client went away.
@@ -79,6 +86,11 @@ type simEnv struct {
 	connMu  sync.Mutex
 	connSeq int64
 	conns   map[net.Conn]int64
+
+	// run labels the spans served from now on; spans lists, in order,
+	// what each write to a client carried (see servedSpans).
+	run   atomic.Int64
+	spans []servedSpan
 
 	mu      sync.Mutex
 	faults  faults
@@ -96,7 +108,7 @@ func newSim(t testing.TB) *simEnv {
 	m.Service.TLS = new(tls.Config)
 	m.Service.Listen = &url.URL{User: url.UserPassword(testUser, testPassword)}
 	s := m.Service.NewServer()
-	e := &simEnv{model: m, server: s, revoked: map[string]bool{}, conns: map[net.Conn]int64{}}
+	e := &simEnv{model: m, server: s, revoked: map[string]bool{}, conns: map[net.Conn]int64{}, cbt: vcsimlocal.ServeChangeTracking(m)}
 
 	target := &url.URL{Scheme: "https", Host: s.URL.Host}
 	rp := httputil.NewSingleHostReverseProxy(target)
@@ -119,7 +131,8 @@ func newSim(t testing.TB) *simEnv {
 					r.Header.Del("Range")
 				}
 				e.mu.Unlock()
-				w = &countingWriter{ResponseWriter: w, e: e, cookie: c.Value}
+				w = &countingWriter{ResponseWriter: w, e: e, cookie: c.Value, run: e.run.Load(),
+					file: path.Base(r.URL.Path), next: rangeStart(r.Header.Get("Range"))}
 			}
 		}
 		rp.ServeHTTP(w, r)
@@ -254,11 +267,50 @@ func (e *simEnv) modifyResponse(res *http.Response) error {
 	return nil
 }
 
-// countingWriter counts flat-extent bytes and cuts the stream on request.
+// countingWriter counts flat-extent bytes, logs the spans it serves and
+// cuts the stream on request.
 type countingWriter struct {
 	http.ResponseWriter
 	e      *simEnv
 	cookie string
+	// run, file and next say what the next byte written is: which run
+	// asked for it, its file and its offset there.
+	run  int64
+	file string
+	next int64
+}
+
+// servedSpan is a span of a flat extent written to a client.
+type servedSpan struct {
+	run        int64
+	file       string
+	start, end int64
+}
+
+// rangeStart is the first byte a Range header asks for (0 without one).
+func rangeStart(h string) int64 {
+	first, _, _ := strings.Cut(strings.TrimPrefix(h, "bytes="), "-")
+	n, _ := strconv.ParseInt(first, 10, 64)
+	return n
+}
+
+// served records n bytes written.
+func (w *countingWriter) served(n int) {
+	if n <= 0 {
+		return
+	}
+	w.e.served.Add(int64(n))
+	w.e.mu.Lock()
+	w.e.spans = append(w.e.spans, servedSpan{run: w.run, file: w.file, start: w.next, end: w.next + int64(n)})
+	w.e.mu.Unlock()
+	w.next += int64(n)
+}
+
+// servedSpans is every span served so far.
+func (e *simEnv) servedSpans() []servedSpan {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.spans)
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
@@ -280,7 +332,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 		left := cut - w.e.served.Load()
 		if left < int64(len(p)) {
 			n, _ := w.ResponseWriter.Write(p[:max(left, 0)])
-			w.e.served.Add(int64(n))
+			w.served(n)
 			if f, ok := w.ResponseWriter.(http.Flusher); ok {
 				f.Flush()
 			}
@@ -291,7 +343,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 		}
 	}
 	n, err := w.ResponseWriter.Write(p)
-	w.e.served.Add(int64(n))
+	w.served(n)
 	return n, err
 }
 
@@ -301,10 +353,19 @@ func (w *countingWriter) Flush() {
 	}
 }
 
-// testDisk adds a disk of size bytes to the VM and lays it out as ESXi
+// testDisk adds a disk holding data to the VM and lays it out as ESXi
 // does: a text descriptor name.vmdk and its flat extent name-flat.vmdk,
 // both uploaded through the datastore HTTP interface.
 func (e *simEnv) testDisk(t testing.TB, name string, data []byte) wire.DiskSpec {
+	t.Helper()
+	d := e.addDisk(t, name, int64(len(data)))
+	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s-flat.vmdk", name), data)
+	return d
+}
+
+// addDisk adds a disk of capacity bytes to the VM with its descriptor;
+// the caller puts its flat extent in place.
+func (e *simEnv) addDisk(t testing.TB, name string, capacity int64) wire.DiskSpec {
 	t.Helper()
 	ctx := context.Background()
 	devices, err := e.vm.Device(ctx)
@@ -313,7 +374,7 @@ func (e *simEnv) testDisk(t testing.TB, name string, data []byte) wire.DiskSpec 
 	require.NoError(t, err)
 	fileName := fmt.Sprintf("[LocalDS_0] DC0_H0_VM0/%s.vmdk", name)
 	disk := devices.CreateDisk(ctrl, e.ds.Reference(), fileName)
-	disk.CapacityInKB = int64(len(data)) / 1024
+	disk.CapacityInKB = capacity / 1024
 	require.NoError(t, e.vm.AddDevice(ctx, disk))
 	devices, err = e.vm.Device(ctx)
 	require.NoError(t, err)
@@ -322,9 +383,29 @@ func (e *simEnv) testDisk(t testing.TB, name string, data []byte) wire.DiskSpec 
 		key = d.GetVirtualDevice().Key
 	}
 	require.NotZero(t, key, "new disk not found")
-	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s.vmdk", name), []byte(vcsimlocal.FlatDescriptor(name, int64(len(data)))))
-	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s-flat.vmdk", name), data)
-	return wire.DiskSpec{Key: key, FileName: fileName, CapacityBytes: int64(len(data))}
+	e.upload(t, fmt.Sprintf("DC0_H0_VM0/%s.vmdk", name), []byte(vcsimlocal.FlatDescriptor(name, capacity)))
+	return wire.DiskSpec{Key: key, FileName: fileName, CapacityBytes: capacity}
+}
+
+// thinDisk adds a thin disk of size bytes, about percent of it written
+// (vcsimlocal.ThinRuns), its flat extent a sparse file written straight
+// into the datastore's directory, the datastore reporting its allocation;
+// turns change tracking on; and gives the disk a fresh disk.img
+// destination. It returns the disk's bytes and the bytes written.
+func (e *simEnv) thinDisk(t testing.TB, name string, size int, seed uint64, percent int) ([]byte, int64, wire.DiskSpec) {
+	t.Helper()
+	d := e.addDisk(t, name, int64(size))
+	var ds mo.Datastore
+	require.NoError(t, e.ds.Properties(context.Background(), e.ds.Reference(), []string{"summary.url"}, &ds))
+	extent := filepath.Join(ds.Summary.Url, "DC0_H0_VM0", name+"-flat.vmdk")
+	_, written, err := vcsimlocal.WriteThinExtent(extent, int64(size), seed, percent)
+	require.NoError(t, err)
+	data, err := os.ReadFile(extent)
+	require.NoError(t, err)
+	require.NoError(t, e.cbt.RefreshUsage(e.vm.Reference()))
+	require.NoError(t, e.cbt.Enable(e.vm.Reference(), true))
+	d.Destination = filepath.Join(t.TempDir(), "disk.img")
+	return data, written, d
 }
 
 // stagedDisk adds a disk holding diskData(size, seed) and gives it a fresh

@@ -85,7 +85,8 @@ func TestTransferFromVcsim(t *testing.T) {
 	e.waitRunServed(t)
 	require.True(t, res.Succeeded, res.Error)
 	require.Len(t, res.Disks, 2)
-	require.Equal(t, wire.DiskResult{Key: d1.Key, Bytes: int64(len(data)), SHA256: sha(data), DurationSeconds: res.Disks[0].DurationSeconds}, res.Disks[0])
+	require.Equal(t, wire.DiskResult{Key: d1.Key, Bytes: int64(len(data)), SHA256: sha(data), DurationSeconds: res.Disks[0].DurationSeconds,
+		BytesRead: int64(len(data)), FullCopyReason: "changed block tracking is off on the VM, so vSphere cannot map the disk's allocated areas"}, res.Disks[0])
 	require.Equal(t, sha(data2), res.Disks[1].SHA256)
 	checkImage(t, d1.Destination, data)
 	checkImage(t, d2.Destination, data2)
@@ -324,6 +325,54 @@ RW 24576 VMFSSPARSE "snap-delta.vmdk"
 			require.True(t, errors.Is(err, tc.want), "%v is not %v", err, tc.want)
 			require.Contains(t, err.Error(), tc.msg)
 			t.Log(err)
+		})
+	}
+}
+
+// TestFinishedDiskKeptWhenAnotherFails copies two disks, one of which
+// cannot be written: the run fails, the finished disk keeps its completion
+// record, and the next run checks its image against it and keeps it,
+// fetching only the other disk. An image changed since it was recorded
+// complete is copied again. Once every disk is complete the records go:
+// only the images remain.
+func TestFinishedDiskKeptWhenAnotherFails(t *testing.T) {
+	for name, damage := range map[string]bool{"image intact": false, "image changed since": true} {
+		t.Run(name, func(t *testing.T) {
+			e := newSim(t)
+			dataA, a := e.stagedDisk(t, "keep", testSize, 61)
+			dataB, b := e.stagedDisk(t, "late", 12*mib, 62)
+			dirB := filepath.Dir(b.Destination)
+			require.NoError(t, os.Remove(dirB))
+			res := transfer.Run(context.Background(), e.plan(t, e.jobSpec(a, b)), testOptions(t))
+			e.waitRunServed(t)
+			require.False(t, res.Succeeded)
+			require.Equal(t, wire.ReasonDestinationUnusable, res.Reason, res.Error)
+			require.Equal(t, sha(dataA), res.Disks[0].SHA256, "the disk that could be written is complete")
+			require.FileExists(t, filepath.Join(filepath.Dir(a.Destination), ".disk.img.checkpoint"), "its completion record stays")
+			if damage {
+				f, err := os.OpenFile(a.Destination, os.O_WRONLY, 0)
+				require.NoError(t, err)
+				_, err = f.WriteAt([]byte("changed"), 3*mib)
+				require.NoError(t, err)
+				require.NoError(t, f.Close())
+			}
+
+			require.NoError(t, os.Mkdir(dirB, 0o755))
+			e.served.Store(0)
+			res = transfer.Run(context.Background(), e.plan(t, e.jobSpec(a, b)), testOptions(t))
+			e.waitRunServed(t)
+			require.True(t, res.Succeeded, res.Error)
+			require.Equal(t, sha(dataA), res.Disks[0].SHA256)
+			require.Equal(t, sha(dataB), res.Disks[1].SHA256)
+			want := int64(len(dataB))
+			if damage {
+				want += int64(len(dataA))
+			}
+			require.Equal(t, want, e.served.Load(), "bytes served by the second run")
+			require.Equal(t, !damage, res.Disks[0].Kept)
+			require.False(t, res.Disks[1].Kept)
+			checkImage(t, a.Destination, dataA)
+			checkImage(t, b.Destination, dataB)
 		})
 	}
 }

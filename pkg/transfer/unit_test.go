@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/ptr"
 
 	"platform.example/vm-migration/pkg/transfer/wire"
 )
@@ -150,6 +151,28 @@ func TestTerminationMessageFits(t *testing.T) {
 	require.NoError(t, err, "checksums lost")
 	require.Len(t, back.Disks, 16, "checksums lost")
 	require.Equal(t, res.Disks[15].SHA256, back.Disks[15].SHA256, "checksums lost")
+
+	// Sixteen disks with every figure set and long reasons still fit,
+	// keeping checksums, sizes and how each disk was read.
+	for i := range res.Disks {
+		d := &res.Disks[i]
+		d.ResumedFrom, d.Kept, d.BytesRead, d.AllocatedBytes = math.MaxInt64, true, math.MaxInt64, ptr.To[int64](math.MaxInt64)
+		d.AllocatedOnly = i%2 == 0
+		if !d.AllocatedOnly {
+			d.FullCopyReason = strings.Repeat("vSphere's map of the disk's allocated areas covers less ", 4)
+		}
+	}
+	msg = wire.TerminationMessage(res)
+	require.LessOrEqual(t, len(msg), wire.MaxTerminationMessage, "termination message size")
+	back, err = wire.ParseResult(msg)
+	require.NoError(t, err, "checksums lost")
+	for i, d := range back.Disks {
+		require.Equal(t, res.Disks[i].SHA256, d.SHA256, "checksums lost")
+		require.Equal(t, res.Disks[i].Bytes, d.Bytes, "sizes lost")
+		require.Equal(t, res.Disks[i].AllocatedOnly, d.AllocatedOnly, "how the disk was read lost")
+		require.Equal(t, res.Disks[i].BytesRead, d.BytesRead, "bytes read lost")
+	}
+	t.Logf("%d bytes: %s", len(msg), msg[:200])
 }
 
 // TestBlockDestinationZeroes writes through the block-device path (on a

@@ -32,12 +32,14 @@ type Planner struct {
 
 // Plan checks that the VM exists and is powered off, that every disk of
 // the spec is one of its disks with the same backing file and capacity,
-// and reads each disk's descriptor and extent sizes. It fails on the first
-// disk that cannot be copied, before anything is written.
+// reads each disk's descriptor and extent sizes, and asks vSphere for its
+// allocated areas (readAreas). It fails on the first disk that cannot be
+// copied, before anything is written.
 func (p *Planner) Plan(ctx context.Context, spec *wire.JobSpec) ([]DiskPlan, error) {
 	var vm mo.VirtualMachine
 	ref := types.ManagedObjectReference{Type: "VirtualMachine", Value: spec.VMMoRef}
-	err := property.DefaultCollector(p.Client).RetrieveOne(ctx, ref, []string{"name", "runtime.powerState", "config.hardware.device"}, &vm)
+	props := append([]string{"name", "runtime.powerState", "config.hardware.device"}, vmAreaProperties...)
+	err := property.DefaultCollector(p.Client).RetrieveOne(ctx, ref, props, &vm)
 	if err != nil {
 		switch vsphere.Classify(err) {
 		case vsphere.ClassNotFound:
@@ -47,6 +49,7 @@ func (p *Planner) Plan(ctx context.Context, spec *wire.JobSpec) ([]DiskPlan, err
 		}
 		return nil, fmt.Errorf("reading virtual machine %s: %w", spec.VMMoRef, err)
 	}
+	vm.Self = ref
 	if vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOff && !p.AllowPoweredOn {
 		return nil, fmt.Errorf("%w: virtual machine %s (%s) is %s: power it off first, its disks change while it runs",
 			ErrInvalidSource, vm.Name, spec.VMMoRef, vm.Runtime.PowerState)
@@ -74,6 +77,9 @@ func (p *Planner) Plan(ctx context.Context, spec *wire.JobSpec) ([]DiskPlan, err
 		}
 		plan, err := p.planDisk(ctx, ds)
 		if err != nil {
+			return nil, fmt.Errorf("disk %d: %w", ds.Key, err)
+		}
+		if err := p.readAreas(ctx, spec, &vm, disk, &plan); err != nil {
 			return nil, fmt.Errorf("disk %d: %w", ds.Key, err)
 		}
 		plans = append(plans, plan)

@@ -14,6 +14,9 @@
 //     as few property-collector round trips as possible.
 //   - power.go and snapshot.go: power control and snapshots, each function a
 //     single idempotent call that observes before it acts.
+//   - cbt.go: the allocated areas of a powered-off VM's disk, from changed
+//     block tracking (QueryChangedDiskAreas with changeId "*"), for the
+//     transfer's allocated-only copy.
 //   - errors.go: Classify, which sorts errors into classes the state machine
 //     uses to decide between retry and failure.
 //

@@ -42,27 +42,9 @@ func TestTransferKilledMidCopyResumes(t *testing.T) {
 	s.vc.PaceExtentReads(name, 24<<20)
 	m := s.create(s.newMigration(name, name))
 
-	m = s.waitPhase(m.Name, v1alpha1.PhaseTransferringDisks, 2*time.Minute)
 	job1 := naming.TransferJob(m.Name, 1)
-	pod := s.waitTransferPod(m, job1)
-	gotStreams, chunk := s.transferShape(job1)
-	require.Equal(t, streams, gotStreams, "streams per disk in the job's arguments")
-	pid := s.transferProcess(&pod, time.Minute)
-
-	// Kill once three chunks were served, before the last byte.
-	killAt := 3 * chunk
-	err = wait.PollUntilContextTimeout(s.ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return s.vc.ExtentBytesServed(name) >= killAt, nil
-	})
-	require.NoError(t, err, "the transfer never got %d bytes in", killAt)
-	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-	servedAtKill := s.vc.ExtentBytesServed(name)
+	chunk, servedAtKill := s.killTransferMidCopy(m, name, streams)
 	require.Less(t, servedAtKill, size, "the copy was over before the kill")
-	s.vc.PaceExtentReads(name, 0)
-	t.Logf("killed vm-transfer (pid %d) with %d of %d bytes served", pid, servedAtKill, size)
-
-	killed := s.waitPodTerminated(pod.Name)
-	assert.Equal(t, int32(128+int32(syscall.SIGKILL)), killed.ExitCode, "exit code of the killed transfer")
 
 	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 3*time.Minute)
 	require.NotNil(t, m.Status.Transfer)
@@ -79,6 +61,33 @@ func TestTransferKilledMidCopyResumes(t *testing.T) {
 	assert.GreaterOrEqual(t, resent, int64(0))
 	assert.LessOrEqual(t, resent, int64(streams)*chunk, "more than one chunk per stream was sent again")
 	s.verifyTargetDisks(m, src)
+}
+
+// killTransferMidCopy waits for the first transfer attempt of migration m
+// to run with streams streams per disk, kills its vm-transfer process with
+// SIGKILL once the datastore served three chunks of VM vm (paced by the
+// test), stops pacing, and waits for the pod to fail. It returns the
+// chunk size and the bytes served at the kill.
+func (s *stack) killTransferMidCopy(m *v1alpha1.VirtualMachineMigration, vm string, streams int) (chunk, servedAtKill int64) {
+	s.t.Helper()
+	m = s.waitPhase(m.Name, v1alpha1.PhaseTransferringDisks, 2*time.Minute)
+	job1 := naming.TransferJob(m.Name, 1)
+	pod := s.waitTransferPod(m, job1)
+	gotStreams, chunk := s.transferShape(job1)
+	require.Equal(s.t, streams, gotStreams, "streams per disk in the job's arguments")
+	pid := s.transferProcess(&pod, time.Minute)
+	killAt := 3 * chunk
+	err := wait.PollUntilContextTimeout(s.ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return s.vc.ExtentBytesServed(vm) >= killAt, nil
+	})
+	require.NoError(s.t, err, "the transfer never got %d bytes in", killAt)
+	require.NoError(s.t, syscall.Kill(pid, syscall.SIGKILL))
+	servedAtKill = s.vc.ExtentBytesServed(vm)
+	s.vc.PaceExtentReads(vm, 0)
+	s.t.Logf("killed vm-transfer (pid %d) with %d bytes served", pid, servedAtKill)
+	killed := s.waitPodTerminated(pod.Name)
+	assert.Equal(s.t, int32(128+int32(syscall.SIGKILL)), killed.ExitCode, "exit code of the killed transfer")
+	return chunk, servedAtKill
 }
 
 // waitTransferPod waits for the pod of a transfer Job to run.

@@ -14,6 +14,11 @@
 // (FailExtentReads) or hold them (HoldExtentReads), so tests can make a
 // transfer fail, or stay in flight, the way a real datastore would.
 //
+// It answers QueryChangedDiskAreas, which vcsim does not implement, as
+// ESXi does, from the real allocation of the flat extents (cbt.go), and
+// lays out thin disks as sparse extents with a known share written
+// (thin.go), so that the transfer's allocated-only copy runs against it.
+//
 // Its inventory can be shaped as real ones are: several datacenters and
 // datastores (Options), VMs in sub-folders, with their configuration on one
 // datastore and disks on others (the VM's directory made on each), and

@@ -53,6 +53,9 @@ type VMSpec struct {
 	NICs []NICSpec
 	// PoweredOn leaves the VM running once created.
 	PoweredOn bool
+	// ChangeTracking turns changed-block tracking on: the VM's disks get
+	// change IDs and QueryChangedDiskAreas answers for them (cbt.go).
+	ChangeTracking bool
 }
 
 // DiskSpec is a disk of a VM and the content it holds.
@@ -73,6 +76,11 @@ type DiskSpec struct {
 	// bytes cannot be read (for control-plane benchmarks, where no
 	// transfer reads them).
 	Empty bool
+	// AllocatedPercent, from 1 to 100, makes the disk thin: data in
+	// scattered runs over about that share of it (ThinRuns), holes
+	// elsewhere, its flat extent a sparse file. 0 fills the whole disk
+	// (DiskBytes).
+	AllocatedPercent int
 }
 
 // NICSpec is a network adapter.
@@ -192,6 +200,14 @@ func (s *Server) AddVM(ctx context.Context, spec VMSpec) (*VM, error) {
 	if out.Disks, err = s.fillDisks(ctx, at, vm, spec, fileNames); err != nil {
 		return nil, err
 	}
+	if err := s.cbt.RefreshUsage(vm.Reference()); err != nil {
+		return nil, fmt.Errorf("VM %s: %w", spec.Name, err)
+	}
+	if spec.ChangeTracking {
+		if err := s.cbt.Enable(vm.Reference(), true); err != nil {
+			return nil, fmt.Errorf("VM %s: %w", spec.Name, err)
+		}
+	}
 	for _, n := range spec.NICs {
 		out.MACs = append(out.MACs, n.MAC)
 	}
@@ -220,6 +236,9 @@ func (s *Server) checkSpec(spec *VMSpec) error {
 	for i, d := range spec.Disks {
 		if d.SizeBytes <= 0 || d.SizeBytes%SectorSize != 0 {
 			return fmt.Errorf("disk %d of %s: %d bytes is not a positive multiple of %d", i, spec.Name, d.SizeBytes, SectorSize)
+		}
+		if d.AllocatedPercent < 0 || d.AllocatedPercent > 100 || (d.AllocatedPercent > 0 && (d.Image != "" || d.Empty)) {
+			return fmt.Errorf("disk %d of %s: allocated percent %d must be 0 to 100, and 0 with an image or an empty disk", i, spec.Name, d.AllocatedPercent)
 		}
 		spec.Disks[i].Datastore = orDefault(d.Datastore, spec.Datastore)
 	}
@@ -403,8 +422,12 @@ func (s *Server) fillDisks(ctx context.Context, at *placement, vm *object.Virtua
 		if err != nil {
 			return nil, fmt.Errorf("finding datastore %s: %w", d.Datastore, err)
 		}
-		if d.Image != "" {
-			sum, err := s.placeImage(ctx, ds, spec.Name, i, d)
+		if d.Image != "" || d.AllocatedPercent > 0 {
+			place := s.placeImage
+			if d.Image == "" {
+				place = s.placeThin
+			}
+			sum, err := place(ctx, ds, spec.Name, i, d)
 			if err != nil {
 				return nil, err
 			}

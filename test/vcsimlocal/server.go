@@ -90,6 +90,7 @@ type Server struct {
 	paces         map[string]*pace         // by VM folder name (pace.go)
 	vms           map[string]*VM
 	soapCalls     map[string]int // SOAP requests by method
+	cbt           *ChangeTracking
 }
 
 // extentFault fails the flat-extent reads of the first sessions of a VM.
@@ -150,7 +151,7 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	}
 	// No request has reached the server yet: its handler can still be
 	// wrapped with the session check and the fault injection.
-	srv.Config.Handler = s.wrap(srv.Config.Handler)
+	srv.Config.Handler, s.cbt = s.wrap(srv.Config.Handler), ServeChangeTracking(m)
 	// A client verifying by thumbprint fails its first handshake by
 	// design: keep the server's complaints out of the output.
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
@@ -173,6 +174,15 @@ func Start(ctx context.Context, opts Options) (s *Server, err error) {
 	s.client = c
 	s.sessionManager = *c.ServiceContent.SessionManager
 	return s, nil
+}
+
+// ChangeTracking is the simulator's answer to QueryChangedDiskAreas, to
+// shape it (faults, paging, a map that leaves areas out).
+func (s *Server) ChangeTracking() *ChangeTracking { return s.cbt }
+
+// Ref is the VM's managed object reference.
+func (v *VM) Ref() types.ManagedObjectReference {
+	return types.ManagedObjectReference{Type: "VirtualMachine", Value: v.MoRef}
 }
 
 // randomPassword is 24 random hex characters with a suffix that meets

@@ -23,8 +23,12 @@ const (
 	labelLegacyJobName = "job-name"
 )
 
-// maxMessage bounds the messages an observation carries into status.
-const maxMessage = 1024
+// maxMessage bounds the messages an observation carries into status;
+// maxReason a disk's full-copy reason.
+const (
+	maxMessage = 1024
+	maxReason  = 256
+)
 
 // ObserveJob turns a Job, its pods and (for a transfer) the data of its
 // ConfigMap into what the state machine needs. It is pure: ReadJob does
@@ -92,7 +96,9 @@ func observeTransfer(o *statemachine.JobObservation, msg string, cm map[string]s
 	}
 	if err == nil {
 		for _, d := range res.Disks {
-			o.Results = append(o.Results, statemachine.DiskResult{Key: d.Key, Bytes: d.Bytes, SHA256: d.SHA256})
+			o.Results = append(o.Results, statemachine.DiskResult{Key: d.Key, Bytes: d.Bytes, SHA256: d.SHA256,
+				AllocatedOnly: d.AllocatedOnly, AllocatedBytes: d.AllocatedBytes, BytesRead: d.BytesRead,
+				FullCopyReason: truncate(oneLine(d.FullCopyReason), maxReason)})
 		}
 		if !res.Succeeded {
 			o.Message = joinNonEmpty(": ", res.Reason, oneLine(res.Error))

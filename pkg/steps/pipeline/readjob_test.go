@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
@@ -145,6 +146,20 @@ func TestObserveJob(t *testing.T) {
 				return []runtime.Object{pod(j, "p1", labelJobName, t0, terminated(0, "Completed", resultMessage(t, okResult)))}
 			},
 			want: statemachine.JobObservation{Succeeded: true, Results: []statemachine.DiskResult{{Key: 2000, Bytes: 20 * gib, SHA256: sum}}},
+		},
+		"transfer succeeded, allocated areas only on one disk, whole on the other": {
+			job: jobBuilder(t, v1alpha1.ComponentTransfer, condition(batchv1.JobComplete, "", "")),
+			objects: func(j *batchv1.Job) []runtime.Object {
+				res := &wire.Result{Kind: wire.KindResult, Succeeded: true, Disks: []wire.DiskResult{
+					{Key: 2000, Bytes: 20 * gib, SHA256: sum, AllocatedOnly: true, AllocatedBytes: ptr.To[int64](5 * gib), BytesRead: 5 * gib},
+					{Key: 2001, Bytes: gib, SHA256: sum, BytesRead: gib, FullCopyReason: "changed block tracking is off\non the VM" + strings.Repeat(" and more", 40)},
+				}}
+				return []runtime.Object{pod(j, "p1", labelJobName, t0, terminated(0, "Completed", resultMessage(t, res)))}
+			},
+			want: statemachine.JobObservation{Succeeded: true, Results: []statemachine.DiskResult{
+				{Key: 2000, Bytes: 20 * gib, SHA256: sum, AllocatedOnly: true, AllocatedBytes: ptr.To[int64](5 * gib), BytesRead: 5 * gib},
+				{Key: 2001, Bytes: gib, SHA256: sum, BytesRead: gib, FullCopyReason: truncate("changed block tracking is off on the VM"+strings.Repeat(" and more", 40), maxReason)},
+			}},
 		},
 		"transfer succeeded, pod gone, result in the config map": {
 			job: jobBuilder(t, v1alpha1.ComponentTransfer, condition(batchv1.JobComplete, "", "")),

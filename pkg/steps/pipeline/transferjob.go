@@ -38,8 +38,9 @@ const (
 )
 
 // RenderTransferSpec renders the vm-transfer job spec: the endpoint, the
-// inventoried VM and, per disk in status order, its backing file and the
-// image path in its staging volume. It holds no credentials.
+// inventoried VM, whether only allocated areas may be copied
+// (spec.transfer.allocatedOnly) and, per disk in status order, its backing
+// file and the image path in its staging volume. It holds no credentials.
 func RenderTransferSpec(m *v1alpha1.VirtualMachineMigration) (*wire.JobSpec, error) {
 	inv := m.Status.Source
 	if inv == nil || inv.MoRef == "" {
@@ -57,6 +58,7 @@ func RenderTransferSpec(m *v1alpha1.VirtualMachineMigration) (*wire.JobSpec, err
 		Version:  wire.SpecVersion,
 		Endpoint: wire.EndpointSpec{URL: spec.Source.URL, Datacenter: dc, InsecureSkipVerify: spec.Source.InsecureSkipVerify},
 		VMMoRef:  inv.MoRef,
+		FullCopy: !spec.Transfer.AllocatedOnlyEnabled(),
 	}
 	for _, d := range m.Status.Disks {
 		src := sourceDisk(inv, d.Key)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/ptr"
 )
 
 // TestTransferStreamsArgument checks the transfer Job asks vm-transfer for
@@ -37,6 +38,29 @@ func TestTransferStreamsArgument(t *testing.T) {
 			} else {
 				assert.Equal(t, []string{tc.want}, streams, "args %v: vm-transfer is asked for %s", args, tc.want)
 			}
+		})
+	}
+}
+
+// TestTransferSpecFullCopy checks the job spec asks for a full copy only
+// when the migration turns allocated-only copy off.
+func TestTransferSpecFullCopy(t *testing.T) {
+	for name, tc := range map[string]struct {
+		allocatedOnly *bool
+		fullCopy      bool
+	}{
+		"default": {},
+		"on":      {allocatedOnly: ptr.To(true)},
+		"off":     {allocatedOnly: ptr.To(false), fullCopy: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := linuxBIOS()
+			m.Spec.Transfer.AllocatedOnly = ptr.To(true) // changed after the cutover: not in force
+			require.NotNil(t, m.Status.AppliedSpec, "the fixture has stopped its source")
+			m.Status.AppliedSpec.Transfer.AllocatedOnly = tc.allocatedOnly
+			js, err := RenderTransferSpec(m)
+			require.NoError(t, err, "rendering the job spec")
+			assert.Equal(t, tc.fullCopy, js.FullCopy, "fullCopy in the job spec")
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Kinds of the JSON documents the command writes, one per line on stdout.
@@ -79,9 +80,25 @@ type DiskResult struct {
 	// SHA256 of the whole image, zeros included, hex; empty unless done.
 	SHA256 string `json:"sha256,omitempty"`
 	// DurationSeconds this run spent on the disk.
-	DurationSeconds float64 `json:"durationSeconds"`
+	DurationSeconds float64 `json:"durationSeconds,omitempty"`
 	// ResumedFrom is the offset this run resumed from.
 	ResumedFrom int64 `json:"resumedFrom,omitempty"`
+	// Kept says an earlier run completed the image, and this one found it
+	// still matching its recorded SHA-256 and copied nothing.
+	Kept bool `json:"kept,omitempty"`
+	// AllocatedOnly says only the areas vSphere reported in use were read
+	// from the source; the rest of the image is holes (zeros).
+	AllocatedOnly bool `json:"allocatedOnly,omitempty"`
+	// AllocatedBytes is how much of the disk vSphere reported in use (the
+	// sum of its allocated areas), when it mapped them.
+	AllocatedBytes *int64 `json:"allocatedBytes,omitempty"`
+	// BytesRead is how many bytes were read from the source for the
+	// disk's image, over the runs that made it (a run killed mid-copy
+	// loses the count of what it read after its last checkpoint).
+	BytesRead int64 `json:"bytesRead,omitempty"`
+	// FullCopyReason says why the whole disk was read rather than its
+	// allocated areas alone.
+	FullCopyReason string `json:"fullCopyReason,omitempty"`
 	// Error says why the disk failed.
 	Error string `json:"error,omitempty"`
 }
@@ -134,22 +151,54 @@ const (
 const MaxTerminationMessage = 4096
 
 // TerminationMessage is the result as the termination message: compact
-// JSON of at most MaxTerminationMessage bytes when it can be (per-disk
-// errors and then the error's length give way first; checksums never do).
+// JSON of at most MaxTerminationMessage bytes when it can be. What the
+// controller does not need gives way first (per-disk errors, durations,
+// resume offsets), then the length of the error and of the full-copy
+// reasons, step by step; checksums, sizes and how each disk was read
+// never do.
 func TerminationMessage(res *Result) []byte {
 	data, _ := json.Marshal(res)
-	if len(data) <= MaxTerminationMessage {
-		return data
+	for _, limits := range shortenings {
+		if len(data) <= MaxTerminationMessage {
+			break
+		}
+		data, _ = json.Marshal(shortened(res, limits))
 	}
+	return data
+}
+
+// shortening bounds the error and the full-copy reasons of a result.
+type shortening struct{ errorLen, reasonLen int }
+
+// shortenings are tried in order until the result fits.
+var shortenings = []shortening{{512, 96}, {256, 24}, {128, 0}}
+
+// shortened is the result without what the controller does not need,
+// its error and reasons cut to the limits.
+func shortened(res *Result, l shortening) *Result {
 	short := *res
+	short.Error = cut(res.Error, l.errorLen)
 	short.Disks = make([]DiskResult, len(res.Disks))
 	for i, d := range res.Disks {
-		d.Error = ""
+		d.Error, d.DurationSeconds, d.ResumedFrom, d.Kept = "", 0, 0, false
+		d.FullCopyReason = cut(d.FullCopyReason, l.reasonLen)
 		short.Disks[i] = d
 	}
-	if len(short.Error) > 512 {
-		short.Error = short.Error[:509] + "..."
+	return &short
+}
+
+// cut shortens s to at most n bytes, on a rune boundary, marking the cut;
+// n 0 drops it.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	data, _ = json.Marshal(&short)
-	return data
+	if n < 3 {
+		return ""
+	}
+	end := n - 3
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + "..."
 }

@@ -26,6 +26,11 @@ type JobSpec struct {
 	VMMoRef string `json:"vmMoRef"`
 	// Disks to copy.
 	Disks []DiskSpec `json:"disks"`
+	// FullCopy reads every byte of every disk, even of a VM with changed
+	// block tracking on, whose disks' allocated areas vSphere can map
+	// (by default only those are read and the rest left as holes).
+	// +optional
+	FullCopy bool `json:"fullCopy,omitempty"`
 }
 
 // EndpointSpec names the vSphere endpoint.

@@ -29,6 +29,10 @@ func (t *TargetSpec) StartEnabled() bool { return ptr.Deref(t.Start, true) }
 // PreserveMACs reports whether source MAC addresses are kept (default true).
 func (t *TargetSpec) PreserveMACs() bool { return ptr.Deref(t.PreserveMACAddresses, true) }
 
+// AllocatedOnlyEnabled reports whether only the allocated areas of the
+// disks are copied where vSphere can map them (default true).
+func (t *TransferSpec) AllocatedOnlyEnabled() bool { return ptr.Deref(t.AllocatedOnly, true) }
+
 // OverheadPercent is the staging size overhead in percent (default 10).
 func (s *StagingSpec) OverheadPercent() int32 {
 	return ptr.Deref(s.SizeOverheadPercent, DefaultSizeOverheadPercent)

@@ -426,6 +426,24 @@ type DiskStatus struct {
 	// TransferredAt is when the transfer of this disk was verified complete.
 	// +optional
 	TransferredAt *metav1.Time `json:"transferredAt,omitempty"`
+	// AllocatedOnly says only the areas vSphere reported in use were
+	// copied; the rest of the staged image is holes (zeros).
+	// +optional
+	AllocatedOnly bool `json:"allocatedOnly,omitempty"`
+	// AllocatedBytes is how much of the disk vSphere reported in use (the
+	// sum of its allocated areas), when it mapped them.
+	// +optional
+	AllocatedBytes *int64 `json:"allocatedBytes,omitempty"`
+	// BytesRead is how many bytes the transfer read from the source for
+	// this disk, over its attempts (an attempt killed mid-copy loses the
+	// count of what it read after its last checkpoint, at most a chunk
+	// per stream).
+	// +optional
+	BytesRead int64 `json:"bytesRead,omitempty"`
+	// FullCopyReason says why the whole disk was copied rather than only
+	// its allocated areas.
+	// +optional
+	FullCopyReason string `json:"fullCopyReason,omitempty"`
 	// DataVolume is the target DataVolume's name.
 	// +optional
 	DataVolume string `json:"dataVolume,omitempty"`

@@ -45,6 +45,10 @@ type VirtualMachineMigrationSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Staging StagingSpec `json:"staging,omitempty"`
+	// Transfer tunes how the disks are copied into staging.
+	// +optional
+	// +kubebuilder:default={}
+	Transfer TransferSpec `json:"transfer,omitempty"`
 	// Conversion describes the guest conversion with virt-v2v.
 	// +optional
 	Conversion ConversionSpec `json:"conversion,omitempty"`
@@ -259,6 +263,20 @@ type StagingSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	SizeOverheadPercent *int32 `json:"sizeOverheadPercent,omitempty"`
+}
+
+// TransferSpec tunes how the disks are copied into staging.
+type TransferSpec struct {
+	// AllocatedOnly copies only the areas of each disk that vSphere
+	// reports in use, where it can: the source VM is powered off with
+	// changed block tracking (CBT) on, vSphere answers the query, and its
+	// map covers at least the space the datastore reports in use. The rest
+	// of the staged image is left as holes, which read as zeros. Otherwise,
+	// or when false, every byte of every disk is copied; status.disks[]
+	// says which way each disk was copied, and why not allocated-only.
+	// +optional
+	// +kubebuilder:default=true
+	AllocatedOnly *bool `json:"allocatedOnly,omitempty"`
 }
 
 // ConversionSpec describes the guest conversion.

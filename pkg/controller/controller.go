@@ -189,7 +189,8 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		finishedSkips.Inc()
 		return true
 	}
-	defer observeReconcile(time.Now())
+	ctx, clock := withCallClock(ctx)
+	defer observeReconcile(time.Now(), clock)
 	requeueAfter, err := c.sync(ctx, key)
 	switch {
 	case err != nil:

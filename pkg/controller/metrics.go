@@ -25,6 +25,12 @@ var (
 		Help:    "Time one reconcile of a VirtualMachineMigration took (observe, decide, write status, act).",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
 	})
+	reconcileOwnDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "vm_migration_reconcile_own_duration_seconds",
+		Help: "A reconcile's own time: its duration (vm_migration_reconcile_duration_seconds) minus the time its API server and vSphere calls took.",
+		// Finer than the reconcile's: the goal is a p99 under 20 ms.
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .0075, .01, .015, .02, .03, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	})
 	phaseDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "vm_migration_phase_duration_seconds",
 		Help: "Time migrations spent in a phase, observed when they leave it.",
@@ -77,7 +83,7 @@ var powerOperationKind = map[statemachine.ActionType]bool{
 // cache at scrape time.
 func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
 	for _, col := range []prometheus.Collector{
-		reconcileTotal, reconcileDuration, phaseDuration, actionsTotal, actionErrors, sourcePowerOperations, statusWrites, finishedSkips,
+		reconcileTotal, reconcileDuration, reconcileOwnDuration, phaseDuration, actionsTotal, actionErrors, sourcePowerOperations, statusWrites, finishedSkips,
 		phaseCollector{c}, migrationCollector{c},
 	} {
 		if err := reg.Register(col); err != nil {
@@ -87,9 +93,14 @@ func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
 	return nil
 }
 
-// observeReconcile records a reconcile's duration; call it deferred with
-// the start time.
-func observeReconcile(start time.Time) { reconcileDuration.Observe(time.Since(start).Seconds()) }
+// observeReconcile records a reconcile's duration and its own time (what
+// its calls, timed by clock, did not take); call it deferred with the
+// start time.
+func observeReconcile(start time.Time, clock *callClock) {
+	total := time.Since(start)
+	reconcileDuration.Observe(total.Seconds())
+	reconcileOwnDuration.Observe(clock.ownTime(total).Seconds())
+}
 
 // observePhaseExit records the time a migration spent in the phase it
 // leaves: from its phase start (for the first phase, which is entered

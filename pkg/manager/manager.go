@@ -62,6 +62,11 @@ type Options struct {
 // Run runs the controller until ctx ends. It fails at once, with one line
 // that says what is missing, when the API server lacks a needed API.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	// Every API call a reconcile makes counts against its own time
+	// (vm_migration_reconcile_own_duration_seconds), and so does every
+	// vSphere call (the session cache below).
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(controller.TimeAPICalls)
 	clients, err := NewClients(cfg)
 	if err != nil {
 		return err
@@ -77,7 +82,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vm-migration-controller"})
 
-	sessions := vsphere.NewSessionCache()
+	sessions := vsphere.NewSessionCache(vsphere.WithRoundTripper(controller.TimeVSphereCalls))
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()

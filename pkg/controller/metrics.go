@@ -222,22 +222,13 @@ func migrationMetrics(m *v1alpha1.VirtualMachineMigration) []prometheus.Metric {
 		prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(capacity), ns, name),
 		prometheus.MustNewConstMetric(throughputDesc, prometheus.GaugeValue, float64(throughput), ns, name),
 		prometheus.MustNewConstMetric(phaseStartDesc, prometheus.GaugeValue, float64(entered.Unix()), ns, name, string(phase)),
-		prometheus.MustNewConstMetric(sourceLeftOffDesc, prometheus.GaugeValue, boolValue(sourceLeftOff(st)), ns, name),
+		prometheus.MustNewConstMetric(sourceLeftOffDesc, prometheus.GaugeValue, boolValue(statemachine.SourceLeftOff(st)), ns, name),
 	}
 	for _, c := range st.Conditions {
 		out = append(out, prometheus.MustNewConstMetric(conditionDesc, prometheus.GaugeValue,
 			boolValue(c.Status == metav1.ConditionTrue), ns, name, c.Type))
 	}
 	return out
-}
-
-// sourceLeftOff reports a migration that ended other than Succeeded while
-// the source VM the controller stopped, found running, is not known to run
-// again (the rollback could not restore it).
-func sourceLeftOff(st *v1alpha1.VirtualMachineMigrationStatus) bool {
-	sc := st.SourceControl
-	stopped := sc != nil && (sc.ShutdownRequestedAt != nil || sc.PowerOffRequestedAt != nil)
-	return st.Phase == v1alpha1.PhaseFailed && stopped && sc.OriginalPowerState == statemachine.PowerStateOn && sc.RestoredAt == nil
 }
 
 func boolValue(b bool) float64 {

@@ -717,6 +717,11 @@ func (in *VirtualMachineMigrationSpec) DeepCopyInto(out *VirtualMachineMigration
 	in.Staging.DeepCopyInto(&out.Staging)
 	out.Conversion = in.Conversion
 	in.Policy.DeepCopyInto(&out.Policy)
+	if in.TTLSecondsAfterFinished != nil {
+		in, out := &in.TTLSecondsAfterFinished, &out.TTLSecondsAfterFinished
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 

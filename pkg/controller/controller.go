@@ -44,6 +44,9 @@ type Config struct {
 	Clock clock.WithTicker
 	// BaseRetryDelay and MaxRetryDelay bound the backoff after errors.
 	BaseRetryDelay, MaxRetryDelay time.Duration
+	// DefaultTTLAfterFinished is the time to live of a finished migration
+	// without spec.ttlSecondsAfterFinished; 0 keeps them until deleted.
+	DefaultTTLAfterFinished time.Duration
 }
 
 // Clients are the API clients the controller and its steps write with.
@@ -183,10 +186,9 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
-	if done, _ := c.cachedFinished(key); done {
-		// A requeue asked for before the migration ended: nothing to do.
-		c.queue.Forget(key)
-		finishedSkips.Inc()
+	if c.handleFinished(ctx, key) {
+		// Not reconciled: a requeue asked for before the migration
+		// ended, or its time to live.
 		return true
 	}
 	ctx, clock := withCallClock(ctx)

@@ -75,12 +75,16 @@ func (f *Factories) Informers(children map[string]cache.SharedIndexInformer) Inf
 // of what they cache: managedFields, most of a migration's size once the
 // controller wrote its status a few times (bench-scale: 24 KB of a
 // migration's 30 in memory), and kubectl's last applied configuration
-// (stripManagedFields). The children's
-// caches are the steps' (pipeline.ChildInformers trims them); the name
-// caches lose the annotations too. Only before the informers run: later
-// calls fail and are harmless.
+// (stripManagedFields); a finished migration is held as its summary
+// (cacheMigration). The children's caches are the steps'
+// (pipeline.ChildInformers trims them); the name caches keep names and
+// the migration UID label only (stripNameMetadata). Only before the
+// informers run: later calls fail and are harmless.
 func (inf Informers) trimCaches() {
-	for _, informer := range []cache.SharedIndexInformer{inf.Migrations, inf.StorageClasses, inf.Secrets} {
+	if inf.Migrations != nil {
+		_ = inf.Migrations.SetTransform(cacheMigration)
+	}
+	for _, informer := range []cache.SharedIndexInformer{inf.StorageClasses, inf.Secrets} {
 		if informer != nil {
 			_ = informer.SetTransform(stripManagedFields)
 		}

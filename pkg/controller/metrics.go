@@ -53,6 +53,10 @@ var (
 		Name: "vm_migration_status_writes_total",
 		Help: "Status writes of VirtualMachineMigrations (only when the status changed).",
 	})
+	expiredTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "vm_migration_expired_total",
+		Help: "Finished migrations deleted because their time to live ended (spec.ttlSecondsAfterFinished or the controller's default).",
+	})
 	finishedSkips = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "vm_migration_finished_skips_total",
 		Help: "Queued keys of finished migrations (ended, not being deleted, status up to date) dropped without a reconcile: requeues asked for before they ended.",
@@ -83,7 +87,7 @@ var powerOperationKind = map[statemachine.ActionType]bool{
 // cache at scrape time.
 func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
 	for _, col := range []prometheus.Collector{
-		reconcileTotal, reconcileDuration, reconcileOwnDuration, phaseDuration, actionsTotal, actionErrors, sourcePowerOperations, statusWrites, finishedSkips,
+		reconcileTotal, reconcileDuration, reconcileOwnDuration, phaseDuration, actionsTotal, actionErrors, sourcePowerOperations, statusWrites, finishedSkips, expiredTotal,
 		phaseCollector{c}, migrationCollector{c},
 	} {
 		if err := reg.Register(col); err != nil {

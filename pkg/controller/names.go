@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -43,16 +44,21 @@ func stripManagedFields(obj any) (any, error) {
 }
 
 // stripNameMetadata is the transform of the name caches, which hold the
-// metadata of every claim, DataVolume and VM of the watched namespaces and
-// are read for names and the migration UID label only: it drops the
-// managedFields and the annotations (a GitOps tool's last applied
-// configuration can be larger than the rest of the object).
+// metadata of every claim, DataVolume and VM of the watched namespaces
+// (the children of every migration that ever ran among them) and are read
+// for names and the migration UID label only (foreign): it keeps those,
+// and the resourceVersion.
 func stripNameMetadata(obj any) (any, error) {
-	if acc, err := meta.Accessor(obj); err == nil {
-		acc.SetManagedFields(nil)
-		acc.SetAnnotations(nil)
+	o, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	out := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: o.Name, Namespace: o.Namespace, ResourceVersion: o.ResourceVersion}}
+	if uid, ok := o.Labels[v1alpha1.LabelMigrationUID]; ok {
+		out.Labels = map[string]string{v1alpha1.LabelMigrationUID: uid}
+	}
+	return out, nil
 }
 
 // foreign reports whether an object of that resource and name exists in

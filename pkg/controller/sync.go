@@ -35,7 +35,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	if err != nil {
 		return 0, fmt.Errorf("reading migration from cache: %w", err)
 	}
-	m := cached.DeepCopy()
+	m, err := c.wholeMigration(ctx, cached)
+	if m == nil || err != nil {
+		return 0, err
+	}
 	logger := klog.FromContext(ctx).WithValues("migration", key.String(), "phase", m.Status.Phase)
 	ctx = klog.NewContext(ctx, logger)
 
@@ -122,6 +125,9 @@ func (c *Controller) reserveClaims(m *v1alpha1.VirtualMachineMigration, dec stat
 func (c *Controller) writeStatus(ctx context.Context, m *v1alpha1.VirtualMachineMigration, dec statemachine.Decision) (*v1alpha1.VirtualMachineMigration, time.Duration, error) {
 	if equality.Semantic.DeepEqual(dec.Status, m.Status) {
 		return m, 0, nil
+	}
+	if isSummary(m) {
+		return nil, 0, errSummaryWrite
 	}
 	upd := m.DeepCopy()
 	upd.Status = dec.Status

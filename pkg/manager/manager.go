@@ -47,6 +47,10 @@ type Options struct {
 	VSphereCallTimeout time.Duration
 	// Decisions tunes the state machine.
 	Decisions statemachine.Config
+	// DefaultTTLAfterFinished deletes finished migrations without
+	// spec.ttlSecondsAfterFinished that long after they finished; 0 keeps
+	// them.
+	DefaultTTLAfterFinished time.Duration
 	// AllowedConversionImages are the patterns a migration's own
 	// spec.conversion.image must match (the default image always may).
 	AllowedConversionImages []string
@@ -103,6 +107,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		DefaultConversionImage:   opts.Pipeline.ConversionImage,
 		AllowedConversionImages:  opts.AllowedConversionImages,
 		Decisions:                opts.Decisions,
+		DefaultTTLAfterFinished:  opts.DefaultTTLAfterFinished,
 	})
 	if err != nil {
 		return err

@@ -62,7 +62,7 @@ func TestCachesDropManagedFields(t *testing.T) {
 
 // TestNameCachesKeepNamesAndMigrationUID: the name caches keep what
 // foreign reads of an object, its name and its migration UID label, and
-// nothing else.
+// nothing else, in a form the informer's keys and indexes read.
 func TestNameCachesKeepNamesAndMigrationUID(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -84,9 +84,15 @@ func TestNameCachesKeepNamesAndMigrationUID(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := stripNameMetadata(tt.obj.DeepCopy())
 			require.NoError(t, err)
-			want := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-				Name: tt.obj.Name, Namespace: tt.obj.Namespace, ResourceVersion: tt.obj.ResourceVersion, Labels: tt.labels}}
-			assert.Equal(t, want, got)
+			acc, err := meta.Accessor(got)
+			require.NoError(t, err)
+			assert.Equal(t, &metav1.ObjectMeta{Name: tt.obj.Name, Namespace: tt.obj.Namespace, Labels: tt.labels}, acc)
+			key, err := cache.MetaNamespaceKeyFunc(got)
+			require.NoError(t, err)
+			assert.Equal(t, "apps/"+tt.obj.Name, key)
+			ns, err := cache.MetaNamespaceIndexFunc(got)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"apps"}, ns)
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/vim25/soap"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // A reconcile waits on the API server and on vSphere: a status write, a
@@ -16,9 +17,11 @@ import (
 // the controller controls is the rest, its own time: the reconcile's
 // duration minus the time its calls took. Each reconcile carries a
 // callClock in its context; the transports of the API clients
-// (TimeAPICalls, through rest.Config.Wrap) and of the vSphere sessions
-// (TimeVSphereCalls, through vsphere.WithRoundTripper) add to it the time
-// of every call made with that context. Calls made with another context
+// (TimeAPICalls, through rest.Config.Wrap), their client-side rate limits
+// (TimeThrottling: a request waits there for its turn before it is sent)
+// and the vSphere sessions' (TimeVSphereCalls, through
+// vsphere.WithRoundTripper) add to it the time of every call made with
+// that context. Calls made with another context
 // (informers' lists and watches, the event recorder, leader election)
 // count nowhere.
 
@@ -102,6 +105,26 @@ func (b *timedBody) Read(p []byte) (int, error) {
 func (b *timedBody) Close() error {
 	b.done()
 	return b.ReadCloser.Close()
+}
+
+// TimeThrottling wraps an API client's rate limiter (rest.Config.RateLimiter)
+// so that the time a request made with a reconcile's context waits for its
+// turn counts as that call's time.
+func TimeThrottling(next flowcontrol.RateLimiter) flowcontrol.RateLimiter {
+	return &throttleTimer{RateLimiter: next}
+}
+
+type throttleTimer struct{ flowcontrol.RateLimiter }
+
+// Wait implements flowcontrol.RateLimiter.
+func (t *throttleTimer) Wait(ctx context.Context) error {
+	clock := clockOf(ctx)
+	if clock == nil {
+		return t.RateLimiter.Wait(ctx)
+	}
+	start := time.Now()
+	defer func() { clock.add(time.Since(start)) }()
+	return t.RateLimiter.Wait(ctx)
 }
 
 // TimeVSphereCalls wraps a vSphere session's SOAP round tripper

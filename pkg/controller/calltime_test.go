@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/soap"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"platform.example/vm-migration/pkg/vsphere"
 )
@@ -132,4 +133,16 @@ func TestOwnTimeIsNeverNegative(t *testing.T) {
 	clock.add(30 * time.Millisecond)
 	assert.Equal(t, 40*time.Millisecond, clock.ownTime(100*time.Millisecond))
 	assert.Zero(t, clock.ownTime(50*time.Millisecond), "parallel calls that waited longer than the reconcile")
+}
+
+func TestThrottlingCountsAsCallTime(t *testing.T) {
+	limiter := TimeThrottling(flowcontrol.NewTokenBucketRateLimiter(10, 1))
+	ctx, clock := withCallClock(context.Background())
+	require.NoError(t, limiter.Wait(ctx), "the first token is there")
+	require.NoError(t, limiter.Wait(ctx), "the second comes after 100 ms")
+	assert.GreaterOrEqual(t, time.Duration(clock.waited.Load()), 80*time.Millisecond, "the wait for the second token")
+	start := time.Now()
+	require.NoError(t, limiter.Wait(context.Background()))
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond, "outside a reconcile it still limits")
+	assert.Less(t, time.Duration(clock.waited.Load()), 200*time.Millisecond, "and counts for no reconcile")
 }

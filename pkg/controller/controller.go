@@ -192,7 +192,7 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		return true
 	}
 	ctx, clock := withCallClock(ctx)
-	defer observeReconcile(time.Now(), clock)
+	defer observeReconcile(ctx, key, time.Now(), clock)
 	requeueAfter, err := c.sync(ctx, key)
 	switch {
 	case err != nil:

@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
@@ -97,13 +99,22 @@ func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
 	return nil
 }
 
+// slowOwnTime is the own time above which a reconcile is logged (at -v=2),
+// to find where the controller's own time goes.
+const slowOwnTime = 100 * time.Millisecond
+
 // observeReconcile records a reconcile's duration and its own time (what
 // its calls, timed by clock, did not take); call it deferred with the
 // start time.
-func observeReconcile(start time.Time, clock *callClock) {
+func observeReconcile(ctx context.Context, key cache.ObjectName, start time.Time, clock *callClock) {
 	total := time.Since(start)
+	own := clock.ownTime(total)
 	reconcileDuration.Observe(total.Seconds())
-	reconcileOwnDuration.Observe(clock.ownTime(total).Seconds())
+	reconcileOwnDuration.Observe(own.Seconds())
+	if own >= slowOwnTime {
+		klog.FromContext(ctx).V(2).Info("slow reconcile: its own time, without its API and vSphere calls", "migration", key.String(),
+			"own", own, "total", total)
+	}
 }
 
 // observePhaseExit records the time a migration spent in the phase it

@@ -56,7 +56,7 @@ func (c *Controller) handleFinished(ctx context.Context, key cache.ObjectName) b
 		return true
 	}
 	ctx, clock := withCallClock(ctx)
-	defer observeReconcile(time.Now(), clock)
+	defer observeReconcile(ctx, key, time.Now(), clock)
 	retry, err := c.expire(ctx, key)
 	switch {
 	case err != nil:

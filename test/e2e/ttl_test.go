@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -22,7 +25,10 @@ import (
 
 // TestTTLAfterFinished: a migration with spec.ttlSecondsAfterFinished,
 // approved by a person, succeeds and is deleted by the controller once its
-// time to live ended, not before. Its evidence outlives it in an event:
+// time to live ended, not before; every version of it until it is gone
+// (the controller holds it as a summary, reads it whole, deletes it and
+// releases its finalizer) has the status it had when it succeeded, but for
+// the observed generation that the deletion (a new generation) moves. Its evidence outlives it in an event:
 // every disk's checksum, its times, the approval and the field manager
 // that wrote it. The migrated VM, still running, its DataVolumes and
 // their claims stay, the same objects; the source stays off.
@@ -50,8 +56,15 @@ func TestTTLAfterFinished(t *testing.T) {
 		dvUIDs[dv.Name] = dv.UID
 	}
 
-	s.waitGone(m.Name, time.Minute)
+	seen := s.statusesUntilGone(m.Name, time.Minute)
 	gone := time.Now()
+	require.True(t, slices.ContainsFunc(seen, func(v v1alpha1.VirtualMachineMigration) bool { return v.DeletionTimestamp != nil }),
+		"the controller deleted it: a version marked deleted was seen before it was gone")
+	for _, v := range seen {
+		assert.Equal(t, withoutGenerations(m.Status), withoutGenerations(v.Status),
+			"the status of version %s (deleting: %t): nothing of the finished migration is lost while the controller holds it as a summary",
+			v.ResourceVersion, v.DeletionTimestamp != nil)
+	}
 	assert.GreaterOrEqual(t, gone.Sub(m.Status.CompletionTime.Time), time.Duration(ttl)*time.Second-time.Second,
 		"deleted only once its time to live ended (completion times have a second's precision)")
 
@@ -78,4 +91,39 @@ func TestTTLAfterFinished(t *testing.T) {
 	}
 	s.waitNoLeftovers(m, time.Minute)
 	assert.Equal(t, "poweredOff", s.powerState(name), "the migrated source stays off")
+}
+
+// statusesUntilGone watches a migration until it is gone and returns
+// every version of it seen, the current one first.
+func (s *stack) statusesUntilGone(name string, timeout time.Duration) []v1alpha1.VirtualMachineMigration {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(s.ctx, timeout)
+	defer cancel()
+	api := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns)
+	cur, err := api.Get(ctx, name, metav1.GetOptions{})
+	require.NoError(s.t, err)
+	seen := []v1alpha1.VirtualMachineMigration{*cur}
+	w, err := api.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: cur.ResourceVersion})
+	require.NoError(s.t, err)
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		m, ok := ev.Object.(*v1alpha1.VirtualMachineMigration)
+		require.True(s.t, ok, "watch event %s: %v", ev.Type, ev.Object)
+		if ev.Type == watch.Deleted {
+			return seen
+		}
+		seen = append(seen, *m)
+	}
+	require.FailNow(s.t, fmt.Sprintf("migration %s still exists after %s", name, timeout))
+	return nil
+}
+
+// withoutGenerations is st without its observed generations.
+func withoutGenerations(st v1alpha1.VirtualMachineMigrationStatus) v1alpha1.VirtualMachineMigrationStatus {
+	out := *st.DeepCopy()
+	out.ObservedGeneration = 0
+	for i := range out.Conditions {
+		out.Conditions[i].ObservedGeneration = 0
+	}
+	return out
 }

@@ -35,16 +35,23 @@ func slowServer(t *testing.T, headerDelay, bodyDelay time.Duration) *httptest.Se
 	return srv
 }
 
-func TestAPICallTimeCountsUntilTheBodyIsRead(t *testing.T) {
-	const header, body = 40 * time.Millisecond, 40 * time.Millisecond
-	srv := slowServer(t, header, body)
+// timedGet gets url through TimeAPICalls with a reconcile's context, and
+// returns the response and that reconcile's clock.
+func timedGet(t *testing.T, url string) (*http.Response, *callClock) {
+	t.Helper()
 	client := &http.Client{Transport: TimeAPICalls(http.DefaultTransport)}
-
 	ctx, clock := withCallClock(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	require.NoError(t, err)
 	resp, err := client.Do(req)
 	require.NoError(t, err)
+	return resp, clock
+}
+
+func TestAPICallTimeCountsUntilTheBodyIsRead(t *testing.T) {
+	const header, body = 40 * time.Millisecond, 40 * time.Millisecond
+	srv := slowServer(t, header, body)
+	resp, clock := timedGet(t, srv.URL)
 	afterHeaders := time.Duration(clock.waited.Load())
 	data, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
@@ -59,12 +66,7 @@ func TestAPICallTimeCountsUntilTheBodyIsRead(t *testing.T) {
 
 func TestAPICallClosedUnreadCounts(t *testing.T) {
 	srv := slowServer(t, 30*time.Millisecond, 0)
-	client := &http.Client{Transport: TimeAPICalls(http.DefaultTransport)}
-	ctx, clock := withCallClock(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-	require.NoError(t, err)
-	resp, err := client.Do(req)
-	require.NoError(t, err)
+	resp, clock := timedGet(t, srv.URL)
 	require.NoError(t, resp.Body.Close())
 	assert.GreaterOrEqual(t, time.Duration(clock.waited.Load()), 30*time.Millisecond)
 }

@@ -191,22 +191,29 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		// ended, or its time to live.
 		return true
 	}
+	c.reconcile(ctx, key, c.sync)
+	return true
+}
+
+// reconcile runs work on key (a sync, or the expiry of a finished
+// migration), timed (its duration and its own time), and queues the key
+// again as its outcome asks: with backoff after an error, else after the
+// delay it returned, if any.
+func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, work func(context.Context, cache.ObjectName) (time.Duration, error)) {
 	ctx, clock := withCallClock(ctx)
 	defer observeReconcile(ctx, key, time.Now(), clock)
-	requeueAfter, err := c.sync(ctx, key)
-	switch {
-	case err != nil:
+	requeueAfter, err := work(ctx, key)
+	if err != nil {
 		c.queue.AddRateLimited(key)
 		klog.FromContext(ctx).Error(err, "reconcile failed, retrying with backoff", "migration", key.String(), "retries", c.queue.NumRequeues(key))
 		reconcileTotal.WithLabelValues("error").Inc()
-	default:
-		c.queue.Forget(key)
-		if requeueAfter > 0 {
-			c.queue.AddAfter(key, requeueAfter)
-		}
-		reconcileTotal.WithLabelValues("success").Inc()
+		return
 	}
-	return true
+	c.queue.Forget(key)
+	if requeueAfter > 0 {
+		c.queue.AddAfter(key, requeueAfter)
+	}
+	reconcileTotal.WithLabelValues("success").Inc()
 }
 
 // Enqueue adds a migration's key to the queue.

@@ -55,20 +55,7 @@ func (c *Controller) handleFinished(ctx context.Context, key cache.ObjectName) b
 		finishedSkips.Inc()
 		return true
 	}
-	ctx, clock := withCallClock(ctx)
-	defer observeReconcile(ctx, key, time.Now(), clock)
-	retry, err := c.expire(ctx, key)
-	switch {
-	case err != nil:
-		c.queue.AddRateLimited(key)
-		klog.FromContext(ctx).Error(err, "deleting a finished migration whose time to live ended, retrying with backoff", "migration", key.String())
-		reconcileTotal.WithLabelValues("error").Inc()
-	case retry > 0:
-		c.queue.AddAfter(key, retry)
-		reconcileTotal.WithLabelValues("success").Inc()
-	default:
-		reconcileTotal.WithLabelValues("success").Inc()
-	}
+	c.reconcile(ctx, key, c.expire)
 	return true
 }
 

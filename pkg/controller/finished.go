@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -113,16 +112,14 @@ func summaryDisks(disks []v1alpha1.DiskStatus) []v1alpha1.DiskStatus {
 	return out
 }
 
-// wholeMigration is the migration to work on: cached as it is, or, for a
-// summary, read from the API server (nil when it is gone).
+// wholeMigration is a copy of the migration to work on: the cached one,
+// or, for a summary, the migration read from the API server (an error
+// for which apierrors.IsNotFound holds when it is gone).
 func (c *Controller) wholeMigration(ctx context.Context, cached *v1alpha1.VirtualMachineMigration) (*v1alpha1.VirtualMachineMigration, error) {
 	if !isSummary(cached) {
 		return cached.DeepCopy(), nil
 	}
 	m, err := c.clients.Migration.MigrationV1alpha1().VirtualMachineMigrations(cached.Namespace).Get(ctx, cached.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the finished migration whole from the API server: %w", err)
 	}

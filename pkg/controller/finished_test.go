@@ -181,6 +181,11 @@ func TestFinishedWrittenFromTheSummaryKeepsItsStatus(t *testing.T) {
 	assert.ErrorIs(t, err, errSummaryWrite)
 	assert.ErrorIs(t, f.c.setFinalizer(f.ctx, cached, false), errSummaryWrite)
 	assert.Equal(t, whole, f.migration())
+
+	// Gone from the API server, still summarised in the cache: nothing to do.
+	require.NoError(t, f.mig.Tracker().Delete(migrationsResource, walkNamespace, walkName))
+	_, err = f.c.sync(f.ctx, key(whole))
+	assert.NoError(t, err, "a reconcile of a finished migration that is gone")
 }
 
 // TestTTLDeletesTheFinishedMigrationAndKeepsWhatItMade: once its time to

@@ -5,16 +5,27 @@
 # and the stand-ins of test/standins in light mode (transfer pods end at
 # once with a complete result, clones and VM starts complete at once: no
 # disk bytes move). The controller runs as its own process with its
-# production flags; its API requests are counted through a reverse proxy,
-# its vSphere calls by vcsim. The driver is hack/benchscale (go doc it).
+# production flags (and --profiling), bounded as its Deployment bounds it:
+# in a memory cgroup of its own with the Deployment's memory limit, so the
+# soft memory limit it derives applies; its API requests are counted
+# through a reverse proxy, its vSphere calls by vcsim. The driver is
+# hack/benchscale (go doc it).
 #
 # Environment: N (1000), HOSTS (10), QUIET (1m: reconciles of finished
 # migrations are counted over it; shorten it for quick runs only),
-# TIMEOUT (3h), CONTROLLER_ARGS (extra controller flags), WORK_DIR (keep
-# logs there; default a temporary directory, removed).
+# TIMEOUT (3h), MEMLIMIT (the controller's memory limit: "deployment", the
+# default, reads manifests/base/deployment.yaml (512Mi); a quantity such
+# as 1Gi; 0 runs it without a cgroup and without a limit; the cgroup, a
+# child of the benchmark's own in the cgroup v1 memory hierarchy, needs
+# root and is removed at the end), CONTROLLER_ARGS (extra controller
+# flags), WORK_DIR (keep logs and the controller's final heap profile
+# there; default a temporary directory, removed).
+#
+#   make bench-scale N=5000 HOSTS=20               # under the Deployment's memory limit
+#   make bench-scale N=5000 HOSTS=20 MEMLIMIT=0    # without a limit
 #
 # The last line reads:
-#   scale: N=<n> succeeded=<n> writes/migration=<w> p99 reconcile=<ms> ms, peak RSS=<MiB> MiB
+#   scale: N=<n> succeeded=<n> writes/migration=<w> p99 reconcile=<ms> ms, own p99=<ms> ms, api p99=<ms> ms, peak RSS=<MiB> MiB, live heap=<MiB> MiB
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,10 +34,11 @@ N=${N:-1000}
 HOSTS=${HOSTS:-10}
 QUIET=${QUIET:-1m}
 TIMEOUT=${TIMEOUT:-3h}
+MEMLIMIT=${MEMLIMIT:-deployment}
 bin=$root/_output/bench-scale/bin
 
 testbin=$("$root/hack/build-testbin.sh" | tail -n 1)
 mkdir -p "$bin"
 go build -o "$bin/" ./cmd/migration-controller ./hack/benchscale
-exec env TESTBIN_DIR="$testbin" "$bin/benchscale" -n "$N" --hosts "$HOSTS" --quiet "$QUIET" --timeout "$TIMEOUT" \
+exec env TESTBIN_DIR="$testbin" "$bin/benchscale" -n "$N" --hosts "$HOSTS" --quiet "$QUIET" --timeout "$TIMEOUT" --memory-limit "$MEMLIMIT" \
   --controller-binary "$bin/migration-controller" --controller-args "${CONTROLLER_ARGS:-}" ${WORK_DIR:+--work-dir "$WORK_DIR"}

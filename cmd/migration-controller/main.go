@@ -87,6 +87,7 @@ func (f *flags) controllerFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&f.vsphereCallTimeout, "vsphere-call-timeout", 2*time.Minute, "deadline of each vSphere operation")
 	fs.DurationVar(&f.opts.Decisions.PollInterval, "poll-interval", statemachine.DefaultPollInterval, "how often vSphere and running jobs are looked at")
 	fs.DurationVar(&f.opts.Decisions.WaitInterval, "wait-interval", statemachine.DefaultWaitInterval, "how often a waiting migration is looked at")
+	fs.DurationVar(&f.opts.DefaultTTLAfterFinished, "default-ttl-after-finished", 0, "delete a finished migration this long after it finished, when its spec.ttlSecondsAfterFinished is unset, keeping what it produced and recording its evidence in an event and the log first (0: keep finished migrations until deleted)")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader among replicas with a Lease; only the leader acts (false: act at once, for a single copy only)")
 	fs.StringVar(&f.leaseNamespace, "leader-election-namespace", "vm-migration-system", "namespace of the leader election Lease")
 	fs.StringVar(&f.leaseName, "leader-election-id", "vm-migration-controller", "name of the leader election Lease")
@@ -117,6 +118,8 @@ func (f *flags) complete() error {
 		return errors.New("--max-transfers-per-host and --max-transfers-per-datastore must not be negative")
 	case f.transferStreams < 1 || f.hostConnections < 1:
 		return errors.New("--transfer-streams and --transfer-connections-per-host must be at least 1")
+	case f.opts.DefaultTTLAfterFinished < 0:
+		return fmt.Errorf("--default-ttl-after-finished must not be negative, got %s", f.opts.DefaultTTLAfterFinished)
 	case f.apiQPS <= 0 || f.apiBurst < 1:
 		return fmt.Errorf("--kube-api-qps must be positive and --kube-api-burst at least 1, got %g and %d", f.apiQPS, f.apiBurst)
 	}

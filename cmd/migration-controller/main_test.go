@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -106,4 +107,27 @@ func TestProfilingOnlyWhenAsked(t *testing.T) {
 	f, err := parseFlags(nil)
 	require.NoError(t, err)
 	assert.False(t, f.profiling, "profiling is on by default")
+}
+
+func TestDefaultTTLFlag(t *testing.T) {
+	cases := map[string]struct {
+		args    []string
+		want    time.Duration
+		wantErr string
+	}{
+		"off unless set": {},
+		"set":            {args: []string{"--default-ttl-after-finished=720h"}, want: 720 * time.Hour},
+		"negative":       {args: []string{"--default-ttl-after-finished=-1s"}, wantErr: "--default-ttl-after-finished must not be negative"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f, err := parseFlags(tc.args)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, f.opts.DefaultTTLAfterFinished)
+		})
+	}
 }

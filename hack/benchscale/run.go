@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -49,10 +51,12 @@ type sample struct {
 type bench struct {
 	o     options
 	start time.Time
+	dir   string
 	env   *framework.Environment
 	vc    *vcsimlocal.Server
 	proxy *countingProxy
 	ctrl  *controller
+	cg    *memoryCgroup
 	watch *watcher
 	mig   migclient.Interface
 	loads []float64
@@ -65,6 +69,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer cleanup()
+	b.dir = dir
 	if err := b.startWorld(ctx, dir); err != nil {
 		b.stopWorld()
 		return err
@@ -118,11 +123,28 @@ func (b *bench) startWorld(ctx context.Context, dir string) error {
 	if err := controllerKubeconfig(ctx, kube, b.proxy.URL(), b.proxy.CA, kubeconfig); err != nil {
 		return err
 	}
-	if b.ctrl, err = startController(b.o.controller, kubeconfig, dir, splitArgs(b.o.controllerArgs)); err != nil {
+	if err := b.makeCgroup(); err != nil {
+		return err
+	}
+	if b.ctrl, err = startController(b.o.controller, kubeconfig, dir, splitArgs(b.o.controllerArgs), b.cg); err != nil {
 		return err
 	}
 	say(b.start, "controller pid %d (log %s), waiting for it to lead", b.ctrl.pid(), b.ctrl.logFilePath)
 	return b.ctrl.waitLeading(ctx, 3*time.Minute)
+}
+
+// makeCgroup makes the controller's memory cgroup, unless --memory-limit
+// is 0.
+func (b *bench) makeCgroup() error {
+	limit, err := memoryLimit(b.o.memoryLimit)
+	if err != nil || limit == 0 {
+		return err
+	}
+	if b.cg, err = newMemoryCgroup(limit); err != nil {
+		return err
+	}
+	say(b.start, "the controller runs in the memory cgroup %s, limit %.0f MiB (--memory-limit=%s)", b.cg.dir, float64(limit)/(1<<20), b.o.memoryLimit)
+	return nil
 }
 
 // standinsStop stops the stand-ins and waits for them.
@@ -149,6 +171,11 @@ func (b *bench) startStandins(ctx context.Context, dir string) error {
 func (b *bench) stopWorld() {
 	if b.ctrl != nil {
 		b.ctrl.stop(30 * time.Second)
+	}
+	if b.cg != nil {
+		if err := b.cg.remove(); err != nil {
+			fmt.Fprintln(os.Stderr, "benchscale:", err)
+		}
 	}
 	if b.proxy != nil {
 		b.proxy.Close()
@@ -238,7 +265,41 @@ func (b *bench) measure(ctx context.Context) (*report, error) {
 	if hwm2, err := procStatus(b.ctrl.pid(), "VmHWM"); err == nil {
 		rep.peakRSS = hwm2
 	}
-	return rep, nil
+	rep.memory, err = b.memoryAtEnd()
+	return rep, err
+}
+
+// memoryAtEnd forces a GC in the controller (through its heap profile,
+// kept in the work directory when --work-dir names one) and reads its
+// heap, its resident memory and its cgroup's figures then.
+func (b *bench) memoryAtEnd() (memoryFigures, error) {
+	var m memoryFigures
+	if b.cg != nil {
+		m.limit, m.cgroup = b.cg.limit, b.cg.stats()
+	}
+	client := http.Client{Timeout: time.Minute}
+	resp, err := client.Get(b.ctrl.heapURL)
+	if err != nil {
+		return m, fmt.Errorf("forcing a GC in the controller: %w", err)
+	}
+	profile, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return m, fmt.Errorf("forcing a GC in the controller: %s: %v", resp.Status, err)
+	}
+	if b.o.workDir != "" {
+		m.profile = filepath.Join(b.dir, "controller-heap.pb.gz")
+		if err := os.WriteFile(m.profile, profile, 0o644); err != nil {
+			return m, fmt.Errorf("keeping the heap profile: %w", err)
+		}
+	}
+	metrics, err := scrape(b.ctrl.metricsURL)
+	if err != nil {
+		return m, err
+	}
+	m.liveHeap, m.softLimit = int64(metrics[heapAllocBytes]), metrics[goMemoryLimit]
+	m.endRSS, _ = procStatus(b.ctrl.pid(), "VmRSS")
+	return m, nil
 }
 
 // controllerSeesAllEnded waits until the controller's own gauge of

@@ -171,6 +171,7 @@ func controllerKubeconfig(ctx context.Context, kube kubernetes.Interface, server
 type controller struct {
 	cmd         *exec.Cmd
 	metricsURL  string
+	heapURL     string
 	healthURL   string
 	exited      chan struct{}
 	waitErr     error
@@ -179,16 +180,18 @@ type controller struct {
 
 // startController runs the controller binary with its production flags
 // (leader election on), the flags the stand-ins need (the transfer and
-// conversion images) and extra, logging to dir. It must run on the
-// thread that lives as long as the benchmark (see main): the process gets
-// SIGKILL when that thread ends.
-func startController(binary, kubeconfig, dir string, extra []string) (*controller, error) {
+// conversion images), --profiling (the live heap is read through its heap
+// profile) and extra, logging to dir, inside cg when there is one. It
+// must run on the thread that lives as long as the benchmark (see main):
+// the process gets SIGKILL when that thread ends.
+func startController(binary, kubeconfig, dir string, extra []string, cg *memoryCgroup) (*controller, error) {
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
 	}
 	c := &controller{
 		metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0]),
+		heapURL:    fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", ports[0]),
 		healthURL:  fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]),
 		exited:     make(chan struct{}), logFilePath: filepath.Join(dir, "migration-controller.log"),
 	}
@@ -197,12 +200,16 @@ func startController(binary, kubeconfig, dir string, extra []string) (*controlle
 		"--transfer-image=" + transferImage, "--conversion-image=" + conversionImage,
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[1]),
+		"--profiling",
 	}, extra...)
 	logFile, err := os.Create(c.logFilePath)
 	if err != nil {
 		return nil, fmt.Errorf("creating the controller's log: %w", err)
 	}
 	c.cmd = exec.Command(binary, args...)
+	if cg != nil {
+		c.cmd = cg.command(binary, args...)
+	}
 	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := c.cmd.Start(); err != nil {

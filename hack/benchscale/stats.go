@@ -135,6 +135,20 @@ func quantile(q float64, bs []bucket) float64 {
 	return math.NaN()
 }
 
+// above counts the observations above bound, a bucket bound of the
+// histogram (NaN when it is not one).
+func above(bound float64, bs []bucket) float64 {
+	if len(bs) == 0 {
+		return math.NaN()
+	}
+	for _, b := range bs {
+		if b.le == bound {
+			return bs[len(bs)-1].count - b.count
+		}
+	}
+	return math.NaN()
+}
+
 // procStatus reads a field in kB from /proc/<pid>/status (VmHWM, VmRSS)
 // and returns it in bytes.
 func procStatus(pid int, field string) (int64, error) {

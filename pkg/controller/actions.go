@@ -94,6 +94,9 @@ func (c *Controller) setFinalizer(ctx context.Context, m *v1alpha1.VirtualMachin
 	if has == present {
 		return nil
 	}
+	if isSummary(m) {
+		return errSummaryWrite
+	}
 	finalizers := slices.DeleteFunc(slices.Clone(m.Finalizers), func(f string) bool { return f == v1alpha1.FinalizerName })
 	if present {
 		finalizers = append(finalizers, v1alpha1.FinalizerName)

@@ -44,6 +44,9 @@ type Config struct {
 	Clock clock.WithTicker
 	// BaseRetryDelay and MaxRetryDelay bound the backoff after errors.
 	BaseRetryDelay, MaxRetryDelay time.Duration
+	// DefaultTTLAfterFinished is the time to live of a finished migration
+	// without spec.ttlSecondsAfterFinished; 0 keeps them until deleted.
+	DefaultTTLAfterFinished time.Duration
 }
 
 // Clients are the API clients the controller and its steps write with.
@@ -183,27 +186,34 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
-	if done, _ := c.cachedFinished(key); done {
-		// A requeue asked for before the migration ended: nothing to do.
-		c.queue.Forget(key)
-		finishedSkips.Inc()
+	if c.handleFinished(ctx, key) {
+		// Not reconciled: a requeue asked for before the migration
+		// ended, or its time to live.
 		return true
 	}
-	defer observeReconcile(time.Now())
-	requeueAfter, err := c.sync(ctx, key)
-	switch {
-	case err != nil:
+	c.reconcile(ctx, key, c.sync)
+	return true
+}
+
+// reconcile runs work on key (a sync, or the expiry of a finished
+// migration), timed (its duration and its own time), and queues the key
+// again as its outcome asks: with backoff after an error, else after the
+// delay it returned, if any.
+func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, work func(context.Context, cache.ObjectName) (time.Duration, error)) {
+	ctx, clock := withCallClock(ctx)
+	defer observeReconcile(ctx, key, time.Now(), clock)
+	requeueAfter, err := work(ctx, key)
+	if err != nil {
 		c.queue.AddRateLimited(key)
 		klog.FromContext(ctx).Error(err, "reconcile failed, retrying with backoff", "migration", key.String(), "retries", c.queue.NumRequeues(key))
 		reconcileTotal.WithLabelValues("error").Inc()
-	default:
-		c.queue.Forget(key)
-		if requeueAfter > 0 {
-			c.queue.AddAfter(key, requeueAfter)
-		}
-		reconcileTotal.WithLabelValues("success").Inc()
+		return
 	}
-	return true
+	c.queue.Forget(key)
+	if requeueAfter > 0 {
+		c.queue.AddAfter(key, requeueAfter)
+	}
+	reconcileTotal.WithLabelValues("success").Inc()
 }
 
 // Enqueue adds a migration's key to the queue.

@@ -96,9 +96,15 @@ func unwrapTombstone(obj any) any {
 }
 
 // enqueueMigration enqueues the migration of an add or update event,
-// unless it is finished.
+// unless it is finished: then only for when its time to live ends, if it
+// has one.
 func (c *Controller) enqueueMigration(obj any) {
-	if m := migrationOf(obj); m != nil && !finished(m) {
+	m := migrationOf(obj)
+	switch {
+	case m == nil:
+	case finished(m):
+		c.scheduleExpiry(m)
+	default:
 		c.queue.Add(cache.MetaObjectToName(m))
 	}
 }

@@ -23,7 +23,11 @@ import (
 //     the migration UID label, so the caches hold the controller's own
 //     objects and nothing else (pods, Jobs, claims, ConfigMaps, the
 //     per-attempt ServiceAccounts, Roles and RoleBindings, DataVolumes,
-//     VirtualMachines and their instances).
+//     VirtualMachines and their instances). Of the claims, not those of
+//     the DataVolumes (component import: CDI copies a DataVolume's labels
+//     to its claim): the step reads the staging claims only, and a
+//     migrated VM's disks would otherwise stay cached for as long as
+//     their migration exists.
 //   - Secrets: the Secrets that opt in as vSphere credentials
 //     (v1alpha1.LabelVSphereCredentials=true), and no other.
 //   - Cluster: cluster-scoped facts (StorageClasses).
@@ -45,11 +49,14 @@ type Factories struct {
 // namespace (see Watch).
 func NewFactories(clients Clients, namespace string, resync time.Duration) *Factories {
 	own := func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelMigrationUID }
+	ownButDisks := func(o *metav1.ListOptions) {
+		o.LabelSelector = v1alpha1.LabelMigrationUID + "," + v1alpha1.LabelComponent + "!=" + v1alpha1.ComponentImport
+	}
 	credentials := func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelVSphereCredentials + "=true" }
 	return &Factories{
 		Migration: miginformers.NewSharedInformerFactoryWithOptions(clients.Migration, resync, miginformers.WithNamespace(namespace)),
 		Kube: kubeinformers.NewSharedInformerFactoryWithOptions(clients.Kube, resync,
-			kubeinformers.WithNamespace(namespace), kubeinformers.WithTweakListOptions(own)),
+			kubeinformers.WithNamespace(namespace), kubeinformers.WithTweakListOptions(ownButDisks)),
 		KubeVirt: kvinformers.NewSharedInformerFactoryWithOptions(clients.KubeVirt, resync,
 			kvinformers.WithNamespace(namespace), kvinformers.WithTweakListOptions(own)),
 		CDI: cdiinformers.NewSharedInformerFactoryWithOptions(clients.CDI, resync,
@@ -75,12 +82,16 @@ func (f *Factories) Informers(children map[string]cache.SharedIndexInformer) Inf
 // of what they cache: managedFields, most of a migration's size once the
 // controller wrote its status a few times (bench-scale: 24 KB of a
 // migration's 30 in memory), and kubectl's last applied configuration
-// (stripManagedFields). The children's
-// caches are the steps' (pipeline.ChildInformers trims them); the name
-// caches lose the annotations too. Only before the informers run: later
-// calls fail and are harmless.
+// (stripManagedFields); a finished migration is held as its summary
+// (cacheMigration). The children's caches are the steps'
+// (pipeline.ChildInformers trims them); the name caches keep names and
+// the migration UID label only (stripNameMetadata). Only before the
+// informers run: later calls fail and are harmless.
 func (inf Informers) trimCaches() {
-	for _, informer := range []cache.SharedIndexInformer{inf.Migrations, inf.StorageClasses, inf.Secrets} {
+	if inf.Migrations != nil {
+		_ = inf.Migrations.SetTransform(cacheMigration)
+	}
+	for _, informer := range []cache.SharedIndexInformer{inf.StorageClasses, inf.Secrets} {
 		if informer != nil {
 			_ = informer.SetTransform(stripManagedFields)
 		}

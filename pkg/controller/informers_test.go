@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/steps/pipeline"
 	"platform.example/vm-migration/test/builders"
 	"platform.example/vm-migration/test/fakes"
@@ -59,32 +60,39 @@ func TestCachesDropManagedFields(t *testing.T) {
 	}
 }
 
-func TestNameCachesKeepNamesAndLabels(t *testing.T) {
+// TestNameCachesKeepNamesAndMigrationUID: the name caches keep what
+// foreign reads of an object, its name and its migration UID label, and
+// nothing else, in a form the informer's keys and indexes read.
+func TestNameCachesKeepNamesAndMigrationUID(t *testing.T) {
 	tests := []struct {
-		name string
-		obj  *metav1.PartialObjectMetadata
+		name   string
+		obj    *metav1.PartialObjectMetadata
+		labels map[string]string
 	}{
-		{"foreign VM applied by a GitOps tool", &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-			Name: "web-01", Namespace: "apps", Labels: map[string]string{"app": "web"},
-			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"a":"very long document"}`},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "argocd"}},
+		{name: "foreign VM applied by a GitOps tool", obj: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Name: "web-01", Namespace: "apps", Labels: map[string]string{"app": "web"}, ResourceVersion: "7",
+			Annotations:     map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"a":"very long document"}`},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "argocd"}},
+			OwnerReferences: []metav1.OwnerReference{{Name: "app-set"}}, Finalizers: []string{"argocd"},
 		}}},
-		{"a migration's claim", &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-			Name: "web-01-disk-0", Namespace: "apps", Labels: map[string]string{"migration.platform.example/migration-uid": "u1"},
-		}}},
+		{name: "a migration's claim", obj: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Name: "web-01-disk-0", Namespace: "apps", ResourceVersion: "8", UID: "claim-uid",
+			Labels: map[string]string{v1alpha1.LabelMigrationUID: "u1", v1alpha1.LabelComponent: "import", "app": "web"},
+		}}, labels: map[string]string{v1alpha1.LabelMigrationUID: "u1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			labels := tt.obj.Labels
 			got, err := stripNameMetadata(tt.obj.DeepCopy())
 			require.NoError(t, err)
 			acc, err := meta.Accessor(got)
 			require.NoError(t, err)
-			assert.Equal(t, tt.obj.Name, acc.GetName())
-			assert.Equal(t, tt.obj.Namespace, acc.GetNamespace())
-			assert.Equal(t, labels, acc.GetLabels())
-			assert.Empty(t, acc.GetAnnotations())
-			assert.Empty(t, acc.GetManagedFields())
+			assert.Equal(t, &metav1.ObjectMeta{Name: tt.obj.Name, Namespace: tt.obj.Namespace, Labels: tt.labels}, acc)
+			key, err := cache.MetaNamespaceKeyFunc(got)
+			require.NoError(t, err)
+			assert.Equal(t, "apps/"+tt.obj.Name, key)
+			ns, err := cache.MetaNamespaceIndexFunc(got)
+			require.NoError(t, err)
+			assert.Equal(t, []string{"apps"}, ns)
 		})
 	}
 }

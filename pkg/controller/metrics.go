@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
@@ -24,6 +26,12 @@ var (
 		Name:    "vm_migration_reconcile_duration_seconds",
 		Help:    "Time one reconcile of a VirtualMachineMigration took (observe, decide, write status, act).",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+	})
+	reconcileOwnDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "vm_migration_reconcile_own_duration_seconds",
+		Help: "A reconcile's own time: its duration (vm_migration_reconcile_duration_seconds) minus the time its API server and vSphere calls took.",
+		// Finer than the reconcile's: the goal is a p99 under 20 ms.
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .0075, .01, .015, .02, .03, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	})
 	phaseDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "vm_migration_phase_duration_seconds",
@@ -46,6 +54,10 @@ var (
 	statusWrites = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "vm_migration_status_writes_total",
 		Help: "Status writes of VirtualMachineMigrations (only when the status changed).",
+	})
+	expiredTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "vm_migration_expired_total",
+		Help: "Finished migrations deleted because their time to live ended (spec.ttlSecondsAfterFinished or the controller's default).",
 	})
 	finishedSkips = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "vm_migration_finished_skips_total",
@@ -77,7 +89,7 @@ var powerOperationKind = map[statemachine.ActionType]bool{
 // cache at scrape time.
 func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
 	for _, col := range []prometheus.Collector{
-		reconcileTotal, reconcileDuration, phaseDuration, actionsTotal, actionErrors, sourcePowerOperations, statusWrites, finishedSkips,
+		reconcileTotal, reconcileDuration, reconcileOwnDuration, phaseDuration, actionsTotal, actionErrors, sourcePowerOperations, statusWrites, finishedSkips, expiredTotal,
 		phaseCollector{c}, migrationCollector{c},
 	} {
 		if err := reg.Register(col); err != nil {
@@ -87,9 +99,23 @@ func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
 	return nil
 }
 
-// observeReconcile records a reconcile's duration; call it deferred with
-// the start time.
-func observeReconcile(start time.Time) { reconcileDuration.Observe(time.Since(start).Seconds()) }
+// slowOwnTime is the own time above which a reconcile is logged (at -v=2),
+// to find where the controller's own time goes.
+const slowOwnTime = 100 * time.Millisecond
+
+// observeReconcile records a reconcile's duration and its own time (what
+// its calls, timed by clock, did not take); call it deferred with the
+// start time.
+func observeReconcile(ctx context.Context, key cache.ObjectName, start time.Time, clock *callClock) {
+	total := time.Since(start)
+	own := clock.ownTime(total)
+	reconcileDuration.Observe(total.Seconds())
+	reconcileOwnDuration.Observe(own.Seconds())
+	if own >= slowOwnTime {
+		klog.FromContext(ctx).V(2).Info("slow reconcile: its own time, without its API and vSphere calls", "migration", key.String(),
+			"own", own, "total", total)
+	}
+}
 
 // observePhaseExit records the time a migration spent in the phase it
 // leaves: from its phase start (for the first phase, which is entered
@@ -211,22 +237,13 @@ func migrationMetrics(m *v1alpha1.VirtualMachineMigration) []prometheus.Metric {
 		prometheus.MustNewConstMetric(capacityDesc, prometheus.GaugeValue, float64(capacity), ns, name),
 		prometheus.MustNewConstMetric(throughputDesc, prometheus.GaugeValue, float64(throughput), ns, name),
 		prometheus.MustNewConstMetric(phaseStartDesc, prometheus.GaugeValue, float64(entered.Unix()), ns, name, string(phase)),
-		prometheus.MustNewConstMetric(sourceLeftOffDesc, prometheus.GaugeValue, boolValue(sourceLeftOff(st)), ns, name),
+		prometheus.MustNewConstMetric(sourceLeftOffDesc, prometheus.GaugeValue, boolValue(statemachine.SourceLeftOff(st)), ns, name),
 	}
 	for _, c := range st.Conditions {
 		out = append(out, prometheus.MustNewConstMetric(conditionDesc, prometheus.GaugeValue,
 			boolValue(c.Status == metav1.ConditionTrue), ns, name, c.Type))
 	}
 	return out
-}
-
-// sourceLeftOff reports a migration that ended other than Succeeded while
-// the source VM the controller stopped, found running, is not known to run
-// again (the rollback could not restore it).
-func sourceLeftOff(st *v1alpha1.VirtualMachineMigrationStatus) bool {
-	sc := st.SourceControl
-	stopped := sc != nil && (sc.ShutdownRequestedAt != nil || sc.PowerOffRequestedAt != nil)
-	return st.Phase == v1alpha1.PhaseFailed && stopped && sc.OriginalPowerState == statemachine.PowerStateOn && sc.RestoredAt == nil
 }
 
 func boolValue(b bool) float64 {

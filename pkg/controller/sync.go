@@ -26,16 +26,18 @@ const conflictRequeue = time.Second
 // take a transfer slot the decision needs, write status if it changed,
 // record the events, act once. It returns when to look again while waiting.
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
-	cached, err := c.migrations.VirtualMachineMigrations(key.Namespace).Get(key.Name)
+	m, err := c.migrations.VirtualMachineMigrations(key.Namespace).Get(key.Name)
+	if err == nil {
+		m, err = c.wholeMigration(ctx, m)
+	}
 	if apierrors.IsNotFound(err) {
 		c.slots.settle(key, "", c.clock.Now())
 		c.claims.settle(key, true, c.clock.Now())
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("reading migration from cache: %w", err)
+		return 0, fmt.Errorf("reading the migration: %w", err)
 	}
-	m := cached.DeepCopy()
 	logger := klog.FromContext(ctx).WithValues("migration", key.String(), "phase", m.Status.Phase)
 	ctx = klog.NewContext(ctx, logger)
 
@@ -122,6 +124,9 @@ func (c *Controller) reserveClaims(m *v1alpha1.VirtualMachineMigration, dec stat
 func (c *Controller) writeStatus(ctx context.Context, m *v1alpha1.VirtualMachineMigration, dec statemachine.Decision) (*v1alpha1.VirtualMachineMigration, time.Duration, error) {
 	if equality.Semantic.DeepEqual(dec.Status, m.Status) {
 		return m, 0, nil
+	}
+	if isSummary(m) {
+		return nil, 0, errSummaryWrite
 	}
 	upd := m.DeepCopy()
 	upd.Status = dec.Status

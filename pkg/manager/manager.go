@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -47,6 +48,10 @@ type Options struct {
 	VSphereCallTimeout time.Duration
 	// Decisions tunes the state machine.
 	Decisions statemachine.Config
+	// DefaultTTLAfterFinished deletes finished migrations without
+	// spec.ttlSecondsAfterFinished that long after they finished; 0 keeps
+	// them.
+	DefaultTTLAfterFinished time.Duration
 	// AllowedConversionImages are the patterns a migration's own
 	// spec.conversion.image must match (the default image always may).
 	AllowedConversionImages []string
@@ -62,6 +67,11 @@ type Options struct {
 // Run runs the controller until ctx ends. It fails at once, with one line
 // that says what is missing, when the API server lacks a needed API.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	// Every API call a reconcile makes counts against its own time
+	// (vm_migration_reconcile_own_duration_seconds), and so does every
+	// vSphere call (the session cache below).
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(controller.TimeAPICalls)
 	clients, err := NewClients(cfg)
 	if err != nil {
 		return err
@@ -77,7 +87,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vm-migration-controller"})
 
-	sessions := vsphere.NewSessionCache()
+	sessions := vsphere.NewSessionCache(vsphere.WithRoundTripper(controller.TimeVSphereCalls))
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -98,6 +108,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		DefaultConversionImage:   opts.Pipeline.ConversionImage,
 		AllowedConversionImages:  opts.AllowedConversionImages,
 		Decisions:                opts.Decisions,
+		DefaultTTLAfterFinished:  opts.DefaultTTLAfterFinished,
 	})
 	if err != nil {
 		return err
@@ -155,29 +166,48 @@ func describeNamespaces(namespaces []string) string {
 	return strings.Join(namespaces, ",")
 }
 
-// NewClients builds every client the controller uses.
+// NewClients builds every client the controller uses, each with a
+// client-side rate limit of its own of cfg.QPS and cfg.Burst, whose waits
+// count as API time in a reconcile's own time (controller.TimeThrottling).
 func NewClients(cfg *rest.Config) (controller.Clients, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := kubernetes.NewForConfig(limited(cfg))
 	if err != nil {
 		return controller.Clients{}, fmt.Errorf("building kubernetes client: %w", err)
 	}
-	mig, err := migclient.NewForConfig(cfg)
+	mig, err := migclient.NewForConfig(limited(cfg))
 	if err != nil {
 		return controller.Clients{}, fmt.Errorf("building migration client: %w", err)
 	}
-	kv, err := kvclient.NewForConfig(cfg)
+	kv, err := kvclient.NewForConfig(limited(cfg))
 	if err != nil {
 		return controller.Clients{}, fmt.Errorf("building kubevirt client: %w", err)
 	}
-	cdi, err := cdiclient.NewForConfig(cfg)
+	cdi, err := cdiclient.NewForConfig(limited(cfg))
 	if err != nil {
 		return controller.Clients{}, fmt.Errorf("building cdi client: %w", err)
 	}
-	md, err := metadata.NewForConfig(cfg)
+	md, err := metadata.NewForConfig(limited(cfg))
 	if err != nil {
 		return controller.Clients{}, fmt.Errorf("building metadata client: %w", err)
 	}
 	return controller.Clients{Kube: kube, Migration: mig, KubeVirt: kv, CDI: cdi, Metadata: md}, nil
+}
+
+// limited is a copy of cfg with a token bucket of cfg.QPS and cfg.Burst
+// (client-go's defaults when unset), timed by controller.TimeThrottling;
+// a config with a rate limiter of its own, or a negative QPS (no limit),
+// is kept as it is.
+func limited(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	if c.RateLimiter != nil || c.QPS < 0 {
+		return c
+	}
+	qps, burst := c.QPS, c.Burst
+	if qps == 0 {
+		qps, burst = rest.DefaultQPS, rest.DefaultBurst
+	}
+	c.RateLimiter = controller.TimeThrottling(flowcontrol.NewTokenBucketRateLimiter(qps, burst))
+	return c
 }
 
 // requiredAPIs are the resources the controller watches.

@@ -86,6 +86,8 @@ func TestControllerRBAC(t *testing.T) {
 		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "list", clusterWide: true},
 		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "watch", clusterWide: true},
 		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "patch"},
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "get"},
+		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "delete"},
 		{group: "migration.platform.example", resource: "virtualmachinemigrations", subresource: "status", verb: "update"},
 		{group: "migration.platform.example", resource: "virtualmachinemigrations", subresource: "finalizers", verb: "update"},
 		{resource: "secrets", verb: "list", clusterWide: true},
@@ -125,7 +127,6 @@ func TestControllerRBAC(t *testing.T) {
 		{resource: "secrets", verb: "update", name: "vcenter-credentials"},
 		{resource: "secrets", verb: "delete", name: "vcenter-credentials"},
 		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "create"},
-		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "delete"},
 		{resource: "pods", verb: "create"},
 		{resource: "pods", verb: "get"},
 		{group: "migration.platform.example", resource: "virtualmachinemigrations", verb: "update"},
@@ -233,8 +234,13 @@ func realRequests(t *testing.T, env *framework.Environment, saConfig *rest.Confi
 	assert.NoError(t, err, "update status")
 	_, err = saMigrations.Namespace(ns).Patch(ctx, "rbac", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	assert.NoError(t, err, "remove the finalizer")
-	err = saMigrations.Namespace(ns).Delete(ctx, "rbac", metav1.DeleteOptions{})
-	assert.True(t, apierrors.IsForbidden(err), "delete a migration: got %v, want Forbidden", err)
+	_, err = saMigrations.Namespace(ns).Get(ctx, "rbac", metav1.GetOptions{})
+	assert.NoError(t, err, "get a migration (read whole before writing to a finished one)")
+	// Deleting a migration whose time to live ended: allowed, and made with
+	// a UID precondition, which this one fails without deleting anything.
+	wrong := types.UID("not-the-migration")
+	err = saMigrations.Namespace(ns).Delete(ctx, "rbac", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &wrong}})
+	assert.True(t, apierrors.IsConflict(err), "delete a migration with a wrong UID precondition: got %v, want Conflict (allowed, precondition failed)", err)
 
 	// Children: create and delete each kind the controller owns.
 	owner := metav1.OwnerReference{APIVersion: "migration.platform.example/v1alpha1", Kind: "VirtualMachineMigration", Name: "rbac", UID: m.GetUID(), Controller: ptr(true), BlockOwnerDeletion: ptr(true)}

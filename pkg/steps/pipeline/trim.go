@@ -12,9 +12,11 @@ import (
 // Every object loses its managedFields, which nothing reads. The kinds a
 // migration leaves behind for good, its target VirtualMachine and instance,
 // their DataVolumes and claims (which carry the migration's labels), keep
-// only what the step reads of them: their metadata, a VM's run strategy,
-// an instance's phase, conditions, reason and node, a DataVolume's phase,
-// progress and conditions.
+// only what the step reads of them: their metadata without annotations
+// (KubeVirt's and CDI's), a VM's run strategy, an instance's phase, reason,
+// node and whether its guest agent connected (agentConnected), a
+// DataVolume's phase, progress and conditions (their messages say why an
+// import waits).
 // A controller of thousands of finished migrations then holds a little of
 // each rather than every VM's template and every instance's spec and status
 // (bench-scale). Everything else the step reads (Jobs, their pods,
@@ -27,8 +29,12 @@ func cacheTransform(obj any) (any, error) {
 		obj = t
 	case *kubevirtv1.VirtualMachineInstance:
 		t := &kubevirtv1.VirtualMachineInstance{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
-		t.Status.Phase, t.Status.Conditions = o.Status.Phase, o.Status.Conditions
-		t.Status.Reason, t.Status.NodeName = o.Status.Reason, o.Status.NodeName
+		t.Status.Phase, t.Status.Reason, t.Status.NodeName = o.Status.Phase, o.Status.Reason, o.Status.NodeName
+		for _, c := range o.Status.Conditions {
+			if c.Type == kubevirtv1.VirtualMachineInstanceAgentConnected {
+				t.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: c.Type, Status: c.Status}}
+			}
+		}
 		obj = t
 	case *cdiv1.DataVolume:
 		t := &cdiv1.DataVolume{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
@@ -36,9 +42,15 @@ func cacheTransform(obj any) (any, error) {
 		obj = t
 	case *corev1.PersistentVolumeClaim:
 		obj = &corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
+	default:
+		if acc, err := meta.Accessor(obj); err == nil {
+			acc.SetManagedFields(nil)
+		}
+		return obj, nil
 	}
 	if acc, err := meta.Accessor(obj); err == nil {
 		acc.SetManagedFields(nil)
+		acc.SetAnnotations(nil)
 	}
 	return obj, nil
 }

@@ -30,7 +30,10 @@ func fullChildren(m *v1alpha1.VirtualMachineMigration, vmName string, phase kube
 	vm.Status.PrintableStatus = kubevirtv1.VirtualMachineStatusRunning
 	vmi := builders.VirtualMachineInstance(m, vmName, phase)
 	vmi.Spec.Domain.CPU = &kubevirtv1.CPU{Cores: 4}
-	vmi.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: "AgentConnected", Status: corev1.ConditionTrue}}
+	vmi.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: "AgentConnected", Status: corev1.ConditionTrue,
+		Reason: "Connected", Message: "the guest agent connected", LastTransitionTime: metav1.Now()}}
+	vm.Annotations = map[string]string{"kubevirt.io/latest-observed-api-version": "v1"}
+	vmi.Annotations = map[string]string{"kubevirt.io/latest-observed-api-version": "v1"}
 	vmi.Status.NodeName = "node-1"
 	vmi.Status.Reason = "NodeUnresponsive"
 	vmi.DeletionTimestamp = &metav1.Time{Time: builders.T0}
@@ -51,6 +54,8 @@ func fullChildren(m *v1alpha1.VirtualMachineMigration, vmName string, phase kube
 		claim.Status.Phase = corev1.ClaimBound
 		target := builders.StagingClaim(m, d.DataVolume)
 		target.Labels[v1alpha1.LabelComponent] = v1alpha1.ComponentImport
+		dv.Annotations = map[string]string{"cdi.kubevirt.io/storage.usePopulator": "true"}
+		target.Annotations = map[string]string{"cdi.kubevirt.io/storage.pod.phase": "Succeeded"}
 		objs = append(objs, dv, claim, target)
 	}
 	return append(objs, vm, vmi)
@@ -105,6 +110,7 @@ func TestCacheTransformKeepsLittle(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, acc.GetManagedFields())
 		assert.NotEmpty(t, acc.GetLabels(), "labels are kept")
+		assert.Empty(t, acc.GetAnnotations(), "annotations are dropped")
 		switch x := o.(type) {
 		case *kubevirtv1.VirtualMachine:
 			assert.Nil(t, x.Spec.Template)
@@ -113,7 +119,8 @@ func TestCacheTransformKeepsLittle(t *testing.T) {
 		case *kubevirtv1.VirtualMachineInstance:
 			assert.Nil(t, x.Spec.Domain.CPU)
 			assert.Equal(t, "node-1", x.Status.NodeName, "the node is kept: the wait for the instance names it")
-			assert.Len(t, x.Status.Conditions, 1)
+			assert.Equal(t, "NodeUnresponsive", x.Status.Reason, "the reason is kept: it says the node was declared lost")
+			assert.Equal(t, []kubevirtv1.VirtualMachineInstanceCondition{{Type: "AgentConnected", Status: corev1.ConditionTrue}}, x.Status.Conditions)
 		case *cdiv1.DataVolume:
 			assert.Nil(t, x.Spec.Storage)
 		case *corev1.PersistentVolumeClaim:

@@ -64,6 +64,22 @@ type VirtualMachineMigrationSpec struct {
 	// a real migration.
 	// +optional
 	PlanOnly bool `json:"planOnly,omitempty"`
+	// TTLSecondsAfterFinished deletes the migration that many seconds
+	// after it finished (Succeeded or Failed; status.completionTime), as
+	// Jobs do, so that old records retire on a schedule. Just before, the
+	// controller records the migration's evidence (per-disk checksums,
+	// times, approval) in an event on it and a line of its log, so that
+	// the record survives in the cluster's event and log pipelines. The
+	// deletion is the one a person would make: the migrated
+	// VirtualMachine and its DataVolumes are kept; staging objects a
+	// failed migration kept for inspection go. A failed migration whose
+	// source VM could not be powered on again is never deleted by it.
+	// Unset: the controller's default (--default-ttl-after-finished), off
+	// unless set; 0: as soon as it finished. It may be set or changed at
+	// any time, after the migration finished too.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
 // SourceSpec names the vSphere endpoint and the virtual machine to migrate.

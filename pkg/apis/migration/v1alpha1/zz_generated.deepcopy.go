@@ -744,6 +744,11 @@ func (in *VirtualMachineMigrationSpec) DeepCopyInto(out *VirtualMachineMigration
 	in.Transfer.DeepCopyInto(&out.Transfer)
 	out.Conversion = in.Conversion
 	in.Policy.DeepCopyInto(&out.Policy)
+	if in.TTLSecondsAfterFinished != nil {
+		in, out := &in.TTLSecondsAfterFinished, &out.TTLSecondsAfterFinished
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 

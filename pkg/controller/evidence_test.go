@@ -1,0 +1,51 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/test/builders"
+)
+
+func TestApprovedBy(t *testing.T) {
+	at := builders.TP(-time.Minute)
+	entry := func(manager, fields string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Time: at, FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+	}
+	cases := map[string]struct {
+		entries []metav1.ManagedFieldsEntry
+		want    string
+	}{
+		"the manager that set approved": {entries: []metav1.ManagedFieldsEntry{
+			entry("kubectl-client-side-apply", `{"f:spec":{".":{},"f:source":{"f:url":{}},"f:policy":{"f:requireApproval":{}}}}`),
+			entry("kubectl-patch", `{"f:spec":{"f:policy":{"f:approved":{}}}}`),
+			entry("vm-migration-controller", `{"f:status":{"f:phase":{}}}`),
+		}, want: "kubectl-patch"},
+		"nobody":            {entries: []metav1.ManagedFieldsEntry{entry("kubectl-create", `{"f:spec":{"f:policy":{"f:paused":{}}}}`)}},
+		"unreadable fields": {entries: []metav1.ManagedFieldsEntry{entry("odd", `{"f:spec":"not an object"}`), {Manager: "none"}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			manager, when, ok := approvedBy(tc.entries)
+			assert.Equal(t, tc.want != "", ok)
+			assert.Equal(t, tc.want, manager)
+			if ok {
+				assert.Equal(t, at, when)
+			}
+		})
+	}
+}
+
+func TestEvidenceRecordOfAFailedMigration(t *testing.T) {
+	m := builders.Migration(builders.Reached(v1alpha1.PhaseFailed))
+	record := evidenceRecord(m)
+	assert.Contains(t, record, "Failed in TransferringDisks: TransferFailed: transfer job failed")
+	assert.Contains(t, record, "approval not required")
+	assert.Contains(t, record, "sha256 -", "a disk never transferred has no checksum")
+	assert.Contains(t, record, "completed "+stamp(m.Status.CompletionTime))
+	assert.NotContains(t, evidenceRecord(&v1alpha1.VirtualMachineMigration{}), "source VM", "nothing recorded, nothing said")
+}

@@ -273,6 +273,8 @@ type JobObservation struct {
 	Results []DiskResult
 	// OperatingSystem is what a conversion inspected.
 	OperatingSystem string
+	// Warnings are the warnings a conversion's virt-v2v printed.
+	Warnings []string
 	// ResultMissing says the Job succeeded but its result (the pod's
 	// termination message, or the transfer's ConfigMap) is not in the
 	// caches: each resource has its own watch, so the Job's completion can

@@ -14,7 +14,9 @@ import (
 )
 
 // started records that the target VM was asked to run.
-var started = builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target.StartRequestedAt = builders.TP(-2 * time.Minute) })
+var started = builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+	s.Target.StartRequestedAt = builders.TP(-2 * time.Minute)
+})
 
 // TestTerminalConditions: Succeeded and Failed, the conditions kubectl
 // wait waits on, appear when the migration ends and say how; Progressing
@@ -123,7 +125,9 @@ func TestRecoveredErrorForgotten(t *testing.T) {
 			m:     newMigration(builders.Reached(v1alpha1.PhaseTransferringDisks), transferError, secondAttempt),
 			obs:   newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: naming.TransferJob(builders.Name, 2)})),
 			phase: v1alpha1.PhaseTransferringDisks,
-			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseTransferringDisks, ReasonTransferFailed) },
+			check: func(t *testing.T, d Decision) {
+				wantLastError(t, d, v1alpha1.PhaseTransferringDisks, ReasonTransferFailed)
+			},
 		},
 		"the retried transfer succeeds: the error goes, the retry stays counted": {
 			m:     newMigration(builders.Reached(v1alpha1.PhaseTransferringDisks), transferError, secondAttempt),
@@ -144,14 +148,18 @@ func TestRecoveredErrorForgotten(t *testing.T) {
 			m:     newMigration(builders.Reached(v1alpha1.PhaseConverting), conversionError),
 			obs:   newObs(conversionJob(JobObservation{Name: naming.ConversionJob(builders.Name, 1), Succeeded: true, OperatingSystem: "rhel 9.4"})),
 			phase: v1alpha1.PhaseImporting,
-			check: func(t *testing.T, d Decision) { assert.Nil(t, d.Status.LastError, "lastError after the conversion succeeded") },
+			check: func(t *testing.T, d Decision) {
+				assert.Nil(t, d.Status.LastError, "lastError after the conversion succeeded")
+			},
 		},
 		"a failure keeps its error through the rollback": {
 			m: newMigration(builders.Reached(v1alpha1.PhaseRollingBack), builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) {
 				sc.RestoreRequestedAt, sc.RestoredAt = builders.TP(-20*time.Second), builders.TP(-5*time.Second)
 			})),
 			obs: newObs(sourceOn(true)), phase: v1alpha1.PhaseFailed,
-			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseTransferringDisks, ReasonTransferFailed) },
+			check: func(t *testing.T, d Decision) {
+				wantLastError(t, d, v1alpha1.PhaseTransferringDisks, ReasonTransferFailed)
+			},
 		},
 	})
 }

@@ -16,6 +16,7 @@ import (
 func (d *decider) finish() {
 	d.keepActionWait()
 	d.st.ObservedGeneration = d.m.Generation
+	d.sourceName()
 	d.forgetRecoveredError()
 	d.forgetDeletedPlan()
 	d.readyCondition()

@@ -5,12 +5,21 @@ import (
 	"strings"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
 )
 
 // What a person reads in status and events that is not a condition: an
 // error the migration recovered from is forgotten, a plan ConfigMap that
 // was deleted is no longer named, a cancellation says what it will do to
 // the source, and virt-v2v's warnings are kept with the conversion.
+
+// sourceName keeps status.sourceName, the source VM's name as tables
+// show it, in step with the inventory.
+func (d *decider) sourceName() {
+	if d.st.Source != nil {
+		d.st.SourceName = naming.Shorten(d.st.Source.Name, naming.MaxDisplayName)
+	}
+}
 
 // forgetRecoveredError clears status.lastError once the migration moves
 // past the phase the error happened in, its evidence recorded: the error

@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -326,4 +327,20 @@ func TestConversionWarnings(t *testing.T) {
 	d = decide(m, newObs(conversionJob(JobObservation{Name: naming.ConversionJob(builders.Name, 1), Succeeded: true, OperatingSystem: "debian 12.15"})))
 	assert.Empty(t, d.Status.Conversion.Warnings)
 	assert.NotContains(t, eventReasons(d), ReasonConversionWarnings)
+}
+
+// TestSourceNameForTables: status.sourceName, kubectl get's Source VM
+// column, is the inventoried name shortened to naming.MaxDisplayName
+// (issue 25: a 200-character name widened the table to 250 columns);
+// status.source.name keeps it whole.
+func TestSourceNameForTables(t *testing.T) {
+	long := "app-" + strings.Repeat("x", 190) + "-web-01"
+	obs := newObs(sourceInventory, slot(true))
+	obs.Source.Inventory.Name = long
+	d := decide(newMigration(builders.Reached(v1alpha1.PhaseValidating)), obs)
+	require.Equal(t, v1alpha1.PhaseQueued, d.Status.Phase)
+	assert.Equal(t, long, d.Status.Source.Name)
+	assert.Equal(t, naming.Shorten(long, naming.MaxDisplayName), d.Status.SourceName)
+	assert.Len(t, d.Status.SourceName, naming.MaxDisplayName)
+	assert.True(t, strings.HasSuffix(d.Status.SourceName, "-web-01"), "the name's end is kept: %q", d.Status.SourceName)
 }

@@ -60,8 +60,16 @@ type VirtualMachineMigrationStatus struct {
 	// Progress is the overall progress of the data copy, as "45%".
 	// +optional
 	Progress string `json:"progress,omitempty"`
-	// Conditions: Ready, Progressing, Failed, Stalled, Paused,
-	// ApprovalRequired, SpecChangeIgnored, InsecureConnection.
+	// SourceName is the source VM's name as tables show it (kubectl get's
+	// Source VM column): status.source.name, shortened in the middle to
+	// 40 characters when longer (a VM name with escaped characters runs to
+	// hundreds).
+	// +optional
+	SourceName string `json:"sourceName,omitempty"`
+	// Conditions: Ready, Progressing, Succeeded and Failed (set when the
+	// migration ends: the ones to wait on), Stalled, Paused,
+	// ApprovalRequired, SpecChangeIgnored, InsecureConnection,
+	// SourceRestoreFailed, TargetKept.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

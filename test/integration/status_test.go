@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	migrationv1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/test/framework"
 )
 
@@ -92,8 +93,47 @@ func sampleStatus() migrationv1alpha1.VirtualMachineMigrationStatus {
 			MemoryMiB: 8192,
 			Firmware:  migrationv1alpha1.FirmwareEFI,
 		},
-		Target: &migrationv1alpha1.TargetStatus{Name: "web-01-kv"},
+		SourceName: "web-01",
+		Target:     &migrationv1alpha1.TargetStatus{Name: "web-01-kv"},
 	}
+}
+
+// TestKubectlLongSourceName: kubectl get's Source VM column shows
+// status.sourceName, which the controller shortens, not the whole
+// inventoried name (issue 25: a 200-character name widened kubectl get to
+// about 250 columns); -o yaml keeps the whole name.
+func TestKubectlLongSourceName(t *testing.T) {
+	env := framework.Env(t)
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed")
+	}
+	ns := env.Namespace(t)
+	ctx := testContext(t)
+	client := migrationClient(t, env).MigrationV1alpha1().VirtualMachineMigrations(ns)
+	createAndGet(t, env, ns, newMigration("long-01"))
+	vmm, err := client.Get(ctx, "long-01", metav1.GetOptions{})
+	require.NoError(t, err, "getting long-01")
+	long := "app-" + strings.Repeat("x", 189) + "-web-01"
+	vmm.Status = sampleStatus()
+	vmm.Status.Source.Name = long
+	vmm.Status.SourceName = naming.Shorten(long, naming.MaxDisplayName)
+	_, err = client.UpdateStatus(ctx, vmm, metav1.UpdateOptions{})
+	require.NoError(t, err, "updating status")
+
+	out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", env.KubeconfigPath(), "-n", ns, "get", "vmm", "-o", "wide").Output()
+	require.NoError(t, err, "kubectl get vmm -o wide")
+	t.Logf("kubectl get vmm -o wide:\n%s", out)
+	rows := table(string(out))
+	require.Len(t, rows, 2)
+	assert.Equal(t, "SOURCE VM", rows[0][3])
+	assert.Equal(t, vmm.Status.SourceName, rows[1][3])
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		assert.Less(t, len(line), 160, "a line of kubectl get vmm -o wide: %q", line)
+	}
+	yaml, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", env.KubeconfigPath(), "-n", ns, "get", "vmm", "long-01", "-o", "yaml").Output()
+	require.NoError(t, err, "kubectl get vmm -o yaml")
+	assert.Contains(t, string(yaml), long, "the whole name in -o yaml")
 }
 
 // TestKubectlPrinterColumns runs kubectl get against the server and checks

@@ -43,6 +43,9 @@ func (d *decider) cancel() {
 			d.working(fmt.Sprintf("deleting %d staging objects; the target VM and its disks are kept", len(staging)), d.cfg.PollInterval)
 			return
 		}
+		if d.releaseTarget() {
+			return
+		}
 	} else if d.deleteUnfinishedTarget() {
 		return
 	}

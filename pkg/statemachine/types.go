@@ -394,6 +394,10 @@ const (
 	ActionDeleteChildren      ActionType = "DeleteChildren"
 	ActionCreatePlan          ActionType = "CreatePlan"
 	ActionDeletePlan          ActionType = "DeletePlan"
+	// ActionReleaseTarget hands a target VM that outlives its deleted
+	// migration over to its owner: the migration's labels leave it, its
+	// DataVolumes and their claims, an annotation says where it came from.
+	ActionReleaseTarget ActionType = "ReleaseTarget"
 )
 
 // Action is the one mutating action a decision asks for.

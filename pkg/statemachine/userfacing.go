@@ -21,6 +21,24 @@ func (d *decider) sourceName() {
 	}
 }
 
+// releaseTarget hands the target VM a deleted migration keeps over to its
+// owner before the finalizer goes: the migration's labels would otherwise
+// mark it (and its disks) as a child of a migration that no longer
+// exists, and an annotation says where it came from instead. Released, it
+// leaves the controller's caches (they hold only labelled objects), so
+// this is asked once.
+func (d *decider) releaseTarget() bool {
+	vm := d.obs.VM
+	if vm == nil || !vm.Ours {
+		return false
+	}
+	name := d.targetName()
+	d.act(ActionReleaseTarget, name, 0)
+	d.working(fmt.Sprintf("handing VirtualMachine %s and its disks over: the migration's labels leave them, annotation %s names the migration",
+		name, v1alpha1.AnnotationMigratedBy), d.cfg.PollInterval)
+	return true
+}
+
 // forgetRecoveredError clears status.lastError once the migration moves
 // past the phase the error happened in, its evidence recorded: the error
 // no longer holds (a transfer killed once and retried, a vCenter that was

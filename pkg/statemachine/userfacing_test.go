@@ -344,3 +344,46 @@ func TestSourceNameForTables(t *testing.T) {
 	assert.Len(t, d.Status.SourceName, naming.MaxDisplayName)
 	assert.True(t, strings.HasSuffix(d.Status.SourceName, "-web-01"), "the name's end is kept: %q", d.Status.SourceName)
 }
+
+// TestKeptTargetReleased: a deleted migration that keeps its target VM
+// hands it over before its finalizer goes, once its staging objects are
+// gone (issue 25: the kept VM carried the deleted migration's labels and
+// no word of where it came from); a VM no longer seen (released) or not
+// ours is not asked for.
+func TestKeptTargetReleased(t *testing.T) {
+	release := func(t *testing.T, d Decision) {
+		assert.Equal(t, builders.DefaultTarget, d.Action.Name)
+		if !IsTerminal(d.Status.Phase) {
+			assert.Contains(t, cond(t, d, ConditionProgressing).Message, "handing VirtualMachine "+builders.DefaultTarget+" and its disks over")
+		}
+	}
+	runCases(t, map[string]decideCase{
+		"succeeded, deleted: released": {
+			m: newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted), obs: newObs(sourceOff, targetVM(true, RunStrategyAlways)),
+			phase: v1alpha1.PhaseSucceeded, action: ActionReleaseTarget, check: release,
+		},
+		"succeeded, deleted, staging left: staging first": {
+			m:     newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted, builders.Retain),
+			obs:   newObs(sourceOff, targetVM(true, RunStrategyAlways), claims(stagingClaims()...)),
+			phase: v1alpha1.PhaseSucceeded, action: ActionDeleteStaging,
+		},
+		"succeeded, deleted, released: the finalizer goes": {
+			m: newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted), obs: newObs(sourceOff),
+			phase: v1alpha1.PhaseSucceeded, action: ActionRemoveFinalizer,
+		},
+		"cancelled after the start, halted: released before the source is restored": {
+			m:     newMigration(builders.Reached(v1alpha1.PhaseCancelling), builders.Deleted, started),
+			obs:   newObs(sourceOff, targetVM(true, RunStrategyHalted)),
+			phase: v1alpha1.PhaseCancelling, action: ActionReleaseTarget, check: release,
+		},
+		"cancelled after the start, released: the source is restored": {
+			m:     newMigration(builders.Reached(v1alpha1.PhaseCancelling), builders.Deleted, started),
+			obs:   newObs(sourceOff),
+			phase: v1alpha1.PhaseCancelling, action: ActionPowerOnSource,
+		},
+		"a VM of the same name that is not ours: not released": {
+			m: newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted), obs: newObs(sourceOff, targetVM(false, RunStrategyAlways)),
+			phase: v1alpha1.PhaseSucceeded, action: ActionRemoveFinalizer,
+		},
+	})
+}

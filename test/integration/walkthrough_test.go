@@ -351,6 +351,29 @@ func (w *walkEnv) wantChildren(where string, uid types.UID, want ...string) {
 	require.ElementsMatch(w.t, want, w.children(uid), "%s: children", where)
 }
 
+// wantReleased asserts that the target VM and DataVolumes of the deleted
+// migration m exist, handed over: without the migration's labels (the
+// VM's template too), annotated with the migration they came from.
+func (w *walkEnv) wantReleased(m *v1alpha1.VirtualMachineMigration, target string, dataVolumes []string) {
+	w.t.Helper()
+	ctx := testContext(w.t)
+	vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, target, metav1.GetOptions{})
+	require.NoError(w.t, err, "the kept VM %s", target)
+	objs := []metav1.Object{vm}
+	for _, name := range dataVolumes {
+		dv, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(w.t, err, "the kept DataVolume %s", name)
+		objs = append(objs, dv)
+	}
+	for _, o := range objs {
+		assert.NotContains(w.t, o.GetLabels(), v1alpha1.LabelMigrationUID, "%s: the deleted migration's label", o.GetName())
+		assert.NotContains(w.t, o.GetLabels(), v1alpha1.LabelMigrationName, "%s: the deleted migration's label", o.GetName())
+		assert.Equal(w.t, w.ns+"/"+m.Name, o.GetAnnotations()[v1alpha1.AnnotationMigratedBy], "%s: where it came from", o.GetName())
+	}
+	assert.NotContains(w.t, vm.Spec.Template.ObjectMeta.Labels, v1alpha1.LabelMigrationUID, "the kept VM's template")
+	assert.Equal(w.t, walkSourceVM, vm.Annotations[v1alpha1.AnnotationSourceVM], "the kept VM's source")
+}
+
 // wantOwnedBy asserts a controller owner reference to the migration.
 func (w *walkEnv) wantOwnedBy(obj metav1.Object, m *v1alpha1.VirtualMachineMigration) {
 	w.t.Helper()
@@ -578,7 +601,9 @@ func TestWalkthroughAgainstAPIServer(t *testing.T) {
 	require.NoError(t, w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Delete(ctx, walkMigration, metav1.DeleteOptions{}),
 		"deleting the finished migration")
 	w.waitFor("the finished migration is deleted", func(m *v1alpha1.VirtualMachineMigration) bool { return m == nil })
-	w.wantChildren("after deleting the finished migration", uid, kept...)
+	// Handed over: only the running instance keeps its template's labels.
+	w.wantChildren("after deleting the finished migration", uid, "VirtualMachineInstance/"+target)
+	w.wantReleased(m, target, dvNames)
 	assert.Equal(t, vimtypes.VirtualMachinePowerStatePoweredOff, w.powerState(), "the source's power state after the migration; it stays off")
 }
 
@@ -635,10 +660,7 @@ func TestWalkthroughCancelAgainstAPIServer(t *testing.T) {
 	require.NoError(t, w.kv.KubevirtV1().VirtualMachineInstances(w.ns).Delete(ctx, target, metav1.DeleteOptions{}),
 		"deleting the VirtualMachineInstance %s", target)
 	w.waitFor("the cancelled migration is deleted", func(m *v1alpha1.VirtualMachineMigration) bool { return m == nil })
-	kept := []string{"VirtualMachine/" + target}
-	for _, name := range dvNames {
-		kept = append(kept, "DataVolume/"+name)
-	}
-	w.wantChildren("after cancelling", uid, kept...)
+	w.wantChildren("after cancelling", uid)
+	w.wantReleased(m, target, dvNames)
 	assert.Equal(t, vimtypes.VirtualMachinePowerStatePoweredOn, w.powerState(), "the source's power state after the cancellation, want poweredOn as it was found")
 }

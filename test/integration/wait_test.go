@@ -4,6 +4,8 @@ package integration
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -21,6 +23,7 @@ import (
 	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/steps/pipeline"
+	"platform.example/vm-migration/pkg/transfer/wire"
 	"platform.example/vm-migration/test/framework"
 )
 
@@ -245,4 +248,48 @@ func (w *walkEnv) failJob(name, container, message string) {
 	}
 	_, err = w.kube.BatchV1().Jobs(w.ns).UpdateStatus(ctx, job, metav1.UpdateOptions{})
 	require.NoError(w.t, err, "failing job %s", name)
+}
+
+// TestPausedProgressMoves: a paused migration's transfer Job runs on (a
+// pause does not interrupt it), and status.progress follows what the Job
+// reports while the pause holds every next action (issue 25: progress
+// stayed at 8% while the Job reached 100%, and jumped on resume).
+func TestPausedProgressMoves(t *testing.T) {
+	w := newWalkEnv(t)
+	ctx := testContext(t)
+	w.newWalkMigration()
+	m := approveAndTransfer(t, w)
+	_, err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Patch(ctx, walkMigration, types.MergePatchType,
+		[]byte(`{"spec":{"policy":{"paused":true}}}`), metav1.PatchOptions{})
+	require.NoError(t, err, "pausing the migration")
+	w.waitFor("paused", func(m *v1alpha1.VirtualMachineMigration) bool {
+		return hasCond(m, statemachine.ConditionPaused, metav1.ConditionTrue, statemachine.ReasonPaused)
+	})
+
+	progress := naming.TransferProgressConfigMap(walkMigration, 1)
+	for _, pct := range []int64{30, 100} {
+		p := wire.Progress{Kind: wire.KindProgress, Time: time.Now()}
+		var want int64
+		var total int64
+		for _, d := range m.Status.Disks {
+			done := d.CapacityBytes * pct / 100
+			p.Disks = append(p.Disks, wire.DiskProgress{Key: d.Key, State: wire.StateCopying, BytesDone: done, TotalBytes: d.CapacityBytes, RateBytesPerSecond: 100 << 20})
+			want, total = want+done, total+d.CapacityBytes
+		}
+		data, err := json.Marshal(p)
+		require.NoError(t, err)
+		patch, err := json.Marshal(map[string]any{"data": map[string]string{wire.ConfigMapKeyProgress: string(data)}})
+		require.NoError(t, err)
+		_, err = w.kube.CoreV1().ConfigMaps(w.ns).Patch(ctx, progress, types.MergePatchType, patch, metav1.PatchOptions{})
+		require.NoError(t, err, "reporting %d%% into %s", pct, progress)
+		wantProgress := fmt.Sprintf("%d%%", want*100/total)
+		got := w.waitFor("progress "+wantProgress+" while paused", func(m *v1alpha1.VirtualMachineMigration) bool {
+			return m.Status.Progress == wantProgress
+		})
+		assert.Equal(t, v1alpha1.PhaseTransferringDisks, got.Status.Phase, "a pause holds the phase")
+		assert.True(t, hasCond(got, statemachine.ConditionPaused, metav1.ConditionTrue, statemachine.ReasonPaused), describeStatus(got))
+		for _, d := range got.Status.Disks {
+			assert.Equal(t, d.CapacityBytes*pct/100, d.BytesTransferred, "disk %d while paused", d.Key)
+		}
+	}
 }

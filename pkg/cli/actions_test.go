@@ -159,7 +159,7 @@ func TestCancel(t *testing.T) {
 			wantOut:    []string{"is in phase Starting. Cancelling it: ", "VirtualMachine web-01, which was started, is halted and kept with its DataVolumes"},
 			wantNotOut: []string{"[y/N]"}},
 		{name: "before the cutover", migration: "approval", args: []string{"-y"}, wantDeleted: true, wantOut: []string{"nothing was done to the source VM yet"}},
-		{name: "succeeded", migration: "succeeded", args: []string{"-y"}, wantDeleted: true, wantOut: []string{"VirtualMachine web-01 and its disks stay"}},
+		{name: "succeeded", migration: "succeeded", args: []string{"-y"}, wantDeleted: true, wantOut: []string{"VirtualMachine web-01 and its disks stay, handed over to you (the migration's labels removed, annotation migration.platform.example/migrated-by naming this migration)"}},
 		{name: "already cancelling", migration: "cancelling", args: []string{"-y"}, wantOut: []string{"already being cancelled"}},
 		{name: "missing", migration: "nope", args: []string{"-y"}, wantCode: 1},
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -83,20 +84,22 @@ func BenchmarkCDIStandinImport(b *testing.B) {
 	b.ReportMetric(float64(cloneDiskMiB)/plain.Seconds(), "copy-MiB/s")
 }
 
-// runStandins runs the stand-ins until the benchmark ends.
-func runStandins(b *testing.B, cfg standins.Config) {
+// runStandins runs the stand-ins until the test ends.
+func runStandins(t testing.TB, cfg standins.Config) {
+	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan error, 1)
 	cfg.Ready = ready
 	go func() { done <- standins.Run(ctx, cfg) }()
-	b.Cleanup(func() {
+	t.Cleanup(func() {
 		stop()
-		require.NoError(b, <-done, "the stand-ins returned an error")
+		assert.NoError(t, <-done, "the stand-ins returned an error")
 	})
 	select {
 	case <-ready:
 	case err := <-done:
-		require.FailNow(b, fmt.Sprintf("the stand-ins stopped before they were ready: %v", err))
+		done <- err
+		require.FailNow(t, fmt.Sprintf("the stand-ins stopped before they were ready: %v", err))
 	}
 }
 

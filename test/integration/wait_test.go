@@ -13,8 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -100,6 +98,20 @@ func (k *kubectlWait) returned(t *testing.T, since time.Time) time.Duration {
 	return k.exitedAt.Sub(since)
 }
 
+// met requires kubectl wait to have returned within waitSlack of at (when
+// the test's 50 ms poll saw phase), saying the condition was met, with the
+// migration already in phase: never before (Failed, not RollingBack: the
+// source is restored first).
+func (k *kubectlWait) met(t *testing.T, at time.Time, phase v1alpha1.Phase) {
+	t.Helper()
+	after := k.returned(t, at)
+	t.Logf("kubectl %s returned %s after the test's poll saw phase %s: %s",
+		strings.Join(k.args[4:6], " "), after.Round(time.Millisecond), phase, strings.TrimSpace(k.out.String()))
+	require.NoError(t, k.err, "kubectl %s: %s", strings.Join(k.args, " "), k.out.String())
+	assert.Equal(t, phase, k.phaseAtExit, "the phase when kubectl %s returned", strings.Join(k.args[4:6], " "))
+	assert.Contains(t, k.out.String(), "virtualmachinemigration.migration.platform.example/"+walkMigration+" condition met")
+}
+
 // phaseSeen polls the migration (every 50 ms) until it is in phase p and
 // returns it with the time it was first seen there.
 func phaseSeen(t *testing.T, w *walkEnv, p v1alpha1.Phase) (*v1alpha1.VirtualMachineMigration, time.Time) {
@@ -159,11 +171,7 @@ func TestKubectlWaitSucceeded(t *testing.T) {
 
 	w.runVMI(m.Status.Target.Name, kubevirtv1.Running)
 	m, at := phaseSeen(t, w, v1alpha1.PhaseSucceeded)
-	after := wait.returned(t, at)
-	t.Logf("kubectl wait --for=condition=Succeeded returned %s after the test's 50 ms poll saw the phase Succeeded: %s", after.Round(time.Millisecond), strings.TrimSpace(wait.out.String()))
-	require.NoError(t, wait.err, "kubectl wait: %s", wait.out.String())
-	assert.Equal(t, v1alpha1.PhaseSucceeded, wait.phaseAtExit, "the phase when kubectl wait returned")
-	assert.Contains(t, wait.out.String(), "virtualmachinemigration.migration.platform.example/"+walkMigration+" condition met")
+	wait.met(t, at, v1alpha1.PhaseSucceeded)
 	assert.True(t, hasCond(m, statemachine.ConditionSucceeded, metav1.ConditionTrue, statemachine.ReasonTargetStarted), describeStatus(m))
 	assert.True(t, hasCond(m, statemachine.ConditionFailed, metav1.ConditionFalse, statemachine.ReasonSucceeded), describeStatus(m))
 
@@ -190,18 +198,12 @@ func TestKubectlWaitFailed(t *testing.T) {
 	wait.running(t, "before the migration failed")
 	w.failJob(naming.TransferJob(walkMigration, 1), pipeline.TransferContainer, "copying disk 2000: connection reset by peer")
 	m, at := phaseSeen(t, w, v1alpha1.PhaseFailed)
-	after := wait.returned(t, at)
-	t.Logf("kubectl wait --for=condition=Failed returned %s after the test's 50 ms poll saw the phase Failed: %s", after.Round(time.Millisecond), strings.TrimSpace(wait.out.String()))
-	require.NoError(t, wait.err, "kubectl wait: %s", wait.out.String())
-	assert.Equal(t, v1alpha1.PhaseFailed, wait.phaseAtExit, "the phase when kubectl wait returned (not RollingBack: the source is restored first)")
-	assert.Contains(t, wait.out.String(), "virtualmachinemigration.migration.platform.example/"+walkMigration+" condition met")
+	wait.met(t, at, v1alpha1.PhaseFailed)
 	assert.True(t, hasCond(m, statemachine.ConditionFailed, metav1.ConditionTrue, statemachine.ReasonTransferFailed), describeStatus(m))
 	require.NotNil(t, m.Status.SourceControl, describeStatus(m))
 	assert.NotNil(t, m.Status.SourceControl.RestoredAt, "Failed before the source was restored: %s", describeStatus(m))
 
-	succeeded.returned(t, at)
-	assert.Equal(t, v1alpha1.PhaseFailed, succeeded.phaseAtExit, "the phase when kubectl wait --for=condition=Succeeded=False returned")
-	require.NoError(t, succeeded.err, "kubectl wait --for=condition=Succeeded=False: %s", succeeded.out.String())
+	succeeded.met(t, at, v1alpha1.PhaseFailed)
 }
 
 // hasCond reports whether m has the condition with that status and reason.
@@ -212,42 +214,6 @@ func hasCond(m *v1alpha1.VirtualMachineMigration, typ string, status metav1.Cond
 		}
 	}
 	return false
-}
-
-// failJob plays the Job controller and kubelet for a Job whose container
-// failed with message: a pod that exited 1, and the Job's Failed condition.
-func (w *walkEnv) failJob(name, container, message string) {
-	w.t.Helper()
-	ctx := testContext(w.t)
-	job, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, name, metav1.GetOptions{})
-	require.NoError(w.t, err, "getting job %s", name)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name + "-f41l", Namespace: w.ns, Labels: job.Spec.Template.Labels,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))},
-		},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
-	}
-	pod, err = w.kube.CoreV1().Pods(w.ns).Create(ctx, pod, metav1.CreateOptions{})
-	require.NoError(w.t, err, "creating the pod of job %s", name)
-	now := metav1.NewTime(time.Now().Truncate(time.Second))
-	image := pod.Spec.Containers[0].Image
-	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: container, Image: image, ImageID: image,
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: 1, Reason: "Error", Message: message, StartedAt: now, FinishedAt: now}},
-	}}}
-	_, err = w.kube.CoreV1().Pods(w.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
-	require.NoError(w.t, err, "updating the pod of job %s", name)
-	job.Status.StartTime = &now
-	job.Status.Failed = 1
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "BackoffLimitExceeded"},
-		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "BackoffLimitExceeded",
-			Message: "Job has reached the specified backoff limit"},
-	}
-	_, err = w.kube.BatchV1().Jobs(w.ns).UpdateStatus(ctx, job, metav1.UpdateOptions{})
-	require.NoError(w.t, err, "failing job %s", name)
 }
 
 // TestPausedProgressMoves: a paused migration's transfer Job runs on (a

@@ -400,9 +400,24 @@ func (w *walkEnv) powerState() vimtypes.VirtualMachinePowerState {
 	return state
 }
 
-// finishJob plays the Job controller and kubelet: a pod of the Job whose
-// container terminated with message, and the Job's terminal conditions.
+// finishJob plays the Job controller and kubelet for a Job that
+// succeeded: a pod whose container terminated with message, and the Job's
+// terminal conditions.
 func (w *walkEnv) finishJob(name, container string, message string) {
+	w.t.Helper()
+	w.endJob(name, container, message, true)
+}
+
+// failJob plays them for a Job whose container failed with message.
+func (w *walkEnv) failJob(name, container, message string) {
+	w.t.Helper()
+	w.endJob(name, container, message, false)
+}
+
+// endJob plays the Job controller and kubelet: a pod of the Job whose
+// container terminated with message (exit code 0 when succeeded, else 1),
+// and the Job's terminal conditions.
+func (w *walkEnv) endJob(name, container, message string, succeeded bool) {
 	w.t.Helper()
 	ctx := testContext(w.t)
 	job, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, name, metav1.GetOptions{})
@@ -422,21 +437,34 @@ func (w *walkEnv) finishJob(name, container string, message string) {
 	require.NoError(w.t, err, "creating the pod of job %s", name)
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	image := pod.Spec.Containers[0].Image
-	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
+	phase, exit, reason := corev1.PodSucceeded, int32(0), "Completed"
+	if !succeeded {
+		phase, exit, reason = corev1.PodFailed, 1, "Error"
+	}
+	pod.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
 		Name: container, Image: image, ImageID: image,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: 0, Reason: "Completed", Message: message, StartedAt: now, FinishedAt: now}},
+			ExitCode: exit, Reason: reason, Message: message, StartedAt: now, FinishedAt: now}},
 	}}}
 	_, err = w.kube.CoreV1().Pods(w.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	require.NoError(w.t, err, "updating the pod of job %s", name)
-	job.Status.StartTime, job.Status.CompletionTime = &now, &now
-	job.Status.Succeeded = 1
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "CompletionsReached"},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "CompletionsReached"},
+	job.Status.StartTime = &now
+	if succeeded {
+		job.Status.CompletionTime, job.Status.Succeeded = &now, 1
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "CompletionsReached"},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "CompletionsReached"},
+		}
+	} else {
+		job.Status.Failed = 1
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "BackoffLimitExceeded"},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "BackoffLimitExceeded",
+				Message: "Job has reached the specified backoff limit"},
+		}
 	}
 	_, err = w.kube.BatchV1().Jobs(w.ns).UpdateStatus(ctx, job, metav1.UpdateOptions{})
-	require.NoError(w.t, err, "completing job %s", name)
+	require.NoError(w.t, err, "ending job %s", name)
 }
 
 // setDataVolumesSucceeded plays CDI.

@@ -41,9 +41,9 @@ type kubectlWait struct {
 	phaseAtExit v1alpha1.Phase
 }
 
-// startKubectlWait runs kubectl wait --for=condition=<cond> on the walk's
-// migration, as a user's script would, with the machine's kubectl.
-func startKubectlWait(t *testing.T, w *walkEnv, cond string, timeout time.Duration) *kubectlWait {
+// startKubectlWait runs kubectl wait --for=<what> on the walk's migration,
+// as a user's script would, with the machine's kubectl.
+func startKubectlWait(t *testing.T, w *walkEnv, what string, timeout time.Duration) *kubectlWait {
 	t.Helper()
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
@@ -51,7 +51,7 @@ func startKubectlWait(t *testing.T, w *walkEnv, cond string, timeout time.Durati
 	}
 	k := &kubectlWait{done: make(chan struct{}), args: []string{
 		"--kubeconfig", framework.Env(t).KubeconfigPath(), "-n", w.ns,
-		"wait", "--for=condition=" + cond, "vmm/" + walkMigration, "--timeout=" + timeout.String(),
+		"wait", "--for=" + what, "vmm/" + walkMigration, "--timeout=" + timeout.String(),
 	}}
 	cmd := exec.Command(kubectl, k.args...)
 	cmd.Stdout, cmd.Stderr = &k.out, &k.out
@@ -151,7 +151,9 @@ func TestKubectlWaitSucceeded(t *testing.T) {
 	w := newWalkEnv(t)
 	ctx := testContext(t)
 	w.newWalkMigration()
-	wait := startKubectlWait(t, w, statemachine.ConditionSucceeded, 3*time.Minute)
+	wait := startKubectlWait(t, w, "condition="+statemachine.ConditionSucceeded, 3*time.Minute)
+	// Either outcome: the end, then read the phase.
+	ended := startKubectlWait(t, w, "jsonpath={.status.completionTime}", 3*time.Minute)
 
 	m := approveAndTransfer(t, w)
 	w.finishJob(naming.TransferJob(walkMigration, 1), pipeline.TransferContainer, transferDone(t, m))
@@ -172,10 +174,11 @@ func TestKubectlWaitSucceeded(t *testing.T) {
 	w.runVMI(m.Status.Target.Name, kubevirtv1.Running)
 	m, at := phaseSeen(t, w, v1alpha1.PhaseSucceeded)
 	wait.met(t, at, v1alpha1.PhaseSucceeded)
+	ended.met(t, at, v1alpha1.PhaseSucceeded)
 	assert.True(t, hasCond(m, statemachine.ConditionSucceeded, metav1.ConditionTrue, statemachine.ReasonTargetStarted), describeStatus(m))
 	assert.True(t, hasCond(m, statemachine.ConditionFailed, metav1.ConditionFalse, statemachine.ReasonSucceeded), describeStatus(m))
 
-	failed := startKubectlWait(t, w, statemachine.ConditionFailed, 2*time.Second)
+	failed := startKubectlWait(t, w, "condition="+statemachine.ConditionFailed, 2*time.Second)
 	<-failed.done
 	assert.Error(t, failed.err, "kubectl wait --for=condition=Failed on a migration that succeeded: %s", failed.out.String())
 }
@@ -191,8 +194,8 @@ func TestKubectlWaitFailed(t *testing.T) {
 	patch := []byte(`{"spec":{"policy":{"retry":{"limit":0}}}}`)
 	_, err := w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Patch(ctx, walkMigration, types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err, "setting the retry limit to 0")
-	wait := startKubectlWait(t, w, statemachine.ConditionFailed, 3*time.Minute)
-	succeeded := startKubectlWait(t, w, statemachine.ConditionSucceeded+"=False", 3*time.Minute)
+	wait := startKubectlWait(t, w, "condition="+statemachine.ConditionFailed, 3*time.Minute)
+	succeeded := startKubectlWait(t, w, "condition="+statemachine.ConditionSucceeded+"=False", 3*time.Minute)
 
 	approveAndTransfer(t, w)
 	wait.running(t, "before the migration failed")

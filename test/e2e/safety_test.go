@@ -112,7 +112,9 @@ func TestDeleteAfterSucceeded(t *testing.T) {
 		dv, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).Get(s.ctx, dvName, metav1.GetOptions{})
 		if assert.NoError(t, err, "data volume %s is gone with the migration", dvName) {
 			assert.Equal(t, uid, dv.UID, "data volume %s was replaced", dvName)
-			assert.Equal(t, string(m.UID), dv.Labels[v1alpha1.LabelMigrationUID])
+			// Handed over with the VM, the one a user took too.
+			assert.NotContains(t, dv.Labels, v1alpha1.LabelMigrationUID, "data volume %s: the deleted migration's label", dvName)
+			assert.Equal(t, s.ns+"/"+m.Name, dv.Annotations[v1alpha1.AnnotationMigratedBy], "data volume %s: where it came from", dvName)
 		}
 		_, err = s.kube.CoreV1().PersistentVolumeClaims(s.ns).Get(s.ctx, dvName, metav1.GetOptions{})
 		assert.NoError(t, err, "the claim of data volume %s", dvName)

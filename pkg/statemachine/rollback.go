@@ -43,13 +43,13 @@ func (d *decider) cancel() {
 			d.working(fmt.Sprintf("deleting %d staging objects; the target VM and its disks are kept", len(staging)), d.cfg.PollInterval)
 			return
 		}
-		if d.releaseTarget() {
-			return
-		}
 	} else if d.deleteUnfinishedTarget() {
 		return
 	}
 	if d.st.Phase == v1alpha1.PhaseCancelling && (d.restoreSource() || d.removeSnapshots()) {
+		return
+	}
+	if d.releaseTarget() {
 		return
 	}
 	d.act(ActionRemoveFinalizer, v1alpha1.FinalizerName, 0)

@@ -22,11 +22,14 @@ func (d *decider) sourceName() {
 }
 
 // releaseTarget hands the target VM a deleted migration keeps over to its
-// owner before the finalizer goes: the migration's labels would otherwise
-// mark it (and its disks) as a child of a migration that no longer
-// exists, and an annotation says where it came from instead. Released, it
-// leaves the controller's caches (they hold only labelled objects), so
-// this is asked once.
+// owner, last, right before the finalizer goes (once the source is
+// restored: until then the target is still observed): the migration's
+// labels would otherwise mark it (and its disks) as a child of a
+// migration that no longer exists, and an annotation says where it came
+// from instead. A target VM of ours still seen here is a kept one (an
+// unfinished one was deleted before). Released, it leaves the
+// controller's caches (they hold only labelled objects), so this is asked
+// once.
 func (d *decider) releaseTarget() bool {
 	vm := d.obs.VM
 	if vm == nil || !vm.Ours {

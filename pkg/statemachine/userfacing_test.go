@@ -346,10 +346,10 @@ func TestSourceNameForTables(t *testing.T) {
 }
 
 // TestKeptTargetReleased: a deleted migration that keeps its target VM
-// hands it over before its finalizer goes, once its staging objects are
-// gone (issue 25: the kept VM carried the deleted migration's labels and
-// no word of where it came from); a VM no longer seen (released) or not
-// ours is not asked for.
+// hands it over last, right before its finalizer goes, once its staging
+// objects are gone and its source restored (issue 25: the kept VM carried
+// the deleted migration's labels and no word of where it came from); a VM
+// no longer seen (released) or not ours is not asked for.
 func TestKeptTargetReleased(t *testing.T) {
 	release := func(t *testing.T, d Decision) {
 		assert.Equal(t, builders.DefaultTarget, d.Action.Name)
@@ -371,15 +371,24 @@ func TestKeptTargetReleased(t *testing.T) {
 			m: newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted), obs: newObs(sourceOff),
 			phase: v1alpha1.PhaseSucceeded, action: ActionRemoveFinalizer,
 		},
-		"cancelled after the start, halted: released before the source is restored": {
+		"cancelled after the start, halted: the source is restored first": {
 			m:     newMigration(builders.Reached(v1alpha1.PhaseCancelling), builders.Deleted, started),
 			obs:   newObs(sourceOff, targetVM(true, RunStrategyHalted)),
+			phase: v1alpha1.PhaseCancelling, action: ActionPowerOnSource,
+		},
+		"cancelled after the start, source restored: released, then the finalizer goes": {
+			m: newMigration(builders.Reached(v1alpha1.PhaseCancelling), builders.Deleted, started, builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) {
+				sc.RestoreRequestedAt, sc.RestoredAt = builders.TP(-20*time.Second), builders.TP(-5*time.Second)
+			})),
+			obs:   newObs(sourceOn(true), targetVM(true, RunStrategyHalted)),
 			phase: v1alpha1.PhaseCancelling, action: ActionReleaseTarget, check: release,
 		},
-		"cancelled after the start, released: the source is restored": {
-			m:     newMigration(builders.Reached(v1alpha1.PhaseCancelling), builders.Deleted, started),
-			obs:   newObs(sourceOff),
-			phase: v1alpha1.PhaseCancelling, action: ActionPowerOnSource,
+		"cancelled after the start, restored and released: the finalizer goes": {
+			m: newMigration(builders.Reached(v1alpha1.PhaseCancelling), builders.Deleted, started, builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) {
+				sc.RestoreRequestedAt, sc.RestoredAt = builders.TP(-20*time.Second), builders.TP(-5*time.Second)
+			})),
+			obs:   newObs(sourceOn(true)),
+			phase: v1alpha1.PhaseCancelling, action: ActionRemoveFinalizer,
 		},
 		"a VM of the same name that is not ours: not released": {
 			m: newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted), obs: newObs(sourceOff, targetVM(false, RunStrategyAlways)),

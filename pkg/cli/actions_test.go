@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,6 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/steps/pipeline"
 )
 
 // createArgs are the flags of a valid create.
@@ -146,15 +146,20 @@ func TestCancel(t *testing.T) {
 		wantCode               int
 		wantDeleted            bool
 		wantOut                []string
+		wantNotOut             []string
 	}{
 		{name: "confirmed", migration: "transferring", input: "y\n", wantDeleted: true,
-			wantOut: []string{"is in phase TransferringDisks", "powers the source VM back on", "Cancel apps/transferring? [y/N]: ", "cancelling; follow it"}},
+			wantOut:    []string{"is in phase TransferringDisks. If you cancel it, ", "powers the source VM back on", "Cancel apps/transferring now? [y/N]: ", "cancelling; follow it"},
+			wantNotOut: []string{"Cancelling it"}},
 		{name: "declined", migration: "transferring", input: "n\n", wantOut: []string{"not cancelled"}},
-		{name: "no answer", migration: "transferring", input: "", wantCode: 1},
+		// Without a terminal (no input): the question's line is ended
+		// before the error, which goes on a line of its own.
+		{name: "no answer", migration: "transferring", input: "", wantCode: 1, wantOut: []string{"Cancel apps/transferring now? [y/N]: \n"}},
 		{name: "yes flag", migration: "starting", args: []string{"--yes"}, wantDeleted: true,
-			wantOut: []string{"VirtualMachine web-01, which was started, is halted and kept with its DataVolumes"}},
+			wantOut:    []string{"is in phase Starting. Cancelling it: ", "VirtualMachine web-01, which was started, is halted and kept with its DataVolumes"},
+			wantNotOut: []string{"[y/N]"}},
 		{name: "before the cutover", migration: "approval", args: []string{"-y"}, wantDeleted: true, wantOut: []string{"nothing was done to the source VM yet"}},
-		{name: "succeeded", migration: "succeeded", args: []string{"-y"}, wantDeleted: true, wantOut: []string{"VirtualMachine web-01 and its disks stay"}},
+		{name: "succeeded", migration: "succeeded", args: []string{"-y"}, wantDeleted: true, wantOut: []string{"VirtualMachine web-01 and its disks stay, handed over to you (the migration's labels removed, annotation migration.platform.example/migrated-by naming this migration)"}},
 		{name: "already cancelling", migration: "cancelling", args: []string{"-y"}, wantOut: []string{"already being cancelled"}},
 		{name: "missing", migration: "nope", args: []string{"-y"}, wantCode: 1},
 	}
@@ -167,6 +172,9 @@ func TestCancel(t *testing.T) {
 			for _, want := range tc.wantOut {
 				assert.Contains(t, h.out.String(), want, "output lacks %q", want)
 			}
+			for _, unwanted := range tc.wantNotOut {
+				assert.NotContains(t, h.out.String(), unwanted, "output has %q", unwanted)
+			}
 			deleted := false
 			for _, a := range h.factory.mig.Actions() {
 				deleted = deleted || a.GetVerb() == "delete"
@@ -176,21 +184,19 @@ func TestCancel(t *testing.T) {
 	}
 }
 
-// planConfigMap is the plan ConfigMap of the planned fixture, from
-// testdata rendered by the pipeline's own renderers.
+// planConfigMap is the plan ConfigMap of the planned fixture, rendered by
+// the pipeline as the controller stores it (with the transfer's progress
+// access, as the controller's default --transfer-progress has it), so
+// that the plan's summary covers every kind a plan holds.
 func planConfigMap(t *testing.T, m *v1alpha1.VirtualMachineMigration) *corev1.ConfigMap {
 	t.Helper()
-	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join("testdata", name))
-		require.NoError(t, err, "reading testdata/%s", name)
-		return string(b)
-	}
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: m.Status.Plan.ConfigMapName, Namespace: m.Namespace, Labels: map[string]string{
-			v1alpha1.LabelMigrationUID: string(m.UID), v1alpha1.LabelComponent: v1alpha1.ComponentPlan,
-		}},
-		Data: map[string]string{v1alpha1.PlanKeyObjects: read("plan-objects.yaml"), v1alpha1.PlanKeyDomain: read("plan-domain.xml")},
-	}
+	cm, err := pipeline.RenderPlanConfigMap(m, pipeline.Config{
+		TransferImage:    "registry.example/vm-migration-controller:v0.1.0",
+		ConversionImage:  "registry.example/virt-v2v:2.13",
+		TransferProgress: true,
+	})
+	require.NoError(t, err, "rendering the plan of %s", m.Name)
+	return cm
 }
 
 func TestPlan(t *testing.T) {
@@ -212,13 +218,21 @@ func TestPlan(t *testing.T) {
 		{name: "not asked", args: []string{"plan", "transferring"}, wantCode: 1, wantErr: `has no plan: ask for one with kubectl vmm create transferring --plan-only ..., or kubectl patch vmm transferring -n apps --type merge -p '{"spec":{"planOnly":true}}'`},
 		{name: "not yet", args: []string{"plan", "validating"}, wantCode: 1, wantErr: "has no plan yet (phase Validating)"},
 		{name: "missing configmap", args: []string{"plan", "orphan"}, wantCode: 1, wantErr: "the plan ConfigMap orphan-plan named in status.plan is missing"},
+		// A plan-first migration that ran: its cleanup deleted the plan
+		// ConfigMap, status.plan keeps the list of objects (issue 25: an
+		// error about a missing plan).
+		{name: "after the run", args: []string{"plan", "plan-ran"}, golden: "plan-ran"},
+		{name: "after the run, status still naming the ConfigMap", args: []string{"plan", "plan-ran-older"}, wantOut: "its cleanup deleted the plan's ConfigMap"},
+		{name: "after the run, as yaml", args: []string{"plan", "plan-ran", "-o", "yaml"}, wantCode: 1, wantErr: "was carried out and its ConfigMap deleted with the staging objects"},
 	}
 	validating := all["validating"]
 	validating.Spec.PlanOnly = true
 	orphan := inPhase("orphan", v1alpha1.PhasePlanned, withPlan)
+	older := inPhase("plan-ran-older", v1alpha1.PhaseSucceeded, withPlan, planRan, succeeded)
+	older.Status.Plan.ConfigMapName = naming.PlanConfigMap(older.Name)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, objects(planned, all["transferring"], validating, orphan), planConfigMap(t, planned))
+			h := newHarness(t, objects(planned, all["transferring"], validating, orphan, all["plan-ran"], older), planConfigMap(t, planned))
 			require.Equal(t, tc.wantCode, h.run(context.Background(), tc.args...), "exit code (stderr %q)", h.errOut)
 			if tc.golden != "" {
 				golden(t, tc.golden, h.out.Bytes())

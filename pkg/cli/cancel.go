@@ -14,7 +14,7 @@ func cancelEffect(m *v1alpha1.VirtualMachineMigration) string {
 	target := orNone(targetNameOf(m))
 	switch phaseOf(m) {
 	case v1alpha1.PhaseSucceeded:
-		return fmt.Sprintf("the migration succeeded, so only its leftover staging objects are deleted; VirtualMachine %s and its disks stay, and the source VM stays powered off.", target)
+		return fmt.Sprintf("the migration succeeded, so only its leftover staging objects are deleted; VirtualMachine %s and its disks stay, %s, and the source VM stays powered off.", target, handedOver)
 	case v1alpha1.PhaseFailed:
 		return "the source was already restored when it failed; the staging objects kept for inspection are deleted, and " + targetEffect(m, target) + "."
 	case v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhasePlanned, v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseQueued:
@@ -33,12 +33,15 @@ func cancelEffect(m *v1alpha1.VirtualMachineMigration) string {
 	return "what the migration created is deleted and the controller " + restoreEffect(m) + "."
 }
 
+// handedOver says what becomes of a target VM that outlives its migration.
+const handedOver = "handed over to you (the migration's labels removed, annotation " + v1alpha1.AnnotationMigratedBy + " naming this migration)"
+
 // targetEffect says what happens to the target VM: one that was started
 // holds migrated data and is kept, halted, with its DataVolumes; one that
 // never ran is deleted with them.
 func targetEffect(m *v1alpha1.VirtualMachineMigration, target string) string {
 	if t := m.Status.Target; t != nil && t.StartRequestedAt != nil {
-		return fmt.Sprintf("VirtualMachine %s, which was started, is halted and kept with its DataVolumes (delete them yourself if unwanted)", target)
+		return fmt.Sprintf("VirtualMachine %s, which was started, is halted and kept with its DataVolumes, %s (delete them yourself if unwanted)", target, handedOver)
 	}
 	return fmt.Sprintf("the target VirtualMachine %s, which never ran, is deleted with its DataVolumes if it exists", target)
 }

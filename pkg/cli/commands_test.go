@@ -92,7 +92,7 @@ func TestCommandsPrint(t *testing.T) {
 		{name: "get missing", args: []string{"get", "nope"}, wantCode: 1, wantErr: `error: virtualmachinemigration.migration.platform.example "nope" not found in namespace "apps"` + "\n"},
 		{name: "get bad output", args: []string{"get", "queued", "-o", "toml"}, wantCode: 1, wantErr: "unable to match a printer"},
 		{name: "get name with all namespaces", args: []string{"get", "queued", "-A"}, wantCode: 1, wantErr: "cannot go together"},
-		{name: "describe", args: []string{"describe", "succeeded"}, wantOut: []string{"Timeline:", "sha256 9f86d0", "Events:"}},
+		{name: "describe", args: []string{"describe", "succeeded"}, wantOut: []string{"Timeline (each checkpoint when it was passed", "sha256 9f86d0", "virt-v2v warnings:", "Events:"}},
 		{name: "describe needs a name", args: []string{"describe"}, wantCode: 1, wantErr: "describe needs exactly one migration name, got 0"},
 		{name: "unknown command", args: []string{"frobnicate"}, wantCode: 1, wantErr: `unknown command "frobnicate"`},
 	}

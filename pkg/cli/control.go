@@ -151,9 +151,11 @@ func (o *cancelOptions) run(ctx context.Context, name string) error {
 		_, err := fmt.Fprintf(o.streams.Out, "%s/%s is already being cancelled (phase %s)\n", resourceName, name, phaseOf(m))
 		return err
 	}
-	fmt.Fprintf(o.streams.Out, "%s/%s is in phase %s. Cancelling it now: %s\n", resourceName, name, phaseOf(m), cancelEffect(m))
-	if !o.yes {
-		ok, err := confirm(o.streams.In, o.streams.Out, fmt.Sprintf("Cancel %s/%s? [y/N]: ", ns, name))
+	if o.yes {
+		fmt.Fprintf(o.streams.Out, "%s/%s is in phase %s. Cancelling it: %s\n", resourceName, name, phaseOf(m), cancelEffect(m))
+	} else {
+		fmt.Fprintf(o.streams.Out, "%s/%s is in phase %s. If you cancel it, %s\n", resourceName, name, phaseOf(m), cancelEffect(m))
+		ok, err := confirm(o.streams.In, o.streams.Out, fmt.Sprintf("Cancel %s/%s now? [y/N]: ", ns, name))
 		if err != nil {
 			return err
 		}
@@ -171,7 +173,9 @@ func (o *cancelOptions) run(ctx context.Context, name string) error {
 }
 
 // confirm asks a yes/no question; only y or yes (any case) is yes. No
-// answer at all (end of input) is an error, so scripts must pass --yes.
+// answer at all (end of input) is an error, so scripts must pass --yes;
+// the question's line is ended first, so that the error is a line of its
+// own.
 func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
 	if in == nil {
 		return false, errors.New("no input to read a confirmation from: pass --yes to cancel without asking")
@@ -179,6 +183,7 @@ func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
 	fmt.Fprint(out, question)
 	line, err := bufio.NewReader(in).ReadString('\n')
 	if err != nil && (!errors.Is(err, io.EOF) || line == "") {
+		fmt.Fprintln(out)
 		return false, errors.New("no confirmation read: pass --yes to cancel without asking")
 	}
 	switch strings.ToLower(strings.TrimSpace(line)) {

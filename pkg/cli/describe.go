@@ -19,7 +19,7 @@ import (
 // disk, conditions, the last error and recent events.
 func printDescribe(w io.Writer, m *v1alpha1.VirtualMachineMigration, events []corev1.Event, now time.Time) error {
 	for _, section := range []func(io.Writer, *v1alpha1.VirtualMachineMigration, time.Time){
-		describeHeader, describeTimeline, describeDisks, describeSourceControl, describeConditions,
+		describeHeader, describeTimeline, describeDisks, describeConversion, describeSourceControl, describeConditions,
 	} {
 		section(w, m, now)
 	}
@@ -74,14 +74,16 @@ func describeSource(m *v1alpha1.VirtualMachineMigration) string {
 		src.CPU.Sockets*src.CPU.CoresPerSocket, src.MemoryMiB, src.Firmware, orNone(src.PowerState))
 }
 
-// describeTimeline lists the checkpoints reached, in time order, with what
-// proved each, then the one being worked toward.
+// describeTimeline lists the checkpoints passed, in time order: when each
+// one's desired state was seen (the migration then left that phase), how
+// long after the start, and what proved it; then the one being worked
+// toward.
 func describeTimeline(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time.Time) {
-	fmt.Fprintln(w, "\nTimeline:")
+	fmt.Fprintln(w, "\nTimeline (each checkpoint when it was passed, with what proved it):")
 	evidence := append([]v1alpha1.CheckpointEvidence(nil), m.Status.Evidence...)
 	sort.SliceStable(evidence, func(i, j int) bool { return evidence[i].ReachedAt.Before(&evidence[j].ReachedAt) })
 	tw := printers.GetNewTabWriter(w)
-	fmt.Fprintln(tw, "  REACHED\tAFTER\tCHECKPOINT\tEVIDENCE")
+	fmt.Fprintln(tw, "  PASSED AT\tAFTER START\tCHECKPOINT\tEVIDENCE")
 	for _, e := range evidence {
 		after := "-"
 		if m.Status.StartTime != nil {
@@ -94,7 +96,7 @@ func describeTimeline(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time
 		if m.Status.PhaseStartTime != nil {
 			since = "since " + timestamp(m.Status.PhaseStartTime)
 		}
-		fmt.Fprintf(tw, "  (now)\t%s\t%s\tworking toward it: %s\n", since, phaseOf(m), clean(progressingMessage(m)))
+		fmt.Fprintf(tw, "  (not yet)\t%s\t%s\tworking toward it: %s\n", since, phaseOf(m), clean(progressingMessage(m)))
 	}
 	_ = tw.Flush()
 }
@@ -194,6 +196,38 @@ func importEvidence(d v1alpha1.DiskStatus) string {
 		s += " " + clean(d.ImportProgress)
 	}
 	return s + " (CDI reports no checksum)"
+}
+
+// describeConversion shows the conversion: its Job, the guest virt-v2v
+// inspected and the warnings it printed.
+func describeConversion(w io.Writer, m *v1alpha1.VirtualMachineMigration, _ time.Time) {
+	c := m.Status.Conversion
+	if c == nil {
+		return
+	}
+	fmt.Fprintln(w, "\nConversion:")
+	tw := printers.GetNewTabWriter(w)
+	defer func() { _ = tw.Flush() }()
+	if c.Skipped {
+		fmt.Fprintln(tw, "  skipped:\tspec.conversion.skip is true")
+		return
+	}
+	job := fmt.Sprintf("%s (attempt %d)", c.JobName, c.Attempt)
+	if c.CompletedAt != nil {
+		job += ", completed at " + timestamp(c.CompletedAt)
+	}
+	fmt.Fprintf(tw, "  job:\t%s\n", job)
+	fmt.Fprintf(tw, "  guest:\t%s\n", orNone(clean(c.OperatingSystem)))
+	if c.CompletedAt != nil && len(c.Warnings) == 0 {
+		fmt.Fprintln(tw, "  virt-v2v warnings:\tnone")
+	}
+	for i, warning := range c.Warnings {
+		label := ""
+		if i == 0 {
+			label = "virt-v2v warnings:"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", label, clean(warning))
+	}
 }
 
 // describeSourceControl shows what the controller did to the source VM.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -235,12 +236,38 @@ func fixtures() map[string]*v1alpha1.VirtualMachineMigration {
 			m.Status.Target.VMIPhase = "Scheduling"
 			m.Status.Target.StartRequestedAt = ptr.To(at(39 * time.Minute))
 		}),
+		"import-start": inPhase("import-start", v1alpha1.PhaseImporting, func(m *v1alpha1.VirtualMachineMigration) {
+			// The Converting -> Importing switch: the DataVolumes are not named yet.
+			imported(m, "", "")
+			for i := range m.Status.Disks {
+				m.Status.Disks[i].DataVolume = ""
+			}
+			m.Status.Progress = "0%"
+		}),
+		"long-name": inPhase("long-name", v1alpha1.PhaseTransferringDisks, transferring(4096*mib, 512*mib, 85*mib), func(m *v1alpha1.VirtualMachineMigration) {
+			// Selected by moRef: a name the CRD's 80 characters never checked.
+			m.Spec.Source.VM = v1alpha1.VMSelector{MoRef: "vm-42"}
+			m.Status.Source.Name = longSourceName
+			m.Status.Target.Name = naming.TargetName(longSourceName)
+		}),
 		"succeeded":       inPhase("succeeded", v1alpha1.PhaseSucceeded, succeeded),
+		"plan-ran":        inPhase("plan-ran", v1alpha1.PhaseSucceeded, withPlan, planRan, succeeded),
 		"failed":          inPhase("failed", v1alpha1.PhaseFailed, failed),
 		"rolling-back":    inPhase("rolling-back", v1alpha1.PhaseRollingBack, transferring(1024*mib, 0, 0), lastError(v1alpha1.PhaseTransferringDisks, "TransferFailed", "transfer job rolling-back-transfer-1 failed: BackoffLimitExceeded")),
 		"cancelling":      inPhase("cancelling", v1alpha1.PhaseCancelling, transferring(3072*mib, 1024*mib, 0), cancelling),
 		"delete-finished": inPhase("delete-finished", v1alpha1.PhaseSucceeded, succeeded, cancelling),
 	}
+}
+
+// longSourceName is a source VM name of 200 characters.
+var longSourceName = "app-" + strings.Repeat("very-long-name-", 12) + strings.Repeat("x", 200-4-15*12-7) + "-web-01"
+
+// planRan is a plan-first migration that then ran: spec.planOnly turned
+// off, and the cleanup deleted the plan ConfigMap (status.plan no longer
+// names it).
+func planRan(m *v1alpha1.VirtualMachineMigration) {
+	m.Spec.PlanOnly = false
+	m.Status.Plan.ConfigMapName = ""
 }
 
 func lastError(phase v1alpha1.Phase, reason, message string) func(*v1alpha1.VirtualMachineMigration) {
@@ -254,6 +281,10 @@ func withPlan(m *v1alpha1.VirtualMachineMigration) {
 	m.Status.Plan = &v1alpha1.PlanStatus{ConfigMapName: naming.PlanConfigMap(m.Name), RenderedAt: ptr.To(at(7 * time.Second)), Objects: []v1alpha1.PlannedObject{
 		{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: naming.StagingClaim(m.Name, 2000)},
 		{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: naming.StagingClaim(m.Name, 2001)},
+		{APIVersion: "v1", Kind: "ConfigMap", Name: naming.TransferProgressConfigMap(m.Name, 1)},
+		{APIVersion: "v1", Kind: "ServiceAccount", Name: naming.TransferAccess(m.Name, 1)},
+		{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role", Name: naming.TransferAccess(m.Name, 1)},
+		{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding", Name: naming.TransferAccess(m.Name, 1)},
 		{APIVersion: "v1", Kind: "ConfigMap", Name: m.Name + "-transfer-1-spec"},
 		{APIVersion: "batch/v1", Kind: "Job", Name: naming.TransferJob(m.Name, 1)},
 		{APIVersion: "v1", Kind: "ConfigMap", Name: naming.ConversionConfigMap(m.Name, 1)},
@@ -262,7 +293,8 @@ func withPlan(m *v1alpha1.VirtualMachineMigration) {
 		{APIVersion: "cdi.kubevirt.io/v1beta1", Kind: "DataVolume", Name: naming.DataVolume("web-01", 1)},
 		{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: "web-01"},
 	}}
-	setCondition(m, statemachine.ConditionProgressing, metav1.ConditionFalse, "Planned", "the plan is stored in ConfigMap "+m.Status.Plan.ConfigMapName)
+	setCondition(m, statemachine.ConditionProgressing, metav1.ConditionFalse, statemachine.ReasonPlanOnly,
+		fmt.Sprintf("the plan of the 13 objects this migration would create is in ConfigMap %s (kubectl vmm plan %s); the source was not touched: set spec.planOnly to false to migrate", m.Status.Plan.ConfigMapName, m.Name))
 }
 
 func stalled(m *v1alpha1.VirtualMachineMigration) {
@@ -278,17 +310,24 @@ func paused(m *v1alpha1.VirtualMachineMigration) {
 
 func succeeded(m *v1alpha1.VirtualMachineMigration) {
 	m.Status.Target.UID, m.Status.Target.VMIPhase = "vm-uid", "Running"
+	m.Status.Target.StartRequestedAt = atp(35*time.Minute + 30*time.Second)
+	m.Status.Conversion.Warnings = []string{"could not determine a way to update the configuration of Grub2"}
 	m.Status.CompletionTime, m.Status.Progress = atp(36*time.Minute+5*time.Second), "100%"
-	setCondition(m, statemachine.ConditionReady, metav1.ConditionTrue, statemachine.ReasonSucceeded, "the VM was migrated: VirtualMachine apps/web-01")
-	setCondition(m, statemachine.ConditionProgressing, metav1.ConditionFalse, "Succeeded", "the migration is succeeded")
+	ended(m)
 }
 
 func failed(m *v1alpha1.VirtualMachineMigration) {
 	lastError(v1alpha1.PhaseValidating, statemachine.ReasonPreflightFailed, "RDMDisk: disk 2001 is a raw device mapping, which cannot be copied")(m)
 	m.Status.CompletionTime = atp(41 * time.Minute)
-	setCondition(m, statemachine.ConditionReady, metav1.ConditionFalse, statemachine.ReasonPreflightFailed, "failed in Validating: RDMDisk: disk 2001 is a raw device mapping, which cannot be copied")
-	setCondition(m, statemachine.ConditionProgressing, metav1.ConditionFalse, "Failed", "the migration is failed")
-	setCondition(m, statemachine.ConditionFailed, metav1.ConditionTrue, statemachine.ReasonPreflightFailed, "failed in Validating: RDMDisk: disk 2001 is a raw device mapping, which cannot be copied")
+	ended(m)
+}
+
+// ended gives a migration that ended the conditions the controller sets
+// (the state machine's own), 30 seconds before testNow.
+func ended(m *v1alpha1.VirtualMachineMigration) {
+	m.Status.Conditions = nil
+	d := statemachine.Decide(statemachine.Input{Migration: m, Now: metav1.NewTime(testNow.Add(-30 * time.Second))})
+	m.Status.Conditions = d.Status.Conditions
 }
 
 func cancelling(m *v1alpha1.VirtualMachineMigration) {

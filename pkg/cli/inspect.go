@@ -93,8 +93,15 @@ func (o *planOptions) run(ctx context.Context, name string) error {
 	if m.Status.Plan == nil {
 		return noPlan(m)
 	}
+	if m.Status.Plan.ConfigMapName == "" {
+		return o.printCarriedOut(m)
+	}
 	cm, err := clients.Kube.CoreV1().ConfigMaps(ns).Get(ctx, m.Status.Plan.ConfigMapName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || (err == nil && cm.Labels[v1alpha1.LabelMigrationUID] != string(m.UID)) {
+		if !m.Spec.PlanOnly && phaseOf(m) != v1alpha1.PhasePlanned {
+			// The plan ran; its ConfigMap went with the staging objects.
+			return o.printCarriedOut(m)
+		}
 		return fmt.Errorf("the plan ConfigMap %s named in status.plan is missing or not this migration's: the controller renders it again while spec.planOnly is true", m.Status.Plan.ConfigMapName)
 	}
 	if err != nil {
@@ -122,6 +129,17 @@ func (o *planOptions) print(m *v1alpha1.VirtualMachineMigration, cm *corev1.Conf
 		return printPlanJSON(o.streams.Out, objects)
 	}
 	return printPlanSummary(o.streams.Out, m, objects, domainXML)
+}
+
+// printCarriedOut answers for a plan that was run: its ConfigMap was
+// deleted with the staging objects, and status.plan keeps the list of
+// the objects it planned, which the summary shows.
+func (o *planOptions) printCarriedOut(m *v1alpha1.VirtualMachineMigration) error {
+	if o.domain || o.output != "" {
+		return fmt.Errorf("the plan of %s %q was carried out and its ConfigMap deleted with the staging objects: only the list of its objects remains (kubectl vmm plan %s -n %s)",
+			resourceName, m.Name, m.Name, m.Namespace)
+	}
+	return printPlanRecord(o.streams.Out, m)
 }
 
 // noPlan says why there is no plan and how to get one.

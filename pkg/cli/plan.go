@@ -54,7 +54,7 @@ func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects 
 	tw := printers.GetNewTabWriter(w)
 	fmt.Fprintln(tw, "  #\tKIND\tNAME\tWHAT")
 	for i, o := range objects {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", i+1, o.GetKind(), o.GetName(), clean(planDetail(o)))
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", i+1, o.GetKind(), o.GetName(), clean(planDetail(m, o)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -68,6 +68,26 @@ func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects 
 	}
 	fmt.Fprintf(w, "Full objects: kubectl vmm plan %s -n %s -o yaml\n", m.Name, m.Namespace)
 	return nil
+}
+
+// printPlanRecord writes what status.plan keeps of a plan that was run
+// and whose ConfigMap is gone: when it was rendered and the objects it
+// listed, in order.
+func printPlanRecord(w io.Writer, m *v1alpha1.VirtualMachineMigration) error {
+	p := m.Status.Plan
+	fmt.Fprintf(w, "Plan of %s/%s, rendered %s. The migration then ran (phase %s); its cleanup deleted the plan's ConfigMap with the staging objects.\n",
+		m.Namespace, m.Name, timestamp(p.RenderedAt), phaseOf(m))
+	fmt.Fprintf(w, "status.plan keeps the %s it listed, in creation order:\n\n", pluralize(len(p.Objects), "object"))
+	tw := printers.GetNewTabWriter(w)
+	fmt.Fprintln(tw, "  #\tKIND\tNAME")
+	for i, obj := range p.Objects {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\n", i+1, clean(obj.Kind), clean(obj.Name))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nWhat the run did: kubectl vmm describe %s -n %s\n", m.Name, m.Namespace)
+	return err
 }
 
 // missingFromStatus lists the objects of status.plan that the ConfigMap
@@ -86,24 +106,81 @@ func missingFromStatus(p *v1alpha1.PlanStatus, objects []*unstructured.Unstructu
 	return missing
 }
 
-// planDetail says what matters about one planned object.
-func planDetail(o *unstructured.Unstructured) string {
+// planDetail says what matters about one planned object of m.
+func planDetail(m *v1alpha1.VirtualMachineMigration, o *unstructured.Unstructured) string {
 	switch o.GetKind() {
 	case "PersistentVolumeClaim":
 		size, _, _ := unstructured.NestedString(o.Object, "spec", "resources", "requests", "storage")
 		class, _, _ := unstructured.NestedString(o.Object, "spec", "storageClassName")
 		return fmt.Sprintf("staging volume %s, storage class %s", orNone(size), orDefaultClass(class))
 	case "ConfigMap":
-		data, _, _ := unstructured.NestedMap(o.Object, "data")
-		return "keys " + strings.Join(sortedKeys(data), ", ")
+		return configMapDetail(o)
+	case "ServiceAccount":
+		return fmt.Sprintf("identity the %s job runs as", orNone(o.GetLabels()[v1alpha1.LabelComponent]))
+	case "Role":
+		return roleDetail(o)
+	case "RoleBinding":
+		return roleBindingDetail(o)
 	case "Job":
 		return jobDetail(o)
 	case "DataVolume":
 		return dataVolumeDetail(o)
 	case "VirtualMachine":
-		return vmDetail(o)
+		return vmDetail(m, o)
 	}
-	return o.GetAPIVersion()
+	return fmt.Sprintf("%s %s", o.GetAPIVersion(), o.GetKind())
+}
+
+// configMapDetail names a ConfigMap's keys, or says who fills an empty
+// one (the transfer's progress ConfigMap).
+func configMapDetail(o *unstructured.Unstructured) string {
+	data, _, _ := unstructured.NestedMap(o.Object, "data")
+	if len(data) == 0 {
+		return fmt.Sprintf("created empty: the %s job writes its progress and result into it", orNone(o.GetLabels()[v1alpha1.LabelComponent]))
+	}
+	return "keys " + strings.Join(sortedKeys(data), ", ")
+}
+
+// roleDetail says what a Role allows: "may get, patch ConfigMap x".
+func roleDetail(o *unstructured.Unstructured) string {
+	rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+	var allows []string
+	for _, r := range rules {
+		rule, ok := r.(map[string]any)
+		if !ok {
+			continue
+		}
+		verbs, _, _ := unstructured.NestedStringSlice(rule, "verbs")
+		resources, _, _ := unstructured.NestedStringSlice(rule, "resources")
+		names, _, _ := unstructured.NestedStringSlice(rule, "resourceNames")
+		what := strings.Join(resources, ", ")
+		if len(names) > 0 {
+			what += " " + strings.Join(names, ", ")
+		} else {
+			what = "all " + what
+		}
+		allows = append(allows, fmt.Sprintf("may %s %s", strings.Join(verbs, ", "), what))
+	}
+	if len(allows) == 0 {
+		return "allows nothing"
+	}
+	return strings.Join(allows, "; ")
+}
+
+// roleBindingDetail says what a RoleBinding grants to whom.
+func roleBindingDetail(o *unstructured.Unstructured) string {
+	kind, _, _ := unstructured.NestedString(o.Object, "roleRef", "kind")
+	role, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+	subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+	var to []string
+	for _, s := range subjects {
+		if subject, ok := s.(map[string]any); ok {
+			sk, _, _ := unstructured.NestedString(subject, "kind")
+			sn, _, _ := unstructured.NestedString(subject, "name")
+			to = append(to, sk+" "+sn)
+		}
+	}
+	return fmt.Sprintf("grants %s %s to %s", orNone(kind), orNone(role), orNone(strings.Join(to, ", ")))
 }
 
 func orDefaultClass(class string) string {
@@ -137,7 +214,10 @@ func dataVolumeDetail(o *unstructured.Unstructured) string {
 	return what
 }
 
-func vmDetail(o *unstructured.Unstructured) string {
+// vmDetail says what the VM will be, and when it runs: it is created
+// halted and started once its disks are imported, unless spec.target.start
+// is false.
+func vmDetail(m *v1alpha1.VirtualMachineMigration, o *unstructured.Unstructured) string {
 	domain := []string{"spec", "template", "spec", "domain"}
 	sockets, _, _ := unstructured.NestedInt64(o.Object, append(domain, "cpu", "sockets")...)
 	cores, _, _ := unstructured.NestedInt64(o.Object, append(domain, "cpu", "cores")...)
@@ -152,8 +232,12 @@ func vmDetail(o *unstructured.Unstructured) string {
 	disks, _, _ := unstructured.NestedSlice(o.Object, append(domain, "devices", "disks")...)
 	nics, _, _ := unstructured.NestedSlice(o.Object, append(domain, "devices", "interfaces")...)
 	strategy, _, _ := unstructured.NestedString(o.Object, "spec", "runStrategy")
-	return fmt.Sprintf("%d sockets x %d cores, %s, %s, %s, %s, run strategy %s",
-		sockets, cores, orNone(memory), firmware, pluralize(len(disks), "disk"), pluralize(len(nics), "interface"), orNone(strategy))
+	runs := "started once its disks are imported"
+	if !m.SpecInForce().Target.StartEnabled() {
+		runs = "left so (spec.target.start is false)"
+	}
+	return fmt.Sprintf("%d sockets x %d cores, %s, %s, %s, %s, created with run strategy %s and %s",
+		sockets, cores, orNone(memory), firmware, pluralize(len(disks), "disk"), pluralize(len(nics), "interface"), orNone(strategy), runs)
 }
 
 func sortedKeys(m map[string]any) []string {

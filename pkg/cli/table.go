@@ -9,6 +9,8 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/statemachine"
 )
 
 // tableOptions shape the list table.
@@ -33,12 +35,15 @@ func tableHeader(o tableOptions) []string {
 	return cols
 }
 
-// tableRow is one migration's row cells.
+// tableRow is one migration's row cells. A source VM name longer than
+// naming.MaxDisplayName is shortened in the middle, as kubectl get's
+// column (status.sourceName) has it; -o yaml and describe show it whole.
 func tableRow(m *v1alpha1.VirtualMachineMigration, o tableOptions, now time.Time) []string {
-	reason, _, _ := waiting(m)
+	reason := rowReason(m)
 	phase := string(phaseOf(m))
 	phase += deletionNote(m)
-	row := []string{m.Name, phase, orNone(progressOf(m)), orNone(clean(sourceName(m))), orNone(targetNameOf(m)), orNone(clean(reason)), age(&m.CreationTimestamp, now)}
+	row := []string{m.Name, phase, orNone(progressOf(m)), orNone(naming.Shorten(clean(sourceName(m)), naming.MaxDisplayName)),
+		orNone(targetNameOf(m)), orNone(clean(reason)), age(&m.CreationTimestamp, now)}
 	if o.withNamespace {
 		row = append([]string{m.Namespace}, row...)
 	}
@@ -56,6 +61,19 @@ func tableRow(m *v1alpha1.VirtualMachineMigration, o tableOptions, now time.Time
 		row = append(row, disks, humanRate(overallRate(m)), humanETA(overallETA(m)), lastErr)
 	}
 	return row
+}
+
+// rowReason is why the migration waits, or how it ended: the Progressing
+// condition's reason once it ended (TargetStarted, or the failure's), as
+// kubectl get -o wide shows it.
+func rowReason(m *v1alpha1.VirtualMachineMigration) string {
+	if reason, _, ok := waiting(m); ok {
+		return reason
+	}
+	if c := condition(m, statemachine.ConditionProgressing); c != nil && isTerminal(m) {
+		return c.Reason
+	}
+	return ""
 }
 
 // printTable writes the migrations as a kubectl-style table.

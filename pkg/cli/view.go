@@ -111,16 +111,32 @@ type diskProgress struct {
 // until the disk is verified, then the import's percentage.
 func disksProgress(m *v1alpha1.VirtualMachineMigration) []diskProgress {
 	rows := make([]diskProgress, 0, len(m.Status.Disks))
+	importing := importStarted(phaseOf(m))
 	for _, d := range m.Status.Disks {
-		rows = append(rows, diskProgressOf(d))
+		rows = append(rows, diskProgressOf(d, importing))
 	}
 	return rows
 }
 
-func diskProgressOf(d v1alpha1.DiskStatus) diskProgress {
+// importStarted reports whether a migration in phase p is past its
+// transfer and conversion: its disks are then shown by their import.
+func importStarted(p v1alpha1.Phase) bool {
+	switch p {
+	case v1alpha1.PhaseImporting, v1alpha1.PhaseCreatingVM, v1alpha1.PhaseStarting, v1alpha1.PhaseCleaningUp, v1alpha1.PhaseSucceeded:
+		return true
+	}
+	return false
+}
+
+// diskProgressOf is one disk's progress: its import once the import began
+// (importing: the migration is in Importing or later, even before the
+// DataVolume is named), else its transfer.
+func diskProgressOf(d v1alpha1.DiskStatus, importing bool) diskProgress {
 	// Rate and ETA are known only while the transfer runs.
 	p := diskProgress{name: d.Name}
 	switch {
+	case importing && d.DataVolume == "" && d.ImportPhase == "":
+		p.stage, p.detail = "import", "DataVolume not created yet"
 	case d.ImportPhase != "" || (d.DataVolume != "" && d.TransferredAt != nil):
 		p.stage = "import"
 		pct, ok := parsePercent(d.ImportProgress)

@@ -78,6 +78,8 @@ func (c *Controller) executeCreate(ctx context.Context, m *v1alpha1.VirtualMachi
 		return p.SetRunStrategy(ctx, m, statemachine.RunStrategyAlways)
 	case statemachine.ActionHaltVM:
 		return p.SetRunStrategy(ctx, m, statemachine.RunStrategyHalted)
+	case statemachine.ActionReleaseTarget:
+		return p.ReleaseTarget(ctx, m)
 	case statemachine.ActionCreatePlan:
 		return p.CreatePlan(ctx, m)
 	}

@@ -293,6 +293,30 @@ func (f *walkFixture) requireChildren(where string, want ...string) {
 	require.Equal(f.t, want, got, "%s: the children that exist", where)
 }
 
+// requireReleased requires m's target VM and its DataVolumes to exist,
+// handed over: without the migration's labels (the VM's template too),
+// annotated with the migration they came from.
+func (f *walkFixture) requireReleased(m *v1alpha1.VirtualMachineMigration) {
+	f.t.Helper()
+	want := m.Namespace + "/" + m.Name
+	vm, err := f.kv.KubevirtV1().VirtualMachines(walkNamespace).Get(f.ctx, m.Status.Target.Name, metav1.GetOptions{})
+	require.NoError(f.t, err, "the kept VM")
+	objs := []metav1.Object{vm, &metav1.ObjectMeta{Name: vm.Name + " (template)", Labels: vm.Spec.Template.ObjectMeta.Labels}}
+	for _, d := range m.Status.Disks {
+		dv, err := f.cdi.CdiV1beta1().DataVolumes(walkNamespace).Get(f.ctx, d.DataVolume, metav1.GetOptions{})
+		require.NoError(f.t, err, "the kept DataVolume %s", d.DataVolume)
+		objs = append(objs, dv)
+	}
+	for _, o := range objs {
+		for _, l := range []string{v1alpha1.LabelMigrationName, v1alpha1.LabelMigrationUID, v1alpha1.LabelComponent} {
+			assert.NotContains(f.t, o.GetLabels(), l, "%s still carries the deleted migration's label", o.GetName())
+		}
+		if !strings.HasSuffix(o.GetName(), " (template)") {
+			assert.Equal(f.t, want, o.GetAnnotations()[v1alpha1.AnnotationMigratedBy], "%s: where it came from", o.GetName())
+		}
+	}
+}
+
 // requireOwnedByMigration requires a controller owner reference to the migration.
 func (f *walkFixture) requireOwnedByMigration(obj metav1.Object) {
 	f.t.Helper()
@@ -788,12 +812,15 @@ func TestWalkThroughEveryPhase(t *testing.T) {
 			require.False(t, f.walk(opts, nil))
 			m := f.migration()
 			target := m.Status.Target.Name
-			kept := f.children()
 
 			f.deleteMigration()
 			f.sync()
-			assert.Nil(t, f.migration(), "the finalizer of a finished migration is released at once")
-			f.requireChildren("after deleting the finished migration", kept...)
+			f.sync()
+			assert.Nil(t, f.migration(), "the finalizer of a finished migration is released once its VM is handed over")
+			// The running instance keeps its template's labels until the
+			// VM restarts; the VM and its disks are handed over.
+			f.requireChildren("after deleting the finished migration", "VirtualMachineInstance/"+target)
+			f.requireReleased(m)
 			vm, err := f.kv.KubevirtV1().VirtualMachines(walkNamespace).Get(f.ctx, target, metav1.GetOptions{})
 			require.NoError(t, err, "the migrated VM outlives its migration")
 			assert.Empty(t, vm.OwnerReferences)
@@ -836,14 +863,21 @@ func TestWalkCancelInEveryPhase(t *testing.T) {
 
 			f.deleteMigration()
 			m = f.syncTo(v1alpha1.PhaseCancelling)
-			assert.Contains(t, f.events, fmt.Sprintf("Normal %s cancelling: deleting children and restoring the source", statemachine.ReasonCancelled))
+			source := "; the source VM was not stopped and is left as it is"
+			if stopped {
+				source = "; powering the source VM back on"
+			}
+			assert.True(t, slices.ContainsFunc(f.events, func(e string) bool {
+				return strings.HasPrefix(e, "Normal "+statemachine.ReasonCancelled+" cancelling: ") && strings.HasSuffix(e, source)
+			}), "want a %s event ending %q: %v", statemachine.ReasonCancelled, source, f.events)
 			for i := 0; f.migration() != nil; i++ {
 				require.Less(t, i, 20, "the migration is still there after 20 syncs: %s", conditionSummary(f.migration()))
 				f.clock.Step(statemachine.DefaultPollInterval)
 				f.sync()
 			}
-			f.requireChildren("after cancelling in "+string(phase), kept...)
+			f.requireChildren("after cancelling in " + string(phase))
 			if kept != nil {
+				f.requireReleased(m)
 				vm, err := f.kv.KubevirtV1().VirtualMachines(walkNamespace).Get(f.ctx, m.Status.Target.Name, metav1.GetOptions{})
 				require.NoError(t, err)
 				assert.Equal(t, kubevirtv1.RunStrategyHalted, *vm.Spec.RunStrategy, "the kept target is halted")

@@ -16,9 +16,12 @@ import (
 func (d *decider) finish() {
 	d.keepActionWait()
 	d.st.ObservedGeneration = d.m.Generation
+	d.sourceName()
+	d.forgetRecoveredError()
+	d.forgetDeletedPlan()
 	d.readyCondition()
 	d.progressingCondition()
-	d.failedCondition()
+	d.terminalConditions()
 	d.stalledCondition()
 	d.pausedCondition()
 	d.approvalCondition()
@@ -62,8 +65,10 @@ func (d *decider) readyCondition() {
 
 func (d *decider) progressingCondition() {
 	switch {
-	case IsTerminal(d.st.Phase):
-		d.setCondition(ConditionProgressing, metav1.ConditionFalse, string(d.st.Phase), "the migration is "+strings.ToLower(string(d.st.Phase)))
+	case d.st.Phase == v1alpha1.PhaseSucceeded:
+		d.setCondition(ConditionProgressing, metav1.ConditionFalse, d.successReason(), d.successMessage())
+	case d.st.Phase == v1alpha1.PhaseFailed:
+		d.setCondition(ConditionProgressing, metav1.ConditionFalse, d.failureReason(), d.failureMessage())
 	case d.paused:
 		d.setCondition(ConditionProgressing, metav1.ConditionFalse, ReasonPaused, "held by spec.policy.paused")
 	case d.waitReason != "":
@@ -73,12 +78,24 @@ func (d *decider) progressingCondition() {
 	}
 }
 
-func (d *decider) failedCondition() {
-	if d.st.Phase == v1alpha1.PhaseFailed || d.st.Phase == v1alpha1.PhaseRollingBack {
+// terminalConditions sets Succeeded and Failed, the conditions to wait on
+// (kubectl wait --for=condition=Succeeded, or =Failed): neither is set
+// while the migration runs; when it ends, the outcome's is True and the
+// other's False, both with the reason. Failed turns True only once the
+// rollback restored the source (phase Failed), as a Job's Failed
+// condition waits for its pods to end; while rolling back, a Failed
+// condition that an older controller set True turns False.
+func (d *decider) terminalConditions() {
+	switch d.st.Phase {
+	case v1alpha1.PhaseSucceeded:
+		d.setCondition(ConditionSucceeded, metav1.ConditionTrue, d.successReason(), d.successMessage())
+		d.setCondition(ConditionFailed, metav1.ConditionFalse, ReasonSucceeded, "the migration succeeded")
+	case v1alpha1.PhaseFailed:
+		d.setCondition(ConditionSucceeded, metav1.ConditionFalse, d.failureReason(), d.failureMessage())
 		d.setCondition(ConditionFailed, metav1.ConditionTrue, d.failureReason(), d.failureMessage())
-		return
+	case v1alpha1.PhaseRollingBack:
+		d.clearCondition(ConditionFailed, ReasonRollingBack, "failing: the source VM is restored before the migration ends Failed")
 	}
-	d.clearCondition(ConditionFailed, ReasonWorking, "no failure")
 }
 
 // stalledCondition is true when no progress was seen for the stall timeout
@@ -215,6 +232,23 @@ func (d *decider) failureMessage() string {
 		return fmt.Sprintf("failed in %s: %s", e.Phase, e.Message)
 	}
 	return "the migration failed"
+}
+
+// successReason says how the migration ended well: with the target VM
+// started, or left halted as spec.target.start asked.
+func (d *decider) successReason() string {
+	if t := d.st.Target; t != nil && t.StartRequestedAt != nil {
+		return ReasonTargetStarted
+	}
+	return ReasonTargetLeftHalted
+}
+
+func (d *decider) successMessage() string {
+	what := "was started"
+	if d.successReason() == ReasonTargetLeftHalted {
+		what = "was left halted (spec.target.start is false)"
+	}
+	return fmt.Sprintf("the migration succeeded: %s %s", d.targetSummary(), what)
 }
 
 func (d *decider) targetSummary() string {

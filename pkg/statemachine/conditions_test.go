@@ -200,3 +200,25 @@ func TestSpecChangeWhilePausedBeforeCutoverIsValidated(t *testing.T) {
 		})
 	}
 }
+
+// wantEnded checks the conditions of a migration that ended in phase p:
+// Succeeded and Failed set to its outcome, with the same reason, and
+// Progressing False with a reason that says more than the phase.
+func wantEnded(t *testing.T, d Decision, p v1alpha1.Phase) {
+	t.Helper()
+	succeeded, failed := metav1.ConditionTrue, metav1.ConditionFalse
+	if p == v1alpha1.PhaseFailed {
+		succeeded, failed = failed, succeeded
+	}
+	s, f := cond(t, d, ConditionSucceeded), cond(t, d, ConditionFailed)
+	assert.Equal(t, succeeded, s.Status, "Succeeded = %+v in phase %s", s, p)
+	assert.Equal(t, failed, f.Status, "Failed = %+v in phase %s", f, p)
+	pr := cond(t, d, ConditionProgressing)
+	assert.Equal(t, metav1.ConditionFalse, pr.Status, "Progressing = %+v in phase %s", pr, p)
+	assert.NotEqual(t, string(p), pr.Reason, "Progressing's reason repeats the phase: %+v", pr)
+	assert.NotContains(t, pr.Message, "the migration is ", "Progressing = %+v", pr)
+	if p == v1alpha1.PhaseFailed {
+		assert.Equal(t, d.Status.LastError.Reason, pr.Reason, "Progressing's reason is the failure's")
+		assert.Equal(t, pr.Reason, f.Reason, "Failed's reason is the failure's")
+	}
+}

@@ -595,7 +595,7 @@ func TestCleaningUp(t *testing.T) {
 		wantTime(t, "completionTime", d.Status.CompletionTime, 0)
 		wantEvidence(t, d, v1alpha1.PhaseCleaningUp, 0)
 		wantCond(t, d, ConditionReady, "True", ReasonSucceeded)
-		wantCond(t, d, ConditionProgressing, "False", string(v1alpha1.PhaseSucceeded))
+		wantEnded(t, d, v1alpha1.PhaseSucceeded)
 	}
 	runCases(t, map[string]decideCase{
 		"Delete policy with children: delete staging": {

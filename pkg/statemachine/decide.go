@@ -23,6 +23,7 @@ func Decide(in Input) Decision {
 		// Terminal phases stay terminal; only deletion acts on them.
 	case d.m.Spec.Policy.Paused:
 		d.paused = true
+		d.progressWhilePaused()
 	default:
 		d.step()
 	}

@@ -431,8 +431,9 @@ func (d *decider) converting() {
 		now := d.now
 		c.CompletedAt = &now
 		c.OperatingSystem = job.OperatingSystem
+		warned := d.recordConversionWarnings(job)
 		d.st.Progress = "0%"
-		d.advance(v1alpha1.PhaseImporting, fmt.Sprintf("job %s converted the guest (%s)", job.Name, job.OperatingSystem))
+		d.advance(v1alpha1.PhaseImporting, fmt.Sprintf("job %s converted the guest (%s)%s", job.Name, job.OperatingSystem, warned))
 	default:
 		d.working(fmt.Sprintf("converting the guest (job %s, attempt %d)", c.JobName, c.Attempt), d.cfg.PollInterval)
 	}

@@ -64,7 +64,7 @@ func TestValidating(t *testing.T) {
 			phase: v1alpha1.PhaseRollingBack, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonSourceVMNotFound)
-				wantCond(t, d, ConditionFailed, metav1.ConditionTrue, ReasonSourceVMNotFound)
+				wantNoCond(t, d, ConditionFailed) // set once the rollback ends
 				wantCond(t, d, ConditionReady, metav1.ConditionFalse, ReasonSourceVMNotFound)
 				assert.Contains(t, eventReasons(d), ReasonSourceVMNotFound, "want a warning event for the failure: %+v", d.Events)
 			},

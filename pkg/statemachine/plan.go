@@ -38,7 +38,7 @@ func (d *decider) planned() {
 	}
 	renderedAt := plan.RenderedAt
 	p.RenderedAt, p.Objects = &renderedAt, plan.Objects
-	d.wait(ReasonPlanned, fmt.Sprintf("the plan of the %d objects this migration would create is in ConfigMap %s (kubectl vmm plan %s); the source was not touched: set spec.planOnly to false to migrate",
+	d.wait(ReasonPlanOnly, fmt.Sprintf("the plan of the %d objects this migration would create is in ConfigMap %s (kubectl vmm plan %s); the source was not touched: set spec.planOnly to false to migrate",
 		len(plan.Objects), p.ConfigMapName, d.m.Name), 0)
 }
 

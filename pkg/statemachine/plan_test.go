@@ -49,7 +49,7 @@ func TestPlanOnly(t *testing.T) {
 			m: planned(), obs: newObs(storedPlan),
 			phase: v1alpha1.PhasePlanned, requeue: -1,
 			check: func(t *testing.T, d Decision) {
-				wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, ReasonPlanned)
+				wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, ReasonPlanOnly)
 				require.NotNil(t, d.Status.Plan)
 				assert.Len(t, d.Status.Plan.Objects, 1)
 				require.NotNil(t, d.Status.Plan.RenderedAt)

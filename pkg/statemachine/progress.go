@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 )
 
 // progressDue reports whether enough time passed since progress was last
@@ -106,4 +108,24 @@ func parsePercent(s string) float64 {
 		return 0
 	}
 	return min(v, 100)
+}
+
+// progressWhilePaused keeps recording what a running transfer Job or
+// import reports while the migration is paused: a pause holds the next
+// action, and a Job already running goes on (it is not interrupted), so
+// its progress is still news. Observing is not an action.
+func (d *decider) progressWhilePaused() {
+	switch d.st.Phase {
+	case v1alpha1.PhaseTransferringDisks:
+		if job := d.obs.TransferJob; job != nil && !job.Succeeded && !job.Failed && d.st.Transfer != nil && job.Name == d.st.Transfer.JobName {
+			d.recordTransferProgress(job.Progress)
+		}
+	case v1alpha1.PhaseImporting:
+		for _, disk := range d.st.Disks {
+			if _, ok := d.obs.DataVolumes[disk.DataVolume]; !ok || disk.DataVolume == "" {
+				return
+			}
+		}
+		d.recordImportProgress()
+	}
 }

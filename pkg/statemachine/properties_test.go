@@ -395,7 +395,7 @@ func TestPropertyTerminalStaysTerminal(t *testing.T) {
 			assert.Equal(t, ActionNone, d.Action.Type, "terminal %s asked for %+v", from, d.Action)
 			return
 		}
-		allowed := []ActionType{ActionNone, ActionDeleteStaging, ActionRemoveFinalizer}
+		allowed := []ActionType{ActionNone, ActionDeleteStaging, ActionReleaseTarget, ActionRemoveFinalizer}
 		if from == v1alpha1.PhaseFailed {
 			// The unfinished target VM of a failed migration goes with it,
 			// unless it ran: then it is halted and kept.

@@ -6,10 +6,16 @@ const (
 	// where a migration in progress stands.
 	ConditionReady = "Ready"
 	// ConditionProgressing is true while the controller works toward the
-	// current checkpoint, false while it waits on something.
+	// current checkpoint, false while it waits on something or once the
+	// migration ended (the reason then says how).
 	ConditionProgressing = "Progressing"
-	// ConditionFailed is true once the migration failed (also while it
-	// rolls the source back).
+	// ConditionSucceeded is set when the migration ends: true once it
+	// succeeded, false once it failed. Scripts wait on it:
+	// kubectl wait --for=condition=Succeeded vmm/NAME.
+	ConditionSucceeded = "Succeeded"
+	// ConditionFailed is set when the migration ends: true once it failed
+	// and its rollback restored the source (phase Failed), false once it
+	// succeeded. kubectl wait --for=condition=Failed vmm/NAME.
 	ConditionFailed = "Failed"
 	// ConditionStalled is true when no progress was seen for the policy's
 	// stall timeout.
@@ -73,7 +79,13 @@ const (
 	ReasonSourceRunning          = "SourceRunning"
 	ReasonSourceVMClaimed        = "SourceVMClaimed"
 	ReasonTargetNameClaimed      = "TargetNameClaimed"
-	ReasonPlanned                = "Planned"
+	ReasonTargetStarted          = "TargetStarted"
+	ReasonTargetLeftHalted       = "TargetLeftHalted"
+	ReasonRollingBack            = "RollingBack"
+	ReasonConversionWarnings     = "ConversionWarnings"
+	// ReasonPlanOnly: a dry run rests in phase Planned while
+	// spec.planOnly is true.
+	ReasonPlanOnly = "PlanOnly"
 )
 
 // Conversion failure reasons a conversion Job reports. Inspection failures

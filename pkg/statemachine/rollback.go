@@ -31,7 +31,7 @@ func (d *decider) cancel() {
 	}
 	if !IsTerminal(d.st.Phase) && d.st.Phase != v1alpha1.PhaseCancelling {
 		d.setPhase(v1alpha1.PhaseCancelling, fmt.Sprintf("the migration was deleted during %s", d.st.Phase))
-		d.out.Events = append(d.out.Events, Event{Reason: ReasonCancelled, Message: "cancelling: deleting children and restoring the source"})
+		d.out.Events = append(d.out.Events, Event{Reason: ReasonCancelled, Message: d.cancellingMessage()})
 		return
 	}
 	if d.keepsTarget() {
@@ -47,6 +47,9 @@ func (d *decider) cancel() {
 		return
 	}
 	if d.st.Phase == v1alpha1.PhaseCancelling && (d.awaitTargetGone() || d.restoreSource() || d.removeSnapshots()) {
+		return
+	}
+	if d.releaseTarget() {
 		return
 	}
 	d.act(ActionRemoveFinalizer, v1alpha1.FinalizerName, 0)

@@ -65,7 +65,7 @@ func TestRollingBack(t *testing.T) {
 			phase: v1alpha1.PhaseRollingBack, action: ActionPowerOnSource, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
 				wantTime(t, "restoreRequestedAt", d.Status.SourceControl.RestoreRequestedAt, 0)
-				wantCond(t, d, ConditionFailed, metav1.ConditionTrue, ReasonTransferFailed)
+				wantCond(t, d, ConditionReady, metav1.ConditionFalse, ReasonTransferFailed)
 			},
 		},
 		"power-on requested a moment ago: wait": {
@@ -226,7 +226,8 @@ func TestDeletion(t *testing.T) {
 			},
 		},
 		"Succeeded: the source stays off, the finalizer is released": {
-			m: newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted), obs: newObs(sourceOff, targetVM(true, RunStrategyAlways)),
+			// The target VM was handed over (ReleaseTarget): no longer seen.
+			m: newMigration(builders.Reached(v1alpha1.PhaseSucceeded), builders.Deleted), obs: newObs(sourceOff),
 			phase: v1alpha1.PhaseSucceeded, action: ActionRemoveFinalizer,
 		},
 		"Failed: children deleted": {
@@ -310,7 +311,7 @@ func TestTerminal(t *testing.T) {
 				phase: p, action: ActionNone, requeue: -1,
 				check: func(t *testing.T, d Decision) {
 					wantTime(t, "completionTime", d.Status.CompletionTime, -time.Minute)
-					wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, string(p))
+					wantEnded(t, d, p)
 				},
 			}
 		}

@@ -300,6 +300,8 @@ type JobObservation struct {
 	Results []DiskResult
 	// OperatingSystem is what a conversion inspected.
 	OperatingSystem string
+	// Warnings are the warnings a conversion's virt-v2v printed.
+	Warnings []string
 	// ResultMissing says the Job succeeded but its result (the pod's
 	// termination message, or the transfer's ConfigMap) is not in the
 	// caches: each resource has its own watch, so the Job's completion can
@@ -450,6 +452,10 @@ const (
 	ActionDeleteChildren      ActionType = "DeleteChildren"
 	ActionCreatePlan          ActionType = "CreatePlan"
 	ActionDeletePlan          ActionType = "DeletePlan"
+	// ActionReleaseTarget hands a target VM that outlives its deleted
+	// migration over to its owner: the migration's labels leave it, its
+	// DataVolumes and their claims, an annotation says where it came from.
+	ActionReleaseTarget ActionType = "ReleaseTarget"
 )
 
 // Action is the one mutating action a decision asks for.

@@ -48,6 +48,10 @@ type PipelineStep interface {
 	AdoptDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
 	// SetRunStrategy sets the target VM's run strategy (Always or Halted).
 	SetRunStrategy(ctx context.Context, m *v1alpha1.VirtualMachineMigration, strategy string) error
+	// ReleaseTarget hands the target VM a deleted migration keeps, its
+	// DataVolumes and their claims over: the migration's labels removed,
+	// an annotation naming the migration.
+	ReleaseTarget(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
 	// CreatePlan stores the dry-run plan of every object the migration
 	// would create (spec.planOnly).
 	CreatePlan(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error

@@ -89,6 +89,7 @@ var reachedSteps = []struct {
 }{
 	{v1alpha1.PhaseValidating, func(m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) {
 		m.Status.Source = inv
+		m.Status.SourceName = naming.Shorten(inv.Name, naming.MaxDisplayName)
 		target := m.Spec.Target.Name
 		if target == "" {
 			target = naming.TargetName(inv.Name)

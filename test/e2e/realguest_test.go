@@ -133,12 +133,38 @@ func testRealGuest(t *testing.T, firmware, image string, env map[string]string) 
 		assert.True(t, strings.Contains(excerpt, want), "the conversion log (excerpt above) lacks %q", want)
 	}
 
+	checkWarnings(t, m, logPath)
+
 	res := s.bootTarget(t, name)
 	t.Logf("boot check: marker after %s: %s", res.Elapsed.Round(time.Second), res.Line)
 	checkMarker(t, res.Fields, firmware, mac)
 	saveArtifacts(t, firmware, logPath, res.SerialLog)
 	report(t, fmt.Sprintf("real guest: firmware=%s os=%s converted=%ds booted=%ds",
 		firmware, m.Status.Conversion.OperatingSystem, int(converted.Seconds()), int(res.Elapsed.Seconds())))
+}
+
+// checkWarnings: the warnings virt-v2v printed in the conversion's log
+// (such as "could not determine a way to update the configuration of
+// Grub2") are the ones status.conversion.warnings and the conversion's
+// evidence record (issue 25: they reached nobody).
+func checkWarnings(t *testing.T, m *v1alpha1.VirtualMachineMigration, logPath string) {
+	t.Helper()
+	data, err := os.ReadFile(logPath)
+	require.NoError(t, err, "reading the conversion log %s", logPath)
+	flat := strings.Join(strings.Fields(string(data)), " ")
+	printed := strings.Count(flat, "virt-v2v-in-place: warning: ")
+	t.Logf("virt-v2v printed %d warnings; status.conversion.warnings: %q", printed, m.Status.Conversion.Warnings)
+	assert.Len(t, m.Status.Conversion.Warnings, min(printed, 8), "status.conversion.warnings against the warnings in the log")
+	var evidence string
+	for _, e := range m.Status.Evidence {
+		if e.Phase == v1alpha1.PhaseConverting {
+			evidence = e.Observed
+		}
+	}
+	for _, w := range m.Status.Conversion.Warnings {
+		assert.Contains(t, flat, "virt-v2v-in-place: warning: "+strings.TrimSuffix(w, "..."), "a recorded warning the log lacks")
+		assert.Contains(t, evidence, w, "the conversion's evidence lacks the warning")
+	}
 }
 
 // phaseDuration is the time from one checkpoint's evidence to the next's.

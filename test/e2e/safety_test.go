@@ -112,7 +112,9 @@ func TestDeleteAfterSucceeded(t *testing.T) {
 		dv, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).Get(s.ctx, dvName, metav1.GetOptions{})
 		if assert.NoError(t, err, "data volume %s is gone with the migration", dvName) {
 			assert.Equal(t, uid, dv.UID, "data volume %s was replaced", dvName)
-			assert.Equal(t, string(m.UID), dv.Labels[v1alpha1.LabelMigrationUID])
+			// Handed over with the VM, the one a user took too.
+			assert.NotContains(t, dv.Labels, v1alpha1.LabelMigrationUID, "data volume %s: the deleted migration's label", dvName)
+			assert.Equal(t, s.ns+"/"+m.Name, dv.Annotations[v1alpha1.AnnotationMigratedBy], "data volume %s: where it came from", dvName)
 		}
 		_, err = s.kube.CoreV1().PersistentVolumeClaims(s.ns).Get(s.ctx, dvName, metav1.GetOptions{})
 		assert.NoError(t, err, "the claim of data volume %s", dvName)
@@ -240,11 +242,21 @@ func TestCancelAfterStartKeepsTarget(t *testing.T) {
 	assert.Equal(t, vm.UID, got.UID)
 	require.NotNil(t, got.Spec.RunStrategy)
 	assert.Equal(t, kubevirtv1.RunStrategyHalted, *got.Spec.RunStrategy, "the kept target runs beside the restored source")
+	// Handed over: no label of the deleted migration, an annotation
+	// naming it (issue 25).
+	released := func(o metav1.Object) {
+		assert.NotContains(t, o.GetLabels(), v1alpha1.LabelMigrationUID, "%s: the deleted migration's label", o.GetName())
+		assert.NotContains(t, o.GetLabels(), v1alpha1.LabelMigrationName, "%s: the deleted migration's label", o.GetName())
+		assert.Equal(t, s.ns+"/"+m.Name, o.GetAnnotations()[v1alpha1.AnnotationMigratedBy], "%s: where it came from", o.GetName())
+	}
+	released(got)
+	assert.NotContains(t, got.Spec.Template.ObjectMeta.Labels, v1alpha1.LabelMigrationUID, "the kept VM's template")
 	s.waitNoVMI(name, time.Minute)
 	for dvName, uid := range dvUIDs {
 		dv, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).Get(s.ctx, dvName, metav1.GetOptions{})
 		if assert.NoError(t, err, "data volume %s is gone with the migration", dvName) {
 			assert.Equal(t, uid, dv.UID, "data volume %s was replaced", dvName)
+			released(dv)
 		}
 	}
 	assert.Equal(t, "poweredOn", s.powerState(name), "the source after the cancellation")

@@ -3,8 +3,6 @@
 package integration
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -29,21 +27,7 @@ func TestKubeVirtStandinSaysNo(t *testing.T) {
 	env := framework.Env(t)
 	ns := env.Namespace(t)
 	ctx := testContext(t)
-	runCtx, stop := context.WithCancel(ctx)
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() {
-		done <- standins.Run(runCtx, standins.Config{RestConfig: env.Config(), Root: t.TempDir(), Namespace: ns, NodeName: "node-" + ns, Ready: ready})
-	}()
-	t.Cleanup(func() {
-		stop()
-		assert.NoError(t, <-done, "the stand-ins returned an error")
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		done <- err
-		require.FailNow(t, fmt.Sprintf("the stand-ins stopped before they were ready: %v", err))
-	}
+	runStandins(t, standins.Config{RestConfig: env.Config(), Root: t.TempDir(), Namespace: ns, NodeName: "node-" + ns})
 	kv := kubevirtclient.NewForConfigOrDie(env.Config())
 	vm := func(name string, memory bool) *kubevirtv1.VirtualMachine {
 		v := &kubevirtv1.VirtualMachine{

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	migrationv1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/test/framework"
 )
 
@@ -92,46 +93,46 @@ func sampleStatus() migrationv1alpha1.VirtualMachineMigrationStatus {
 			MemoryMiB: 8192,
 			Firmware:  migrationv1alpha1.FirmwareEFI,
 		},
-		Target: &migrationv1alpha1.TargetStatus{Name: "web-01-kv"},
+		SourceName: "web-01",
+		Target:     &migrationv1alpha1.TargetStatus{Name: "web-01-kv"},
 	}
+}
+
+// TestKubectlLongSourceName: kubectl get's Source VM column shows
+// status.sourceName, which the controller shortens, not the whole
+// inventoried name (issue 25: a 200-character name widened kubectl get to
+// about 250 columns); -o yaml keeps the whole name.
+func TestKubectlLongSourceName(t *testing.T) {
+	long := "app-" + strings.Repeat("x", 189) + "-web-01"
+	short := naming.Shorten(long, naming.MaxDisplayName)
+	kubectl, env, ns := withSampleStatus(t, "long-01", func(s *migrationv1alpha1.VirtualMachineMigrationStatus) {
+		s.Source.Name, s.SourceName = long, short
+	})
+	out := runKubectl(t, kubectl, env, ns, "get", "vmm", "-o", "wide")
+	rows := table(out)
+	require.Len(t, rows, 2)
+	assert.Equal(t, "SOURCE VM", rows[0][3])
+	assert.Equal(t, short, rows[1][3])
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		assert.Less(t, len(line), 160, "a line of kubectl get vmm -o wide: %q", line)
+	}
+	assert.Contains(t, runKubectl(t, kubectl, env, ns, "get", "vmm", "long-01", "-o", "yaml"), long, "the whole name in -o yaml")
 }
 
 // TestKubectlPrinterColumns runs kubectl get against the server and checks
 // the columns users see.
 func TestKubectlPrinterColumns(t *testing.T) {
-	env := framework.Env(t)
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not installed")
-	}
-	ns := env.Namespace(t)
-	ctx := testContext(t)
-	client := migrationClient(t, env).MigrationV1alpha1().VirtualMachineMigrations(ns)
-	createAndGet(t, env, ns, newMigration("web-01"))
-	vmm, err := client.Get(ctx, "web-01", metav1.GetOptions{})
-	require.NoError(t, err, "getting web-01")
-	vmm.Status = sampleStatus()
-	vmm.Status.Conditions = append(vmm.Status.Conditions, metav1.Condition{
-		Type: "Progressing", Status: metav1.ConditionFalse, Reason: "SourceUnreachable",
-		Message: "connecting: i/o timeout", LastTransitionTime: metav1.Now(), ObservedGeneration: 1,
+	kubectl, env, ns := withSampleStatus(t, "web-01", func(s *migrationv1alpha1.VirtualMachineMigrationStatus) {
+		s.Conditions = append(s.Conditions, metav1.Condition{
+			Type: "Progressing", Status: metav1.ConditionFalse, Reason: "SourceUnreachable",
+			Message: "connecting: i/o timeout", LastTransitionTime: metav1.Now(), ObservedGeneration: 1,
+		})
+		s.LastError = &migrationv1alpha1.MigrationError{Phase: migrationv1alpha1.PhaseValidating, Reason: "PreflightCheckFailed", Message: "reading datastores: timeout", Time: metav1.Now()}
 	})
-	vmm.Status.LastError = &migrationv1alpha1.MigrationError{Phase: migrationv1alpha1.PhaseValidating, Reason: "PreflightCheckFailed", Message: "reading datastores: timeout", Time: metav1.Now()}
-	_, err = client.UpdateStatus(ctx, vmm, metav1.UpdateOptions{})
-	require.NoError(t, err, "updating status")
 
 	run := func(args ...string) [][]string {
 		t.Helper()
-		args = append([]string{"--kubeconfig", env.KubeconfigPath(), "-n", ns}, args...)
-		cmd := exec.CommandContext(ctx, kubectl, args...)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		require.NoError(t, err, "kubectl %s:\n%s", strings.Join(args, " "), stderr.String())
-		if s := stderr.String(); s != "" {
-			t.Logf("kubectl %s stderr: %s", strings.Join(args, " "), s)
-		}
-		t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
-		return table(string(out))
+		return table(runKubectl(t, kubectl, env, ns, args...))
 	}
 
 	for _, resource := range []string{"vmm", "virtualmachinemigrations", "migration"} {
@@ -154,6 +155,47 @@ func TestKubectlPrinterColumns(t *testing.T) {
 		assert.Equal(t, []string{"REASON", "LAST ERROR"}, wide[0][6:8], wideWant, wide)
 		assert.Equal(t, []string{"SourceUnreachable", "PreflightCheckFailed"}, wide[1][6:8], wideWant, wide)
 	}
+}
+
+// withSampleStatus creates the migration name in a namespace of its own,
+// with sampleStatus changed by mutate, and returns the kubectl to look at
+// it with, the environment and the namespace; without kubectl the test
+// is skipped.
+func withSampleStatus(t *testing.T, name string, mutate func(*migrationv1alpha1.VirtualMachineMigrationStatus)) (string, *framework.Environment, string) {
+	t.Helper()
+	env := framework.Env(t)
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl not installed")
+	}
+	ns := env.Namespace(t)
+	ctx := testContext(t)
+	client := migrationClient(t, env).MigrationV1alpha1().VirtualMachineMigrations(ns)
+	createAndGet(t, env, ns, newMigration(name))
+	vmm, err := client.Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err, "getting %s", name)
+	vmm.Status = sampleStatus()
+	mutate(&vmm.Status)
+	_, err = client.UpdateStatus(ctx, vmm, metav1.UpdateOptions{})
+	require.NoError(t, err, "updating the status of %s", name)
+	return kubectl, env, ns
+}
+
+// runKubectl runs kubectl against the test's API server in namespace ns
+// and returns what it printed.
+func runKubectl(t *testing.T, kubectl string, env *framework.Environment, ns string, args ...string) string {
+	t.Helper()
+	args = append([]string{"--kubeconfig", env.KubeconfigPath(), "-n", ns}, args...)
+	cmd := exec.CommandContext(testContext(t), kubectl, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "kubectl %s:\n%s", strings.Join(args, " "), stderr.String())
+	if s := stderr.String(); s != "" {
+		t.Logf("kubectl %s stderr: %s", strings.Join(args, " "), s)
+	}
+	t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
+	return string(out)
 }
 
 var columnGap = regexp.MustCompile(`\s{2,}`)

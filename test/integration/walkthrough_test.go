@@ -351,6 +351,29 @@ func (w *walkEnv) wantChildren(where string, uid types.UID, want ...string) {
 	require.ElementsMatch(w.t, want, w.children(uid), "%s: children", where)
 }
 
+// wantReleased asserts that the target VM and DataVolumes of the deleted
+// migration m exist, handed over: without the migration's labels (the
+// VM's template too), annotated with the migration they came from.
+func (w *walkEnv) wantReleased(m *v1alpha1.VirtualMachineMigration, target string, dataVolumes []string) {
+	w.t.Helper()
+	ctx := testContext(w.t)
+	vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, target, metav1.GetOptions{})
+	require.NoError(w.t, err, "the kept VM %s", target)
+	objs := []metav1.Object{vm}
+	for _, name := range dataVolumes {
+		dv, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(w.t, err, "the kept DataVolume %s", name)
+		objs = append(objs, dv)
+	}
+	for _, o := range objs {
+		assert.NotContains(w.t, o.GetLabels(), v1alpha1.LabelMigrationUID, "%s: the deleted migration's label", o.GetName())
+		assert.NotContains(w.t, o.GetLabels(), v1alpha1.LabelMigrationName, "%s: the deleted migration's label", o.GetName())
+		assert.Equal(w.t, w.ns+"/"+m.Name, o.GetAnnotations()[v1alpha1.AnnotationMigratedBy], "%s: where it came from", o.GetName())
+	}
+	assert.NotContains(w.t, vm.Spec.Template.ObjectMeta.Labels, v1alpha1.LabelMigrationUID, "the kept VM's template")
+	assert.Equal(w.t, walkSourceVM, vm.Annotations[v1alpha1.AnnotationSourceVM], "the kept VM's source")
+}
+
 // wantOwnedBy asserts a controller owner reference to the migration.
 func (w *walkEnv) wantOwnedBy(obj metav1.Object, m *v1alpha1.VirtualMachineMigration) {
 	w.t.Helper()
@@ -377,9 +400,24 @@ func (w *walkEnv) powerState() vimtypes.VirtualMachinePowerState {
 	return state
 }
 
-// finishJob plays the Job controller and kubelet: a pod of the Job whose
-// container terminated with message, and the Job's terminal conditions.
+// finishJob plays the Job controller and kubelet for a Job that
+// succeeded: a pod whose container terminated with message, and the Job's
+// terminal conditions.
 func (w *walkEnv) finishJob(name, container string, message string) {
+	w.t.Helper()
+	w.endJob(name, container, message, true)
+}
+
+// failJob plays them for a Job whose container failed with message.
+func (w *walkEnv) failJob(name, container, message string) {
+	w.t.Helper()
+	w.endJob(name, container, message, false)
+}
+
+// endJob plays the Job controller and kubelet: a pod of the Job whose
+// container terminated with message (exit code 0 when succeeded, else 1),
+// and the Job's terminal conditions.
+func (w *walkEnv) endJob(name, container, message string, succeeded bool) {
 	w.t.Helper()
 	ctx := testContext(w.t)
 	job, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, name, metav1.GetOptions{})
@@ -399,21 +437,34 @@ func (w *walkEnv) finishJob(name, container string, message string) {
 	require.NoError(w.t, err, "creating the pod of job %s", name)
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	image := pod.Spec.Containers[0].Image
-	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
+	phase, exit, reason := corev1.PodSucceeded, int32(0), "Completed"
+	if !succeeded {
+		phase, exit, reason = corev1.PodFailed, 1, "Error"
+	}
+	pod.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
 		Name: container, Image: image, ImageID: image,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: 0, Reason: "Completed", Message: message, StartedAt: now, FinishedAt: now}},
+			ExitCode: exit, Reason: reason, Message: message, StartedAt: now, FinishedAt: now}},
 	}}}
 	_, err = w.kube.CoreV1().Pods(w.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	require.NoError(w.t, err, "updating the pod of job %s", name)
-	job.Status.StartTime, job.Status.CompletionTime = &now, &now
-	job.Status.Succeeded = 1
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "CompletionsReached"},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "CompletionsReached"},
+	job.Status.StartTime = &now
+	if succeeded {
+		job.Status.CompletionTime, job.Status.Succeeded = &now, 1
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "CompletionsReached"},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "CompletionsReached"},
+		}
+	} else {
+		job.Status.Failed = 1
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "BackoffLimitExceeded"},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, LastProbeTime: now, LastTransitionTime: now, Reason: "BackoffLimitExceeded",
+				Message: "Job has reached the specified backoff limit"},
+		}
 	}
 	_, err = w.kube.BatchV1().Jobs(w.ns).UpdateStatus(ctx, job, metav1.UpdateOptions{})
-	require.NoError(w.t, err, "completing job %s", name)
+	require.NoError(w.t, err, "ending job %s", name)
 }
 
 // setDataVolumesSucceeded plays CDI.
@@ -578,7 +629,9 @@ func TestWalkthroughAgainstAPIServer(t *testing.T) {
 	require.NoError(t, w.mig.MigrationV1alpha1().VirtualMachineMigrations(w.ns).Delete(ctx, walkMigration, metav1.DeleteOptions{}),
 		"deleting the finished migration")
 	w.waitFor("the finished migration is deleted", func(m *v1alpha1.VirtualMachineMigration) bool { return m == nil })
-	w.wantChildren("after deleting the finished migration", uid, kept...)
+	// Handed over: only the running instance keeps its template's labels.
+	w.wantChildren("after deleting the finished migration", uid, "VirtualMachineInstance/"+target)
+	w.wantReleased(m, target, dvNames)
 	assert.Equal(t, vimtypes.VirtualMachinePowerStatePoweredOff, w.powerState(), "the source's power state after the migration; it stays off")
 }
 
@@ -635,10 +688,7 @@ func TestWalkthroughCancelAgainstAPIServer(t *testing.T) {
 	require.NoError(t, w.kv.KubevirtV1().VirtualMachineInstances(w.ns).Delete(ctx, target, metav1.DeleteOptions{}),
 		"deleting the VirtualMachineInstance %s", target)
 	w.waitFor("the cancelled migration is deleted", func(m *v1alpha1.VirtualMachineMigration) bool { return m == nil })
-	kept := []string{"VirtualMachine/" + target}
-	for _, name := range dvNames {
-		kept = append(kept, "DataVolume/"+name)
-	}
-	w.wantChildren("after cancelling", uid, kept...)
+	w.wantChildren("after cancelling", uid)
+	w.wantReleased(m, target, dvNames)
 	assert.Equal(t, vimtypes.VirtualMachinePowerStatePoweredOn, w.powerState(), "the source's power state after the cancellation, want poweredOn as it was found")
 }

@@ -28,7 +28,11 @@
 //     "token missing"); for the source claim (event CloneWithoutSource); for
 //     a source whose content type is the target's and, with spec.pvc, whose
 //     size fits (event CloneValidationFailed); for the source to be bound and
-//     written by no running pod (event CloneSourceInUse).
+//     written by no running pod (event CloneSourceInUse). The copy runs at
+//     disk speed, its progress written every half second off the copy's
+//     path, unless Config.CloneBytesPerSecond throttles it (the
+//     DataVolume's Running condition then says so); a 320 MiB disk takes
+//     about as long as a plain copy of the file (BenchmarkCDIStandinImport).
 //   - KubeVirt: for a VirtualMachine whose runStrategy is Always (or
 //     running: true), creates its VirtualMachineInstance (same name, the
 //     template's labels, annotations and spec, controlled by the VM); when

@@ -237,7 +237,11 @@ func topology(inv *v1alpha1.SourceInventory) (int32, int32, error) {
 //     ({ "message": ..., "type": "error" }), after the inspection lines
 //     when inspection got that far; where virt-v2v printed none (an
 //     option refused, a crash), its error text. An empty message lets
-//     the kubelet fall back to the end of the log.
+//     the kubelet fall back to the end of the log;
+//   - then, after a "# virt-v2v warnings" line, virt-v2v's warnings as
+//     its JSON lines (the first 8): last, as the kubelet keeps only the
+//     first 4 KiB of the message, and never alone after a failure, which
+//     would keep the kubelet from falling back to the log.
 //
 // The whole output goes to the container log as virt-v2v prints it, after
 // the accelerator script's line (acceleratorScriptTemplate). A pod
@@ -286,6 +290,12 @@ rc=$(cat "$status" 2>/dev/null || echo 1)
     fi
   fi
 } >@TERM@
+if { [ "$rc" -eq 0 ] || [ -s @TERM@ ]; } && grep -qF '"type": "warning"' "$events" 2>/dev/null; then
+  {
+    echo '@WARNINGS@'
+    grep -F '"type": "warning"' "$events" | sed 8q
+  } >>@TERM@
+fi
 exit "$rc"
 `
 
@@ -294,6 +304,7 @@ var convertScript = strings.NewReplacer(
 	"@WORK@", conversionWorkDir,
 	"@DOMAIN@", path.Join(conversionConfigDir, DomainXMLKey),
 	"@TERM@", corev1.TerminationMessagePathDefault,
+	"@WARNINGS@", warningsHeading,
 ).Replace(convertScriptTemplate)
 
 // RenderConversionConfigMap renders the ConfigMap of a conversion attempt:

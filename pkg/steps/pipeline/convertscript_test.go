@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +46,7 @@ func runConvertScript(t *testing.T, binDir, domain string, env ...string) script
 		"@WORK@", work,
 		"@DOMAIN@", filepath.Join(dir, DomainXMLKey),
 		"@TERM@", term,
+		"@WARNINGS@", warningsHeading,
 	).Replace(convertScriptTemplate)
 	scriptPath := filepath.Join(dir, ConvertScriptKey)
 	require.NoError(t, os.WriteFile(scriptPath, []byte(script), 0o755), "writing the conversion script")
@@ -85,6 +87,10 @@ func fakeV2VBin(t *testing.T) string {
 	return bin
 }
 
+// grubWarning is the warning virt-v2v 2.2 printed converting the Debian
+// guests (their root is found by UUID, so it is harmless there).
+const grubWarning = "could not determine a way to update the configuration of Grub2"
+
 // TestConvertScript runs the rendered conversion script over virt-v2v runs
 // captured on Debian 12 (virt-v2v 2.2.0, which has no -O: the inspection
 // comes from its -v output) and over a virt-v2v that has -O, and reads the
@@ -102,11 +108,11 @@ func TestConvertScript(t *testing.T) {
 	}{
 		"2.2 converts the Debian BIOS guest": {
 			run: "debian-bios", version: "2.2", wantFlag: "-v",
-			want: statemachine.JobObservation{Succeeded: true, OperatingSystem: "debian 12.15"},
+			want: statemachine.JobObservation{Succeeded: true, OperatingSystem: "debian 12.15", Warnings: []string{grubWarning}},
 		},
 		"with -O, the inspection document": {
 			run: "debian-bios-with-O", version: "with-O", wantFlag: "-O",
-			want: statemachine.JobObservation{Succeeded: true, OperatingSystem: "debian 12.15"},
+			want: statemachine.JobObservation{Succeeded: true, OperatingSystem: "debian 12.15", Warnings: []string{grubWarning}},
 		},
 		"2.2 on a blank disk": {
 			run: "blank", version: "2.2", wantExit: 1, wantFlag: "-v",
@@ -163,6 +169,57 @@ func TestConvertScript(t *testing.T) {
 			if len(tc.wantMessage) == 0 {
 				assert.Empty(t, msg, "a conversion that succeeded has no message")
 			}
+		})
+	}
+}
+
+// TestConvertScriptWarnings: virt-v2v's warnings end the termination
+// message after the inspection or the errors, at most eight of them, and
+// never stand alone after a failure (the kubelet then falls back to the
+// end of the log).
+func TestConvertScriptWarnings(t *testing.T) {
+	warning := func(i int) string {
+		return fmt.Sprintf(`{ "message": "warning number %d", "timestamp": "2026-11-30T09:32:48.055663251+00:00", "type": "warning" }`, i)
+	}
+	var ten []string
+	for i := 1; i <= 10; i++ {
+		ten = append(ten, warning(i))
+	}
+	errorLine := `{ "message": "libguestfs error: something broke", "timestamp": "2026-11-30T09:33:00.0+00:00", "type": "error" }`
+	tests := map[string]struct {
+		events       []string
+		status       string
+		wantWarnings []string
+		wantMessage  string
+		wantEmpty    bool
+	}{
+		"converted: the first eight warnings": {
+			events: ten, status: "0",
+			wantWarnings: []string{"warning number 1", "warning number 2", "warning number 3", "warning number 4",
+				"warning number 5", "warning number 6", "warning number 7", "warning number 8"},
+		},
+		"failed: warnings after the error": {
+			events: []string{warning(1), errorLine}, status: "1",
+			wantWarnings: []string{"warning number 1"}, wantMessage: "virt-v2v: libguestfs error: something broke",
+		},
+		"failed without an error message: no message at all, for the log fallback": {
+			events: []string{warning(1)}, status: "1", wantEmpty: true,
+		},
+	}
+	bin := fakeV2VBin(t)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			run := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(run, "events.json"), []byte(strings.Join(tc.events, "\n")+"\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(run, "status"), []byte(tc.status+"\n"), 0o644))
+			r := runConvertScript(t, bin, "<domain/>", "FAKE_V2V_RUN="+run, "FAKE_V2V_VERSION=2.2")
+			if tc.wantEmpty {
+				assert.Empty(t, r.termination, "the termination message")
+				return
+			}
+			got := r.observe()
+			assert.Equal(t, tc.wantWarnings, got.Warnings, "warnings read from %q", r.termination)
+			assert.Equal(t, tc.wantMessage, got.Message, "message read from %q", r.termination)
 		})
 	}
 }

@@ -250,9 +250,10 @@ func (s *Step) observeAccess(m *v1alpha1.VirtualMachineMigration, c *statemachin
 }
 
 // readsJobs reports whether the decision looks at the transfer and
-// conversion Jobs: only while they run or may run.
+// conversion Jobs: only while they run or may run, paused or not (a
+// paused migration still records a running transfer's progress).
 func readsJobs(m *v1alpha1.VirtualMachineMigration) bool {
-	if m.DeletionTimestamp != nil || m.Spec.Policy.Paused {
+	if m.DeletionTimestamp != nil {
 		return false
 	}
 	switch m.Status.Phase {

@@ -123,6 +123,7 @@ func observeTransfer(o *statemachine.JobObservation, msg string, cm map[string]s
 // for what the termination message holds).
 func observeConversion(o *statemachine.JobObservation, msg string, exitedZero bool) {
 	r := parseConversionReport(msg)
+	o.Warnings = r.warnings
 	if o.Succeeded || exitedZero {
 		o.OperatingSystem = r.os
 		return
@@ -143,7 +144,20 @@ type conversionReport struct {
 	os string
 	// errors is virt-v2v's error text, one message per line.
 	errors string
+	// warnings are virt-v2v's warnings, in order.
+	warnings []string
 }
+
+// warningsHeading is the line after which the conversion script lists
+// virt-v2v's warnings, at the end of the termination message.
+const warningsHeading = "# virt-v2v warnings"
+
+// Bounds of the warnings kept from one conversion: how many, and how long
+// each (status.conversion.warnings allows 16).
+const (
+	maxWarnings      = 8
+	maxWarningLength = 512
+)
 
 // v2vMessage is one line of virt-v2v's --machine-readable output.
 type v2vMessage struct {
@@ -157,8 +171,9 @@ type v2vMessage struct {
 // else (the error text virt-v2v printed, or the end of the log the
 // kubelet put there) counts as error text.
 func parseConversionReport(msg string) conversionReport {
+	msg, warnings := cutWarnings(msg)
 	if strings.Contains(msg, "<v2v-inspection") {
-		return conversionReport{os: InspectedOS([]byte(msg))}
+		return conversionReport{os: InspectedOS([]byte(msg)), warnings: warnings}
 	}
 	fields := map[string]string{}
 	var errs, text []string
@@ -179,7 +194,48 @@ func parseConversionReport(msg string) conversionReport {
 	if len(errs) == 0 {
 		errs = []string{lastError(text)}
 	}
-	return conversionReport{os: describeOS(fields), errors: strings.Join(errs, "\n")}
+	return conversionReport{os: describeOS(fields), errors: strings.Join(errs, "\n"), warnings: warnings}
+}
+
+// cutWarnings splits the warnings the conversion script lists after
+// warningsHeading off a termination message. Each is one of virt-v2v's
+// JSON lines; a line the kubelet cut at the message's 4 KiB keeps what
+// was read of its message, marked as cut.
+func cutWarnings(msg string) (string, []string) {
+	before, after, found := strings.Cut(msg, warningsHeading+"\n")
+	if !found {
+		if rest, ok := strings.CutSuffix(msg, warningsHeading); ok {
+			return rest, nil
+		}
+		return msg, nil
+	}
+	var warnings []string
+	for line := range strings.SplitSeq(after, "\n") {
+		w := warningText(line)
+		if w == "" || len(warnings) == maxWarnings {
+			continue
+		}
+		warnings = append(warnings, truncate(oneLine(w), maxWarningLength))
+	}
+	return before, warnings
+}
+
+// warningText is the message of one of virt-v2v's JSON lines, or what
+// there is of it in a line that was cut short.
+func warningText(line string) string {
+	line = strings.TrimSpace(line)
+	var m v2vMessage
+	if json.Unmarshal([]byte(line), &m) == nil {
+		return m.Message
+	}
+	rest, ok := strings.CutPrefix(line, `{ "message": "`)
+	if !ok || rest == "" {
+		return ""
+	}
+	if text, _, done := strings.Cut(rest, `", "`); done {
+		return text
+	}
+	return rest + "..."
 }
 
 // lastError keeps, of output lines, the last error (from its "error:" line

@@ -336,3 +336,40 @@ func TestClassifyConversionFailure(t *testing.T) {
 		assert.Equal(t, want, ClassifyConversionFailure(out), "ClassifyConversionFailure(%q)", out)
 	}
 }
+
+// TestConversionWarningsRead: the warnings after the script's heading are
+// read from virt-v2v's JSON lines; a line the kubelet cut at 4 KiB keeps
+// what there is of its message; without the heading there are none.
+func TestConversionWarningsRead(t *testing.T) {
+	grub := `{ "message": "could not determine a way to update the configuration of Grub2", "timestamp": "2026-11-30T09:32:48.055663251+00:00", "type": "warning" }`
+	cases := map[string]struct {
+		msg          string
+		wantOS       string
+		wantWarnings []string
+	}{
+		"inspection lines, then warnings": {
+			msg:          "i_distro = debian\ni_major_version = 12\ni_minor_version = 15\n" + warningsHeading + "\n" + grub + "\n",
+			wantOS:       "debian 12.15",
+			wantWarnings: []string{"could not determine a way to update the configuration of Grub2"},
+		},
+		"a warning cut short": {
+			msg:          "i_distro = debian\n" + warningsHeading + "\n" + grub + "\n" + `{ "message": "the guest has no dis`,
+			wantOS:       "debian",
+			wantWarnings: []string{"could not determine a way to update the configuration of Grub2", "the guest has no dis..."},
+		},
+		"a line cut before its message": {
+			msg: "i_distro = debian\n" + warningsHeading + "\n" + `{ "mess`, wantOS: "debian",
+		},
+		"the heading cut off its line": {msg: "i_distro = debian\n" + warningsHeading, wantOS: "debian"},
+		"no warnings":                  {msg: "i_distro = debian\n", wantOS: "debian"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var o statemachine.JobObservation
+			o.Succeeded = true
+			observeConversion(&o, tc.msg, true)
+			assert.Equal(t, tc.wantOS, o.OperatingSystem)
+			assert.Equal(t, tc.wantWarnings, o.Warnings)
+		})
+	}
+}

@@ -67,8 +67,9 @@ func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration)
 			Message: fmt.Sprintf("reading credentials Secret %q: %v", ref, err)}
 	}
 	if _, err := vsphere.CredentialsFromSecret(secret); err != nil {
+		// The error names the Secret already.
 		return nil, nil, &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonCredentialsInvalid,
-			Message: fmt.Sprintf("credentials Secret %q: %v", ref, err)}
+			Message: err.Error()}
 	}
 	ep := vsphere.Endpoint{URL: spec.Source.URL, Datacenter: spec.Source.Datacenter, InsecureSkipVerify: spec.Source.InsecureSkipVerify}
 	sess, err := s.Sessions.Get(ctx, ep, secret)

@@ -81,6 +81,18 @@ func TestObserveMissingSecretNeedsUser(t *testing.T) {
 	assert.False(t, obs.Observed)
 }
 
+// TestObserveIncompleteSecretSaysItOnce: a Secret without a password is
+// named once, with what it lacks (issue 25: "credentials Secret "x":
+// reading vsphere credentials from secret default/x: ...").
+func TestObserveIncompleteSecretSaysItOnce(t *testing.T) {
+	e := newEnv(t, credentials(""))
+	obs := e.step.Observe(context.Background(), e.m, statemachine.SourceNeedInventory)
+	require.NotNil(t, obs.Error)
+	assert.Equal(t, statemachine.ErrorNeedsUser, obs.Error.Class)
+	assert.Equal(t, ReasonCredentialsInvalid, obs.Error.Reason)
+	assert.Equal(t, "reading vsphere credentials from secret ns/creds: missing or empty keys: password", obs.Error.Message)
+}
+
 func TestObserveWrongPasswordNeedsUserWithoutLeaking(t *testing.T) {
 	e := newEnv(t, credentials("wrong-Password-42"))
 	obs := e.step.Observe(context.Background(), e.m, statemachine.SourceNeedState)

@@ -29,6 +29,10 @@ const (
 	AnnotationSourceVM     = "migration.platform.example/source-vm"
 	AnnotationSourceUUID   = "migration.platform.example/source-bios-uuid"
 	AnnotationSourceServer = "migration.platform.example/source-server"
+	// AnnotationMigratedBy names the migration (namespace/name) a target
+	// VM, its DataVolumes and their claims came from, once the migration
+	// was deleted and they were handed over, its labels removed.
+	AnnotationMigratedBy = "migration.platform.example/migrated-by"
 )
 
 // Values of LabelComponent: which step made a child.

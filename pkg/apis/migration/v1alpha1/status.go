@@ -60,8 +60,16 @@ type VirtualMachineMigrationStatus struct {
 	// Progress is the overall progress of the data copy, as "45%".
 	// +optional
 	Progress string `json:"progress,omitempty"`
-	// Conditions: Ready, Progressing, Failed, Stalled, Paused,
-	// ApprovalRequired, SpecChangeIgnored, InsecureConnection.
+	// SourceName is the source VM's name as tables show it (kubectl get's
+	// Source VM column): status.source.name, shortened in the middle to
+	// 40 characters when longer (a VM name with escaped characters runs to
+	// hundreds).
+	// +optional
+	SourceName string `json:"sourceName,omitempty"`
+	// Conditions: Ready, Progressing, Succeeded and Failed (set when the
+	// migration ends: the ones to wait on), Stalled, Paused,
+	// ApprovalRequired, SpecChangeIgnored, InsecureConnection,
+	// SourceRestoreFailed, TargetKept.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -142,8 +150,11 @@ const (
 type PlanStatus struct {
 	// ConfigMapName is the ConfigMap, in the migration's namespace and
 	// owned by it, that holds the plan under the keys objects.yaml and
-	// domain.xml.
-	ConfigMapName string `json:"configMapName"`
+	// domain.xml. Empty once a successful run's cleanup deleted it with
+	// the staging objects: renderedAt and objects still say what the plan
+	// was.
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty"`
 	// RenderedAt is when the plan was stored, once it is.
 	// +optional
 	RenderedAt *metav1.Time `json:"renderedAt,omitempty"`
@@ -475,6 +486,14 @@ type ConversionStatus struct {
 	// OperatingSystem virt-v2v inspected, for example "rhel 9.4".
 	// +optional
 	OperatingSystem string `json:"operatingSystem,omitempty"`
+	// Warnings are the warnings virt-v2v printed during a conversion that
+	// succeeded, in order, for example "could not determine a way to
+	// update the configuration of Grub2": the guest was converted, but
+	// something in it may need a look before or after the first boot.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Warnings []string `json:"warnings,omitempty"`
 	// Skipped says the conversion was skipped by the spec.
 	// +optional
 	Skipped bool `json:"skipped,omitempty"`

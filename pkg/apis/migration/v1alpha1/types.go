@@ -12,7 +12,7 @@ import (
 // +kubebuilder:resource:shortName=vmm,categories=migration
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
-// +kubebuilder:printcolumn:name="Source VM",type=string,JSONPath=`.status.source.name`
+// +kubebuilder:printcolumn:name="Source VM",type=string,JSONPath=`.status.sourceName`
 // +kubebuilder:printcolumn:name="Target VM",type=string,JSONPath=`.status.target.name`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Progressing")].reason`,priority=1,description="why the migration is not progressing (the Progressing condition's reason), or Working"

@@ -68,6 +68,11 @@ func (in *ConversionSpec) DeepCopy() *ConversionSpec {
 func (in *ConversionStatus) DeepCopyInto(out *ConversionStatus) {
 	*out = *in
 	in.JobStatus.DeepCopyInto(&out.JobStatus)
+	if in.Warnings != nil {
+		in, out := &in.Warnings, &out.Warnings
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	return
 }
 

@@ -1,0 +1,33 @@
+package naming
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestShorten(t *testing.T) {
+	long := "app-" + strings.Repeat("very-long-name-", 12) + "-web-01"
+	cases := map[string]struct {
+		s    string
+		n    int
+		want string
+	}{
+		"short enough":          {"web-01", 40, "web-01"},
+		"exactly n":             {strings.Repeat("a", 40), 40, strings.Repeat("a", 40)},
+		"long: start and end":   {long, 20, "app-very-...--web-01"},
+		"runes, not bytes":      {strings.Repeat("é", 50), 10, "éééé...ééé"},
+		"n too small to cut at": {long, 4, long},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Shorten(tc.s, tc.n)
+			assert.Equal(t, tc.want, got)
+			if tc.n >= 5 {
+				assert.LessOrEqual(t, utf8.RuneCountInString(got), tc.n)
+			}
+		})
+	}
+}

@@ -231,6 +231,10 @@ func (w *offWorld) applyTarget(a Action) {
 		}
 	case ActionDeleteDataVolume:
 		delete(w.dvs, a.Name)
+	case ActionReleaseTarget:
+		// Handed over: no longer the migration's.
+		w.vm = ""
+		clear(w.dvs)
 	default:
 		w.deleteObjects(a.Objects)
 	}

@@ -106,8 +106,10 @@ func TestImportingHasADeadline(t *testing.T) {
 					assert.Equal(t, ReasonImportTimedOut, e.Reason)
 					assert.Contains(t, e.Message, dvNames()[0]+" (Pending): "+quota, "the failure names the DataVolume and quotes CDI")
 				}
-				c := wantCond(t, d, ConditionFailed, metav1.ConditionTrue, ReasonImportTimedOut)
-				assert.Contains(t, c.Message, quota, "the Failed condition quotes CDI")
+				// Failed turns True only once the rollback restored the source:
+				// until then Ready says why the migration is rolling back.
+				c := wantCond(t, d, ConditionReady, metav1.ConditionFalse, ReasonImportTimedOut)
+				assert.Contains(t, c.Message, quota, "the Ready condition quotes CDI")
 			},
 		},
 		"pending past the deadline, but a phase changed a minute ago: wait for the stall timeout": {

@@ -139,8 +139,8 @@ if [ -n "$guest" ]; then
   "$root/hack/install-conversion-deps.sh"
   images=$("$root/hack/build-guest-images.sh" | tail -n 1)
   guest_args=(--vm "$guest-guest" --guest-image "$images/$guest.img" --guest-firmware "$guest")
-  read -r conversion_image conversion_tarball < <(cd "$root" && make --no-print-directory conversion-image | tail -n 1)
-  imports+=(--import "$conversion_tarball")
+  conversion_image=$(cd "$root" && make --no-print-directory conversion-image | tail -n 1)
+  imports+=(--import "$root/_output/conversion-image/vm-migration-conversion.tar")
 fi
 say "images: $controller_image (controller and transfer), $conversion_image (conversion)"
 

@@ -2,18 +2,22 @@
 # make test-conversion: the real guest conversions, end to end.
 #
 #   1. installs the Debian packages they need when missing (as root:
-#      hack/install-conversion-deps.sh);
-#   2. builds the BIOS and EFI Debian guest images, or reuses them
-#      (hack/build-guest-images.sh, cached outside the clone);
+#      hack/install-conversion-deps.sh, hack/install-node-deps.sh);
+#   2. builds the control plane and node binaries, the BIOS and EFI Debian
+#      guest images and the conversion image (make conversion-image), or
+#      reuses them (all cached outside the clone);
 #   3. runs the conversion script on disks virt-v2v must refuse (blank,
 #      corrupt, Alpine) with the real virt-v2v-in-place;
-#   4. migrates each guest from vcsim through the real vm-transfer, the
-#      real virt-v2v-in-place and the CDI stand-in's clone, and boots the
-#      result in QEMU (test/e2e, TestRealGuest), then a blank disk whose
-#      conversion must fail (TestRealGuestBlankDisk).
+#   4. migrates each guest from vcsim on the real node (test/e2e,
+#      TestRealGuest): the controller's Deployment, a real transfer pod, a
+#      real conversion pod running the conversion image (virt-v2v-in-place,
+#      uid 107, read-only root, no capabilities, in a namespace enforcing
+#      PodSecurity restricted), the CDI stand-in's clone; then boots the
+#      result in QEMU; then a blank disk whose conversion must fail
+#      (TestRealGuestBlankDisk).
 #
 # It prints, per guest, one line
-#   real guest: firmware=<bios|efi> os=<distro> <version> converted=<s>s booted=<s>s
+#   real guest: firmware=<bios|efi> os=<distro> <version> converted=<s>s booted=<s>s accel=<kvm|tcg>
 # and exits non-zero if any step failed or was simulated. GUESTS=bios
 # limits the guests; FAILING_DISKS=0 skips step 3 (make test does: its
 # captured runs are replayed by the unit tests, and the blank disk still
@@ -38,8 +42,10 @@ timed() {
 }
 
 timed "packages" hack/install-conversion-deps.sh
-timed "control-plane binaries" hack/build-testbin.sh >/dev/null
+timed "node packages" hack/install-node-deps.sh
+timed "control-plane and node binaries" hack/build-testbin.sh >/dev/null
 images=$(timed "guest images" hack/build-guest-images.sh | tail -n 1)
+timed "conversion image" make --no-print-directory conversion-image >/dev/null
 
 status=0
 if [ "${FAILING_DISKS:-1}" != 0 ]; then

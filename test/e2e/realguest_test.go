@@ -45,8 +45,6 @@ const (
 // guestImages is the built guest images' directory and its guest.env.
 func guestImages(t *testing.T) (string, map[string]string) {
 	t.Helper()
-	require.Empty(t, standins.MissingConversionTools(),
-		"tools the real conversion needs are missing: run hack/install-conversion-deps.sh (make test-conversion does)")
 	dir := os.Getenv(envGuests)
 	if dir == "" {
 		dir = framework.RepoPath("_output/guests")
@@ -62,17 +60,6 @@ func guestImages(t *testing.T) (string, map[string]string) {
 		}
 	}
 	return dir, env
-}
-
-// realGuestStack is a stack whose stand-in root the conversion's non-root
-// user can reach (t.TempDir makes its directories 0700).
-func realGuestStack(t *testing.T) *stack {
-	t.Helper()
-	s := newStack(t, stackOptions{})
-	for _, d := range []string{filepath.Dir(s.standins.Root), s.standins.Root} {
-		require.NoError(t, os.Chmod(d, 0o755), "opening %s to the conversion's user", d)
-	}
-	return s
 }
 
 // realGuestMigration migrates vm with the real conversion image.
@@ -116,7 +103,10 @@ func testRealGuest(t *testing.T, firmware, image string, env map[string]string) 
 	require.NoError(t, err, "adding VM %s to vcsim", name)
 	start := time.Now()
 	m := s.create(s.realGuestMigration(name, name))
+	conv := s.followConversion(t, m, t.TempDir())
+	checkSelfView(t, conv.selfView)
 	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 45*time.Minute)
+	conv.wait(t)
 	t.Logf("migration of the %s guest succeeded in %s", firmware, time.Since(start).Round(time.Second))
 
 	require.NotEmpty(t, m.Status.Disks, "disks in the status of the succeeded migration")
@@ -125,7 +115,7 @@ func testRealGuest(t *testing.T, firmware, image string, env map[string]string) 
 	wantOS := env["GUEST_DISTRO"] + " " + env["GUEST_VERSION"]
 	assert.Equal(t, wantOS, m.Status.Conversion.OperatingSystem, "inspected OS in status, want the guest's /etc/debian_version")
 	converted := phaseDuration(t, m, v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting)
-	logPath := standins.PodLogPath(s.standins, s.ns, conversionPodName(t, s, m), pipeline.ConversionContainer)
+	logPath := conv.logPath
 	excerpt := conversionExcerpt(t, logPath)
 	t.Logf("conversion (%s, status.conversion.operatingSystem=%q), log excerpt:\n%s", converted, m.Status.Conversion.OperatingSystem, excerpt)
 	for _, want := range []string{"Converting " + env["GUEST_VERSION"] + " to run on KVM", "This guest has virtio drivers installed.",
@@ -139,8 +129,8 @@ func testRealGuest(t *testing.T, firmware, image string, env map[string]string) 
 	t.Logf("boot check: marker after %s: %s", res.Elapsed.Round(time.Second), res.Line)
 	checkMarker(t, res.Fields, firmware, mac)
 	saveArtifacts(t, firmware, logPath, res.SerialLog)
-	report(t, fmt.Sprintf("real guest: firmware=%s os=%s converted=%ds booted=%ds",
-		firmware, m.Status.Conversion.OperatingSystem, int(converted.Seconds()), int(res.Elapsed.Seconds())))
+	report(t, fmt.Sprintf("real guest: firmware=%s os=%s converted=%ds booted=%ds accel=%s",
+		firmware, m.Status.Conversion.OperatingSystem, int(converted.Seconds()), int(res.Elapsed.Seconds()), accelerator(t, excerpt)))
 }
 
 // checkWarnings: the warnings virt-v2v printed in the conversion's log
@@ -179,27 +169,11 @@ func phaseDuration(t *testing.T, m *v1alpha1.VirtualMachineMigration, from, to v
 	return at[to].Sub(at[from])
 }
 
-// conversionPodName is the pod the kubelet stand-in ran for the
-// migration's conversion Job (it may be gone: its log stays).
-func conversionPodName(t *testing.T, s *stack, m *v1alpha1.VirtualMachineMigration) string {
-	t.Helper()
-	entries, err := os.ReadDir(filepath.Join(s.standins.Root, "logs"))
-	require.NoError(t, err, "no conversion log kept by the stand-in")
-	prefix := s.ns + "_" + m.Status.Conversion.JobName + "-"
-	for _, e := range entries {
-		if n := e.Name(); strings.HasPrefix(n, prefix) {
-			return strings.TrimSuffix(strings.TrimPrefix(n, s.ns+"_"), "_"+pipeline.ConversionContainer+".log")
-		}
-	}
-	require.FailNow(t, fmt.Sprintf("no log of a pod of job %s among %v", m.Status.Conversion.JobName, entries))
-	return ""
-}
-
 // excerptLine matches the lines of a conversion log that say what
 // virt-v2v did: its progress ("[  88.9] Converting 12.15 to run on KVM"),
 // its warnings and notes, the inspection (with -v) and the commands that
 // changed the guest (packages purged, the initrd moved and rebuilt).
-var excerptLine = regexp.MustCompile(`^(\[ *[0-9]+\.[0-9]\] |virt-v2v-in-place: |i_(type|distro|osinfo|major_version|minor_version|product_name|firmware) = |commandrvf: (dpkg --purge|rpm -e|mv |/usr/sbin/update-initramfs|/usr/bin/dracut))`)
+var excerptLine = regexp.MustCompile(`^(conversion accelerator: |\[ *[0-9]+\.[0-9]\] |virt-v2v-in-place: |i_(type|distro|osinfo|major_version|minor_version|product_name|firmware) = |commandrvf: (dpkg --purge|rpm -e|mv |/usr/sbin/update-initramfs|/usr/bin/dracut))`)
 
 // conversionExcerpt keeps the excerptLine lines of a conversion log.
 func conversionExcerpt(t *testing.T, path string) string {
@@ -292,6 +266,19 @@ func report(t *testing.T, line string) {
 	defer f.Close()
 	_, err = fmt.Fprintln(f, line)
 	require.NoError(t, err, "writing the report %s", path)
+}
+
+// accelerator is the accelerator the conversion's log says ran (kvm or
+// tcg): the first word after "conversion accelerator: ".
+func accelerator(t *testing.T, excerpt string) string {
+	t.Helper()
+	for line := range strings.SplitSeq(excerpt, "\n") {
+		if rest, ok := strings.CutPrefix(line, "conversion accelerator: "); ok {
+			return strings.Fields(rest)[0]
+		}
+	}
+	assert.Fail(t, "the conversion log does not say which accelerator ran")
+	return "unknown"
 }
 
 // TestRealGuestBlankDisk migrates a VM whose disk holds no operating

@@ -42,9 +42,10 @@ const (
 	// conversionImage is the suite's default conversion image: the
 	// simulated virt-v2v of test/images (the sample disks hold no guest).
 	conversionImage = images.SimulatedConversionReference
-	// realConversionImage is the conversion image hack/conversion-image
-	// builds, which the real-guest tests name per migration.
-	realConversionImage = "platform.example/vm-migration-conversion:local"
+	// realConversionImage is the conversion image make conversion-image
+	// builds (the shipped Deployment's default reference), which the
+	// real-guest tests name per migration.
+	realConversionImage = "platform.example/vm-migration-conversion:dev"
 	// credentialsSecret holds the vcsim login in each test namespace.
 	credentialsSecret = "vcsim-credentials"
 	// controllerNamespace and controllerAccount are the controller's
@@ -71,6 +72,8 @@ type stackOptions struct {
 	// transferStreams is the controller's streams per disk (0: the
 	// shipped default).
 	transferStreams int
+	// extraControllerArgs are more flags of the controller.
+	extraControllerArgs []string
 }
 
 // controllerArgs are the flags a test adds to the suite's controller.
@@ -82,7 +85,7 @@ func (o stackOptions) controllerArgs() []string {
 	if o.transferStreams > 0 {
 		args = append(args, "--transfer-streams="+strconv.Itoa(o.transferStreams))
 	}
-	return args
+	return append(args, o.extraControllerArgs...)
 }
 
 // stack is one test's world: a namespace enforcing PodSecurity

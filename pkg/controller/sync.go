@@ -45,6 +45,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	}
 	in := statemachine.Input{Migration: m, Observation: obs, Now: metav1.NewTime(c.clock.Now()).Rfc3339Copy(), Config: c.cfg.Decisions}
 	dec := statemachine.Decide(in)
+	markDurations(m, &dec, in.Now)
 	if !c.reserveSlot(m, dec) || !c.reserveClaims(m, dec) {
 		return conflictRequeue, nil
 	}
@@ -70,6 +71,7 @@ func (c *Controller) actionFailed(ctx context.Context, in statemachine.Input, cu
 	klog.FromContext(ctx).Info("action failed", "action", a.Type, "error", err.Error())
 	in.Migration, in.Observation = cur, statemachine.Observation{}
 	dec := statemachine.ActionFailed(in, a, steps.Classify(err))
+	markDurations(cur, &dec, in.Now)
 	next, retry, err := c.writeStatus(ctx, cur, dec)
 	if next == nil || err != nil {
 		return retry, err

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	miginformers "platform.example/vm-migration/pkg/generated/migration/informers/externalversions"
@@ -134,6 +135,19 @@ func TestStoredDurationsNeverStopTheCache(t *testing.T) {
 	for path, value := range worstOldDurations {
 		assert.Contains(t, cond.Message, path+" "+`"`+value+`"`)
 	}
+	// The cutover copies the spec into status.appliedSpec: that copy, a
+	// new path the API server does not ratchet, must pass the schema.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		old, err := client.VirtualMachineMigrations(nsOld).Get(ctx, "old-durations", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		old.Status.AppliedSpec = old.Spec.DeepCopy()
+		_, err = client.VirtualMachineMigrations(nsOld).UpdateStatus(ctx, old, metav1.UpdateOptions{})
+		return err
+	})
+	require.NoError(t, err, "a status.appliedSpec copied from a spec stored under the old schema is refused")
+
 	m, err := client.VirtualMachineMigrations(nsNew).Get(ctx, "longest-durations", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Nil(t, conditionWithReason(m.Status.Conditions, "DurationOutOfRange"), "the longest admitted durations are reported: %s", describeStatus(m))

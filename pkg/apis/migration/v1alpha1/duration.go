@@ -34,7 +34,7 @@ type Duration struct {
 	// Duration is the value; zero when Raw is set.
 	Duration time.Duration `json:"-"`
 	// Raw is the stored text when it is not a positive duration of at most
-	// MaxDuration; it is written back as it was read.
+	// MaxDuration (see MarshalJSON).
 	Raw string `json:"-"`
 }
 
@@ -53,13 +53,18 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the duration as Go prints it, or the stored text when
-// it was out of range.
+// MarshalJSON writes the duration as Go prints it. A stored value too long
+// is written as MaxDuration, the value in force, so that a copy of it
+// (status.appliedSpec) passes the schema; any other stored text is
+// written back as it was read.
 func (d Duration) MarshalJSON() ([]byte, error) {
-	if d.Raw != "" {
-		return json.Marshal(d.Raw)
+	switch {
+	case d.Raw == "":
+		return json.Marshal(d.Duration.String())
+	case tooLong(d.Raw):
+		return json.Marshal(MaxDuration.String())
 	}
-	return json.Marshal(d.Duration.String())
+	return json.Marshal(d.Raw)
 }
 
 // ParseDuration reads s as a Duration: a positive duration of at most

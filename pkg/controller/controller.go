@@ -120,8 +120,8 @@ func New(clients Clients, inf Informers, s Steps, recorder record.EventRecorder,
 			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](cfg.BaseRetryDelay, cfg.MaxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "virtualmachinemigrations", Clock: cfg.Clock},
 		),
-		slots:  newSlotReservations(),
-		claims: newClaimRegistry(),
+		slots:  newSlotReservations(cachedFrom(inf.Migrations.GetIndexer())),
+		claims: newClaimRegistry(cachedFrom(inf.Migrations.GetIndexer())),
 	}
 	if err := c.registerHandlers(inf); err != nil {
 		return nil, err

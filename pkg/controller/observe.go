@@ -57,7 +57,7 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 // source VM or create its target VM (read-only: reserveClaims takes them).
 func (c *Controller) lookClaims(m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) (statemachine.ClaimObservation, error) {
 	spec := m.SpecInForce()
-	want := claim{source: sourceIdentity(spec.Source.URL, inv), target: m.Namespace + "/" + statemachine.TargetName(spec, inv)}
+	want := claim{sources: sourceClaimKeys(spec.Source.URL, inv), target: m.Namespace + "/" + statemachine.TargetName(spec, inv)}
 	holders, err := c.claimHolders(want)
 	if err != nil {
 		return statemachine.ClaimObservation{}, err

@@ -51,6 +51,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	}
 	cur, retry, err := c.writeStatus(ctx, m, dec)
 	if cur == nil || err != nil {
+		c.dropReservations(m)
 		return retry, err
 	}
 	c.recordEvents(cur, dec.Events)
@@ -116,6 +117,14 @@ func (c *Controller) reserveClaims(m *v1alpha1.VirtualMachineMigration, dec stat
 		return false
 	}
 	return c.claims.reserve(m, want, holders, now)
+}
+
+// dropReservations forgets the slot and claims reserved for a decision
+// whose status was not written: nothing will show them in the cache.
+func (c *Controller) dropReservations(m *v1alpha1.VirtualMachineMigration) {
+	key := cache.MetaObjectToName(m)
+	c.slots.settle(key, m.Status.Phase, c.clock.Now())
+	c.claims.drop(key)
 }
 
 // writeStatus writes the decision's status when it differs from m's. It

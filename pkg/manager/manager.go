@@ -78,6 +78,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vm-migration-controller"})
 
 	sessions := vsphere.NewSessionCache()
+	go sessions.Run(ctx, time.Minute)
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()

@@ -191,6 +191,11 @@ type SourceInventory struct {
 	// HostMoRef is the host's managed object reference value.
 	// +optional
 	HostMoRef string `json:"hostMoRef,omitempty"`
+	// HostUUID is the host's hardware UUID (summary.hardware.uuid): the
+	// same whether the host is reached through its vCenter or directly, so
+	// the transfer limits and the claim on the source VM meet across both.
+	// +optional
+	HostUUID string `json:"hostUUID,omitempty"`
 	// CPU topology.
 	CPU CPUTopology `json:"cpu"`
 	// MemoryMiB is the configured memory.
@@ -277,6 +282,11 @@ type SourceDisk struct {
 	// Datastore holding the backing file.
 	// +optional
 	Datastore string `json:"datastore,omitempty"`
+	// DatastoreURL is that datastore's URL (summary.url, for example
+	// ds:///vmfs/volumes/<uuid>/): its identity across endpoints, where
+	// its name (every standalone host has a datastore1) is not.
+	// +optional
+	DatastoreURL string `json:"datastoreURL,omitempty"`
 	// Provisioning is Thin, Thick (lazy zeroed) or EagerZeroedThick.
 	// +optional
 	Provisioning string `json:"provisioning,omitempty"`

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,13 @@ import (
 // transfer slot to another worker, looks again, in case the informer event
 // that resolves it was already handled.
 const conflictRequeue = time.Second
+
+// endpointBusyRequeue is when a migration whose vSphere endpoint ran its
+// limit of operations looks again: one to three seconds, spread so that
+// the waiting migrations do not all come back at once.
+func endpointBusyRequeue() time.Duration {
+	return time.Second + time.Duration(rand.Int64N(int64(2*time.Second)))
+}
 
 // sync reconciles one migration: read it from the cache, observe, decide,
 // take a transfer slot the decision needs, write status if it changed,
@@ -42,6 +50,10 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	obs, err := c.observe(ctx, m)
 	if err != nil {
 		return 0, fmt.Errorf("observing: %w", err)
+	}
+	if e := obs.Source.Error; e != nil && e.Reason == steps.ReasonEndpointBusy {
+		// Nothing was learnt: look again in a moment, deciding nothing.
+		return endpointBusyRequeue(), nil
 	}
 	in := statemachine.Input{Migration: m, Observation: obs, Now: metav1.NewTime(c.clock.Now()).Rfc3339Copy(), Config: c.cfg.Decisions}
 	dec := statemachine.Decide(in)

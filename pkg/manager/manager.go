@@ -45,6 +45,11 @@ type Options struct {
 	MaxTransfersPerHost, MaxTransfersPerDatastore int
 	// VSphereCallTimeout bounds each vSphere operation.
 	VSphereCallTimeout time.Duration
+	// VSphereOperationsPerEndpoint bounds the vSphere operations (each
+	// holds a worker) running against one endpoint at once; 0 means half
+	// the workers, at least one, so that one endpoint that stalls never
+	// holds every worker.
+	VSphereOperationsPerEndpoint int
 	// Decisions tunes the state machine.
 	Decisions statemachine.Config
 	// AllowedConversionImages are the patterns a migration's own
@@ -77,7 +82,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vm-migration-controller"})
 
-	sessions := vsphere.NewSessionCache()
+	sessions := vsphere.NewSessionCache().WithEndpointLimit(opts.operationsPerEndpoint())
 	go sessions.Run(ctx, time.Minute)
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -137,6 +142,15 @@ func NewEventBroadcaster(ctx context.Context) record.EventBroadcaster {
 			return key + "\x00" + message, message
 		},
 	}))
+}
+
+// operationsPerEndpoint is VSphereOperationsPerEndpoint, or half the
+// workers (at least one) when unset.
+func (o Options) operationsPerEndpoint() int {
+	if o.VSphereOperationsPerEndpoint > 0 {
+		return o.VSphereOperationsPerEndpoint
+	}
+	return max(1, o.Workers/2)
 }
 
 // watched returns the namespaces to watch: Namespaces and Namespace; none

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -43,6 +44,7 @@ type ConnectFunc func(ctx context.Context, ep Endpoint, creds Credentials, opts 
 type SessionCache struct {
 	connect ConnectFunc
 	opts    []Option
+	gate    *EndpointGate
 	idle    time.Duration
 	now     func() time.Time
 
@@ -66,10 +68,24 @@ type cacheEntry struct {
 
 // NewSessionCache returns an empty cache whose sessions are made with the
 // given options (for example WithCallTimeout).
+// Its sessions report to the cache's endpoint gate (see Enter).
 func NewSessionCache(opts ...Option) *SessionCache {
 	return &SessionCache{connect: ConnectWithOptions, opts: opts, idle: DefaultSessionIdle, now: time.Now,
-		entries: map[sessionKey]*cacheEntry{}}
+		gate: NewEndpointGate(DefaultEndpointConcurrency, nil), entries: map[sessionKey]*cacheEntry{}}
 }
+
+// WithEndpointLimit sets how many operations run against one endpoint at
+// once (zero or less: no limit).
+func (c *SessionCache) WithEndpointLimit(n int) *SessionCache {
+	c.gate = NewEndpointGate(n, c.gate.now)
+	return c
+}
+
+// Enter starts an operation against the endpoint of url through the
+// cache's gate, or refuses it at once when the endpoint runs its limit of
+// operations or does not answer (see EndpointGate). Call leave when the
+// operation ended.
+func (c *SessionCache) Enter(url string) (leave func(), err error) { return c.gate.Enter(url) }
 
 // WithIdleExpiry sets how long an unused session is kept (zero or less
 // keeps DefaultSessionIdle) and the clock that measures it (nil: the real
@@ -150,7 +166,7 @@ func (c *SessionCache) connectEntry(ctx context.Context, key sessionKey, e *cach
 		e.session = nil
 		logoutQuietly(ctx, old, logger)
 	}
-	s, err := c.connect(ctx, ep, creds, c.opts...)
+	s, err := c.connect(ctx, ep, creds, append(slices.Clone(c.opts), WithGate(c.gate))...)
 	if err != nil {
 		return nil, err
 	}

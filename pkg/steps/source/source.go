@@ -50,10 +50,18 @@ func (s *Step) timeout() time.Duration {
 	return DefaultCallTimeout
 }
 
-// connect reads the Secret, gets a session and finds the VM. Once the VM
-// was inventoried it is named by its managed object reference, so that a
-// renamed or re-created namesake is never taken for it.
-func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (*vsphere.Session, *object.VirtualMachine, *statemachine.ObservedError) {
+// connect reads the Secret, enters the endpoint's gate (the caller calls
+// leave when done; it is a no-op on failure), gets a session and finds
+// the VM. Once the VM was inventoried it is named by its managed object
+// reference, so that a renamed or re-created namesake is never taken for
+// it.
+func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (*vsphere.Session, *object.VirtualMachine, func(), *statemachine.ObservedError) {
+	leave := func() {}
+	sess, vm, err := s.connectGated(ctx, m, &leave)
+	return sess, vm, leave, err
+}
+
+func (s *Step) connectGated(ctx context.Context, m *v1alpha1.VirtualMachineMigration, leave *func()) (*vsphere.Session, *object.VirtualMachine, *statemachine.ObservedError) {
 	spec := m.SpecInForce()
 	ref := spec.Source.CredentialsSecretRef.Name
 	secret, err := s.Secrets.Secrets(m.Namespace).Get(ref)
@@ -71,6 +79,11 @@ func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration)
 			Message: fmt.Sprintf("credentials Secret %q: %v", ref, err)}
 	}
 	ep := vsphere.Endpoint{URL: spec.Source.URL, Datacenter: spec.Source.Datacenter, InsecureSkipVerify: spec.Source.InsecureSkipVerify}
+	gateLeave, err := s.Sessions.Enter(ep.URL)
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	*leave = gateLeave
 	sess, err := s.Sessions.Get(ctx, ep, secret)
 	if err != nil {
 		return nil, nil, classify(err)
@@ -91,6 +104,10 @@ func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration)
 // classify maps a vSphere error onto the state machine's error classes.
 func classify(err error) *statemachine.ObservedError {
 	msg := err.Error()
+	var busy *vsphere.EndpointBusyError
+	if errors.As(err, &busy) {
+		return &statemachine.ObservedError{Class: statemachine.ErrorTransient, Reason: steps.ReasonEndpointBusy, Message: msg}
+	}
 	switch vsphere.Classify(err) {
 	case vsphere.ClassNotFound:
 		return &statemachine.ObservedError{Class: statemachine.ErrorGone, Reason: ReasonSourceVMNotFound, Message: msg}
@@ -111,7 +128,8 @@ func classify(err error) *statemachine.ObservedError {
 func (s *Step) Observe(ctx context.Context, m *v1alpha1.VirtualMachineMigration, need statemachine.SourceNeed) statemachine.SourceObservation {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout())
 	defer cancel()
-	sess, vm, oerr := s.connect(ctx, m)
+	sess, vm, leave, oerr := s.connect(ctx, m)
+	defer leave()
 	if oerr != nil {
 		return statemachine.SourceObservation{Error: oerr}
 	}
@@ -149,7 +167,8 @@ func (s *Step) Observe(ctx context.Context, m *v1alpha1.VirtualMachineMigration,
 func (s *Step) act(ctx context.Context, m *v1alpha1.VirtualMachineMigration, what string, op func(context.Context, *object.VirtualMachine) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout())
 	defer cancel()
-	_, vm, oerr := s.connect(ctx, m)
+	_, vm, leave, oerr := s.connect(ctx, m)
+	defer leave()
 	if oerr == nil {
 		if err := op(ctx, vm); err != nil {
 			oerr = classify(err)

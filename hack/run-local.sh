@@ -203,7 +203,7 @@ say "migration controller running (metrics on 127.0.0.1:$metrics_port)"
 # The Secret is made from files: the password is in no argument and no log.
 kubectl create secret generic vcsim-credentials -n default \
   --from-file=username="$state/vcsim/username" --from-file=password="$state/vcsim/password" \
-  --from-file=thumbprint="$state/vcsim/thumbprint" >/dev/null
+  --from-file=thumbprint="$state/vcsim/thumbprint" --from-literal=endpoints="$vcsim_url" >/dev/null
 # Opt the Secret in: the controller uses no Secret without this label.
 kubectl label secret vcsim-credentials -n default migration.platform.example/vsphere-credentials=true >/dev/null
 cat >"$state/example.yaml" <<EOF

@@ -39,6 +39,10 @@ const (
 	KeyThumbprint = "thumbprint"
 )
 
+// credentialKeys are the keys of a credentials Secret (or files of a
+// mounted one) that are read.
+var credentialKeys = []string{KeyUsername, KeyPassword, KeyCACert, KeyThumbprint, KeyEndpoints}
+
 // Defaults for the per-call deadlines of a Session.
 const (
 	// DefaultCallTimeout bounds every SOAP call that has no earlier deadline.
@@ -60,12 +64,17 @@ type Credentials struct {
 	// Thumbprint is an optional SHA-1 or SHA-256 thumbprint of the endpoint's
 	// certificate, in any common spelling (colons or not, any case).
 	Thumbprint string
+	// Endpoints are the endpoints the credentials may be sent to
+	// (KeyEndpoints), normalised: "host:port" or "*.domain:port". The
+	// controller sends none that names none; Connect checks them when
+	// there are some.
+	Endpoints []string
 }
 
 // String describes the credentials without the password.
 func (c Credentials) String() string {
-	return fmt.Sprintf("Credentials{Username: %q, Password: %s, CACertPEM: %d bytes, Thumbprint: %q}",
-		c.Username, redacted(c.Password), len(c.CACertPEM), c.Thumbprint)
+	return fmt.Sprintf("Credentials{Username: %q, Password: %s, CACertPEM: %d bytes, Thumbprint: %q, Endpoints: %q}",
+		c.Username, redacted(c.Password), len(c.CACertPEM), c.Thumbprint, c.Endpoints)
 }
 
 // GoString describes the credentials without the password (for %#v).
@@ -79,7 +88,8 @@ func (c Credentials) MarshalLog() any {
 		Password   string
 		CACertPEM  int
 		Thumbprint string
-	}{c.Username, redacted(c.Password), len(c.CACertPEM), c.Thumbprint}
+		Endpoints  []string
+	}{c.Username, redacted(c.Password), len(c.CACertPEM), c.Thumbprint, c.Endpoints}
 }
 
 // MarshalJSON writes the credentials without the password, so they cannot
@@ -107,7 +117,8 @@ type Endpoint struct {
 }
 
 // CredentialsFromSecret reads Credentials from a Secret with the keys
-// username and password, and optionally ca.crt and thumbprint. Trailing
+// username and password, and optionally ca.crt, thumbprint and endpoints
+// (which the controller requires: see SessionCache.Get). Trailing
 // newlines are trimmed from username, password and thumbprint. The error
 // names missing keys, never values.
 func CredentialsFromSecret(secret *corev1.Secret) (Credentials, error) {
@@ -129,10 +140,11 @@ func CredentialsFromSecret(secret *corev1.Secret) (Credentials, error) {
 }
 
 // LoadCredentialsDir reads Credentials from a mounted Secret directory: one
-// file per key (username, password, optional ca.crt and thumbprint).
+// file per key (username, password, optional ca.crt, thumbprint and
+// endpoints).
 func LoadCredentialsDir(dir string) (Credentials, error) {
 	data := map[string][]byte{}
-	for _, key := range []string{KeyUsername, KeyPassword, KeyCACert, KeyThumbprint} {
+	for _, key := range credentialKeys {
 		b, err := os.ReadFile(filepath.Join(dir, key))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -177,6 +189,11 @@ func credentialsFromMap(data map[string][]byte) (Credentials, error) {
 		}
 		creds.Thumbprint = norm
 	}
+	endpoints, err := parseEndpoints(string(data[KeyEndpoints]))
+	if err != nil {
+		return Credentials{}, fmt.Errorf("key %s: %w", KeyEndpoints, err)
+	}
+	creds.Endpoints = endpoints
 	return creds, nil
 }
 
@@ -376,6 +393,13 @@ func ConnectWithOptions(ctx context.Context, ep Endpoint, creds Credentials, opt
 	}
 	if creds.Username == "" || creds.Password == "" {
 		return nil, fmt.Errorf("connecting to %s: credentials need a username and a password", u)
+	}
+	if len(creds.Endpoints) > 0 {
+		// Credentials that name their endpoints go to no other, whoever
+		// connects (the transfer pod reads them from the mounted Secret).
+		if err := creds.AllowsEndpoint(u.String()); err != nil {
+			return nil, err
+		}
 	}
 	logger := klog.FromContext(ctx).WithValues("endpoint", u.String())
 

@@ -88,6 +88,10 @@ func Classify(err error) Class {
 	if errors.As(err, &amb) {
 		return ClassPermanent
 	}
+	var na *EndpointNotAllowedError
+	if errors.As(err, &na) {
+		return ClassAuth
+	}
 	if f := vimFault(err); f != nil {
 		return classifyFault(f)
 	}

@@ -108,9 +108,14 @@ func (c *SessionCache) WithConnectFunc(f ConnectFunc) *SessionCache {
 
 // Get returns the session for the endpoint and the credentials Secret,
 // connecting when there is none or the Secret's resourceVersion changed.
+// The Secret must name the endpoint (KeyEndpoints): otherwise nothing is
+// sent to it and the error is an *EndpointNotAllowedError.
 func (c *SessionCache) Get(ctx context.Context, ep Endpoint, secret *corev1.Secret) (*Session, error) {
 	if secret == nil {
 		return nil, errors.New("getting vsphere session: no credentials secret given")
+	}
+	if err := CheckSecretEndpoint(secret, ep.URL); err != nil {
+		return nil, err
 	}
 	key, err := keyOf(ep, secret.Namespace+"/"+secret.Name)
 	if err != nil {
@@ -130,6 +135,23 @@ func (c *SessionCache) Get(ctx context.Context, ep Endpoint, secret *corev1.Secr
 		return nil, err
 	}
 	return c.connectEntry(ctx, key, e, ep, creds, secret.ResourceVersion)
+}
+
+// CheckSecretEndpoint checks, before any connection, that the credentials
+// Secret names the endpoint of url among those it may be used for
+// (KeyEndpoints); the error is an *EndpointNotAllowedError naming the
+// Secret, or the Secret's own problem.
+func CheckSecretEndpoint(secret *corev1.Secret, url string) error {
+	creds, err := CredentialsFromSecret(secret)
+	if err != nil {
+		return err
+	}
+	err = creds.AllowsEndpoint(url)
+	var na *EndpointNotAllowedError
+	if errors.As(err, &na) {
+		na.SecretNamespace, na.SecretName = secret.Namespace, secret.Name
+	}
+	return err
 }
 
 // keyOf is the cache key of an endpoint and a Secret (namespace/name).

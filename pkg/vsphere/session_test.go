@@ -26,6 +26,7 @@ func (e *simEnv) secret(ns, name, version string) *corev1.Secret {
 			"username":   []byte(e.creds.Username),
 			"password":   []byte(e.creds.Password),
 			"thumbprint": []byte(e.creds.Thumbprint),
+			"endpoints":  []byte(e.ep.URL),
 		},
 	}
 }

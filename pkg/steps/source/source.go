@@ -23,11 +23,14 @@ const DefaultCallTimeout = 2 * time.Minute
 const (
 	ReasonCredentialsSecretNotFound = "CredentialsSecretNotFound"
 	ReasonCredentialsInvalid        = "CredentialsInvalid"
-	ReasonSourceVMNotFound          = "SourceVMNotFound"
-	ReasonSourceAuthFailed          = "SourceAuthenticationFailed"
-	ReasonSourcePermissionDenied    = "SourcePermissionDenied"
-	ReasonSourceUnavailable         = "SourceUnavailable"
-	ReasonSourceError               = "SourceError"
+	// ReasonCredentialsEndpointNotAllowed: the credentials Secret does not
+	// name the migration's endpoint (key endpoints): nothing was sent.
+	ReasonCredentialsEndpointNotAllowed = "CredentialsEndpointNotAllowed"
+	ReasonSourceVMNotFound              = "SourceVMNotFound"
+	ReasonSourceAuthFailed              = "SourceAuthenticationFailed"
+	ReasonSourcePermissionDenied        = "SourcePermissionDenied"
+	ReasonSourceUnavailable             = "SourceUnavailable"
+	ReasonSourceError                   = "SourceError"
 )
 
 // Step implements steps.SourceStep on vSphere.
@@ -79,6 +82,9 @@ func (s *Step) connectGated(ctx context.Context, m *v1alpha1.VirtualMachineMigra
 			Message: fmt.Sprintf("credentials Secret %q: %v", ref, err)}
 	}
 	ep := vsphere.Endpoint{URL: spec.Source.URL, Datacenter: spec.Source.Datacenter, InsecureSkipVerify: spec.Source.InsecureSkipVerify}
+	if err := vsphere.CheckSecretEndpoint(secret, ep.URL); err != nil {
+		return nil, nil, classify(err)
+	}
 	gateLeave, err := s.Sessions.Enter(ep.URL)
 	if err != nil {
 		return nil, nil, classify(err)
@@ -105,8 +111,12 @@ func (s *Step) connectGated(ctx context.Context, m *v1alpha1.VirtualMachineMigra
 func classify(err error) *statemachine.ObservedError {
 	msg := err.Error()
 	var busy *vsphere.EndpointBusyError
-	if errors.As(err, &busy) {
+	var notAllowed *vsphere.EndpointNotAllowedError
+	switch {
+	case errors.As(err, &busy):
 		return &statemachine.ObservedError{Class: statemachine.ErrorTransient, Reason: steps.ReasonEndpointBusy, Message: msg}
+	case errors.As(err, &notAllowed):
+		return &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonCredentialsEndpointNotAllowed, Message: msg}
 	}
 	switch vsphere.Classify(err) {
 	case vsphere.ClassNotFound:

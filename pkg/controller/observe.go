@@ -40,6 +40,9 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 		return obs, nil
 	}
 	obs.Source = c.steps.Source.Observe(ctx, m, need)
+	if m.DeletionTimestamp != nil && obs.Source.Error != nil {
+		obs.NamespaceTerminating = c.namespaceTerminating(ctx, m.Namespace)
+	}
 	if inv := obs.Source.Inventory; need == statemachine.SourceNeedInventory && obs.Source.Error == nil && inv != nil {
 		facts, err := c.clusterFacts(m, inv)
 		if err != nil {

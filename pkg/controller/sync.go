@@ -38,6 +38,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	if apierrors.IsNotFound(err) {
 		c.slots.settle(key, "", c.clock.Now())
 		c.claims.settle(key, true, c.clock.Now())
+		c.forget(key)
 		return 0, nil
 	}
 	if err != nil {
@@ -46,6 +47,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	m := cached.DeepCopy()
 	logger := klog.FromContext(ctx).WithValues("migration", key.String(), "phase", m.Status.Phase)
 	ctx = klog.NewContext(ctx, logger)
+	c.remember(m)
 
 	obs, err := c.observe(ctx, m)
 	if err != nil {
@@ -67,6 +69,8 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		return retry, err
 	}
 	c.recordEvents(cur, dec.Events)
+	c.noteAbandoned(ctx, cur, dec.Events)
+	c.remember(cur)
 	if err := c.act(ctx, cur, dec.Action); err != nil {
 		return c.actionFailed(ctx, in, cur, dec.Action, err)
 	}

@@ -51,6 +51,7 @@ type SessionCache struct {
 	mu      sync.Mutex
 	closed  bool
 	entries map[sessionKey]*cacheEntry
+	kept    map[string]keptCredentials // by owner, see Keep
 }
 
 type sessionKey struct {
@@ -240,6 +241,7 @@ func (c *SessionCache) Close(ctx context.Context) error {
 	c.closed = true
 	entries := c.entries
 	c.entries = map[sessionKey]*cacheEntry{}
+	c.kept = nil
 	c.mu.Unlock()
 
 	keys := make([]sessionKey, 0, len(entries))

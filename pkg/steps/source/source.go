@@ -69,6 +69,9 @@ func (s *Step) connectGated(ctx context.Context, m *v1alpha1.VirtualMachineMigra
 	ref := spec.Source.CredentialsSecretRef.Name
 	secret, err := s.Secrets.Secrets(m.Namespace).Get(ref)
 	switch {
+	case apierrors.IsNotFound(err) && s.Sessions.Keeps(credentialsOwner(m)):
+		// Gone with its namespace: the restore uses what was kept.
+		return s.connectKept(ctx, m, leave)
 	case apierrors.IsNotFound(err):
 		return nil, nil, &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonCredentialsSecretNotFound,
 			Message: fmt.Sprintf("no credentials Secret %q with the label %s=true in namespace %q: create it with the keys username and password (optionally ca.crt or thumbprint) and label it, which allows this controller to use it",
@@ -94,13 +97,19 @@ func (s *Step) connectGated(ctx context.Context, m *v1alpha1.VirtualMachineMigra
 	if err != nil {
 		return nil, nil, classify(err)
 	}
+	s.keep(m, ep, secret)
+	return s.findVM(ctx, m, sess)
+}
+
+// findVM is m's source VM on sess.
+func (s *Step) findVM(ctx context.Context, m *v1alpha1.VirtualMachineMigration, sess *vsphere.Session) (*vsphere.Session, *object.VirtualMachine, *statemachine.ObservedError) {
 	if src := m.Status.Source; src != nil && src.MoRef != "" {
 		// Inventoried: its reference is the server's own, and the call
 		// made on it says if it is gone (bench-scale: checking it first
 		// was a third of the vSphere calls of a migration).
 		return sess, vsphere.KnownVM(sess, src.MoRef), nil
 	}
-	vm, err := vsphere.FindVM(ctx, sess, spec.Source.VM)
+	vm, err := vsphere.FindVM(ctx, sess, m.SpecInForce().Source.VM)
 	if err != nil {
 		return nil, nil, classify(err)
 	}

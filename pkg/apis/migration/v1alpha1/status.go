@@ -383,6 +383,18 @@ type SourceControlStatus struct {
 	// one failure that ends a restore.
 	// +optional
 	SourceGoneAt *metav1.Time `json:"sourceGoneAt,omitempty"`
+	// RestoreAbandonedAt is when the controller gave up restoring the
+	// source because the migration's namespace is being deleted and
+	// nothing can let it reach vSphere any more (its credentials Secret is
+	// gone and a Terminating namespace accepts no new one): the source VM
+	// stays as it is (powered off), an event, a log line and the metric
+	// vm_migration_source_restore_abandoned say so, and the finalizer is
+	// released so that the namespace can go.
+	// +optional
+	RestoreAbandonedAt *metav1.Time `json:"restoreAbandonedAt,omitempty"`
+	// RestoreAbandonedReason is why the restore was given up.
+	// +optional
+	RestoreAbandonedReason string `json:"restoreAbandonedReason,omitempty"`
 	// Snapshots the controller made, with intent and result.
 	// +optional
 	// +listType=map

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -83,7 +84,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vm-migration-controller"})
 
 	sessions := vsphere.NewSessionCache().WithEndpointLimit(opts.operationsPerEndpoint())
-	go sessions.Run(ctx, time.Minute)
+	go wait.UntilWithContext(ctx, sessions.Sweep, time.Minute)
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()

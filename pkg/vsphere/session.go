@@ -40,7 +40,7 @@ type ConnectFunc func(ctx context.Context, ep Endpoint, creds Credentials, opts 
 // one), never by the URL alone: two namespaces pointing at the same
 // vCenter with different users must never share a session (and its
 // privileges). A session nobody asked for within the idle time is logged
-// out and forgotten (Sweep, run by Run).
+// out and forgotten (Sweep, which the controller runs every minute).
 type SessionCache struct {
 	connect ConnectFunc
 	opts    []Option
@@ -286,20 +286,6 @@ func (c *SessionCache) Sweep(ctx context.Context) {
 		e.mu.Unlock()
 		if s != nil {
 			logoutQuietly(ctx, s, klog.FromContext(ctx).WithValues("endpoint", s.url.String(), "idle", true))
-		}
-	}
-}
-
-// Run sweeps the cache every interval until ctx ends.
-func (c *SessionCache) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.Sweep(ctx)
 		}
 	}
 }

@@ -29,13 +29,7 @@ import (
 // releases its finalizer, and the namespace goes.
 func TestDeleteNamespaceOfRunningMigration(t *testing.T) {
 	s := newStack(t, stackOptions{})
-	s.addVM("web-03", 53)
-	release := s.vc.HoldExtentReads("web-03")
-	t.Cleanup(release)
-	m := s.create(s.newMigration("web-03", "web-03"))
-	m = s.waitPhase(m.Name, v1alpha1.PhaseTransferringDisks, 2*time.Minute)
-	s.waitPodRunning(m)
-	require.Equal(t, "poweredOff", s.powerState("web-03"), "the source is stopped while its disks are transferred")
+	m := s.transferring("web-03", 53)
 
 	deleted := time.Now()
 	require.NoError(t, s.kube.CoreV1().Secrets(s.ns).Delete(s.ctx, credentialsSecret, metav1.DeleteOptions{}))
@@ -72,13 +66,7 @@ func TestDeleteNamespaceOfRunningMigration(t *testing.T) {
 // and the source stays powered off.
 func TestDeleteNamespaceWhileTheControllerIsDown(t *testing.T) {
 	s := newStack(t, stackOptions{})
-	s.addVM("web-04", 54)
-	release := s.vc.HoldExtentReads("web-04")
-	t.Cleanup(release)
-	m := s.create(s.newMigration("web-04", "web-04"))
-	m = s.waitPhase(m.Name, v1alpha1.PhaseTransferringDisks, 2*time.Minute)
-	s.waitPodRunning(m)
-	require.Equal(t, "poweredOff", s.powerState("web-04"))
+	m := s.transferring("web-04", 54)
 
 	s.stopController()
 	require.NoError(t, s.kube.CoreV1().Secrets(s.ns).Delete(s.ctx, credentialsSecret, metav1.DeleteOptions{}))
@@ -116,6 +104,19 @@ func TestDeleteNamespaceWhileTheControllerIsDown(t *testing.T) {
 		}
 	}
 	assert.True(t, found, "no vm_migration_source_restore_abandoned series for %s/%s", s.ns, m.Name)
+}
+
+// transferring migrates a new VM named name until its transfer runs, held
+// (the source is then off), and returns the migration.
+func (s *stack) transferring(name string, seed uint64) *v1alpha1.VirtualMachineMigration {
+	s.t.Helper()
+	s.addVM(name, seed)
+	s.t.Cleanup(s.vc.HoldExtentReads(name))
+	m := s.create(s.newMigration(name, name))
+	m = s.waitPhase(m.Name, v1alpha1.PhaseTransferringDisks, 2*time.Minute)
+	s.waitPodRunning(m)
+	require.Equal(s.t, "poweredOff", s.powerState(name), "the source is stopped while its disks are transferred")
+	return m
 }
 
 // waitSecretGone waits until the stack's credentials Secret is deleted.

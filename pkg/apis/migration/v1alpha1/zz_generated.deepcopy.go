@@ -408,6 +408,10 @@ func (in *SourceControlStatus) DeepCopyInto(out *SourceControlStatus) {
 		in, out := &in.SourceGoneAt, &out.SourceGoneAt
 		*out = (*in).DeepCopy()
 	}
+	if in.RestoreAbandonedAt != nil {
+		in, out := &in.RestoreAbandonedAt, &out.RestoreAbandonedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Snapshots != nil {
 		in, out := &in.Snapshots, &out.Snapshots
 		*out = make([]SnapshotRecord, len(*in))

@@ -47,9 +47,9 @@ type Options struct {
 	// VSphereCallTimeout bounds each vSphere operation.
 	VSphereCallTimeout time.Duration
 	// VSphereOperationsPerEndpoint bounds the vSphere operations (each
-	// holds a worker) running against one endpoint at once; 0 means half
-	// the workers, at least one, so that one endpoint that stalls never
-	// holds every worker.
+	// holds a worker) running against one endpoint at once; 0 means the
+	// workers minus one, at least one, so that one endpoint that stalls
+	// never holds every worker (and one that answers loses little).
 	VSphereOperationsPerEndpoint int
 	// Decisions tunes the state machine.
 	Decisions statemachine.Config
@@ -145,13 +145,13 @@ func NewEventBroadcaster(ctx context.Context) record.EventBroadcaster {
 	}))
 }
 
-// operationsPerEndpoint is VSphereOperationsPerEndpoint, or half the
-// workers (at least one) when unset.
+// operationsPerEndpoint is VSphereOperationsPerEndpoint, or the workers
+// minus one (at least one) when unset.
 func (o Options) operationsPerEndpoint() int {
 	if o.VSphereOperationsPerEndpoint > 0 {
 		return o.VSphereOperationsPerEndpoint
 	}
-	return max(1, o.Workers/2)
+	return max(1, o.Workers-1)
 }
 
 // watched returns the namespaces to watch: Namespaces and Namespace; none

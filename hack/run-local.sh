@@ -218,7 +218,7 @@ kubectl label namespace "$namespace" pod-security.kubernetes.io/enforce=restrict
 # The Secret is made from files: the password is in no argument and no log.
 kubectl create secret generic vcsim-credentials -n "$namespace" \
   --from-file=username="$state/vcsim/username" --from-file=password="$state/vcsim/password" \
-  --from-file=thumbprint="$state/vcsim/thumbprint" >/dev/null
+  --from-file=thumbprint="$state/vcsim/thumbprint" --from-literal=endpoints="$vcsim_url" >/dev/null
 # Opt the Secret in: the controller uses no Secret without this label.
 kubectl label secret vcsim-credentials -n "$namespace" migration.platform.example/vsphere-credentials=true >/dev/null
 networks='      - source: VM Network

@@ -85,6 +85,7 @@ func (f *flags) controllerFlags(fs *flag.FlagSet) {
 	fs.IntVar(&f.opts.MaxTransfersPerHost, "max-transfers-per-host", 4, "concurrent transfers from one ESXi host (0: no bound)")
 	fs.IntVar(&f.opts.MaxTransfersPerDatastore, "max-transfers-per-datastore", 0, "concurrent transfers from one datastore (0: no bound)")
 	fs.DurationVar(&f.vsphereCallTimeout, "vsphere-call-timeout", 2*time.Minute, "deadline of each vSphere operation")
+	fs.IntVar(&f.opts.VSphereOperationsPerEndpoint, "vsphere-operations-per-endpoint", 0, "vSphere operations (each holds a worker) run against one endpoint at once; more are refused and looked at again a moment later (0: --workers minus one, at least 1, so that one endpoint that stalls never holds every worker)")
 	fs.DurationVar(&f.opts.Decisions.PollInterval, "poll-interval", statemachine.DefaultPollInterval, "how often vSphere and running jobs are looked at")
 	fs.DurationVar(&f.opts.Decisions.WaitInterval, "wait-interval", statemachine.DefaultWaitInterval, "how often a waiting migration is looked at")
 	fs.DurationVar(&f.opts.DefaultTTLAfterFinished, "default-ttl-after-finished", 0, "delete a finished migration this long after it finished, when its spec.ttlSecondsAfterFinished is unset, keeping what it produced and recording its evidence in an event and the log first (0: keep finished migrations until deleted)")

@@ -141,7 +141,7 @@ func createSecret(ctx context.Context, kube kubernetes.Interface, vc *vcsimlocal
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: credentialsSecret, Namespace: benchNamespace,
 			Labels: map[string]string{v1alpha1.LabelVSphereCredentials: "true"}},
-		StringData: map[string]string{"username": vc.Username, "password": vc.Password, "thumbprint": vc.Thumbprint},
+		StringData: map[string]string{"username": vc.Username, "password": vc.Password, "thumbprint": vc.Thumbprint, "endpoints": vc.URL},
 	}
 	if _, err := kube.CoreV1().Secrets(benchNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the credentials secret: %w", err)

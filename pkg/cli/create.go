@@ -60,7 +60,7 @@ func newCreateCommand(e *env) *cobra.Command {
 func (o *createOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.url, "url", "", "vCenter or ESXi SDK endpoint, https://HOST/sdk (required)")
-	f.StringVar(&o.credentialsSecret, "credentials-secret", "", "Secret in the namespace with username, password and optionally ca.crt or thumbprint (required)")
+	f.StringVar(&o.credentialsSecret, "credentials-secret", "", "Secret in the namespace with username, password, endpoints (the hosts it may be used for) and optionally ca.crt or thumbprint (required)")
 	f.StringVar(&o.datacenter, "datacenter", "", "datacenter holding the VM (default: the only one)")
 	f.BoolVar(&o.insecureSkipVerify, "insecure-skip-verify", false, "do not verify the endpoint's certificate (labs only)")
 	f.StringVar(&o.vmName, "vm", "", "source VM by name (exactly one of --vm, --vm-path, --vm-uuid, --vm-instance-uuid, --vm-moref)")

@@ -1,9 +1,7 @@
 package controller
 
 import (
-	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,8 +12,9 @@ import (
 )
 
 // claimRegistry keeps one migration per source VM (cluster-wide: the same
-// endpoint host and instance UUID) and one per target VM name (per
-// namespace) among the migrations in flight.
+// VM instance UUID reported by the same vCenter or ESXi host, see
+// sourceClaimKeys) and one per target VM name (per namespace) among the
+// migrations in flight.
 //
 // A migration claims both when its validation succeeds, and holds them
 // until it ends (Succeeded or Failed) or is gone; what it holds is read
@@ -24,42 +23,34 @@ import (
 // cache, so the claims are looked at while observing (look: read-only,
 // part of the observation) and then taken in an explicit step (reserve)
 // before the decision that validated the migration is written: reserve
-// checks again under the lock against the cache and the recent
-// reservations, and refuses when another worker took a claim in between;
-// the decision is then dropped and the next reconcile sees the holder.
-// One process takes claims at a time (the leader), and a new leader finds
-// every claim in the statuses.
+// checks again under the lock against the cache and the reservations the
+// cache does not show yet, and refuses when another worker took a claim
+// in between; the decision is then dropped and the next reconcile sees
+// the holder. A reservation counts until the cache caught up with it
+// (see caughtUp), however long that takes. One process takes claims at a
+// time (the leader), and a new leader finds every claim in the statuses.
 type claimRegistry struct {
-	mu   sync.Mutex
-	held map[cache.ObjectName]claim
+	cached cachedMigration
+	mu     sync.Mutex
+	held   map[cache.ObjectName]claim
 }
 
-// claim is what one migration holds: its source identity and its target.
+// claim is what one migration holds: the keys of its source VM and its
+// target; rv is the resourceVersion of the migration a reservation was
+// taken from.
 type claim struct {
-	source, target string
-	at             time.Time
+	sources []string
+	target  string
+	rv      string
 }
 
-func newClaimRegistry() *claimRegistry {
-	return &claimRegistry{held: map[cache.ObjectName]claim{}}
-}
-
-// sourceIdentity names a source VM across the cluster: the endpoint's
-// host and the VM's instance UUID; "" when not known.
-func sourceIdentity(endpoint string, inv *v1alpha1.SourceInventory) string {
-	if inv == nil || inv.InstanceUUID == "" {
-		return ""
-	}
-	host := endpoint
-	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
-		host = u.Hostname()
-	}
-	return strings.ToLower(host) + "/" + strings.ToLower(inv.InstanceUUID)
+func newClaimRegistry(cached cachedMigration) *claimRegistry {
+	return &claimRegistry{cached: cached, held: map[cache.ObjectName]claim{}}
 }
 
 // claimOf is what a migration with this status claims.
 func claimOf(m *v1alpha1.VirtualMachineMigration, st *v1alpha1.VirtualMachineMigrationStatus) claim {
-	c := claim{source: sourceIdentity(m.SpecInForce().Source.URL, st.Source)}
+	c := claim{sources: sourceClaimKeys(m.SpecInForce().Source.URL, st.Source)}
 	if st.Target != nil && st.Target.Name != "" {
 		c.target = m.Namespace + "/" + st.Target.Name
 	}
@@ -90,7 +81,7 @@ func (r *claimRegistry) reserve(m *v1alpha1.VirtualMachineMigration, want claim,
 	if h := r.holders(m, want, all, now); h.SourceHeldBy != "" || h.TargetHeldBy != "" {
 		return false
 	}
-	want.at = now
+	want.rv = m.ResourceVersion
 	r.held[cache.MetaObjectToName(m)] = want
 	return true
 }
@@ -100,7 +91,7 @@ func (r *claimRegistry) holders(m *v1alpha1.VirtualMachineMigration, want claim,
 	self := cache.MetaObjectToName(m)
 	claims := map[cache.ObjectName]claim{}
 	for key, c := range r.held {
-		if now.Sub(c.at) <= reservationTTL {
+		if !caughtUp(r.cached, key, c.rv, holdsClaims) {
 			claims[key] = c
 		}
 	}
@@ -112,7 +103,7 @@ func (r *claimRegistry) holders(m *v1alpha1.VirtualMachineMigration, want claim,
 	delete(claims, self)
 	var out statemachine.ClaimObservation
 	for key, c := range claims {
-		if want.source != "" && c.source == want.source && out.SourceHeldBy == "" {
+		if out.SourceHeldBy == "" && slices.ContainsFunc(want.sources, func(s string) bool { return slices.Contains(c.sources, s) }) {
 			out.SourceHeldBy = key.String()
 		}
 		if want.target != "" && c.target == want.target && out.TargetHeldBy == "" {
@@ -122,16 +113,25 @@ func (r *claimRegistry) holders(m *v1alpha1.VirtualMachineMigration, want claim,
 	return out
 }
 
-// settle forgets expired reservations and m's own once it ended or is gone.
-func (r *claimRegistry) settle(key cache.ObjectName, ended bool, now time.Time) {
+// settle forgets the reservations the cache caught up with, and m's own
+// once it ended or is gone.
+func (r *claimRegistry) settle(key cache.ObjectName, ended bool, _ time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, c := range r.held {
-		if now.Sub(c.at) > reservationTTL {
+		if caughtUp(r.cached, k, c.rv, holdsClaims) {
 			delete(r.held, k)
 		}
 	}
 	if ended {
 		delete(r.held, key)
 	}
+}
+
+// drop forgets m's reservation: the decision it was taken for was not
+// written.
+func (r *claimRegistry) drop(key cache.ObjectName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.held, key)
 }

@@ -95,9 +95,10 @@ type Controller struct {
 	names          map[string]cache.SharedIndexInformer
 	synced         []cache.InformerSynced
 
-	queue  workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	slots  *slotReservations
-	claims *claimRegistry
+	queue     workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	slots     *slotReservations
+	claims    *claimRegistry
+	abandoned *abandonedSources
 }
 
 // New builds a controller and registers its event handlers on the informers.
@@ -123,8 +124,9 @@ func New(clients Clients, inf Informers, s Steps, recorder record.EventRecorder,
 			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](cfg.BaseRetryDelay, cfg.MaxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "virtualmachinemigrations", Clock: cfg.Clock},
 		),
-		slots:  newSlotReservations(),
-		claims: newClaimRegistry(),
+		slots:     newSlotReservations(cachedFrom(inf.Migrations.GetIndexer())),
+		claims:    newClaimRegistry(cachedFrom(inf.Migrations.GetIndexer())),
+		abandoned: newAbandonedSources(cfg.Clock.Now),
 	}
 	if err := c.registerHandlers(inf); err != nil {
 		return nil, err

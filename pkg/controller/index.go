@@ -43,8 +43,8 @@ func migrationIndexers() cache.Indexers {
 		indexSlotDatastore:   slotIndex(holdsSlotNow, func(r reservation) []string { return r.datastores }),
 		indexQueuedHost:      slotIndex(waitsForSlot, func(r reservation) []string { return []string{r.host} }),
 		indexQueuedDatastore: slotIndex(waitsForSlot, func(r reservation) []string { return r.datastores }),
-		indexClaimSource:     claimIndex(func(c claim) string { return c.source }),
-		indexClaimTarget:     claimIndex(func(c claim) string { return c.target }),
+		indexClaimSource:     claimIndex(func(c claim) []string { return c.sources }),
+		indexClaimTarget:     claimIndex(func(c claim) []string { return []string{c.target} }),
 	}
 }
 
@@ -72,17 +72,15 @@ func slotIndex(match func(*v1alpha1.VirtualMachineMigration) bool, keys func(res
 	}
 }
 
-// claimIndex indexes the migrations holding their claims by one of them.
-func claimIndex(key func(claim) string) cache.IndexFunc {
+// claimIndex indexes the migrations holding their claims by the keys of
+// one of them.
+func claimIndex(keys func(claim) []string) cache.IndexFunc {
 	return func(obj any) ([]string, error) {
 		m, ok := obj.(*v1alpha1.VirtualMachineMigration)
 		if !ok || !holdsClaims(m) {
 			return nil, nil
 		}
-		if k := key(claimOf(m, &m.Status)); k != "" {
-			return []string{k}, nil
-		}
-		return nil, nil
+		return slices.DeleteFunc(slices.Clone(keys(claimOf(m, &m.Status))), func(k string) bool { return k == "" }), nil
 	}
 }
 
@@ -149,5 +147,5 @@ func (c *Controller) slotCounted(m *v1alpha1.VirtualMachineMigration) ([]*v1alph
 // claimHolders are the cached migrations that hold the source or the
 // target want names.
 func (c *Controller) claimHolders(want claim) ([]*v1alpha1.VirtualMachineMigration, error) {
-	return c.indexed(lookup{indexClaimSource, []string{want.source}}, lookup{indexClaimTarget, []string{want.target}})
+	return c.indexed(lookup{indexClaimSource, want.sources}, lookup{indexClaimTarget, []string{want.target}})
 }

@@ -82,10 +82,10 @@ func TestClaimHoldersFromIndex(t *testing.T) {
 		want claim
 		held []string
 	}{
-		{"by source", claim{source: sourceIdentity(builders.SourceURL, holder.Status.Source)}, []string{"a"}},
+		{"by source", claim{sources: sourceClaimKeys(builders.SourceURL, holder.Status.Source)}, []string{"a"}},
 		{"by target", claim{target: builders.Namespace + "/vm-d"}, []string{"d"}},
-		{"both", claim{source: sourceIdentity(builders.SourceURL, holder.Status.Source), target: builders.Namespace + "/vm-d"}, []string{"a", "d"}},
-		{"nobody", claim{source: "vcenter.example.com/uuid-z", target: builders.Namespace + "/free"}, []string{}},
+		{"both", claim{sources: sourceClaimKeys(builders.SourceURL, holder.Status.Source), target: builders.Namespace + "/vm-d"}, []string{"a", "d"}},
+		{"nobody", claim{sources: []string{"endpoint:vcenter.example.com:443/vm:uuid-z"}, target: builders.Namespace + "/free"}, []string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -90,7 +90,7 @@ var powerOperationKind = map[statemachine.ActionType]bool{
 func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
 	for _, col := range []prometheus.Collector{
 		reconcileTotal, reconcileDuration, reconcileOwnDuration, phaseDuration, actionsTotal, actionErrors, sourcePowerOperations, statusWrites, finishedSkips, expiredTotal,
-		phaseCollector{c}, migrationCollector{c},
+		phaseCollector{c}, migrationCollector{c}, c.abandoned,
 	} {
 		if err := reg.Register(col); err != nil {
 			return err

@@ -204,7 +204,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	descs := make(chan *prometheus.Desc, 64)
 	go func() {
 		for _, col := range []prometheus.Collector{reconcileTotal, reconcileDuration, phaseDuration, actionsTotal, actionErrors,
-			sourcePowerOperations, statusWrites, phaseCollector{}, migrationCollector{}} {
+			sourcePowerOperations, statusWrites, phaseCollector{}, migrationCollector{}, newAbandonedSources(nil)} {
 			col.Describe(descs)
 		}
 		close(descs)

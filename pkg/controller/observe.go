@@ -40,6 +40,9 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 		return obs, nil
 	}
 	obs.Source = c.steps.Source.Observe(ctx, m, need)
+	if m.DeletionTimestamp != nil && obs.Source.Error != nil {
+		obs.NamespaceTerminating = c.namespaceTerminating(ctx, m.Namespace)
+	}
 	if inv := obs.Source.Inventory; need == statemachine.SourceNeedInventory && obs.Source.Error == nil && inv != nil {
 		facts, err := c.clusterFacts(m, inv)
 		if err != nil {
@@ -57,7 +60,7 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 // source VM or create its target VM (read-only: reserveClaims takes them).
 func (c *Controller) lookClaims(m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) (statemachine.ClaimObservation, error) {
 	spec := m.SpecInForce()
-	want := claim{source: sourceIdentity(spec.Source.URL, inv), target: m.Namespace + "/" + statemachine.TargetName(spec, inv)}
+	want := claim{sources: sourceClaimKeys(spec.Source.URL, inv), target: m.Namespace + "/" + statemachine.TargetName(spec, inv)}
 	holders, err := c.claimHolders(want)
 	if err != nil {
 		return statemachine.ClaimObservation{}, err

@@ -12,10 +12,6 @@ import (
 	"platform.example/vm-migration/pkg/statemachine"
 )
 
-// reservationTTL bounds how long an admitted migration counts against the
-// limits before the informer cache shows it in a slot-holding phase.
-const reservationTTL = time.Minute
-
 // slotLimits are the transfer limits; zero means no bound.
 type slotLimits struct{ perHost, perDatastore int }
 
@@ -28,19 +24,24 @@ type slotLimits struct{ perHost, perDatastore int }
 // migration into a slot-holding phase and before its status is written:
 // reserve counts again under the lock and refuses when another worker took
 // the slot in between, and the decision is then dropped.
+//
+// A reservation counts until the cache caught up with it (caughtUp).
 type slotReservations struct {
-	mu   sync.Mutex
-	held map[cache.ObjectName]reservation
+	cached cachedMigration
+	mu     sync.Mutex
+	held   map[cache.ObjectName]reservation
 }
 
+// reservation is a slot's keys (see hostSlotKey, datastoreSlotKey); rv is
+// the resourceVersion of the migration it was taken from.
 type reservation struct {
 	host       string
 	datastores []string
-	at         time.Time
+	rv         string
 }
 
-func newSlotReservations() *slotReservations {
-	return &slotReservations{held: map[cache.ObjectName]reservation{}}
+func newSlotReservations(cached cachedMigration) *slotReservations {
+	return &slotReservations{cached: cached, held: map[cache.ObjectName]reservation{}}
 }
 
 // holdsSlot reports whether a migration in this phase counts against the
@@ -71,15 +72,11 @@ func slotKeys(m *v1alpha1.VirtualMachineMigration) reservation {
 	}
 	var ds []string
 	for _, d := range m.Status.Source.Disks {
-		if d.Datastore != "" && !slices.Contains(ds, d.Datastore) {
-			ds = append(ds, d.Datastore)
+		if k := datastoreSlotKey(m.Spec.Source.URL, m.Status.Source, d); k != "" && !slices.Contains(ds, k) {
+			ds = append(ds, k)
 		}
 	}
-	host := m.Status.Source.HostMoRef
-	if host == "" {
-		host = m.Status.Source.Host
-	}
-	return reservation{host: m.Spec.Source.URL + "/" + host, datastores: ds}
+	return reservation{host: hostSlotKey(m.Spec.Source.URL, m.Status.Source), datastores: ds}
 }
 
 // look says whether m may take a transfer slot now, counting the
@@ -100,7 +97,7 @@ func (s *slotReservations) reserve(m *v1alpha1.VirtualMachineMigration, all []*v
 		return false
 	}
 	r := slotKeys(m)
-	r.at = now
+	r.rv = m.ResourceVersion
 	s.held[cache.MetaObjectToName(m)] = r
 	return true
 }
@@ -113,7 +110,7 @@ func (s *slotReservations) count(m *v1alpha1.VirtualMachineMigration, all []*v1a
 	self := cache.MetaObjectToName(m)
 	holders := map[cache.ObjectName]reservation{}
 	for key, r := range s.held {
-		if now.Sub(r.at) <= reservationTTL {
+		if !caughtUp(s.cached, key, r.rv, holdsSlotNow) {
 			holders[key] = r
 		}
 	}
@@ -170,13 +167,13 @@ func slotVerdict(mine reservation, hostCount int, dsCount map[string]int, lim sl
 }
 
 // settle drops the reservation of a migration whose phase no longer holds
-// a slot (its transfer is done, it failed, or it is gone), and forgets
-// expired ones.
-func (s *slotReservations) settle(key cache.ObjectName, phase v1alpha1.Phase, now time.Time) {
+// a slot (its transfer is done, it failed, or it is gone), and those the
+// cache caught up with.
+func (s *slotReservations) settle(key cache.ObjectName, phase v1alpha1.Phase, _ time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, r := range s.held {
-		if now.Sub(r.at) > reservationTTL {
+		if caughtUp(s.cached, k, r.rv, holdsSlotNow) {
 			delete(s.held, k)
 		}
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,13 @@ import (
 // that resolves it was already handled.
 const conflictRequeue = time.Second
 
+// endpointBusyRequeue is when a migration whose vSphere endpoint ran its
+// limit of operations looks again: one to three seconds, spread so that
+// the waiting migrations do not all come back at once.
+func endpointBusyRequeue() time.Duration {
+	return time.Second + time.Duration(rand.Int64N(int64(2*time.Second)))
+}
+
 // sync reconciles one migration: read it from the cache, observe, decide,
 // take a transfer slot the decision needs, write status if it changed,
 // record the events, act once. It returns when to look again while waiting.
@@ -33,6 +41,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	if apierrors.IsNotFound(err) {
 		c.slots.settle(key, "", c.clock.Now())
 		c.claims.settle(key, true, c.clock.Now())
+		c.forget(key)
 		return 0, nil
 	}
 	if err != nil {
@@ -40,21 +49,30 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	}
 	logger := klog.FromContext(ctx).WithValues("migration", key.String(), "phase", m.Status.Phase)
 	ctx = klog.NewContext(ctx, logger)
+	c.remember(m)
 
 	obs, err := c.observe(ctx, m)
 	if err != nil {
 		return 0, fmt.Errorf("observing: %w", err)
 	}
+	if e := obs.Source.Error; e != nil && e.Reason == steps.ReasonEndpointBusy {
+		// Nothing was learnt: look again in a moment, deciding nothing.
+		return endpointBusyRequeue(), nil
+	}
 	in := statemachine.Input{Migration: m, Observation: obs, Now: metav1.NewTime(c.clock.Now()).Rfc3339Copy(), Config: c.cfg.Decisions}
 	dec := statemachine.Decide(in)
+	markDurations(m, &dec, in.Now)
 	if !c.reserveSlot(m, dec) || !c.reserveClaims(m, dec) {
 		return conflictRequeue, nil
 	}
 	cur, retry, err := c.writeStatus(ctx, m, dec)
 	if cur == nil || err != nil {
+		c.dropReservations(m)
 		return retry, err
 	}
 	c.recordEvents(cur, dec.Events)
+	c.noteAbandoned(ctx, cur, dec.Events)
+	c.remember(cur)
 	if err := c.act(ctx, cur, dec.Action); err != nil {
 		return c.actionFailed(ctx, in, cur, dec.Action, err)
 	}
@@ -72,6 +90,7 @@ func (c *Controller) actionFailed(ctx context.Context, in statemachine.Input, cu
 	klog.FromContext(ctx).Info("action failed", "action", a.Type, "error", err.Error())
 	in.Migration, in.Observation = cur, statemachine.Observation{}
 	dec := statemachine.ActionFailed(in, a, steps.Classify(err))
+	markDurations(cur, &dec, in.Now)
 	next, retry, err := c.writeStatus(ctx, cur, dec)
 	if next == nil || err != nil {
 		return retry, err
@@ -116,6 +135,14 @@ func (c *Controller) reserveClaims(m *v1alpha1.VirtualMachineMigration, dec stat
 		return false
 	}
 	return c.claims.reserve(m, want, holders, now)
+}
+
+// dropReservations forgets the slot and claims reserved for a decision
+// whose status was not written: nothing will show them in the cache.
+func (c *Controller) dropReservations(m *v1alpha1.VirtualMachineMigration) {
+	key := cache.MetaObjectToName(m)
+	c.slots.settle(key, m.Status.Phase, c.clock.Now())
+	c.claims.drop(key)
 }
 
 // writeStatus writes the decision's status when it differs from m's. It

@@ -82,6 +82,7 @@ func newWalkFixture(t *testing.T, opts walkOptions) *walkFixture {
 
 	secret := builders.CredentialsSecret(walkNamespace, "vcenter-credentials", map[string]string{
 		"username": vcsimUser, "password": vcsimPassword, "thumbprint": soap.ThumbprintSHA256(server.Certificate()),
+		"endpoints": server.URL.Host,
 	})
 	sessions := vsphere.NewSessionCache()
 	t.Cleanup(func() { _ = sessions.Close(context.Background()) })

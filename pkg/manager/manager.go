@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -46,6 +47,11 @@ type Options struct {
 	MaxTransfersPerHost, MaxTransfersPerDatastore int
 	// VSphereCallTimeout bounds each vSphere operation.
 	VSphereCallTimeout time.Duration
+	// VSphereOperationsPerEndpoint bounds the vSphere operations (each
+	// holds a worker) running against one endpoint at once; 0 means the
+	// workers minus one, at least one, so that one endpoint that stalls
+	// never holds every worker (and one that answers loses little).
+	VSphereOperationsPerEndpoint int
 	// Decisions tunes the state machine.
 	Decisions statemachine.Config
 	// DefaultTTLAfterFinished deletes finished migrations without
@@ -87,7 +93,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vm-migration-controller"})
 
-	sessions := vsphere.NewSessionCache(vsphere.WithRoundTripper(controller.TimeVSphereCalls))
+	sessions := vsphere.NewSessionCache(vsphere.WithRoundTripper(controller.TimeVSphereCalls)).WithEndpointLimit(opts.operationsPerEndpoint())
+	go wait.UntilWithContext(ctx, sessions.Sweep, time.Minute)
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -147,6 +154,15 @@ func NewEventBroadcaster(ctx context.Context) record.EventBroadcaster {
 			return key + "\x00" + message, message
 		},
 	}))
+}
+
+// operationsPerEndpoint is VSphereOperationsPerEndpoint, or the workers
+// minus one (at least one) when unset.
+func (o Options) operationsPerEndpoint() int {
+	if o.VSphereOperationsPerEndpoint > 0 {
+		return o.VSphereOperationsPerEndpoint
+	}
+	return max(1, o.Workers-1)
 }
 
 // watched returns the namespaces to watch: Namespaces and Namespace; none

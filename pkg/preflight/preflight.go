@@ -51,6 +51,10 @@ const (
 	// ReasonNoConversionImage: the guest is to be converted but no
 	// virt-v2v image is known.
 	ReasonNoConversionImage = "NoConversionImage"
+	// ReasonDurationOutOfRange: a duration of the policy is not a positive
+	// duration of at most v1alpha1.MaxDuration (stored under the schema of
+	// an older release).
+	ReasonDurationOutOfRange = "DurationOutOfRange"
 	// ReasonSourceSuspended: the VM is suspended; powering it off would
 	// discard its suspended memory state, which cannot be restored.
 	ReasonSourceSuspended = "SourceSuspended"
@@ -95,6 +99,7 @@ func Check(spec *v1alpha1.VirtualMachineMigrationSpec, inv *v1alpha1.SourceInven
 	}
 	c := &checker{spec: spec, inv: inv, cluster: cluster}
 	for _, rule := range []func(){
+		c.durations,
 		c.rdmDisks,
 		c.sharedDisks,
 		c.independentDisks,
@@ -154,6 +159,14 @@ func diskName(d v1alpha1.SourceDisk) string {
 		return fmt.Sprintf("%s (key %d, %s)", label, d.Key, d.FileName)
 	}
 	return fmt.Sprintf("%s (key %d)", label, d.Key)
+}
+
+// durations blocks a migration whose policy holds a duration out of range:
+// the schema of older releases admitted values Go cannot even hold.
+func (c *checker) durations() {
+	for _, msg := range c.spec.Policy.DurationProblems() {
+		c.add(blocking(ReasonDurationOutOfRange, msg+"; set a positive duration of at most "+v1alpha1.MaxDuration.String()))
+	}
 }
 
 func (c *checker) rdmDisks() {

@@ -65,6 +65,14 @@ func TestCheck(t *testing.T) {
 		want []want
 	}{
 		"clean migration has no findings": {},
+		"durations stored out of range": {
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) {
+				huge := v1alpha1.ParseDuration("9999999999h")
+				s.Policy.StallTimeout = &huge
+				s.Policy.Retry.Deadline = v1alpha1.DurationOf(v1alpha1.MaxDuration)
+			}},
+			want: []want{{ReasonDurationOutOfRange, v1alpha1.SeverityBlocking, []string{`spec.policy.stallTimeout "9999999999h"`, "at most 8760h", "8760h0m0s is used instead"}}},
+		},
 		"RDM disk": {
 			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.Disks[1].RDM = true }},
 			want: []want{{ReasonRDMDisk, v1alpha1.SeverityBlocking, []string{"Hard disk 2 (key 2001", "raw device mapping", "Convert it"}}},

@@ -72,9 +72,9 @@ func TestSpecChangeIgnored(t *testing.T) {
 			m: base(builders.WithSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) {
 				s.Policy.Paused = true
 				s.Policy.Retry.Limit = ptr.To[int32](10)
-				s.Policy.Retry.Deadline = &metav1.Duration{Duration: time.Hour}
+				s.Policy.Retry.Deadline = &v1alpha1.Duration{Duration: time.Hour}
 				s.Policy.Cleanup = v1alpha1.CleanupPolicyRetain
-				s.Policy.StallTimeout = &metav1.Duration{Duration: time.Hour}
+				s.Policy.StallTimeout = &v1alpha1.Duration{Duration: time.Hour}
 			})),
 		},
 		"before the cutover nothing is ignored": {
@@ -152,7 +152,7 @@ func TestStalled(t *testing.T) {
 		},
 		"custom stall timeout": {
 			m: newMigration(func(m *v1alpha1.VirtualMachineMigration) {
-				m.Spec.Policy.StallTimeout = &metav1.Duration{Duration: 2 * time.Minute}
+				m.Spec.Policy.StallTimeout = &v1alpha1.Duration{Duration: 2 * time.Minute}
 			}, builders.Reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(3*time.Minute)),
 			obs: running, phase: v1alpha1.PhaseTransferringDisks,
 			check: func(t *testing.T, d Decision) {

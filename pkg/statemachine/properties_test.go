@@ -86,7 +86,7 @@ func (g gen) migration() *v1alpha1.VirtualMachineMigration {
 	}
 	if g.chance(0.2) {
 		before = append(before, func(m *v1alpha1.VirtualMachineMigration) {
-			m.Spec.Policy.StallTimeout = &metav1.Duration{Duration: time.Duration(1+g.r.Intn(60)) * time.Minute}
+			m.Spec.Policy.StallTimeout = &v1alpha1.Duration{Duration: time.Duration(1+g.r.Intn(60)) * time.Minute}
 		})
 	}
 	phase := pick(g, allPhases...)

@@ -118,7 +118,7 @@ func (d *decider) needsRestore() bool { return needsRestore(d.st) }
 
 func needsRestore(st *v1alpha1.VirtualMachineMigrationStatus) bool {
 	sc := st.SourceControl
-	return sc != nil && sc.OriginalPowerState == PowerStateOn && sc.RestoredAt == nil && sc.SourceGoneAt == nil &&
+	return sc != nil && sc.OriginalPowerState == PowerStateOn && sc.RestoredAt == nil && sc.SourceGoneAt == nil && sc.RestoreAbandonedAt == nil &&
 		(sc.ShutdownRequestedAt != nil || sc.PowerOffRequestedAt != nil)
 }
 
@@ -141,6 +141,9 @@ func (d *decider) restoreSource() bool {
 		d.st.SourceControl.SourceGoneAt = &now
 		d.out.Events = append(d.out.Events, Event{Warning: true, Reason: src.Error.Reason,
 			Message: "the source VM no longer exists: there is nothing to power on again (" + src.Error.Message + ")"})
+		return false
+	case src.Error != nil && d.restoreHopeless(src.Error):
+		d.abandonRestore(src.Error)
 		return false
 	case src.Error != nil:
 		d.restoreFailed(src.Error.Reason, "reading the source VM's power state: "+src.Error.Message)
@@ -214,7 +217,7 @@ func (d *decider) restoreFailed(reason, message string) {
 // removeSnapshots removes the snapshots the controller made on the source.
 func (d *decider) removeSnapshots() bool {
 	sc := d.st.SourceControl
-	if sc == nil {
+	if sc == nil || sc.RestoreAbandonedAt != nil {
 		return false
 	}
 	for i := range sc.Snapshots {
@@ -243,6 +246,8 @@ func (d *decider) restoredMessage() string {
 		return "the source VM is powered on again, as it was found"
 	case sc.SourceGoneAt != nil:
 		return "the source VM no longer exists"
+	case sc.RestoreAbandonedAt != nil:
+		return "the source VM could not be restored and was left powered off: " + sc.RestoreAbandonedReason
 	case sc.OriginalPowerState != PowerStateOn:
 		return fmt.Sprintf("the source VM stays %s, as it was found", sc.OriginalPowerState)
 	default:

@@ -119,6 +119,11 @@ type Observation struct {
 	VMI *VMIObservation
 	// Plan is the stored dry-run plan (ConfigMap), nil if absent.
 	Plan *PlanObservation
+	// NamespaceTerminating says the migration's namespace is being deleted:
+	// no new object (a credentials Secret) can be created in it any more.
+	// It is looked at only when a deleted migration could not read its
+	// source (see restoreHopeless).
+	NamespaceTerminating bool
 }
 
 // PlanObservation is what was seen of a stored plan.

@@ -26,6 +26,11 @@ const (
 	ReasonNameTaken = "NameTaken"
 	// ReasonAPIUnavailable: the API server could not answer now.
 	ReasonAPIUnavailable = "APIUnavailable"
+	// ReasonEndpointBusy: the vSphere endpoint already runs the most
+	// operations of this controller allowed at once; the source was not
+	// looked at, and the controller looks again in a moment without
+	// deciding anything.
+	ReasonEndpointBusy = "SourceEndpointBusy"
 )
 
 // Classify sorts the failure of an action into the state machine's

@@ -39,6 +39,10 @@ const (
 	KeyThumbprint = "thumbprint"
 )
 
+// credentialKeys are the keys of a credentials Secret (or files of a
+// mounted one) that are read.
+var credentialKeys = []string{KeyUsername, KeyPassword, KeyCACert, KeyThumbprint, KeyEndpoints}
+
 // Defaults for the per-call deadlines of a Session.
 const (
 	// DefaultCallTimeout bounds every SOAP call that has no earlier deadline.
@@ -60,12 +64,17 @@ type Credentials struct {
 	// Thumbprint is an optional SHA-1 or SHA-256 thumbprint of the endpoint's
 	// certificate, in any common spelling (colons or not, any case).
 	Thumbprint string
+	// Endpoints are the endpoints the credentials may be sent to
+	// (KeyEndpoints), normalised: "host:port" or "*.domain:port". The
+	// controller sends none that names none; Connect checks them when
+	// there are some.
+	Endpoints []string
 }
 
 // String describes the credentials without the password.
 func (c Credentials) String() string {
-	return fmt.Sprintf("Credentials{Username: %q, Password: %s, CACertPEM: %d bytes, Thumbprint: %q}",
-		c.Username, redacted(c.Password), len(c.CACertPEM), c.Thumbprint)
+	return fmt.Sprintf("Credentials{Username: %q, Password: %s, CACertPEM: %d bytes, Thumbprint: %q, Endpoints: %q}",
+		c.Username, redacted(c.Password), len(c.CACertPEM), c.Thumbprint, c.Endpoints)
 }
 
 // GoString describes the credentials without the password (for %#v).
@@ -79,7 +88,8 @@ func (c Credentials) MarshalLog() any {
 		Password   string
 		CACertPEM  int
 		Thumbprint string
-	}{c.Username, redacted(c.Password), len(c.CACertPEM), c.Thumbprint}
+		Endpoints  []string
+	}{c.Username, redacted(c.Password), len(c.CACertPEM), c.Thumbprint, c.Endpoints}
 }
 
 // MarshalJSON writes the credentials without the password, so they cannot
@@ -107,7 +117,8 @@ type Endpoint struct {
 }
 
 // CredentialsFromSecret reads Credentials from a Secret with the keys
-// username and password, and optionally ca.crt and thumbprint. Trailing
+// username and password, and optionally ca.crt, thumbprint and endpoints
+// (which the controller requires: see SessionCache.Get). Trailing
 // newlines are trimmed from username, password and thumbprint. The error
 // names missing keys, never values.
 func CredentialsFromSecret(secret *corev1.Secret) (Credentials, error) {
@@ -129,10 +140,11 @@ func CredentialsFromSecret(secret *corev1.Secret) (Credentials, error) {
 }
 
 // LoadCredentialsDir reads Credentials from a mounted Secret directory: one
-// file per key (username, password, optional ca.crt and thumbprint).
+// file per key (username, password, optional ca.crt, thumbprint and
+// endpoints).
 func LoadCredentialsDir(dir string) (Credentials, error) {
 	data := map[string][]byte{}
-	for _, key := range []string{KeyUsername, KeyPassword, KeyCACert, KeyThumbprint} {
+	for _, key := range credentialKeys {
 		b, err := os.ReadFile(filepath.Join(dir, key))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
@@ -177,6 +189,11 @@ func credentialsFromMap(data map[string][]byte) (Credentials, error) {
 		}
 		creds.Thumbprint = norm
 	}
+	endpoints, err := parseEndpoints(string(data[KeyEndpoints]))
+	if err != nil {
+		return Credentials{}, fmt.Errorf("key %s: %w", KeyEndpoints, err)
+	}
+	creds.Endpoints = endpoints
 	return creds, nil
 }
 
@@ -222,11 +239,17 @@ func NormalizeThumbprint(s string) (string, error) {
 	if len(raw) != 20 && len(raw) != 32 {
 		return "", fmt.Errorf("thumbprint has %d bytes, want 20 (SHA-1) or 32 (SHA-256)", len(raw))
 	}
-	pairs := make([]string, len(raw))
-	for i, b := range raw {
-		pairs[i] = fmt.Sprintf("%02X", b)
+	return hexPairs(raw), nil
+}
+
+// hexPairs spells bytes as vSphere spells a thumbprint: uppercase hex
+// pairs joined by colons.
+func hexPairs(b []byte) string {
+	pairs := make([]string, len(b))
+	for i, x := range b {
+		pairs[i] = fmt.Sprintf("%02X", x)
 	}
-	return strings.Join(pairs, ":"), nil
+	return strings.Join(pairs, ":")
 }
 
 // NormalizeURL parses an endpoint URL, requires https and a host, drops any
@@ -273,6 +296,9 @@ type Option func(*options)
 type options struct {
 	callTimeout time.Duration
 	waitTimeout time.Duration
+	dial        time.Duration
+	handshake   time.Duration
+	gate        *EndpointGate
 	wrap        []func(soap.RoundTripper) soap.RoundTripper
 }
 
@@ -292,6 +318,20 @@ func WithWaitTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
 			o.waitTimeout = d
+		}
+	}
+}
+
+// WithDialTimeouts bounds the TCP connect and the TLS handshake of each
+// connection (defaults DefaultDialTimeout, DefaultTLSHandshakeTimeout);
+// zero or less keeps a default.
+func WithDialTimeouts(dial, handshake time.Duration) Option {
+	return func(o *options) {
+		if dial > 0 {
+			o.dial = dial
+		}
+		if handshake > 0 {
+			o.handshake = handshake
 		}
 	}
 }
@@ -342,7 +382,8 @@ func Connect(ctx context.Context, ep Endpoint, creds Credentials) (*Session, err
 // ConnectWithOptions is Connect with options for deadlines and round-trip
 // wrappers.
 func ConnectWithOptions(ctx context.Context, ep Endpoint, creds Credentials, opts ...Option) (*Session, error) {
-	o := options{callTimeout: DefaultCallTimeout, waitTimeout: DefaultWaitTimeout}
+	o := options{callTimeout: DefaultCallTimeout, waitTimeout: DefaultWaitTimeout,
+		dial: DefaultDialTimeout, handshake: DefaultTLSHandshakeTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -353,22 +394,26 @@ func ConnectWithOptions(ctx context.Context, ep Endpoint, creds Credentials, opt
 	if creds.Username == "" || creds.Password == "" {
 		return nil, fmt.Errorf("connecting to %s: credentials need a username and a password", u)
 	}
+	if len(creds.Endpoints) > 0 {
+		// Credentials that name their endpoints go to no other, whoever
+		// connects (the transfer pod reads them from the mounted Secret).
+		if err := creds.AllowsEndpoint(u.String()); err != nil {
+			return nil, err
+		}
+	}
 	logger := klog.FromContext(ctx).WithValues("endpoint", u.String())
 
-	sc, err := soapClient(u, ep, creds, logger)
+	sc, err := soapClient(u, ep, creds, o, logger)
 	if err != nil {
 		return nil, err
 	}
 	s := &Session{endpoint: ep, url: u, creds: creds, opts: o, soap: sc, now: time.Now}
 
-	// Layers, outermost first: caller wrappers, per-call deadline, re-login,
-	// the SOAP client.
+	// Layers, outermost first: caller wrappers, the endpoint gate's
+	// report, per-call deadline, re-login, the SOAP client.
 	var rt soap.RoundTripper = sc
 	rt = &reloginRoundTripper{s: s, next: rt}
-	rt = &deadlineRoundTripper{call: o.callTimeout, wait: o.waitTimeout, next: rt}
-	for _, w := range o.wrap {
-		rt = w(rt)
-	}
+	rt = o.outer(u, rt)
 
 	client, err := vimClient(ctx, sc, rt)
 	if err != nil {
@@ -376,14 +421,8 @@ func ConnectWithOptions(ctx context.Context, ep Endpoint, creds Credentials, opt
 	}
 	s.client = client
 
-	// The login manager goes through the caller wrappers and the deadline,
-	// but not through the re-login layer.
-	var loginRT soap.RoundTripper = sc
-	loginRT = &deadlineRoundTripper{call: o.callTimeout, wait: o.waitTimeout, next: loginRT}
-	for _, w := range o.wrap {
-		loginRT = w(loginRT)
-	}
-	s.login = session.NewManager(&vim25.Client{Client: sc, ServiceContent: client.ServiceContent, RoundTripper: loginRT})
+	// The login manager goes through the same layers but the re-login.
+	s.login = session.NewManager(&vim25.Client{Client: sc, ServiceContent: client.ServiceContent, RoundTripper: o.outer(u, sc)})
 
 	if err := s.doLogin(ctx); err != nil {
 		return nil, err
@@ -393,10 +432,31 @@ func ConnectWithOptions(ctx context.Context, ep Endpoint, creds Credentials, opt
 	return s, nil
 }
 
+// outer puts the layers every call of a session goes through around next:
+// the per-call deadline, the endpoint gate's report, the caller wrappers
+// (outermost).
+func (o options) outer(u *url.URL, next soap.RoundTripper) soap.RoundTripper {
+	rt := soap.RoundTripper(&deadlineRoundTripper{call: o.callTimeout, wait: o.waitTimeout, next: next})
+	if o.gate != nil {
+		id, err := EndpointID(u.String())
+		if err == nil {
+			rt = &gateRoundTripper{gate: o.gate, endpoint: id, next: rt}
+		}
+	}
+	for _, w := range o.wrap {
+		rt = w(rt)
+	}
+	return rt
+}
+
 // soapClient is the SOAP client of an endpoint, verifying TLS against
-// creds' CA bundle and thumbprint unless insecureSkipVerify.
-func soapClient(u *url.URL, ep Endpoint, creds Credentials, logger klog.Logger) (*soap.Client, error) {
+// creds' CA bundle and thumbprint unless insecureSkipVerify. Its TLS
+// connections are made by a tlsDialer, bounded and within the call's
+// context.
+func soapClient(u *url.URL, ep Endpoint, creds Credentials, o options, logger klog.Logger) (*soap.Client, error) {
 	sc := soap.NewClient(u, ep.InsecureSkipVerify)
+	d := &tlsDialer{insecure: ep.InsecureSkipVerify, dial: o.dial, handshake: o.handshake}
+	sc.DefaultTransport().DialTLSContext = d.DialTLSContext
 	if ep.InsecureSkipVerify {
 		logger.Info("TLS verification of the vSphere endpoint is off (insecureSkipVerify)")
 		return sc, nil
@@ -407,13 +467,16 @@ func soapClient(u *url.URL, ep Endpoint, creds Credentials, logger klog.Logger) 
 			return nil, fmt.Errorf("connecting to %s: ca.crt: %w", u, err)
 		}
 		sc.DefaultTransport().TLSClientConfig.RootCAs = pool
+		d.roots = pool
 	}
 	if creds.Thumbprint != "" {
 		tp, err := NormalizeThumbprint(creds.Thumbprint)
 		if err != nil {
 			return nil, fmt.Errorf("connecting to %s: %w", u, err)
 		}
+		// Kept in the client too, for what reads it there (NFC leases).
 		sc.SetThumbprint(u.Host, tp)
+		d.thumbprint = tp
 	}
 	return sc, nil
 }

@@ -76,7 +76,9 @@ func Classify(err error) Class {
 	if errors.As(err, &nf) {
 		return ClassNotFound
 	}
-	if errors.Is(err, ErrSessionClosed) {
+	var busy *EndpointBusyError
+	var unavailable *EndpointUnavailableError
+	if errors.Is(err, ErrSessionClosed) || errors.As(err, &busy) || errors.As(err, &unavailable) {
 		return ClassTransient
 	}
 	if errors.Is(err, ErrToolsNotRunning) {
@@ -85,6 +87,10 @@ func Classify(err error) Class {
 	var amb *AmbiguousError
 	if errors.As(err, &amb) {
 		return ClassPermanent
+	}
+	var na *EndpointNotAllowedError
+	if errors.As(err, &na) {
+		return ClassAuth
 	}
 	if f := vimFault(err); f != nil {
 		return classifyFault(f)
@@ -158,6 +164,10 @@ func vimFault(err error) types.BaseMethodFault {
 }
 
 func isTLSVerification(err error) bool {
+	var ce *CertificateError
+	if errors.As(err, &ce) {
+		return true
+	}
 	var ua x509.UnknownAuthorityError
 	var he x509.HostnameError
 	var ci x509.CertificateInvalidError

@@ -52,7 +52,7 @@ var vmProperties = []string{
 // SourceInventory, in as few round trips as the property collector allows:
 // one RetrieveProperties for the VM, its ancestors (inventory path and
 // datacenter), its datastores and its networks (names, port group keys),
-// and a second one for its host's name. InventoriedAt is left for the
+// and a second one for its host's name and hardware UUID. InventoriedAt is left for the
 // caller to stamp with its clock.
 func Inventory(ctx context.Context, s *Session, vm *object.VirtualMachine) (*v1alpha1.SourceInventory, error) {
 	c := s.Client()
@@ -72,10 +72,13 @@ func Inventory(ctx context.Context, s *Session, vm *object.VirtualMachine) (*v1a
 	if h := r.vm.Runtime.Host; h != nil {
 		inv.HostMoRef = h.Value
 		var host mo.HostSystem
-		if err := property.DefaultCollector(c).RetrieveOne(ctx, *h, []string{"name"}, &host); err != nil {
-			return nil, fmt.Errorf("reading the name of host %s of virtual machine %s: %w", h.Value, ref.Value, err)
+		if err := property.DefaultCollector(c).RetrieveOne(ctx, *h, []string{"name", "summary.hardware.uuid"}, &host); err != nil {
+			return nil, fmt.Errorf("reading the name and UUID of host %s of virtual machine %s: %w", h.Value, ref.Value, err)
 		}
 		inv.Host = host.Name
+		if hw := host.Summary.Hardware; hw != nil {
+			inv.HostUUID = hw.Uuid
+		}
 	}
 	return inv, nil
 }
@@ -105,7 +108,7 @@ func inventoryRequest(pc types.ManagedObjectReference, vm types.ManagedObjectRef
 				{Type: "Datacenter", PathSet: []string{"name", "parent"}},
 				{Type: "VirtualApp", PathSet: []string{"name", "parent", "parentFolder"}},
 				{Type: "ResourcePool", PathSet: []string{"name", "parent"}},
-				{Type: "Datastore", PathSet: []string{"name"}},
+				{Type: "Datastore", PathSet: []string{"name", "summary.url"}},
 				{Type: "Network", PathSet: []string{"name"}},
 				{Type: "DistributedVirtualPortgroup", PathSet: []string{"name", "key"}},
 				{Type: "OpaqueNetwork", PathSet: []string{"name", "summary"}},
@@ -120,6 +123,7 @@ type inventoryResult struct {
 	entities    map[types.ManagedObjectReference]mo.ManagedEntity
 	datacenter  string
 	datastores  map[string]string // moRef value -> name
+	dsURLs      map[string]string // moRef value -> summary.url
 	networks    map[string]string // moRef value -> name
 	portgroups  map[string]string // port group key -> name
 	opaqueNets  map[string]string // opaque network id -> name
@@ -130,6 +134,7 @@ func newInventoryResult(vmRef types.ManagedObjectReference, objs []any) *invento
 	r := &inventoryResult{
 		entities:    map[types.ManagedObjectReference]mo.ManagedEntity{},
 		datastores:  map[string]string{},
+		dsURLs:      map[string]string{},
 		networks:    map[string]string{},
 		portgroups:  map[string]string{},
 		opaqueNets:  map[string]string{},
@@ -156,6 +161,7 @@ func newInventoryResult(vmRef types.ManagedObjectReference, objs []any) *invento
 			r.entities[x.Self] = x.ManagedEntity
 		case mo.Datastore:
 			r.datastores[x.Self.Value] = x.Name
+			r.dsURLs[x.Self.Value] = x.Summary.Url
 		case mo.DistributedVirtualPortgroup:
 			r.networks[x.Self.Value] = x.Name
 			r.portgroups[x.Key] = x.Name
@@ -400,6 +406,7 @@ func (r *inventoryResult) disk(d *types.VirtualDisk, controllers map[int32]contr
 		out.FileName = file.FileName
 		if file.Datastore != nil {
 			out.Datastore = r.datastores[file.Datastore.Value]
+			out.DatastoreURL = r.dsURLs[file.Datastore.Value]
 		}
 	}
 	if out.Datastore == "" {

@@ -26,6 +26,7 @@ func (e *simEnv) secret(ns, name, version string) *corev1.Secret {
 			"username":   []byte(e.creds.Username),
 			"password":   []byte(e.creds.Password),
 			"thumbprint": []byte(e.creds.Thumbprint),
+			"endpoints":  []byte(e.ep.URL),
 		},
 	}
 }
@@ -165,4 +166,35 @@ type countingRoundTripper struct {
 func (c *countingRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
 	c.n.Add(1)
 	return c.next.RoundTrip(ctx, req, res)
+}
+
+// TestSessionCacheExpiresIdleSessions: a session nobody asked for within
+// the idle time is logged out and forgotten (a user naming a new URL in
+// each migration must not grow the cache for ever); one in use stays.
+func TestSessionCacheExpiresIdleSessions(t *testing.T) {
+	env := newSim(t, vpx, nil)
+	ctx := testCtx(t)
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	cache := NewSessionCache(WithCallTimeout(5*time.Second)).WithIdleExpiry(10*time.Minute, func() time.Time { return now })
+
+	busy, err := cache.Get(ctx, env.ep, env.secret("team-a", "vc", "1"))
+	require.NoError(t, err)
+	idle, err := cache.Get(ctx, env.ep, env.secret("team-b", "vc", "1"))
+	require.NoError(t, err)
+	require.Equal(t, 2, cache.Len())
+
+	now = now.Add(6 * time.Minute)
+	again, err := cache.Get(ctx, env.ep, env.secret("team-a", "vc", "1"))
+	require.NoError(t, err)
+	require.Same(t, busy, again)
+	now = now.Add(5 * time.Minute)
+	cache.Sweep(ctx)
+
+	assert.Equal(t, 1, cache.Len(), "the idle session is still cached")
+	assert.True(t, idle.isLoggedOut(), "the idle session was not logged out")
+	assert.False(t, busy.isLoggedOut(), "the session in use was logged out")
+	fresh, err := cache.Get(ctx, env.ep, env.secret("team-b", "vc", "1"))
+	require.NoError(t, err)
+	assert.NotSame(t, idle, fresh, "an expired session came back")
+	require.NoError(t, cache.Close(ctx))
 }

@@ -86,7 +86,7 @@ func Datacenter(dc string) MigrationMod {
 // ShutdownTimeout sets how long the guest may take to shut down.
 func ShutdownTimeout(d time.Duration) MigrationMod {
 	return func(m *v1alpha1.VirtualMachineMigration) {
-		m.Spec.Policy.Shutdown.Timeout = &metav1.Duration{Duration: d}
+		m.Spec.Policy.Shutdown.Timeout = &v1alpha1.Duration{Duration: d}
 	}
 }
 
@@ -160,7 +160,7 @@ func RetryLimit(n int32) MigrationMod {
 // RetryDeadline sets spec.policy.retry.deadline.
 func RetryDeadline(d time.Duration) MigrationMod {
 	return func(m *v1alpha1.VirtualMachineMigration) {
-		m.Spec.Policy.Retry.Deadline = &metav1.Duration{Duration: d}
+		m.Spec.Policy.Retry.Deadline = &v1alpha1.Duration{Duration: d}
 	}
 }
 

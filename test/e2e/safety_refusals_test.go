@@ -92,7 +92,7 @@ func TestUnlabelledCredentialsRefused(t *testing.T) {
 	src := s.addVM(name, 101)
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: s.ns},
-		StringData: map[string]string{"username": s.vc.Username, "password": s.vc.Password, "thumbprint": s.vc.Thumbprint},
+		StringData: map[string]string{"username": s.vc.Username, "password": s.vc.Password, "thumbprint": s.vc.Thumbprint, "endpoints": s.vc.URL},
 	}
 	_, err := s.kube.CoreV1().Secrets(s.ns).Create(s.ctx, secret, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -137,7 +137,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: credentialsSecret, Namespace: s.ns,
 			Labels: map[string]string{v1alpha1.LabelVSphereCredentials: "true"}},
-		StringData: map[string]string{"username": vc.Username, "password": vc.Password, "thumbprint": vc.Thumbprint},
+		StringData: map[string]string{"username": vc.Username, "password": vc.Password, "thumbprint": vc.Thumbprint, "endpoints": vc.URL},
 	}
 	_, err = s.kube.CoreV1().Secrets(s.ns).Create(ctx, secret, metav1.CreateOptions{})
 	require.NoError(t, err, "creating the credentials Secret %s/%s", s.ns, credentialsSecret)

@@ -107,7 +107,7 @@ func TestControllerWaitsForMissingCredentialsSecret(t *testing.T) {
 	// waits, with the same condition.
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "vcenter-credentials", Namespace: ns},
-		StringData: map[string]string{"username": "migration@vsphere.local", "password": "secret"},
+		StringData: map[string]string{"username": "migration@vsphere.local", "password": "secret", "endpoints": "https://127.0.0.1:1/sdk"},
 	}
 	kube := env.Kubernetes(t)
 	secret, err = kube.CoreV1().Secrets(ns).Create(tctx, secret, metav1.CreateOptions{})

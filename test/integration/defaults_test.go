@@ -77,7 +77,7 @@ func assertDefaultsFilled(t *testing.T, spec *migrationv1alpha1.VirtualMachineMi
 
 // assertDuration asserts that d is set to want (compared as the
 // durations' text, so that an unset d fails as <unset>).
-func assertDuration(t *testing.T, want time.Duration, d *metav1.Duration, msgAndArgs ...any) bool {
+func assertDuration(t *testing.T, want time.Duration, d *migrationv1alpha1.Duration, msgAndArgs ...any) bool {
 	t.Helper()
 	got := "<unset>"
 	if d != nil {

@@ -97,6 +97,7 @@ func TestControllerRBAC(t *testing.T) {
 		{group: "rbac.authorization.k8s.io", resource: "roles", verb: "watch", clusterWide: true},
 		{group: "rbac.authorization.k8s.io", resource: "rolebindings", verb: "watch", clusterWide: true},
 		{group: "storage.k8s.io", resource: "storageclasses", verb: "watch", clusterWide: true},
+		{resource: "namespaces", verb: "get", clusterWide: true, name: "any"},
 		{group: "batch", resource: "jobs", verb: "create"},
 		{group: "batch", resource: "jobs", verb: "delete"},
 		{group: "batch", resource: "jobs", verb: "list", clusterWide: true},
@@ -123,6 +124,8 @@ func TestControllerRBAC(t *testing.T) {
 	}
 	mustNot := []access{
 		{resource: "secrets", verb: "get", name: "vcenter-credentials"},
+		{resource: "namespaces", verb: "list", clusterWide: true},
+		{resource: "namespaces", verb: "delete", clusterWide: true, name: "any"},
 		{resource: "secrets", verb: "create"},
 		{resource: "secrets", verb: "update", name: "vcenter-credentials"},
 		{resource: "secrets", verb: "delete", name: "vcenter-credentials"},

@@ -229,22 +229,32 @@ func TestCreateRejectsInvalidSpecs(t *testing.T) {
 		{
 			name: "shutdown timeout in words",
 			mods: []modifier{set("spec.policy.shutdown.timeout", "5 minutes")},
-			want: []string{"spec.policy.shutdown.timeout", "must be a positive duration such as 90s, 5m or 1h30m"},
+			want: []string{"spec.policy.shutdown.timeout", "must be a positive duration of at most 8760h"},
 		},
 		{
 			name: "retry deadline in days",
 			mods: []modifier{set("spec.policy.retry.deadline", "1d")},
-			want: []string{"spec.policy.retry.deadline", "must be a positive duration such as 90s, 5m or 1h30m"},
+			want: []string{"spec.policy.retry.deadline", "must be a positive duration of at most 8760h"},
 		},
 		{
 			name: "stall timeout negative",
 			mods: []modifier{set("spec.policy.stallTimeout", "-30m")},
-			want: []string{"spec.policy.stallTimeout", "must be a positive duration such as 90s, 5m or 1h30m"},
+			want: []string{"spec.policy.stallTimeout", "must be a positive duration of at most 8760h"},
 		},
 		{
 			name: "start timeout without unit",
 			mods: []modifier{set("spec.policy.startTimeout", "600")},
-			want: []string{"spec.policy.startTimeout", "must be a positive duration such as 90s, 5m or 1h30m"},
+			want: []string{"spec.policy.startTimeout", "must be a positive duration of at most 8760h"},
+		},
+		{
+			name: "stall timeout Go cannot hold",
+			mods: []modifier{set("spec.policy.stallTimeout", "9999999999h")},
+			want: []string{"spec.policy.stallTimeout", "must be a positive duration of at most 8760h"},
+		},
+		{
+			name: "retry deadline over a year",
+			mods: []modifier{set("spec.policy.retry.deadline", "8760h1s")},
+			want: []string{"spec.policy.retry.deadline", "must be a positive duration of at most 8760h"},
 		},
 		{
 			name:     "misspelt field, with kubectl's strict field validation",

@@ -141,6 +141,7 @@ func newWalkEnv(t *testing.T) *walkEnv {
 	ctx := testContext(t)
 	w.secret = builders.CredentialsSecret(w.ns, "vcenter-credentials", map[string]string{
 		"username": walkVCUser, "password": walkVCPassword, "thumbprint": soap.ThumbprintSHA256(server.Certificate()),
+		"endpoints": server.URL.Host,
 	})
 	w.secret.UID = ""
 	_, err = w.kube.CoreV1().Secrets(w.ns).Create(ctx, w.secret, metav1.CreateOptions{})

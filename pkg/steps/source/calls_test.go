@@ -39,7 +39,9 @@ func countingEnv(t *testing.T) (*env, *atomic.Int64, *simulator.Server) {
 		next.ServeHTTP(w, r)
 	})
 	secrets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	require.NoError(t, secrets.Add(credentials(password)(soap.ThumbprintSHA256(server.Certificate()))))
+	secret := credentials(password)(soap.ThumbprintSHA256(server.Certificate()))
+	secret.Data["endpoints"] = []byte(server.URL.Host)
+	require.NoError(t, secrets.Add(secret))
 	sessions := vsphere.NewSessionCache()
 	t.Cleanup(func() { _ = sessions.Close(context.Background()) })
 	m := builders.Migration(builders.InNamespace("ns"), builders.Credentials("creds"),

@@ -23,11 +23,14 @@ const DefaultCallTimeout = 2 * time.Minute
 const (
 	ReasonCredentialsSecretNotFound = "CredentialsSecretNotFound"
 	ReasonCredentialsInvalid        = "CredentialsInvalid"
-	ReasonSourceVMNotFound          = "SourceVMNotFound"
-	ReasonSourceAuthFailed          = "SourceAuthenticationFailed"
-	ReasonSourcePermissionDenied    = "SourcePermissionDenied"
-	ReasonSourceUnavailable         = "SourceUnavailable"
-	ReasonSourceError               = "SourceError"
+	// ReasonCredentialsEndpointNotAllowed: the credentials Secret does not
+	// name the migration's endpoint (key endpoints): nothing was sent.
+	ReasonCredentialsEndpointNotAllowed = "CredentialsEndpointNotAllowed"
+	ReasonSourceVMNotFound              = "SourceVMNotFound"
+	ReasonSourceAuthFailed              = "SourceAuthenticationFailed"
+	ReasonSourcePermissionDenied        = "SourcePermissionDenied"
+	ReasonSourceUnavailable             = "SourceUnavailable"
+	ReasonSourceError                   = "SourceError"
 )
 
 // Step implements steps.SourceStep on vSphere.
@@ -50,14 +53,25 @@ func (s *Step) timeout() time.Duration {
 	return DefaultCallTimeout
 }
 
-// connect reads the Secret, gets a session and finds the VM. Once the VM
-// was inventoried it is named by its managed object reference, so that a
-// renamed or re-created namesake is never taken for it.
-func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (*vsphere.Session, *object.VirtualMachine, *statemachine.ObservedError) {
+// connect reads the Secret, enters the endpoint's gate (the caller calls
+// leave when done; it is a no-op on failure), gets a session and finds
+// the VM. Once the VM was inventoried it is named by its managed object
+// reference, so that a renamed or re-created namesake is never taken for
+// it.
+func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (*vsphere.Session, *object.VirtualMachine, func(), *statemachine.ObservedError) {
+	leave := func() {}
+	sess, vm, err := s.connectGated(ctx, m, &leave)
+	return sess, vm, leave, err
+}
+
+func (s *Step) connectGated(ctx context.Context, m *v1alpha1.VirtualMachineMigration, leave *func()) (*vsphere.Session, *object.VirtualMachine, *statemachine.ObservedError) {
 	spec := m.SpecInForce()
 	ref := spec.Source.CredentialsSecretRef.Name
 	secret, err := s.Secrets.Secrets(m.Namespace).Get(ref)
 	switch {
+	case apierrors.IsNotFound(err) && s.Sessions.Keeps(credentialsOwner(m)):
+		// Gone with its namespace: the restore uses what was kept.
+		return s.connectKept(ctx, m, leave)
 	case apierrors.IsNotFound(err):
 		return nil, nil, &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonCredentialsSecretNotFound,
 			Message: fmt.Sprintf("no credentials Secret %q with the label %s=true in namespace %q: create it with the keys username and password (optionally ca.crt or thumbprint) and label it, which allows this controller to use it",
@@ -72,17 +86,31 @@ func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration)
 			Message: err.Error()}
 	}
 	ep := vsphere.Endpoint{URL: spec.Source.URL, Datacenter: spec.Source.Datacenter, InsecureSkipVerify: spec.Source.InsecureSkipVerify}
+	if err := vsphere.CheckSecretEndpoint(secret, ep.URL); err != nil {
+		return nil, nil, classify(err)
+	}
+	gateLeave, err := s.Sessions.Enter(ep.URL)
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	*leave = gateLeave
 	sess, err := s.Sessions.Get(ctx, ep, secret)
 	if err != nil {
 		return nil, nil, classify(err)
 	}
+	s.keep(m, ep, secret)
+	return s.findVM(ctx, m, sess)
+}
+
+// findVM is m's source VM on sess.
+func (s *Step) findVM(ctx context.Context, m *v1alpha1.VirtualMachineMigration, sess *vsphere.Session) (*vsphere.Session, *object.VirtualMachine, *statemachine.ObservedError) {
 	if src := m.Status.Source; src != nil && src.MoRef != "" {
 		// Inventoried: its reference is the server's own, and the call
 		// made on it says if it is gone (bench-scale: checking it first
 		// was a third of the vSphere calls of a migration).
 		return sess, vsphere.KnownVM(sess, src.MoRef), nil
 	}
-	vm, err := vsphere.FindVM(ctx, sess, spec.Source.VM)
+	vm, err := vsphere.FindVM(ctx, sess, m.SpecInForce().Source.VM)
 	if err != nil {
 		return nil, nil, classify(err)
 	}
@@ -92,6 +120,14 @@ func (s *Step) connect(ctx context.Context, m *v1alpha1.VirtualMachineMigration)
 // classify maps a vSphere error onto the state machine's error classes.
 func classify(err error) *statemachine.ObservedError {
 	msg := err.Error()
+	var busy *vsphere.EndpointBusyError
+	var notAllowed *vsphere.EndpointNotAllowedError
+	switch {
+	case errors.As(err, &busy):
+		return &statemachine.ObservedError{Class: statemachine.ErrorTransient, Reason: steps.ReasonEndpointBusy, Message: msg}
+	case errors.As(err, &notAllowed):
+		return &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonCredentialsEndpointNotAllowed, Message: msg}
+	}
 	switch vsphere.Classify(err) {
 	case vsphere.ClassNotFound:
 		return &statemachine.ObservedError{Class: statemachine.ErrorGone, Reason: ReasonSourceVMNotFound, Message: msg}
@@ -112,7 +148,8 @@ func classify(err error) *statemachine.ObservedError {
 func (s *Step) Observe(ctx context.Context, m *v1alpha1.VirtualMachineMigration, need statemachine.SourceNeed) statemachine.SourceObservation {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout())
 	defer cancel()
-	sess, vm, oerr := s.connect(ctx, m)
+	sess, vm, leave, oerr := s.connect(ctx, m)
+	defer leave()
 	if oerr != nil {
 		return statemachine.SourceObservation{Error: oerr}
 	}
@@ -171,7 +208,8 @@ func observeTasks(tasks []vsphere.TaskState) []statemachine.TaskObservation {
 func (s *Step) act(ctx context.Context, m *v1alpha1.VirtualMachineMigration, what string, op func(context.Context, *object.VirtualMachine) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout())
 	defer cancel()
-	_, vm, oerr := s.connect(ctx, m)
+	_, vm, leave, oerr := s.connect(ctx, m)
+	defer leave()
 	if oerr == nil {
 		if err := op(ctx, vm); err != nil {
 			oerr = classify(err)

@@ -47,7 +47,11 @@ func newEnv(t *testing.T, secret func(thumbprint string) *corev1.Secret) *env {
 
 	secrets := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	if secret != nil {
-		require.NoError(t, secrets.Add(secret(soap.ThumbprintSHA256(server.Certificate()))))
+		s := secret(soap.ThumbprintSHA256(server.Certificate()))
+		if _, ok := s.Data["endpoints"]; !ok {
+			s.Data["endpoints"] = []byte(server.URL.Host)
+		}
+		require.NoError(t, secrets.Add(s))
 	}
 	sessions := vsphere.NewSessionCache()
 	t.Cleanup(func() { _ = sessions.Close(context.Background()) })

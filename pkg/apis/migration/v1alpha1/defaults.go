@@ -3,7 +3,6 @@ package v1alpha1
 import (
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -48,7 +47,7 @@ func (p *PolicySpec) ShutdownMode() ShutdownMode {
 
 // ShutdownTimeout is the guest shutdown timeout (default 5m).
 func (p *PolicySpec) ShutdownTimeout() time.Duration {
-	return durationOr(p.Shutdown.Timeout, DefaultShutdownTimeout)
+	return p.Shutdown.Timeout.or(DefaultShutdownTimeout)
 }
 
 // RetryLimit is the retry budget's count (default 3).
@@ -56,7 +55,7 @@ func (p *PolicySpec) RetryLimit() int32 { return ptr.Deref(p.Retry.Limit, Defaul
 
 // RetryDeadline is the retry budget's wall-clock deadline from the start (default 24h).
 func (p *PolicySpec) RetryDeadline() time.Duration {
-	return durationOr(p.Retry.Deadline, DefaultRetryDeadline)
+	return p.Retry.Deadline.or(DefaultRetryDeadline)
 }
 
 // CleanupPolicy is the cleanup policy (default Delete).
@@ -69,23 +68,39 @@ func (p *PolicySpec) CleanupPolicy() CleanupPolicy {
 
 // StallAfter is how long without progress before Stalled (default 30m).
 func (p *PolicySpec) StallAfter() time.Duration {
-	return durationOr(p.StallTimeout, DefaultStallTimeout)
+	return p.StallTimeout.or(DefaultStallTimeout)
 }
 
 // StartDeadline is how long the new VM may take to run (default 10m).
 func (p *PolicySpec) StartDeadline() time.Duration {
-	return durationOr(p.StartTimeout, DefaultStartTimeout)
+	return p.StartTimeout.or(DefaultStartTimeout)
 }
 
 // NeedsApproval reports whether the migration waits for approval before
 // the source is stopped.
 func (p *PolicySpec) NeedsApproval() bool { return p.RequireApproval && !p.Approved }
 
-func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
-	if d == nil {
-		return def
+// DurationProblems names each duration of the policy that is not a
+// positive duration of at most MaxDuration (a value stored under the
+// schema of an older release, or built in code), with the value used in
+// its place: none for a policy the schema admitted.
+func (p *PolicySpec) DurationProblems() []string {
+	var out []string
+	for _, f := range []struct {
+		path string
+		d    *Duration
+		def  time.Duration
+	}{
+		{"spec.policy.shutdown.timeout", p.Shutdown.Timeout, DefaultShutdownTimeout},
+		{"spec.policy.retry.deadline", p.Retry.Deadline, DefaultRetryDeadline},
+		{"spec.policy.stallTimeout", p.StallTimeout, DefaultStallTimeout},
+		{"spec.policy.startTimeout", p.StartTimeout, DefaultStartTimeout},
+	} {
+		if msg := f.d.problem(f.path, f.def); msg != "" {
+			out = append(out, msg)
+		}
 	}
-	return d.Duration
+	return out
 }
 
 // SpecInForce is the spec the controller works from. Once it began to stop

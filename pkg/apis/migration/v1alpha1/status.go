@@ -202,6 +202,11 @@ type SourceInventory struct {
 	// HostMoRef is the host's managed object reference value.
 	// +optional
 	HostMoRef string `json:"hostMoRef,omitempty"`
+	// HostUUID is the host's hardware UUID (summary.hardware.uuid): the
+	// same whether the host is reached through its vCenter or directly, so
+	// the transfer limits and the claim on the source VM meet across both.
+	// +optional
+	HostUUID string `json:"hostUUID,omitempty"`
 	// CPU topology.
 	CPU CPUTopology `json:"cpu"`
 	// MemoryMiB is the configured memory.
@@ -288,6 +293,11 @@ type SourceDisk struct {
 	// Datastore holding the backing file.
 	// +optional
 	Datastore string `json:"datastore,omitempty"`
+	// DatastoreURL is that datastore's URL (summary.url, for example
+	// ds:///vmfs/volumes/<uuid>/): its identity across endpoints, where
+	// its name (every standalone host has a datastore1) is not.
+	// +optional
+	DatastoreURL string `json:"datastoreURL,omitempty"`
 	// Provisioning is Thin, Thick (lazy zeroed) or EagerZeroedThick.
 	// +optional
 	Provisioning string `json:"provisioning,omitempty"`
@@ -389,6 +399,18 @@ type SourceControlStatus struct {
 	// one failure that ends a restore.
 	// +optional
 	SourceGoneAt *metav1.Time `json:"sourceGoneAt,omitempty"`
+	// RestoreAbandonedAt is when the controller gave up restoring the
+	// source because the migration's namespace is being deleted and
+	// nothing can let it reach vSphere any more (its credentials Secret is
+	// gone and a Terminating namespace accepts no new one): the source VM
+	// stays as it is (powered off), an event, a log line and the metric
+	// vm_migration_source_restore_abandoned say so, and the finalizer is
+	// released so that the namespace can go.
+	// +optional
+	RestoreAbandonedAt *metav1.Time `json:"restoreAbandonedAt,omitempty"`
+	// RestoreAbandonedReason is why the restore was given up.
+	// +optional
+	RestoreAbandonedReason string `json:"restoreAbandonedReason,omitempty"`
 	// Snapshots the controller made, with intent and result.
 	// +optional
 	// +listType=map

@@ -361,14 +361,12 @@ type PolicySpec struct {
 	// condition is set.
 	// +optional
 	// +kubebuilder:default="30m"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$') && !self.matches('^([0]+(\\\\.[0]+)?(ms|s|m|h))+$')",message="must be a positive duration such as 90s, 5m or 1h30m"
-	StallTimeout *metav1.Duration `json:"stallTimeout,omitempty"`
+	StallTimeout *Duration `json:"stallTimeout,omitempty"`
 	// StartTimeout is how long the new VM may take to run (and, when asked,
 	// to connect its guest agent) before verification fails.
 	// +optional
 	// +kubebuilder:default="10m"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$') && !self.matches('^([0]+(\\\\.[0]+)?(ms|s|m|h))+$')",message="must be a positive duration such as 90s, 5m or 1h30m"
-	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
+	StartTimeout *Duration `json:"startTimeout,omitempty"`
 }
 
 // ShutdownPolicy says how the source VM is stopped.
@@ -380,8 +378,7 @@ type ShutdownPolicy struct {
 	// Timeout of the guest shutdown before the VM is powered off.
 	// +optional
 	// +kubebuilder:default="5m"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$') && !self.matches('^([0]+(\\\\.[0]+)?(ms|s|m|h))+$')",message="must be a positive duration such as 90s, 5m or 1h30m"
-	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	Timeout *Duration `json:"timeout,omitempty"`
 }
 
 // RetryPolicy bounds the retries of failed steps.
@@ -397,8 +394,7 @@ type RetryPolicy struct {
 	// before a failing step is no longer retried.
 	// +optional
 	// +kubebuilder:default="24h"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ms|s|m|h))+$') && !self.matches('^([0]+(\\\\.[0]+)?(ms|s|m|h))+$')",message="must be a positive duration such as 90s, 5m or 1h30m"
-	Deadline *metav1.Duration `json:"deadline,omitempty"`
+	Deadline *Duration `json:"deadline,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -122,7 +122,9 @@ func TestFromInstanceAndQEMUArgs(t *testing.T) {
 			wantErr: "volume disk-0 is neither a DataVolume nor a claim",
 		},
 		"i440fx": {
-			vmi:     instanceWith(func(s *kubevirtv1.VirtualMachineInstanceSpec) { s.Domain.Machine = &kubevirtv1.Machine{Type: "pc-i440fx-7.2"} }),
+			vmi: instanceWith(func(s *kubevirtv1.VirtualMachineInstanceSpec) {
+				s.Domain.Machine = &kubevirtv1.Machine{Type: "pc-i440fx-7.2"}
+			}),
 			wantErr: "only q35",
 		},
 		"no memory": {

@@ -91,7 +91,7 @@ func Run(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, o Options)
 	if err := prepare(m, l, o); err != nil {
 		return err
 	}
-	s := newState(o.Accel)
+	s := newState(o.Accel, m.NICs)
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return fmt.Errorf("status server: %w", err)

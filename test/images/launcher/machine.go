@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -60,7 +61,8 @@ type NIC struct {
 	Name string
 	// Model is the QEMU device: virtio-net-pci, e1000, e1000e...
 	Model string
-	// MAC is the interface's MAC address ("" lets QEMU choose).
+	// MAC is the interface's MAC address, lower case (generated when the
+	// instance gives none).
 	MAC string
 	// BootOrder is the instance's boot order (0: none).
 	BootOrder uint
@@ -105,11 +107,24 @@ func FromInstance(vmi *kubevirtv1.VirtualMachineInstance, diskDir string) (*Mach
 	for _, n := range vmi.Spec.Networks {
 		masquerade[n.Name] = n.Pod != nil
 	}
-	for _, i := range dom.Devices.Interfaces {
-		m.NICs = append(m.NICs, NIC{Name: i.Name, Model: nicModel(i.Model), MAC: i.MacAddress, BootOrder: deref(i.BootOrder),
+	for n, i := range dom.Devices.Interfaces {
+		mac := strings.ToLower(i.MacAddress)
+		if mac == "" {
+			mac = generatedMAC(vmi, n)
+		}
+		m.NICs = append(m.NICs, NIC{Name: i.Name, Model: nicModel(i.Model), MAC: mac, BootOrder: deref(i.BootOrder),
 			Masquerade: i.Masquerade != nil && masquerade[i.Name]})
 	}
 	return m, nil
+}
+
+// generatedMAC is the MAC address of an interface the instance gives none:
+// in QEMU's locally administered range 52:54:00, as libvirt picks one, but
+// derived from the instance's UID and the interface's position, so that
+// the launcher and its status agree across restarts.
+func generatedMAC(vmi *kubevirtv1.VirtualMachineInstance, index int) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%s/%d", vmi.Namespace, vmi.Name, vmi.UID, index)))
+	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", sum[0], sum[1], sum[2])
 }
 
 // setDisks reads the disks, each from its volume's claim.

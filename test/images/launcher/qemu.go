@@ -158,9 +158,7 @@ func (m *Machine) nicArgs(ports *rootPorts) []string {
 		if n.Model == "virtio-net-pci" {
 			dev += ",bus=" + ports.next()
 		}
-		if n.MAC != "" {
-			dev += ",mac=" + n.MAC
-		}
+		dev += ",mac=" + n.MAC
 		if n.BootOrder > 0 {
 			dev += fmt.Sprintf(",bootindex=%d", n.BootOrder)
 		} else {

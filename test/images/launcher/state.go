@@ -20,8 +20,12 @@ type state struct {
 	agentChange chan struct{} // signalled when the agent's port opens
 }
 
-func newState(accel string) *state {
-	return &state{st: Status{QEMU: QEMUStatus{State: StateStarting, Accel: accel}}, agentChange: make(chan struct{}, 1)}
+func newState(accel string, nics []NIC) *state {
+	s := &state{st: Status{QEMU: QEMUStatus{State: StateStarting, Accel: accel}}, agentChange: make(chan struct{}, 1)}
+	for _, n := range nics {
+		s.st.QEMU.Interfaces = append(s.st.QEMU.Interfaces, DomainInterface{Name: n.Name, MAC: n.MAC})
+	}
+	return s
 }
 
 func now() *time.Time {
@@ -70,6 +74,7 @@ func (s *state) snapshot() Status {
 	defer s.mu.Unlock()
 	out := s.st
 	out.QEMU.Args = slices.Clone(s.st.QEMU.Args)
+	out.QEMU.Interfaces = slices.Clone(s.st.QEMU.Interfaces)
 	out.Agent.Interfaces = slices.Clone(s.st.Agent.Interfaces)
 	return out
 }

@@ -43,8 +43,19 @@ type QEMUStatus struct {
 	Accel string `json:"accel"`
 	// Args are QEMU's arguments.
 	Args []string `json:"args,omitempty"`
+	// Interfaces are the machine's NICs as QEMU has them (what libvirt's
+	// domain says of them).
+	Interfaces []DomainInterface `json:"interfaces,omitempty"`
 	// Exit says how QEMU ended, once it did.
 	Exit string `json:"exit,omitempty"`
+}
+
+// DomainInterface is one NIC of the machine.
+type DomainInterface struct {
+	// Name is the instance's name of the interface.
+	Name string `json:"name"`
+	// MAC is its MAC address, lower case.
+	MAC string `json:"mac"`
 }
 
 // AgentStatus is what QEMU's guest agent answered, in its own terms.

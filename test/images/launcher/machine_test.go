@@ -73,7 +73,7 @@ func TestFromInstanceAndQEMUArgs(t *testing.T) {
 			wantArgs: []string{"-machine q35,accel=kvm,smm=off", "-cpu host"},
 		},
 		"a NIC without MAC gets one derived from the instance": {
-			vmi: instanceWith(func(s *kubevirtv1.VirtualMachineInstanceSpec) { s.Domain.Devices.Interfaces[0].MacAddress = "" }),
+			vmi:      instanceWith(func(s *kubevirtv1.VirtualMachineInstanceSpec) { s.Domain.Devices.Interfaces[0].MacAddress = "" }),
 			wantArgs: []string{"-device virtio-net-pci,netdev=hostnet0,id=ua-net-0,bus=pci.1,mac=52:54:00:e2:dc:fe,romfile="},
 		},
 		"EFI with secure boot and SMM, SMBIOS identity": {

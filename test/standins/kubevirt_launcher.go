@@ -38,6 +38,10 @@ const (
 	// launcherEnvInstance carries the instance to the launcher
 	// (test/images/cmd/vmi-launcher).
 	launcherEnvInstance = "VMI"
+	// AnnotationLauncherRuntimeClass on an instance (its VM's template)
+	// runs its launcher under KVM through the named RuntimeClass, whatever
+	// Config.LauncherRuntimeClass says: the KVM probe's instance has it.
+	AnnotationLauncherRuntimeClass = "standins.platform.example/launcher-runtime-class"
 	// defaultGracePeriod is KubeVirt's termination grace period of an
 	// instance that names none.
 	defaultGracePeriod = int64(30)
@@ -79,8 +83,12 @@ func (k *KubeVirt) launcherPod(vmi *kubevirtv1.VirtualMachineInstance) (*corev1.
 	labels[kubevirtv1.DeprecatedVirtualMachineNameLabel] = hostName(vmi)
 	accel := launcher.AccelTCG
 	var runtimeClass *string
-	if k.cfg.LauncherRuntimeClass != "" {
-		accel, runtimeClass = launcher.AccelKVM, ptr.To(k.cfg.LauncherRuntimeClass)
+	rc := k.cfg.LauncherRuntimeClass
+	if a := vmi.Annotations[AnnotationLauncherRuntimeClass]; a != "" {
+		rc = a
+	}
+	if rc != "" {
+		accel, runtimeClass = launcher.AccelKVM, ptr.To(rc)
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{

@@ -22,28 +22,6 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 )
 
-// bootSector is a 512-byte MBR boot sector that writes msg to the first
-// serial port (COM1, 0x3f8) and halts: what SeaBIOS boots from a virtio
-// disk when the sector ends with 55 AA.
-func bootSector(msg string) []byte {
-	code := []byte{
-		0xBA, 0xF8, 0x03, // mov dx, 0x3f8
-		0xBE, 0x11, 0x7C, // mov si, 0x7c11 (msg)
-		0xAC,       // loop: lodsb
-		0x84, 0xC0, // test al, al
-		0x74, 0x03, // jz done
-		0xEE,       // out dx, al
-		0xEB, 0xF8, // jmp loop
-		0xF4,       // done: hlt
-		0xEB, 0xFD, // jmp done
-	}
-	sector := make([]byte, 512)
-	copy(sector, code)
-	copy(sector[len(code):], msg+"\x00")
-	sector[510], sector[511] = 0x55, 0xAA
-	return sector
-}
-
 // syncBuffer is a bytes.Buffer QEMU and the test share.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -161,7 +139,7 @@ func (l *launched) stop(t *testing.T) error {
 
 func TestRunBootsToTheSerialConsoleAndStops(t *testing.T) {
 	const marker = "V2V-GUEST-UP firmware=bios boot-sector"
-	l := launch(t, instanceWith(), bootSector(marker+"\r\n"))
+	l := launch(t, instanceWith(), BootSector(marker+"\r\n"))
 	require.Eventually(t, func() bool { return bytes.Contains([]byte(l.console.String()), []byte(marker)) },
 		time.Minute, 100*time.Millisecond, "the guest's line on the console; launcher log:\n%s", l.log)
 	assert.Equal(t, http.StatusOK, l.ready(), "readiness once QEMU runs the guest")

@@ -3,7 +3,8 @@
 # Debian guest (the host's release, bookworm on Debian 12) as a VMware VM
 # would hold it (open-vm-tools installed, an initramfs with the VMware
 # storage drivers and no virtio), with the QEMU guest agent installed (it
-# starts when its virtio-serial port appears) and VMware's network: a
+# starts when its virtio-serial port appears), D-Bus (so that logind
+# powers the guest off on ACPI's power button) and VMware's network: a
 # static IPv4 address on the first NIC, which VMware names ens192
 # (192.168.122.10/24, gateway and DNS 192.168.122.1), DHCP on the second
 # (ens224), in two variants covering two network stacks:
@@ -91,7 +92,7 @@ echo "bootstrapping a $suite guest tree from ${sources[*]} (5-10 minutes)" >&2
 mmdebstrap --variant=minbase --mode=root \
   --include=linux-image-amd64,systemd-sysv,udev,kmod,initramfs-tools,e2fsprogs,dosfstools,util-linux \
   --include=grub2-common,grub-pc-bin,grub-efi-amd64-bin,grub-efi-amd64-signed,shim-signed \
-  --include=open-vm-tools,qemu-guest-agent,ifupdown,isc-dhcp-client,iproute2 \
+  --include=open-vm-tools,qemu-guest-agent,ifupdown,isc-dhcp-client,iproute2,dbus \
   --customize-hook="$guest_dir/customize.sh" \
   "$suite" "$work/rootfs.tar" "${sources[@]}"
 bootstrap=$((SECONDS - start))

@@ -226,23 +226,33 @@ func (k *KubeVirt) start(ctx context.Context, vm *kubevirtv1.VirtualMachine) err
 	return k.setVMStatus(ctx, vm, vmStatus{created: true, printable: kubevirtv1.VirtualMachineStatusStarting})
 }
 
-// runInstance marks a started instance Running once its volumes are ready and the
-// configured start delay has passed.
-func (k *KubeVirt) runInstance(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
+// readyToStart says whether an instance's guest may start: its volumes
+// are there (else it reports why it waits) and the configured start delay
+// passed; when not, how long to wait before asking again.
+func (k *KubeVirt) readyToStart(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (bool, time.Duration, error) {
 	missing, provisioning, err := k.volumesReady(ctx, vm.Namespace, &vmi.Spec)
 	if err != nil {
-		return 0, err
+		return false, 0, err
 	}
 	if missing != "" {
-		return time.Second, k.waitForClaim(ctx, vm, vmi, missing)
+		return false, time.Second, k.waitForClaim(ctx, vm, vmi, missing)
 	}
 	if provisioning {
-		return time.Second, k.setVMStatus(ctx, vm, vmStatus{created: true, printable: kubevirtv1.VirtualMachineStatusProvisioning})
+		return false, time.Second, k.setVMStatus(ctx, vm, vmStatus{created: true, printable: kubevirtv1.VirtualMachineStatusProvisioning})
 	}
 	if wait := k.cfg.VMIStartDelay - time.Since(vmi.CreationTimestamp.Time); wait > 0 {
-		return wait, nil
+		return false, wait, nil
 	}
-	err = k.updateInstance(ctx, vmi, func(st *kubevirtv1.VirtualMachineInstanceStatus) {
+	return true, 0, nil
+}
+
+// runInstance marks a started instance Running once it is ready to start
+// (no guest runs: the mode without a launcher).
+func (k *KubeVirt) runInstance(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
+	if ok, wait, err := k.readyToStart(ctx, vm, vmi); !ok || err != nil {
+		return wait, err
+	}
+	err := k.updateInstance(ctx, vmi, func(st *kubevirtv1.VirtualMachineInstanceStatus) {
 		now := metav1.Now()
 		st.Phase = kubevirtv1.Running
 		st.NodeName = k.cfg.NodeName

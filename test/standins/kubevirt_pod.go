@@ -63,18 +63,8 @@ func (k *KubeVirt) launcherPodOf(ctx context.Context, vmi *kubevirtv1.VirtualMac
 // startLauncher creates the launcher pod once the volumes are ready and
 // the start delay passed.
 func (k *KubeVirt) startLauncher(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
-	missing, provisioning, err := k.volumesReady(ctx, vm.Namespace, &vmi.Spec)
-	if err != nil {
-		return 0, err
-	}
-	if missing != "" {
-		return time.Second, k.waitForClaim(ctx, vm, vmi, missing)
-	}
-	if provisioning {
-		return time.Second, k.setVMStatus(ctx, vm, vmStatus{created: true, printable: kubevirtv1.VirtualMachineStatusProvisioning})
-	}
-	if wait := k.cfg.VMIStartDelay - time.Since(vmi.CreationTimestamp.Time); wait > 0 {
-		return wait, nil
+	if ok, wait, err := k.readyToStart(ctx, vm, vmi); !ok || err != nil {
+		return wait, err
 	}
 	pod, err := k.launcherPod(vmi)
 	if err != nil {

@@ -177,10 +177,9 @@ func (s *state) runQEMU(ctx context.Context, args []string, l Layout, o Options)
 		stop()
 	}()
 	mon, err := s.monitor(alive, l.QMPSocket, o.Log)
-	var poller *agentPoller
 	if err == nil {
 		defer mon.close()
-		poller = s.startAgentPoller(alive, l.AgentSocket, o)
+		go s.pollAgent(alive, l.AgentSocket, o)
 	} else if !p.exitedWithin(0) {
 		fmt.Fprintf(o.Log, "launcher: %v\n", err)
 		_ = cmd.Process.Kill()
@@ -191,7 +190,7 @@ func (s *state) runQEMU(ctx context.Context, args []string, l Layout, o Options)
 	case <-ctx.Done():
 	}
 	s.stopping()
-	s.shutdown(mon, poller, p, l, o)
+	s.shutdown(mon, p, o)
 	<-p.done
 	_ = s.ended(p.err, o.Log)
 	return nil
@@ -220,20 +219,15 @@ func (s *state) monitor(ctx context.Context, socket string, log io.Writer) (*qmp
 	}
 }
 
-// shutdown stops the guest: when its agent ever answered, the agent's
-// guest-shutdown and ACPI's power button (as libvirt tries the agent,
-// then ACPI), bounded by ShutdownTimeout; then QMP quit, then SIGKILL.
-func (s *state) shutdown(mon *qmp, poller *agentPoller, p *process, l Layout, o Options) {
+// shutdown stops the guest: when its agent ever answered, ACPI's power
+// button (what virt-launcher sends, SignalShutdownVMI), bounded by
+// ShutdownTimeout; then QMP quit, then SIGKILL.
+func (s *state) shutdown(mon *qmp, p *process, o Options) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if mon != nil && s.agentEverConnected() {
-		fmt.Fprintf(o.Log, "launcher: asking the guest to shut down (guest agent, ACPI), up to %s\n", o.ShutdownTimeout)
-		poller.halt()
-		if err := agentShutdown(ctx, l.AgentSocket); err != nil {
-			fmt.Fprintf(o.Log, "launcher: %v\n", err)
-		}
-		_, _ = mon.execute(ctx, "system_powerdown", nil)
-		if p.exitedWithin(o.ShutdownTimeout) {
+		fmt.Fprintf(o.Log, "launcher: asking the guest to shut down (ACPI power button), up to %s\n", o.ShutdownTimeout)
+		if _, err := mon.execute(ctx, "system_powerdown", nil); err == nil && p.exitedWithin(o.ShutdownTimeout) {
 			return
 		}
 	}

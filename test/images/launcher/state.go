@@ -119,48 +119,6 @@ func (s *state) setAgent(osInfo *GuestOSInfo, ifaces []GuestInterface) {
 	s.st.Agent.OSInfo, s.st.Agent.Interfaces, s.st.Agent.UpdatedAt = osInfo, ifaces, now()
 }
 
-// agentPoller is a running pollAgent.
-type agentPoller struct {
-	stop context.CancelFunc
-	done chan struct{}
-}
-
-// startAgentPoller runs pollAgent until ctx ends or halt.
-func (s *state) startAgentPoller(ctx context.Context, socket string, o Options) *agentPoller {
-	ctx, stop := context.WithCancel(ctx)
-	p := &agentPoller{stop: stop, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		s.pollAgent(ctx, socket, o)
-	}()
-	return p
-}
-
-// halt stops the poller and waits until it let the channel go (QEMU's
-// socket takes one client at a time).
-func (p *agentPoller) halt() {
-	if p == nil {
-		return
-	}
-	p.stop()
-	<-p.done
-}
-
-// agentShutdown asks the guest agent to power the guest off (it answers
-// nothing when it complies).
-func agentShutdown(ctx context.Context, socket string) error {
-	g, err := dialQGA(ctx, socket)
-	if err != nil {
-		return err
-	}
-	defer g.close()
-	deadline := time.Now().Add(3 * time.Second)
-	if err := g.sync(deadline); err != nil {
-		return err
-	}
-	return g.send(deadline, "guest-shutdown", map[string]string{"mode": "powerdown"})
-}
-
 // pollAgent asks the guest agent for the OS and the interfaces every
 // AgentInterval while its port is open, until ctx ends.
 func (s *state) pollAgent(ctx context.Context, socket string, o Options) {

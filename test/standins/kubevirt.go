@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -26,6 +27,8 @@ type KubeVirt struct {
 
 	vms  kvlisters.VirtualMachineLister
 	vmis kvlisters.VirtualMachineInstanceLister
+	// pods lists the launcher pods (with Config.LauncherImage).
+	pods corelisters.PodLister
 }
 
 // launcherSelector selects launcher pods.
@@ -66,6 +69,7 @@ func (k *KubeVirt) watchLaunchers(ctx context.Context, l *loop) (cache.InformerS
 	factory := kubeinformers.NewSharedInformerFactoryWithOptions(k.c.kube, time.Minute, kubeinformers.WithNamespace(k.cfg.Namespace),
 		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = launcherSelector }))
 	pods := factory.Core().V1().Pods().Informer()
+	k.pods = factory.Core().V1().Pods().Lister()
 	enqueue := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj

@@ -30,7 +30,7 @@ func (k *KubeVirt) followLauncher(ctx context.Context, vm *kubevirtv1.VirtualMac
 	if vmi.Status.Phase == kubevirtv1.Succeeded || vmi.Status.Phase == kubevirtv1.Failed {
 		return 0, k.setVMStatus(ctx, vm, vmStatus{created: true, printable: kubevirtv1.VirtualMachineStatusStopped})
 	}
-	pod, err := k.launcherPodOf(ctx, vmi)
+	pod, err := k.launcherPodOf(vmi)
 	if err != nil {
 		return 0, err
 	}
@@ -43,11 +43,11 @@ func (k *KubeVirt) followLauncher(ctx context.Context, vm *kubevirtv1.VirtualMac
 	return k.startLauncher(ctx, vm, vmi)
 }
 
-// launcherPodOf reads the instance's launcher pod from the API server;
-// nil when there is none of this instance (a previous instance's, being
+// launcherPodOf reads the instance's launcher pod from the cache; nil
+// when there is none of this instance (a previous instance's, being
 // deleted, does not count).
-func (k *KubeVirt) launcherPodOf(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (*corev1.Pod, error) {
-	pod, err := k.c.kube.CoreV1().Pods(vmi.Namespace).Get(ctx, launcherPodName(vmi), metav1.GetOptions{})
+func (k *KubeVirt) launcherPodOf(vmi *kubevirtv1.VirtualMachineInstance) (*corev1.Pod, error) {
+	pod, err := k.pods.Pods(vmi.Namespace).Get(launcherPodName(vmi))
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -175,7 +175,7 @@ func (k *KubeVirt) endInstance(ctx context.Context, vm *kubevirtv1.VirtualMachin
 // its grace period; the launcher shuts the guest down) and says whether
 // it is gone.
 func (k *KubeVirt) stopLauncher(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (bool, error) {
-	pod, err := k.launcherPodOf(ctx, vmi)
+	pod, err := k.launcherPodOf(vmi)
 	if err != nil || pod == nil {
 		return pod == nil, err
 	}

@@ -196,11 +196,13 @@ func waitProbeMarker(ctx context.Context, kube kubernetes.Interface, ns string) 
 	return false, fmt.Sprintf("no %s line within %s; the console's end: %s", guestMarker, kvmProbeTimeout, lastLines(log, 6))
 }
 
-// lastLines are the last n non-empty lines of s, joined by " | ".
+// lastLines are the last n non-empty lines of s but QEMU's command line,
+// joined by " | ".
 func lastLines(s string, n int) string {
 	var lines []string
 	for l := range strings.SplitSeq(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
+		// QEMU's command line says nothing of why it failed.
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "launcher: qemu started") {
 			lines = append(lines, l)
 		}
 	}

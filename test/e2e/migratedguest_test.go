@@ -21,6 +21,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/test/bootcheck"
 	"platform.example/vm-migration/test/builders"
 	"platform.example/vm-migration/test/framework"
 	"platform.example/vm-migration/test/vcsimlocal"
@@ -204,23 +205,11 @@ func parseLauncherLog(log string) *guestBoot {
 		}
 		if i := strings.Index(line, guestMarker); i >= 0 && b.marker == "" {
 			b.marker = strings.TrimRight(line[i:], "\r")
-			b.fields = parseMarker(b.marker)
+			b.fields = bootcheck.ParseMarker(b.marker, guestMarker)
 			b.booted = at.Sub(started)
 		}
 	}
 	return b
-}
-
-// parseMarker reads the key=value pairs after the marker on its line.
-func parseMarker(line string) map[string]string {
-	fields := map[string]string{}
-	_, rest, _ := strings.Cut(line, guestMarker)
-	for f := range strings.FieldsSeq(rest) {
-		if k, v, ok := strings.Cut(f, "="); ok {
-			fields[k] = v
-		}
-	}
-	return fields
 }
 
 // checkGuestMarker checks what the booted guest reports: the firmware it

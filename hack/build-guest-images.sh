@@ -2,12 +2,19 @@
 # Builds the real Linux guest disks the conversion tests migrate: a small
 # Debian guest (the host's release, bookworm on Debian 12) as a VMware VM
 # would hold it (open-vm-tools installed, an initramfs with the VMware
-# storage drivers and no virtio), in two variants:
+# storage drivers and no virtio), with the QEMU guest agent installed (it
+# starts when its virtio-serial port appears), D-Bus (so that logind
+# powers the guest off on ACPI's power button) and VMware's network: a
+# static IPv4 address on the first NIC, which VMware names ens192
+# (192.168.122.10/24, gateway and DNS 192.168.122.1), DHCP on the second
+# (ens224), in two variants covering two network stacks:
 #
-#   bios.img  MBR, one ext4 root, grub for i386-pc
+#   bios.img  MBR, one ext4 root, grub for i386-pc; ifupdown
+#             (/etc/network/interfaces, hack/guest/interfaces)
 #   efi.img   GPT, a FAT ESP and an ext4 root, shim and signed grub in
 #             the removable path (boots with or without secure boot), and
-#             the grub.cfg Debian keeps in EFI/debian (virt-v2v looks there)
+#             the grub.cfg Debian keeps in EFI/debian (virt-v2v looks
+#             there); systemd-networkd (hack/guest/*.network)
 #
 # Both are sparse raw images of 1.5 GiB. Each prints, once booted, a line
 # starting with V2V-GUEST-UP on its first serial port that reports what a
@@ -85,7 +92,7 @@ echo "bootstrapping a $suite guest tree from ${sources[*]} (5-10 minutes)" >&2
 mmdebstrap --variant=minbase --mode=root \
   --include=linux-image-amd64,systemd-sysv,udev,kmod,initramfs-tools,e2fsprogs,dosfstools,util-linux \
   --include=grub2-common,grub-pc-bin,grub-efi-amd64-bin,grub-efi-amd64-signed,shim-signed \
-  --include=open-vm-tools \
+  --include=open-vm-tools,qemu-guest-agent,ifupdown,isc-dhcp-client,iproute2,dbus \
   --customize-hook="$guest_dir/customize.sh" \
   "$suite" "$work/rootfs.tar" "${sources[@]}"
 bootstrap=$((SECONDS - start))
@@ -103,6 +110,8 @@ tar-in $work/rootfs.tar / xattrs:true acls:true
 write /etc/fstab "LABEL=v2v-root / ext4 errors=remount-ro 0 1\n"
 command "grub-install --target=i386-pc /dev/sda"
 command "update-grub"
+upload $guest_dir/interfaces /etc/network/interfaces
+command "systemctl enable networking.service"
 EOF
 }
 
@@ -128,6 +137,10 @@ mkdir-p /boot/efi/EFI/debian
 cp /boot/efi/EFI/BOOT/grubx64.efi /boot/efi/EFI/debian/grubx64.efi
 cp /boot/efi/EFI/BOOT/BOOTX64.EFI /boot/efi/EFI/debian/shimx64.efi
 cp /boot/efi/EFI/BOOT/grub.cfg /boot/efi/EFI/debian/grub.cfg
+mkdir-p /etc/systemd/network
+upload $guest_dir/10-ens192.network /etc/systemd/network/10-ens192.network
+upload $guest_dir/20-ens224.network /etc/systemd/network/20-ens224.network
+command "systemctl enable systemd-networkd.service"
 EOF
 }
 
@@ -144,6 +157,12 @@ GUEST_SUITE=$suite
 GUEST_VERSION=$(cat "$work/debian_version")
 GUEST_KERNEL=$kernel
 GUEST_MARKER=V2V-GUEST-UP
+GUEST_NICS=ens192,ens224
+GUEST_STATIC_ADDRESS=192.168.122.10/24
+GUEST_GATEWAY=192.168.122.1
+GUEST_DNS=192.168.122.1
+GUEST_NETSTACK_BIOS=ifupdown
+GUEST_NETSTACK_EFI=networkd
 BUILD_SECONDS_BOOTSTRAP=$bootstrap
 BUILD_SECONDS_BIOS=$bios_time
 BUILD_SECONDS_EFI=$efi_time

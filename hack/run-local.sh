@@ -125,14 +125,16 @@ mkdir -p "$bin"
 imports=()
 controller_image=
 conversion_image=
+launcher_image=
 while read -r ref tarball; do
   imports+=(--import "$tarball")
   case $ref in
     *controller*) controller_image=$ref ;;
+    *launcher*) launcher_image=$ref ;;
     *) conversion_image=$ref ;;
   esac
 done < <(cd "$root" && "$bin/build-images")
-[ -n "$controller_image" ] && [ -n "$conversion_image" ] || die "building the images failed (run $bin/build-images to see why)"
+[ -n "$controller_image" ] && [ -n "$conversion_image" ] && [ -n "$launcher_image" ] || die "building the images failed (run $bin/build-images to see why)"
 guest_args=()
 if [ -n "$guest" ]; then
   say "building (or reusing) the real guest images and the conversion image"
@@ -173,9 +175,9 @@ fi
 
 # --- the stand-ins ------------------------------------------------------------
 start standins "$bin/standins" --kubeconfig="$KUBECONFIG" --root="$state/standins" \
-  --local-volume-node="$NODE_NAME" --clone-bytes-per-second=$((4 << 20)) --vmi-start-delay=2s -v=1
+  --local-volume-node="$NODE_NAME" --launcher-image="$launcher_image" --clone-bytes-per-second=$((4 << 20)) --vmi-start-delay=2s -v=1
 wait_until "the stand-ins" 60 kubectl get storageclass standard
-say "simulated storage provisioner, CDI and KubeVirt running (test/standins)"
+say "simulated storage provisioner, CDI and KubeVirt running (test/standins; instances run in launcher pods, QEMU under TCG)"
 
 # --- the controller, as it ships -----------------------------------------------
 rel=$(realpath --relative-to="$state/overlay" "$root/manifests")

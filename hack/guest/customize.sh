@@ -7,6 +7,11 @@ here=$(dirname "$0")
 
 echo v2v-guest >"$root/etc/hostname"
 printf '127.0.0.1\tlocalhost\n127.0.1.1\tv2v-guest\n' >"$root/etc/hosts"
+# The static network's resolver (each image's network stack is set up by
+# build-guest-images.sh: ifupdown or systemd-networkd).
+echo 'nameserver 192.168.122.1' >"$root/etc/resolv.conf"
+# No network stack runs until an image picks one.
+chroot "$root" systemctl disable networking.service >/dev/null 2>&1 || true
 
 # The host's apt sources were pasted in by mmdebstrap: they name the
 # build machine's mirror, which has no business inside a test guest.

@@ -1,27 +1,22 @@
 package bootcheck
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
+	"sync"
 	"time"
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"platform.example/vm-migration/test/images/launcher"
 )
 
 // Defaults of Options.
 const (
-	// DefaultQEMU is the QEMU binary.
-	DefaultQEMU = "qemu-system-x86_64"
-	// DefaultFirmwareDir holds Debian's OVMF files.
-	DefaultFirmwareDir = "/usr/share/OVMF"
 	// DefaultMarker starts the line the test guests print once up.
 	DefaultMarker = "V2V-GUEST-UP"
 	// DefaultTimeout bounds a boot: several minutes under TCG on a busy
@@ -31,15 +26,17 @@ const (
 
 // Options configure Boot.
 type Options struct {
-	// Images gives each disk's raw image file, by disk name.
+	// Images gives each volume's raw image file, by volume name.
 	Images map[string]string
-	// WorkDir receives the serial log and the EFI variable store.
+	// WorkDir receives the serial log, the EFI variable store and the
+	// sockets.
 	WorkDir string
 	// Marker starts the line to wait for; empty means DefaultMarker.
 	Marker string
 	// Timeout of the boot; 0 means DefaultTimeout.
 	Timeout time.Duration
-	// QEMU and FirmwareDir; empty means the defaults.
+	// QEMU and FirmwareDir; empty means the machine's
+	// (qemu-system-x86_64 on the PATH, /usr/share/OVMF).
 	QEMU, FirmwareDir string
 }
 
@@ -53,61 +50,52 @@ type Result struct {
 	Elapsed time.Duration
 	// SerialLog is the file holding the serial console's output.
 	SerialLog string
-	// Args are QEMU's arguments.
-	Args []string
-	// Machine is the hardware booted.
-	Machine *Machine
 }
 
-// Boot starts vm's disks in QEMU with vm's hardware and waits until the
-// guest prints a line starting with the marker on its first serial port.
-// It stops QEMU before it returns. A boot that ends or times out before
-// the marker is an error quoting the end of the serial log.
+// Boot runs vm's template in QEMU as the launcher does (package launcher,
+// under TCG, the disks read and written in place) and waits until the
+// guest prints a line starting with the marker on its first serial port;
+// then it stops QEMU. A boot that ends or times out before the marker is
+// an error quoting the end of the serial log.
 func Boot(ctx context.Context, vm *kubevirtv1.VirtualMachine, opts Options) (*Result, error) {
 	opts.defaults()
-	m, err := FromVM(vm, opts.Images)
-	if err != nil {
-		return nil, err
+	if vm.Spec.Template == nil {
+		return nil, fmt.Errorf("virtual machine %s has no template", vm.Name)
 	}
-	if err := os.MkdirAll(opts.WorkDir, 0o755); err != nil {
+	vmi := &kubevirtv1.VirtualMachineInstance{Spec: vm.Spec.Template.Spec}
+	vmi.Name, vmi.Namespace, vmi.UID = vm.Name, vm.Namespace, vm.UID
+	disks := filepath.Join(opts.WorkDir, "disks")
+	if err := linkImages(disks, opts.Images); err != nil {
 		return nil, fmt.Errorf("bootcheck: %w", err)
 	}
-	serial := filepath.Join(opts.WorkDir, "serial.log")
-	code, varsTemplate := m.FirmwareFiles(opts.FirmwareDir)
-	vars := filepath.Join(opts.WorkDir, "efi-vars.fd")
-	if varsTemplate != "" {
-		if err := copyFile(varsTemplate, vars); err != nil {
-			return nil, fmt.Errorf("bootcheck: the EFI variable store: %w", err)
-		}
-	}
-	res := &Result{SerialLog: serial, Args: m.QEMUArgs(serial, code, vars), Machine: m}
-	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-	defer cancel()
-	cmd := exec.Command(opts.QEMU, res.Args...)
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("bootcheck: starting %s: %w", opts.QEMU, err)
-	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	defer func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-	}()
-	line, err := waitMarker(ctx, serial, opts.Marker, exited, func() error { return waitErr })
+	serialLog := filepath.Join(opts.WorkDir, "serial.log")
+	serial, err := os.Create(serialLog)
 	if err != nil {
-		return nil, fmt.Errorf("bootcheck: %s: %w (qemu: %s)\nend of the serial console:\n%s",
-			vm.Name, err, strings.TrimSpace(stderr.String()), tailFile(serial, 2048))
+		return nil, fmt.Errorf("bootcheck: %w", err)
 	}
-	res.Line, res.Fields, res.Elapsed = line, ParseMarker(line, opts.Marker), time.Since(start)
-	return res, nil
+	defer serial.Close()
+	w := &markerWriter{file: serial, marker: opts.Marker, found: make(chan struct{})}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		done <- launcher.Run(runCtx, vmi, launcher.Options{QEMU: opts.QEMU, FirmwareDir: opts.FirmwareDir, DiskDir: disks,
+			RunDir: filepath.Join(opts.WorkDir, "run"), Listen: "127.0.0.1:0", Console: w, Log: serial})
+	}()
+	select {
+	case <-w.found:
+		elapsed := time.Since(start)
+		stop()
+		<-done
+		return &Result{Line: w.line, Fields: ParseMarker(w.line, opts.Marker), Elapsed: elapsed, SerialLog: serialLog}, nil
+	case err := <-done:
+		return nil, fmt.Errorf("bootcheck: %s: QEMU ended before the guest printed %s (%v)\nend of the serial console:\n%s", vm.Name, opts.Marker, err, tailFile(serialLog, 2048))
+	case <-time.After(opts.Timeout):
+		stop()
+		<-done
+		return nil, fmt.Errorf("bootcheck: %s: no %s line on the serial console within %s\nend of the serial console:\n%s", vm.Name, opts.Marker, opts.Timeout, tailFile(serialLog, 2048))
+	}
 }
 
 func (o *Options) defaults() {
@@ -118,48 +106,59 @@ func (o *Options) defaults() {
 		o.Timeout = DefaultTimeout
 	}
 	if o.QEMU == "" {
-		o.QEMU = DefaultQEMU
-	}
-	if o.FirmwareDir == "" {
-		o.FirmwareDir = DefaultFirmwareDir
+		o.QEMU = "qemu-system-x86_64"
 	}
 }
 
-// waitMarker polls the serial log for the marker line until the context
-// ends or QEMU exits (exited closed, exitErr its error).
-func waitMarker(ctx context.Context, serial, marker string, exited <-chan struct{}, exitErr func() error) (string, error) {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		if line, ok := findMarker(serial, marker); ok {
-			return line, nil
+// linkImages lays the images out as the launcher finds its volumes.
+func linkImages(dir string, images map[string]string) error {
+	for volume, image := range images {
+		abs, err := filepath.Abs(image)
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("no %s line on the serial console: %w", marker, ctx.Err())
-		case <-exited:
-			if line, ok := findMarker(serial, marker); ok {
-				return line, nil
+		link := launcher.DiskImage(dir, volume)
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(abs, link); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// markerWriter writes the serial console to a file and watches it for the
+// marker's first line.
+type markerWriter struct {
+	file   *os.File
+	marker string
+
+	mu      sync.Mutex
+	partial string
+	line    string
+	found   chan struct{}
+}
+
+func (w *markerWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.line == "" {
+		w.partial += string(p)
+		for {
+			l, rest, ok := strings.Cut(w.partial, "\n")
+			if !ok {
+				break
 			}
-			return "", fmt.Errorf("qemu exited before the guest printed %s: %v", marker, exitErr())
-		case <-t.C:
+			w.partial = rest
+			if i := strings.Index(l, w.marker); i >= 0 {
+				w.line = strings.TrimRight(l[i:], "\r")
+				close(w.found)
+				break
+			}
 		}
 	}
-}
-
-// findMarker is the first line of the file that holds the marker, from
-// the marker on.
-func findMarker(path, marker string) (string, bool) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", false
-	}
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if i := strings.Index(line, marker); i >= 0 {
-			return strings.TrimRight(line[i:], "\r"), true
-		}
-	}
-	return "", false
+	return w.file.Write(p)
 }
 
 // ParseMarker reads the key=value pairs after the marker on its line.
@@ -174,20 +173,9 @@ func ParseMarker(line, marker string) map[string]string {
 	return fields
 }
 
-func copyFile(src, dst string) error {
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, data, 0o644)
-}
-
 // tailFile is the last n bytes of a file, or why there are none.
 func tailFile(path string, n int) string {
 	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return "(nothing: the serial log was never written)"
-	}
 	if err != nil {
 		return err.Error()
 	}

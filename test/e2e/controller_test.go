@@ -70,8 +70,9 @@ func setupSuite(t *testing.T, env *framework.Environment) {
 	require.NoError(t, suite.err, "setting up the suite: images on the node and the controller's install")
 }
 
-// installSuite builds the controller's image (as make image does) and the
-// simulated conversion image, imports them into the node, and applies the
+// installSuite builds the controller's image (as make image does), the
+// simulated conversion image and the launcher image the KubeVirt stand-in
+// runs instances with, imports them into the node, and applies the
 // overlay of manifests/.
 func installSuite(env *framework.Environment) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -85,12 +86,17 @@ func installSuite(env *framework.Environment) error {
 	if err != nil {
 		return err
 	}
-	for _, img := range []*framework.BuiltImage{ctrl, conv} {
+	launcher, err := images.Launcher(ctx, launcherImage)
+	if err != nil {
+		return err
+	}
+	for _, img := range []*framework.BuiltImage{ctrl, conv, launcher} {
 		if err := env.ImportImage(ctx, img.Tarball); err != nil {
 			return fmt.Errorf("importing %s: %w", img.Reference, err)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "e2e: images %s and %s built and imported in %s\n", ctrl.Reference, conv.Reference, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "e2e: images %s, %s and %s built and imported in %s\n", ctrl.Reference, conv.Reference, launcher.Reference,
+		time.Since(start).Round(time.Millisecond))
 	overlay := framework.RepoPath("_output/e2e/overlay")
 	if err := os.MkdirAll(overlay, 0o755); err != nil {
 		return err

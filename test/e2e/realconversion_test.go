@@ -60,14 +60,15 @@ func importRealConversionImage(t *testing.T, env *framework.Environment) {
 // realGuestStack is a stack whose controller offers /dev/kvm to conversion
 // pods through the node's kvm RuntimeClass where the machine has one (the
 // conversion then probes KVM and falls back to TCG, and its log says
-// which), with the real conversion image on the node.
-func realGuestStack(t *testing.T) *stack {
+// which), with the real conversion image on the node; its launcher pods
+// run under KVM through launcherRuntimeClass when set.
+func realGuestStack(t *testing.T, launcherRuntimeClass string) *stack {
 	t.Helper()
 	var extra []string
 	if rc := framework.Env(t).RuntimeClassKVM(); rc != "" {
 		extra = append(extra, "--conversion-runtime-class="+rc)
 	}
-	s := newStack(t, stackOptions{extraControllerArgs: extra})
+	s := newStack(t, stackOptions{extraControllerArgs: extra, launcherRuntimeClass: launcherRuntimeClass})
 	importRealConversionImage(t, s.env)
 	return s
 }

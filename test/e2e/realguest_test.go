@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,10 +19,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
-	"platform.example/vm-migration/pkg/steps/pipeline"
-	"platform.example/vm-migration/test/bootcheck"
 	"platform.example/vm-migration/test/framework"
-	"platform.example/vm-migration/test/standins"
 	"platform.example/vm-migration/test/vcsimlocal"
 )
 
@@ -35,10 +31,10 @@ const (
 	// envReport names a file that receives one summary line per guest.
 	envReport = "REAL_GUEST_REPORT"
 	// envArtifacts names a directory that receives each guest's conversion
-	// log and serial console.
+	// log and its launcher pod's log (the serial console).
 	envArtifacts = "REAL_GUEST_ARTIFACTS"
-	// envGuestList names the guests TestRealGuest migrates, "bios efi" by
-	// default.
+	// envGuestList names the guests TestMigratedGuestRuns migrates (by
+	// firmware or variant name), all by default.
 	envGuestList = "GUESTS"
 )
 
@@ -67,70 +63,6 @@ func (s *stack) realGuestMigration(name, vm string) *v1alpha1.VirtualMachineMigr
 	m := s.newMigration(name, vm)
 	m.Spec.Conversion.Image = realConversionImage
 	return m
-}
-
-// TestRealGuest migrates the real Debian guests end to end: vcsim serves
-// the image as the VM's disk (descriptor + flat extent), the real
-// vm-transfer moves it, the real virt-v2v-in-place converts it (run by
-// the kubelet stand-in as uid 107), the CDI stand-in clones it, and the
-// target disk boots in QEMU with the VirtualMachine's hardware to the
-// guest's marker, which must show the conversion's traces.
-func TestRealGuest(t *testing.T) {
-	dir, env := guestImages(t)
-	guests := strings.Fields(os.Getenv(envGuestList))
-	if len(guests) == 0 {
-		guests = []string{"bios", "efi"}
-	}
-	for _, fw := range guests {
-		t.Run(fw, func(t *testing.T) {
-			testRealGuest(t, fw, filepath.Join(dir, fw+".img"), env)
-		})
-	}
-}
-
-func testRealGuest(t *testing.T, firmware, image string, env map[string]string) {
-	s := realGuestStack(t)
-	disk, err := vcsimlocal.ImageDisk(image)
-	require.NoError(t, err, "the guest image %s as a vcsim disk", image)
-	name := firmware + "-guest"
-	const mac = "00:50:56:2a:0b:0c"
-	src, err := s.vc.AddVM(s.ctx, vcsimlocal.VMSpec{
-		Name: name, Sockets: 1, CoresPerSocket: 1, MemoryMiB: 1024,
-		Firmware: firmware, SecureBoot: firmware == "efi",
-		Disks: []vcsimlocal.DiskSpec{disk}, NICs: []vcsimlocal.NICSpec{{Network: vcsimlocal.NetworkVM, MAC: mac}},
-		PoweredOn: true,
-	})
-	require.NoError(t, err, "adding VM %s to vcsim", name)
-	start := time.Now()
-	m := s.create(s.realGuestMigration(name, name))
-	conv := s.followConversion(t, m, t.TempDir())
-	checkSelfView(t, conv.selfView)
-	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 45*time.Minute)
-	conv.wait(t)
-	t.Logf("migration of the %s guest succeeded in %s", firmware, time.Since(start).Round(time.Second))
-
-	require.NotEmpty(t, m.Status.Disks, "disks in the status of the succeeded migration")
-	require.NotNil(t, m.Status.Conversion, "conversion status of the succeeded migration")
-	assert.Equal(t, src.Disks[0].SHA256, m.Status.Disks[0].SHA256, "transferred sha256, want the image's")
-	wantOS := env["GUEST_DISTRO"] + " " + env["GUEST_VERSION"]
-	assert.Equal(t, wantOS, m.Status.Conversion.OperatingSystem, "inspected OS in status, want the guest's /etc/debian_version")
-	converted := phaseDuration(t, m, v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting)
-	logPath := conv.logPath
-	excerpt := conversionExcerpt(t, logPath)
-	t.Logf("conversion (%s, status.conversion.operatingSystem=%q), log excerpt:\n%s", converted, m.Status.Conversion.OperatingSystem, excerpt)
-	for _, want := range []string{"Converting " + env["GUEST_VERSION"] + " to run on KVM", "This guest has virtio drivers installed.",
-		"dpkg --purge open-vm-tools", ".pre-v2v", "update-initramfs"} {
-		assert.True(t, strings.Contains(excerpt, want), "the conversion log (excerpt above) lacks %q", want)
-	}
-
-	checkWarnings(t, m, logPath)
-
-	res := s.bootTarget(t, name)
-	t.Logf("boot check: marker after %s: %s", res.Elapsed.Round(time.Second), res.Line)
-	checkMarker(t, res.Fields, firmware, mac)
-	saveArtifacts(t, firmware, logPath, res.SerialLog)
-	report(t, fmt.Sprintf("real guest: firmware=%s os=%s converted=%ds booted=%ds accel=%s",
-		firmware, m.Status.Conversion.OperatingSystem, int(converted.Seconds()), int(res.Elapsed.Seconds()), accelerator(t, excerpt)))
 }
 
 // checkWarnings: the warnings virt-v2v printed in the conversion's log
@@ -189,54 +121,7 @@ func conversionExcerpt(t *testing.T, path string) string {
 	return strings.Join(keep, "\n")
 }
 
-// bootTarget boots the migrated VirtualMachine's disks (the clones the CDI
-// stand-in made) with its hardware.
-func (s *stack) bootTarget(t *testing.T, name string) *bootcheck.Result {
-	t.Helper()
-	vm, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, name, metav1.GetOptions{})
-	require.NoError(t, err, "reading the migrated VM %s", name)
-	images := map[string]string{}
-	for _, v := range vm.Spec.Template.Spec.Volumes {
-		claim := ""
-		switch {
-		case v.DataVolume != nil:
-			claim = v.DataVolume.Name
-		case v.PersistentVolumeClaim != nil:
-			claim = v.PersistentVolumeClaim.ClaimName
-		default:
-			continue
-		}
-		dir, err := standins.ClaimDir(s.ctx, s.standins, s.ns, claim)
-		require.NoError(t, err, "locating the volume of claim %s", claim)
-		images[v.Name] = filepath.Join(dir, pipeline.ImageFile)
-	}
-	res, err := bootcheck.Boot(s.ctx, vm, bootcheck.Options{Images: images, WorkDir: t.TempDir(), Timeout: 20 * time.Minute})
-	require.NoError(t, err, "booting the migrated VM %s", name)
-	return res
-}
-
-// checkMarker checks what the booted guest reports: the firmware it booted
-// with, root on virtio, and the traces of the conversion (VMware Tools
-// gone, the old initrd kept as *.pre-v2v and the new one with virtio,
-// virt-v2v's first-boot service), with the VM's MAC.
-func checkMarker(t *testing.T, f map[string]string, firmware, mac string) {
-	t.Helper()
-	want := map[string]string{
-		"firmware": firmware, "rootdriver": "virtio_blk", "openvmtools": "absent",
-		"firstboot": "present", "initrdvirtio": "yes",
-	}
-	if firmware == "efi" {
-		want["secureboot"] = "1"
-	}
-	for k, v := range want {
-		assert.Equal(t, v, f[k], "guest reports %s", k)
-	}
-	n, _ := strconv.Atoi(f["prev2v"])
-	assert.GreaterOrEqual(t, n, 1, "guest reports prev2v=%q, want the initrd virt-v2v kept", f["prev2v"])
-	assert.Contains(t, f["macs"], mac, "guest reports MACs, want the VM's")
-}
-
-// saveArtifacts copies a guest's conversion log and serial console into
+// saveArtifacts copies a guest's conversion log and launcher log into
 // $REAL_GUEST_ARTIFACTS/<firmware>/, when set.
 func saveArtifacts(t *testing.T, firmware string, files ...string) {
 	t.Helper()
@@ -288,7 +173,7 @@ func accelerator(t *testing.T, excerpt string) string {
 // powered on again.
 func TestRealGuestBlankDisk(t *testing.T) {
 	guestImages(t)
-	s := realGuestStack(t)
+	s := realGuestStack(t, "")
 	image := filepath.Join(t.TempDir(), "blank.img")
 	require.NoError(t, os.WriteFile(image, nil, 0o644), "creating the blank image")
 	require.NoError(t, os.Truncate(image, 256*vcsimlocal.MiB), "sizing the blank image")

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
@@ -42,6 +43,9 @@ const (
 	// conversionImage is the suite's default conversion image: the
 	// simulated virt-v2v of test/images (the sample disks hold no guest).
 	conversionImage = images.SimulatedConversionReference
+	// launcherImage is the image of the KubeVirt stand-in's launcher pods
+	// (QEMU under TCG: the sample VMs' random disks sit in firmware).
+	launcherImage = images.LauncherReference
 	// realConversionImage is the conversion image make conversion-image
 	// builds (the shipped Deployment's default reference), which the
 	// real-guest tests name per migration.
@@ -74,6 +78,9 @@ type stackOptions struct {
 	transferStreams int
 	// extraControllerArgs are more flags of the controller.
 	extraControllerArgs []string
+	// launcherRuntimeClass runs the launcher pods under KVM through this
+	// RuntimeClass (only where a probe booted a real guest under KVM).
+	launcherRuntimeClass string
 }
 
 // controllerArgs are the flags a test adds to the suite's controller.
@@ -145,6 +152,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	s.standins = standins.Config{
 		RestConfig: cfg, Root: t.TempDir(), Namespace: s.ns, LocalVolumeNode: env.NodeName(),
 		CloneBytesPerSecond: opts.cloneBytesPerSecond, VMIStartDelay: opts.vmiStartDelay, VMIGracePeriod: opts.vmiGracePeriod,
+		LauncherImage: launcherImage, LauncherRuntimeClass: opts.launcherRuntimeClass,
 	}
 	s.startStandins()
 	if opts.noController {
@@ -331,7 +339,12 @@ func (s *stack) leftovers(m *v1alpha1.VirtualMachineMigration) []string {
 	pods, err := s.kube.CoreV1().Pods(s.ns).List(s.ctx, sel)
 	require.NoError(s.t, err, "listing the pods of migration %s", m.Name)
 	for _, p := range pods.Items {
-		out = append(out, "pod/"+p.Name)
+		// A launcher pod carries its instance's labels (as KubeVirt's
+		// do), taken from the VM template the migration labelled: it is
+		// the VM's, not a child of the migration.
+		if p.Labels[kubevirtv1.AppLabel] != "virt-launcher" {
+			out = append(out, "pod/"+p.Name)
+		}
 	}
 	for _, kind := range []string{"serviceaccount", "role", "rolebinding"} {
 		var n int

@@ -15,6 +15,15 @@
 //     refuses; everything around virt-v2v (the controller's script, the
 //     pod's user, security context, volumes and termination message) runs
 //     for real. The real conversion image is hack/conversion-image's.
+//   - the launcher image the KubeVirt stand-in runs each instance's guest
+//     with (Launcher): Debian's QEMU (qemu-system-x86 and its TCG module),
+//     SeaBIOS, the iPXE ROMs and OVMF, with the shared libraries QEMU's
+//     binary needs (their Debian packages, followed from qemu-system-x86's
+//     dependencies and checked against every DT_NEEDED of the binary and
+//     the TCG module), downloaded with the machine's apt into the image
+//     cache and unpacked with dpkg-deb (no maintainer script runs), plus
+//     the static vmi-launcher command (cmd/vmi-launcher, package launcher)
+//     as entrypoint, user 107.
 //
 // Built images are tarballs that `ctr images import` takes, cached by
 // content under the framework's image cache.

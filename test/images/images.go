@@ -142,31 +142,25 @@ func staticBusybox(ctx context.Context) (string, error) {
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
+	debs, err := downloadDebs(ctx, []string{"busybox-static"})
+	if err != nil {
+		return "", err
+	}
 	tmp, err := os.MkdirTemp(cache, "busybox-")
 	if err != nil {
-		return "", fmt.Errorf("creating a download folder: %w", err)
+		return "", fmt.Errorf("creating an extraction folder: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	download := exec.CommandContext(ctx, "apt-get", "download", "busybox-static")
-	download.Dir = tmp
-	if out, err := download.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("apt-get download busybox-static (run apt-get update once on a fresh machine): %w: %s", err, out)
+	if err := extractDebs(ctx, debs, tmp); err != nil {
+		return "", err
 	}
-	debs, _ := filepath.Glob(filepath.Join(tmp, "busybox-static_*.deb"))
-	if len(debs) != 1 {
-		return "", fmt.Errorf("apt-get download busybox-static left %d packages", len(debs))
-	}
-	extracted := filepath.Join(tmp, "root")
-	if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", debs[0], extracted).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("extracting %s: %w: %s", debs[0], err, out)
-	}
-	if _, err := ociimage.StaticLinuxArch(filepath.Join(extracted, "bin", "busybox")); err != nil {
+	if _, err := ociimage.StaticLinuxArch(filepath.Join(tmp, "bin", "busybox")); err != nil {
 		return "", err
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return "", err
 	}
-	if err := os.Rename(extracted, dir); err != nil {
+	if err := os.Rename(tmp, dir); err != nil {
 		return "", fmt.Errorf("keeping busybox in %s: %w", dir, err)
 	}
 	return bin, nil

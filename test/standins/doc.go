@@ -40,11 +40,43 @@
 //     Failure condition and stays Stopped. The instance stays Pending, with
 //     a FailedPvcNotFound condition and the VM at ErrorPvcNotFound, while a
 //     volume's DataVolume or claim is missing, and the VM shows Provisioning
-//     while a DataVolume is not Succeeded; then the instance is marked
-//     Running. For Halted, it deletes the instance; with VMIGracePeriod
-//     set, the instance carries virt-controller's finalizer and stays, being
-//     deleted, for that long (KubeVirt's termination grace period, 30 s by
-//     default), then turns Succeeded and goes. No guest ever boots.
+//     while a DataVolume is not Succeeded. Then, with Config.LauncherImage
+//     (the end-to-end tests, make run-local), the guest RUNS: a launcher
+//     pod on the real node (virt-launcher-<instance>, controlled by the
+//     instance, labelled as KubeVirt labels virt-launcher pods, container
+//     "compute", fit for PodSecurity restricted: user, group and fsGroup
+//     107, no capability, read-only root) runs QEMU from the launcher image
+//     of test/images with the instance's hardware and each disk's claim
+//     mounted by the kubelet (test/images/launcher says what is taken from
+//     the spec); TCG, or KVM through the node's kvm RuntimeClass when
+//     Config.LauncherRuntimeClass (or the instance's
+//     AnnotationLauncherRuntimeClass) names it. The instance is Scheduling
+//     while the pod waits (the VM shows ErrImagePull, ImagePullBackOff or
+//     ErrorUnschedulable when that is why), Scheduled once the container
+//     runs, Running once QEMU runs the guest (the pod is Ready), and
+//     Succeeded or Failed when the pod ends (the guest powered off; QEMU or
+//     the launcher failed, its termination message in the Ready
+//     condition). The pod's log carries the guest's serial console. While
+//     it runs, the stand-in asks the launcher (its status port, through
+//     the API server's pod proxy, every 2 s) what QEMU's guest agent
+//     answered, and reports it as virt-handler does: the AgentConnected
+//     condition while the guest holds the agent's port open,
+//     status.guestOSInfo from guest-get-osinfo, and status.interfaces from
+//     the domain's interfaces (MACs), the pod's IPs on the pod network's
+//     interface, and guest-network-get-interfaces merged by MAC (the
+//     guest's name of each, its addresses where the pod gave none of that
+//     family, infoSource "domain, guest-agent"; loopback left out; an
+//     interface of no domain MAC added as "guest-agent"). Without
+//     Config.LauncherImage (no node: integration tests, control-plane
+//     benchmarks) the instance is marked Running after Config.VMIStartDelay
+//     and no guest runs. For Halted, it deletes the instance; with
+//     VMIGracePeriod set, the instance carries virt-controller's finalizer
+//     and stays, being deleted, until its launcher pod is gone (the
+//     launcher shuts a guest whose agent answered down by ACPI within the
+//     instance's grace period, and stops any other at once) and at least
+//     that long (KubeVirt's termination grace period, 30 s by default),
+//     then turns Succeeded and goes; without it the garbage collector
+//     deletes the pod after the instance.
 //   - Admission (StartAdmission, and Run before anything else): the
 //     webhooks of KubeVirt and CDI, served over TLS on 127.0.0.1 with a
 //     certificate of a CA generated at start, registered by a
@@ -95,7 +127,13 @@
 // NUMA, hugepages, probes, host devices, GPUs, DRA, interface ports and PCI
 // addresses, discontinued bindings (slirp, macvtap, passt), LUN details,
 // anything that needs the KubeVirt CR or other objects, live migration,
-// and every rule of virt-handler and virt-launcher (no guest runs).
+// the networks themselves (each NIC gets QEMU's user-mode network that
+// reaches nothing; no Multus, no network-status annotation), volumes other
+// than DataVolumes and claims (container disks, cloud-init), the launcher
+// pod's resource requests (token ones: KubeVirt's would not fit the test
+// node's two cores) and its random name, restarting a finished instance
+// (RunStrategy Always would), and the rest of virt-handler's and
+// virt-launcher's rules.
 // CDI: import sources (http, s3, gcs, registry, imageio, vddk), the
 // DataSource behind sourceRef, externally populated volumes beyond their
 // exclusion of a source, storage profiles and filesystem overhead (the

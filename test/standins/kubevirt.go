@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeinformers "k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -25,7 +27,12 @@ type KubeVirt struct {
 
 	vms  kvlisters.VirtualMachineLister
 	vmis kvlisters.VirtualMachineInstanceLister
+	// pods lists the launcher pods (with Config.LauncherImage).
+	pods corelisters.PodLister
 }
+
+// launcherSelector selects launcher pods.
+var launcherSelector = kubevirtv1.AppLabel + "=" + launcherAppLabelValue
 
 func (k *KubeVirt) run(ctx context.Context) error {
 	factory := kvinformers.NewSharedInformerFactoryWithOptions(k.c.kv, time.Minute, kvinformers.WithNamespace(k.cfg.Namespace))
@@ -40,12 +47,49 @@ func (k *KubeVirt) run(ctx context.Context) error {
 	if _, err := vmis.Informer().AddEventHandler(l.handler()); err != nil {
 		return err
 	}
+	synced := []cache.InformerSynced{vms.Informer().HasSynced, vmis.Informer().HasSynced}
+	if k.cfg.LauncherImage != "" {
+		pods, err := k.watchLaunchers(ctx, l)
+		if err != nil {
+			return err
+		}
+		synced = append(synced, pods)
+	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
-	if cache.WaitForCacheSync(ctx.Done(), vms.Informer().HasSynced, vmis.Informer().HasSynced) {
+	if cache.WaitForCacheSync(ctx.Done(), synced...) {
 		l.run(ctx, k.cfg.workers(2))
 	}
 	return nil
+}
+
+// watchLaunchers wakes an instance's VM (same name) on its launcher pod's
+// events, until ctx ends.
+func (k *KubeVirt) watchLaunchers(ctx context.Context, l *loop) (cache.InformerSynced, error) {
+	factory := kubeinformers.NewSharedInformerFactoryWithOptions(k.c.kube, time.Minute, kubeinformers.WithNamespace(k.cfg.Namespace),
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = launcherSelector }))
+	pods := factory.Core().V1().Pods().Informer()
+	k.pods = factory.Core().V1().Pods().Lister()
+	enqueue := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if pod, ok := obj.(*corev1.Pod); ok {
+			if c := metav1.GetControllerOf(pod); c != nil && c.Kind == "VirtualMachineInstance" {
+				l.queue.Add(pod.Namespace + "/" + c.Name)
+			}
+		}
+	}
+	_, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) }, DeleteFunc: enqueue})
+	if err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	go func() {
+		<-ctx.Done()
+		factory.Shutdown()
+	}()
+	return pods.HasSynced, nil
 }
 
 // wantsRunning says whether a VM's run strategy asks for an instance.
@@ -87,6 +131,8 @@ func (k *KubeVirt) sync(ctx context.Context, key string) (time.Duration, error) 
 	case vmi.DeletionTimestamp != nil:
 		wait, err := k.release(ctx, vmi)
 		return max(wait, time.Second), err
+	case k.cfg.LauncherImage != "":
+		return k.followLauncher(ctx, vm, vmi)
 	case vmi.Status.Phase == kubevirtv1.Running:
 		return 0, k.setVMStatus(ctx, vm, vmStatus{ready: true, printable: kubevirtv1.VirtualMachineStatusRunning})
 	}
@@ -120,13 +166,22 @@ func (k *KubeVirt) stop(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi 
 // keeps a deleted instance until its guest stopped.
 const instanceFinalizer = "kubevirt.io/virtualMachineControllerFinalize"
 
-// release lets a deleted instance go once its grace period is over: its
-// guest stopped (phase Succeeded, as virt-handler reports it), then the
-// finalizer is removed and the API server deletes it. It returns how long
-// the grace period still runs.
+// release lets a deleted instance go once its grace period is over and
+// its launcher pod, asked to stop, is gone: its guest stopped (phase
+// Succeeded, as virt-handler reports it), then the finalizer is removed
+// and the API server deletes it. It returns how long the grace period
+// still runs. Without the finalizer (no VMIGracePeriod), the instance is
+// gone at once and the garbage collector deletes its pod.
 func (k *KubeVirt) release(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
 	if vmi == nil || vmi.DeletionTimestamp == nil || !slices.Contains(vmi.Finalizers, instanceFinalizer) {
 		return 0, nil
+	}
+	if k.cfg.LauncherImage != "" {
+		gone, err := k.stopLauncher(ctx, vmi)
+		if err != nil || !gone {
+			// The pod's deletion brings the instance back here.
+			return time.Second, err
+		}
 	}
 	if wait := k.cfg.VMIGracePeriod - time.Since(vmi.DeletionTimestamp.Time); wait > 0 {
 		return wait, nil
@@ -175,23 +230,33 @@ func (k *KubeVirt) start(ctx context.Context, vm *kubevirtv1.VirtualMachine) err
 	return k.setVMStatus(ctx, vm, vmStatus{created: true, printable: kubevirtv1.VirtualMachineStatusStarting})
 }
 
-// runInstance marks a started instance Running once its volumes are ready and the
-// configured start delay has passed.
-func (k *KubeVirt) runInstance(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
+// readyToStart says whether an instance's guest may start: its volumes
+// are there (else it reports why it waits) and the configured start delay
+// passed; when not, how long to wait before asking again.
+func (k *KubeVirt) readyToStart(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (bool, time.Duration, error) {
 	missing, provisioning, err := k.volumesReady(ctx, vm.Namespace, &vmi.Spec)
 	if err != nil {
-		return 0, err
+		return false, 0, err
 	}
 	if missing != "" {
-		return time.Second, k.waitForClaim(ctx, vm, vmi, missing)
+		return false, time.Second, k.waitForClaim(ctx, vm, vmi, missing)
 	}
 	if provisioning {
-		return time.Second, k.setVMStatus(ctx, vm, vmStatus{created: true, printable: kubevirtv1.VirtualMachineStatusProvisioning})
+		return false, time.Second, k.setVMStatus(ctx, vm, vmStatus{created: true, printable: kubevirtv1.VirtualMachineStatusProvisioning})
 	}
 	if wait := k.cfg.VMIStartDelay - time.Since(vmi.CreationTimestamp.Time); wait > 0 {
-		return wait, nil
+		return false, wait, nil
 	}
-	err = k.updateInstance(ctx, vmi, func(st *kubevirtv1.VirtualMachineInstanceStatus) {
+	return true, 0, nil
+}
+
+// runInstance marks a started instance Running once it is ready to start
+// (no guest runs: the mode without a launcher).
+func (k *KubeVirt) runInstance(ctx context.Context, vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) (time.Duration, error) {
+	if ok, wait, err := k.readyToStart(ctx, vm, vmi); !ok || err != nil {
+		return wait, err
+	}
+	err := k.updateInstance(ctx, vmi, func(st *kubevirtv1.VirtualMachineInstanceStatus) {
 		now := metav1.Now()
 		st.Phase = kubevirtv1.Running
 		st.NodeName = k.cfg.NodeName

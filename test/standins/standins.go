@@ -58,8 +58,19 @@ type Config struct {
 	// CloneBytesPerSecond throttles the CDI stand-in's copy (0: as fast as
 	// it goes), so that progress can be watched.
 	CloneBytesPerSecond int64
-	// VMIStartDelay is how long a VMI stays Scheduling before Running.
+	// VMIStartDelay is how long a VMI stays Scheduling before its
+	// launcher pod is created (or, without a launcher, it is marked
+	// Running).
 	VMIStartDelay time.Duration
+	// LauncherImage, when set, is the launcher image (test/images) the
+	// KubeVirt stand-in runs each instance's guest with, in a launcher
+	// pod on the real node; empty (no node: integration tests, control-
+	// plane benchmarks), instances are marked Running and no guest runs.
+	LauncherImage string
+	// LauncherRuntimeClass, when set, is the node's RuntimeClass offering
+	// /dev/kvm: launcher pods get it and run QEMU under KVM. Set it only
+	// where a probe booted a real guest under KVM; empty means TCG.
+	LauncherRuntimeClass string
 	// VMIGracePeriod is how long a deleted VMI stays (in its phase, being
 	// deleted, under KubeVirt's finalizer) before it is gone, as KubeVirt
 	// keeps one while virt-handler stops its guest within the termination

@@ -1,0 +1,296 @@
+//go:build e2e && conversion
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/test/bootcheck"
+	"platform.example/vm-migration/test/builders"
+	"platform.example/vm-migration/test/framework"
+	"platform.example/vm-migration/test/vcsimlocal"
+)
+
+// The test guests' network as VMware has it (hack/guest; the netid
+// helper's vcsim reports the same as VMware Tools would): the first NIC,
+// ens192 in the guest, holds a static address; the second, ens224, asks
+// DHCP.
+const (
+	guestStaticMAC  = "00:50:56:2a:0b:0c"
+	guestDHCPMAC    = "00:50:56:2a:0b:0d"
+	guestStaticNIC  = "ens192"
+	guestStaticAddr = "192.168.122.10"
+	// guestMarker starts the line the guests print on their serial
+	// console once up (hack/guest/v2v-guest-marker).
+	guestMarker = "V2V-GUEST-UP"
+)
+
+// guestVariant is a test guest image and the network stack it runs.
+type guestVariant struct {
+	name, firmware, netstack string
+}
+
+// guestVariants are hack/build-guest-images.sh's guests.
+var guestVariants = []guestVariant{
+	{name: "bios-ifupdown", firmware: "bios", netstack: "ifupdown"},
+	{name: "efi-networkd", firmware: "efi", netstack: "networkd"},
+}
+
+// TestMigratedGuestRuns migrates the real Debian guests from vcsim
+// through a real transfer pod and a real conversion pod (virt-v2v) to the
+// guest running in a launcher pod on the node: the instance Running with
+// its guest agent connected (the controller waits for it:
+// waitForGuestAgent), status.guestOSInfo naming Debian and its version,
+// status.interfaces holding both source MACs as the guest names them, the
+// guest's boot marker in the launcher pod's log showing the conversion's
+// traces. The first NIC is on a Multus (bridge) network, where a static
+// address stays the guest's own; the second on the pod network.
+func TestMigratedGuestRuns(t *testing.T) {
+	dir, env := guestImages(t)
+	wanted := strings.Fields(os.Getenv(envGuestList))
+	for _, g := range guestVariants {
+		if len(wanted) > 0 && !slices.Contains(wanted, g.firmware) && !slices.Contains(wanted, g.name) {
+			continue
+		}
+		t.Run(g.name, func(t *testing.T) {
+			testMigratedGuest(t, g, filepath.Join(dir, g.firmware+".img"), env)
+		})
+	}
+}
+
+func testMigratedGuest(t *testing.T, g guestVariant, image string, env map[string]string) {
+	probeImage := filepath.Join(filepath.Dir(image), "bios.img")
+	s := realGuestStack(t, launcherAccelerator(t, framework.Env(t), probeImage))
+	disk, err := vcsimlocal.ImageDisk(image)
+	require.NoError(t, err, "the guest image %s as a vcsim disk", image)
+	name := g.name
+	src, err := s.vc.AddVM(s.ctx, vcsimlocal.VMSpec{
+		Name: name, Sockets: 1, CoresPerSocket: 1, MemoryMiB: 1024,
+		Firmware: g.firmware, SecureBoot: g.firmware == "efi",
+		Disks: []vcsimlocal.DiskSpec{disk},
+		// NetworkDVPG maps to Multus (bridge), NetworkVM to the pod network.
+		NICs:      []vcsimlocal.NICSpec{{Network: vcsimlocal.NetworkDVPG, MAC: guestStaticMAC}, {Network: vcsimlocal.NetworkVM, MAC: guestDHCPMAC}},
+		PoweredOn: true,
+	})
+	require.NoError(t, err, "adding VM %s to vcsim", name)
+	start := time.Now()
+	m := s.realGuestMigration(name, name)
+	builders.WaitForAgent(m)
+	m = s.create(m)
+	conv := s.followConversion(t, m, t.TempDir())
+	checkSelfView(t, conv.selfView)
+	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 45*time.Minute)
+	conv.wait(t)
+	t.Logf("migration of the %s guest succeeded in %s", name, time.Since(start).Round(time.Second))
+	converted, osName, convAccel := checkConversion(t, m, src, conv.logPath, env)
+
+	vmi := s.waitInstance(name, 10*time.Minute, "Running with its guest agent's OS and interfaces", func(vmi *kubevirtv1.VirtualMachineInstance) bool {
+		return vmi.Status.Phase == kubevirtv1.Running && instanceCondition(vmi, kubevirtv1.VirtualMachineInstanceAgentConnected) &&
+			vmi.Status.GuestOSInfo.ID != "" && agentNamedInterfaces(vmi) == len(src.MACs)
+	})
+	boot := s.waitGuestMarker(t, s.launcherPod(vmi), 15*time.Minute)
+	t.Logf("launcher pod %s: QEMU (accel %s) to the guest's marker in %s: %s", boot.pod, boot.accel, boot.booted, boot.marker)
+	t.Logf("launcher's QEMU command line: %s", boot.qemuLine)
+	checkGuestMarker(t, boot.fields, g, src.MACs)
+	checkGuestAgent(t, vmi, env)
+	saveArtifacts(t, g.firmware, conv.logPath, boot.logPath)
+
+	// NetworkIdentityPreserved and the checksum chain (the netid branch)
+	// join here: assert the condition True, ens192 with 192.168.122.10 on
+	// the Multus interface, and the chain complete and equal; report them.
+	network, chain := networkIdentity(m), checksumChain(m)
+	t.Logf("conversion ran under %s", convAccel)
+	report(t, fmt.Sprintf("real guest: firmware=%s os=%s converted=%ds booted=%ds accel=%s network=%s chain=%s",
+		g.firmware, osName, int(converted.Seconds()), int(boot.booted.Seconds()), boot.accel, network, chain))
+}
+
+// checkConversion checks the conversion's outcome as TestRealGuest did:
+// the transferred bytes, the inspected OS, virt-v2v's steps and warnings.
+// It returns the conversion's duration, the OS and the conversion's
+// accelerator.
+func checkConversion(t *testing.T, m *v1alpha1.VirtualMachineMigration, src *vcsimlocal.VM, logPath string, env map[string]string) (time.Duration, string, string) {
+	t.Helper()
+	require.NotEmpty(t, m.Status.Disks, "disks in the status of the succeeded migration")
+	require.NotNil(t, m.Status.Conversion, "conversion status of the succeeded migration")
+	assert.Equal(t, src.Disks[0].SHA256, m.Status.Disks[0].SHA256, "transferred sha256, want the image's")
+	wantOS := env["GUEST_DISTRO"] + " " + env["GUEST_VERSION"]
+	assert.Equal(t, wantOS, m.Status.Conversion.OperatingSystem, "inspected OS in status, want the guest's /etc/debian_version")
+	converted := phaseDuration(t, m, v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting)
+	excerpt := conversionExcerpt(t, logPath)
+	t.Logf("conversion (%s, status.conversion.operatingSystem=%q), log excerpt:\n%s", converted, m.Status.Conversion.OperatingSystem, excerpt)
+	for _, want := range []string{"Converting " + env["GUEST_VERSION"] + " to run on KVM", "This guest has virtio drivers installed.",
+		"dpkg --purge open-vm-tools", ".pre-v2v", "update-initramfs"} {
+		assert.True(t, strings.Contains(excerpt, want), "the conversion log (excerpt above) lacks %q", want)
+	}
+	checkWarnings(t, m, logPath)
+	return converted, m.Status.Conversion.OperatingSystem, accelerator(t, excerpt)
+}
+
+// agentNamedInterfaces counts the instance's interfaces the guest agent
+// named.
+func agentNamedInterfaces(vmi *kubevirtv1.VirtualMachineInstance) int {
+	n := 0
+	for _, i := range vmi.Status.Interfaces {
+		if i.InfoSource == "domain, guest-agent" && i.InterfaceName != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// guestBoot is what a launcher pod's log says of the guest's boot.
+type guestBoot struct {
+	pod, accel, qemuLine, marker string
+	fields                       map[string]string
+	// booted is the time from QEMU's start to the marker, by the log's
+	// timestamps.
+	booted  time.Duration
+	logPath string
+}
+
+// waitGuestMarker polls the launcher pod's log (with the kubelet's
+// timestamps) until the guest's marker line is in it, and keeps the log.
+func (s *stack) waitGuestMarker(t *testing.T, pod *corev1.Pod, timeout time.Duration) *guestBoot {
+	t.Helper()
+	var b *guestBoot
+	var last string
+	err := wait.PollUntilContextTimeout(s.ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		raw, err := s.kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
+			Container: pod.Spec.Containers[0].Name, Timestamps: true}).DoRaw(ctx)
+		if err != nil {
+			return false, nil
+		}
+		last = string(raw)
+		b = parseLauncherLog(last)
+		return b.marker != "", nil
+	})
+	require.NoError(t, err, "no %s line in launcher pod %s's log within %s; its end:\n%s", guestMarker, pod.Name, timeout, tail(last, 3000))
+	b.pod, b.logPath = pod.Name, filepath.Join(t.TempDir(), "launcher.log")
+	require.NoError(t, os.WriteFile(b.logPath, []byte(last), 0o644), "keeping the launcher's log")
+	return b
+}
+
+// parseLauncherLog finds QEMU's start and the guest's marker in a
+// launcher log with timestamps.
+func parseLauncherLog(log string) *guestBoot {
+	b := &guestBoot{}
+	var started time.Time
+	sc := bufio.NewScanner(strings.NewReader(log))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		ts, line, _ := strings.Cut(sc.Text(), " ")
+		at, _ := time.Parse(time.RFC3339Nano, ts)
+		if rest, ok := strings.CutPrefix(line, "launcher: qemu started (pid "); ok && started.IsZero() {
+			started = at
+			b.qemuLine = line
+			if _, after, ok := strings.Cut(rest, "accel "); ok {
+				b.accel, _, _ = strings.Cut(after, ")")
+			}
+		}
+		if i := strings.Index(line, guestMarker); i >= 0 && b.marker == "" {
+			b.marker = strings.TrimRight(line[i:], "\r")
+			b.fields = bootcheck.ParseMarker(b.marker, guestMarker)
+			b.booted = at.Sub(started)
+		}
+	}
+	return b
+}
+
+// checkGuestMarker checks what the booted guest reports: the firmware it
+// booted with, root on virtio, the traces of the conversion (VMware Tools
+// gone, the old initrd kept as *.pre-v2v and the new one with virtio), the
+// source MACs, its network stack and its guest agent. (virt-v2v installs
+// its first-boot service only to install the guest agent at first boot:
+// these guests have it, so there is none.)
+func checkGuestMarker(t *testing.T, f map[string]string, g guestVariant, macs []string) {
+	t.Helper()
+	want := map[string]string{
+		"firmware": g.firmware, "rootdriver": "virtio_blk", "openvmtools": "absent",
+		"initrdvirtio": "yes", "netstack": g.netstack, "agent": "installed",
+	}
+	if g.firmware == "efi" {
+		want["secureboot"] = "1"
+	}
+	for k, v := range want {
+		assert.Equal(t, v, f[k], "guest reports %s", k)
+	}
+	n, _ := strconv.Atoi(f["prev2v"])
+	assert.GreaterOrEqual(t, n, 1, "guest reports prev2v=%q, want the initrd virt-v2v kept", f["prev2v"])
+	for _, mac := range macs {
+		assert.Contains(t, f["macs"], mac, "guest reports MACs, want the VM's")
+	}
+	t.Logf("the guest's names of its NICs: %s", f["ifaces"])
+}
+
+// checkGuestAgent checks what the instance reports from the guest agent:
+// Debian and its version, each source MAC as a guest interface.
+func checkGuestAgent(t *testing.T, vmi *kubevirtv1.VirtualMachineInstance, env map[string]string) {
+	t.Helper()
+	osInfo := vmi.Status.GuestOSInfo
+	t.Logf("status.guestOSInfo: %+v", osInfo)
+	assert.Equal(t, "debian", osInfo.ID, "the guest OS's id")
+	assert.Contains(t, osInfo.Name, "Debian", "the guest OS's name")
+	major, _, _ := strings.Cut(env["GUEST_VERSION"], ".")
+	assert.Equal(t, major, osInfo.VersionID, "the guest OS's version, want /etc/debian_version's major")
+	for _, i := range vmi.Status.Interfaces {
+		t.Logf("status.interfaces: name=%s interfaceName=%s mac=%s ipAddress=%s ipAddresses=%v infoSource=%q",
+			i.Name, i.InterfaceName, i.MAC, i.IP, i.IPs, i.InfoSource)
+	}
+	byMAC := map[string]kubevirtv1.VirtualMachineInstanceNetworkInterface{}
+	for _, i := range vmi.Status.Interfaces {
+		byMAC[i.MAC] = i
+	}
+	for _, mac := range []string{guestStaticMAC, guestDHCPMAC} {
+		i, ok := byMAC[mac]
+		if assert.True(t, ok, "status.interfaces lacks the source MAC %s", mac) {
+			assert.Equal(t, "domain, guest-agent", i.InfoSource, "interface %s: seen by the domain and the agent", mac)
+			assert.NotEmpty(t, i.InterfaceName, "interface %s: the guest's name of it", mac)
+			assert.NotEmpty(t, i.Name, "interface %s: the VM's interface of it", mac)
+		}
+	}
+}
+
+// networkIdentity is the migration's NetworkIdentityPreserved outcome,
+// preserved or lost, or unknown while the controller sets no such
+// condition.
+func networkIdentity(m *v1alpha1.VirtualMachineMigration) string {
+	for _, c := range m.Status.Conditions {
+		if c.Type == "NetworkIdentityPreserved" {
+			if c.Status == "True" {
+				return "preserved"
+			}
+			return "lost"
+		}
+	}
+	return "unknown"
+}
+
+// checksumChain is the migration's checksum chain outcome, unknown while
+// the controller records none.
+func checksumChain(*v1alpha1.VirtualMachineMigration) string {
+	return "unknown"
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

@@ -47,7 +47,7 @@ func (d *decider) setProof(p v1alpha1.ImageProof) {
 func (d *decider) removeFinishedProofs() bool {
 	var done []ObjectRef
 	for _, p := range d.obs.Proofs {
-		if p.Result != nil {
+		if p.Result != nil || p.Stale {
 			done = append(done, p.Objects...)
 		}
 	}

@@ -159,6 +159,9 @@ type ProofObservation struct {
 	Result *v1alpha1.ImageProof
 	// Running says the proof Job exists.
 	Running bool
+	// Stale says the proof Job that exists proves a pod of another shape
+	// (the spec changed since it was made): it is deleted.
+	Stale bool
 	// Objects are the proof's objects that exist (its Job, and for the
 	// transfer image its ServiceAccount), deleted once the result is in.
 	Objects []ObjectRef

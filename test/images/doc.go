@@ -13,11 +13,12 @@
 //     converts nothing, and a simulated v2v-self-check
 //     (simulatedv2v/v2v-self-check) that answers as the project's
 //     conversion image's does (the image proof pod runs it), reporting, as
-//     the real image does, no virtio-win drivers. The sample VMs of the end-to-end tests and of
-//     make run-local have disks of random bytes, which a real conversion
-//     refuses; everything around virt-v2v (the controller's script, the
-//     pod's user, security context, volumes and termination message) runs
-//     for real. The real conversion image is hack/conversion-image's.
+//     the real image does, no virtio-win drivers. The sample VMs of the
+//     end-to-end tests and of make run-local have disks of random bytes,
+//     which a real conversion refuses; everything around virt-v2v (the
+//     controller's script, the pod's user, security context, volumes and
+//     termination message) runs for real. The real conversion image is
+//     hack/conversion-image's.
 //
 // Built images are tarballs that `ctr images import` takes, cached by
 // content under the framework's image cache.

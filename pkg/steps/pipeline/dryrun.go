@@ -162,10 +162,11 @@ func unanswered(err error) bool {
 
 // roleNotYetCreated says a RoleBinding was refused only because the Role
 // it binds does not exist yet: the API server resolves the Role to check
-// that binding it escalates nothing.
+// that binding it escalates nothing, and answers NotFound (or Forbidden)
+// when it is not there.
 func roleNotYetCreated(o runtime.Object, err error) bool {
 	rb, ok := o.(*rbacv1.RoleBinding)
-	return ok && apierrors.IsForbidden(err) && strings.Contains(err.Error(), fmt.Sprintf("%q not found", rb.RoleRef.Name))
+	return ok && (apierrors.IsNotFound(err) || apierrors.IsForbidden(err)) && strings.Contains(err.Error(), fmt.Sprintf("%q not found", rb.RoleRef.Name))
 }
 
 // sendDryRun creates o as a dry run through the client of its kind.

@@ -105,7 +105,7 @@ func (p *PolicyWebhook) register(ctx context.Context, url string, caPEM []byte) 
 		ObjectMeta: metav1.ObjectMeta{Name: p.configurationName(), Labels: map[string]string{LabelStandin: "true"}},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name: p.cfg.Name, ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url), CABundle: caPEM},
-			Rules: rule(r.Group, r.Version, r.Resource, admissionregistrationv1.Create),
+			Rules:         rule(r.Group, r.Version, r.Resource, admissionregistrationv1.Create),
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail), SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone),
 			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: p.cfg.Namespace}},
 			TimeoutSeconds:          ptr.To[int32](webhookTimeoutSeconds),
@@ -119,7 +119,9 @@ func (p *PolicyWebhook) register(ctx context.Context, url string, caPEM []byte) 
 	return nil
 }
 
-func (p *PolicyWebhook) configurationName() string { return "policy-" + p.cfg.Name + "-" + p.cfg.Namespace }
+func (p *PolicyWebhook) configurationName() string {
+	return "policy-" + p.cfg.Name + "-" + p.cfg.Namespace
+}
 
 // waitActive creates the probe as a dry run until the webhook is called.
 func (p *PolicyWebhook) waitActive(ctx context.Context) error {

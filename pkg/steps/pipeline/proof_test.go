@@ -334,3 +334,31 @@ func TestFailedCreateReadFromTheJobsEvents(t *testing.T) {
 	_, err = f.step.failedCreate(context.Background(), job, t0.Add(20*time.Second))
 	assert.Error(t, err, "an unreadable answer is not a refusal")
 }
+
+// TestProofOfAPeerServes: migrations of a namespace created together
+// prove their pods once: while another migration's proof of the same key
+// runs, a migration waits for it instead of starting its own, and its
+// passing serves it.
+func TestProofOfAPeerServes(t *testing.T) {
+	skip := func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Conversion.Skip = true }
+	running := proofJob(t, v1alpha1.ComponentTransfer)
+	f := newFakeStep(t, running)
+	f.step.Clock, f.step.Config.ImageProofs = clocktesting.NewFakePassiveClock(t0.Add(time.Second)), true
+	peer := validating("web-02", skip)
+	var obs statemachine.Observation
+	require.NoError(t, f.step.Observe(peer, &obs))
+	p := obs.Proofs[0]
+	assert.True(t, p.Running, "waits for web-01's proof instead of starting its own")
+	assert.Empty(t, p.Objects, "and never deletes it")
+	assert.Contains(t, p.Waiting, "waiting for the proof of migration web-01")
+
+	done := proofJob(t, v1alpha1.ComponentTransfer, batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue})
+	version := `{"command":"vm-transfer","version":"v1","specVersion":"` + wire.SpecVersion + `"}`
+	pod := proofPodIn(done, terminated(0, "Completed", version))
+	f = newFakeStep(t, done, &pod)
+	f.step.Clock, f.step.Config.ImageProofs = clocktesting.NewFakePassiveClock(t0.Add(10*time.Second)), true
+	obs = statemachine.Observation{}
+	require.NoError(t, f.step.Observe(peer, &obs))
+	require.NotNil(t, obs.Proofs[0].Result, "web-01's passed proof serves web-02")
+	assert.Equal(t, v1alpha1.ProofPassed, obs.Proofs[0].Result.Result)
+}

@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
@@ -101,6 +102,7 @@ func (s *Step) observeProof(m *v1alpha1.VirtualMachineMigration, component strin
 		return p, nil
 	}
 	if job == nil {
+		s.peerProof(m, component, key, &p)
 		return p, nil
 	}
 	if key != "" && job.Annotations[annotationProofKey] != key {
@@ -117,6 +119,42 @@ func (s *Step) observeProof(m *v1alpha1.VirtualMachineMigration, component strin
 	s.proofs.put(*res, string(m.UID), now, ttl)
 	p.Result = res
 	return p, nil
+}
+
+// peerProof looks, for a migration without a proof Job of its own, for
+// the proof Job of another migration of the namespace with the same key
+// (migrations created together prove the same pods once): while it runs,
+// p waits for it (Running, with none of its objects); once it passed, its
+// result serves p. A peer's failure does not: p then runs its own.
+func (s *Step) peerProof(m *v1alpha1.VirtualMachineMigration, component, key string, p *statemachine.ProofObservation) {
+	if key == "" {
+		return
+	}
+	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelComponent: v1alpha1.ComponentProof, v1alpha1.LabelProofOf: component})
+	jobs, err := s.Listers.Jobs.Jobs(m.Namespace).List(sel)
+	if err != nil {
+		return
+	}
+	for _, job := range jobs {
+		if job.Annotations[annotationProofKey] != key || ours(job, m.UID) || job.DeletionTimestamp != nil {
+			continue
+		}
+		now := s.now()
+		res, waiting := ProofOutcome(component, job, s.jobPods(job), now, s.Config.proofTimeout())
+		switch {
+		case res == nil:
+			p.Running, p.Waiting = true, fmt.Sprintf("waiting for the proof of migration %s (job %s), of the same image and pod shape: %s",
+				job.Labels[v1alpha1.LabelMigrationName], job.Name, waiting)
+			return
+		case res.Result == v1alpha1.ProofPassed && job.Status.CompletionTime != nil && now.Sub(job.Status.CompletionTime.Time) < s.Config.proofTTL():
+			// As old as the peer's run, not as this look at it.
+			res.Key, res.CheckedAt = key, *job.Status.CompletionTime
+			s.proofs.put(*res, string(m.UID), now, s.Config.proofTTL())
+			res.JobName = job.Name
+			p.Result = res
+			return
+		}
+	}
 }
 
 // knownProof is a recent result for key: the step's, or m's own in status.

@@ -43,11 +43,13 @@ func (d *decider) setProof(p v1alpha1.ImageProof) {
 }
 
 // removeFinishedProofs deletes the objects of the proofs whose result is
-// recorded: a proof's pod lives only as long as it takes to read it.
-func (d *decider) removeFinishedProofs() bool {
+// recorded (or that prove a pod of another shape): a proof's pod lives
+// only as long as it takes to read it. With all, it deletes the running
+// ones too: a migration that fails in Validating leaves none.
+func (d *decider) removeFinishedProofs(all bool) bool {
 	var done []ObjectRef
 	for _, p := range d.obs.Proofs {
-		if p.Result != nil || p.Stale {
+		if all || p.Result != nil || p.Stale {
 			done = append(done, p.Objects...)
 		}
 	}
@@ -55,14 +57,13 @@ func (d *decider) removeFinishedProofs() bool {
 		return false
 	}
 	d.remove(ActionDeleteProofs, "", done...)
-	d.working(fmt.Sprintf("deleting %d image proof objects, their results recorded", len(done)), d.cfg.PollInterval)
+	d.working(fmt.Sprintf("deleting %d image proof objects", len(done)), d.cfg.PollInterval)
 	return true
 }
 
-// blockedByPreflight fails the migration when a finding blocks it, and
-// otherwise returns the warnings.
-func (d *decider) blockedByPreflight() ([]string, bool) {
-	var blocking, warnings []string
+// preflightLines are the findings as "Reason: message", warnings and
+// blocking ones apart.
+func (d *decider) preflightLines() (warnings, blocking []string) {
 	for _, f := range d.obs.Preflight {
 		line := fmt.Sprintf("%s: %s", f.Reason, f.Message)
 		if f.Severity == v1alpha1.SeverityBlocking {
@@ -71,11 +72,20 @@ func (d *decider) blockedByPreflight() ([]string, bool) {
 			warnings = append(warnings, line)
 		}
 	}
-	if len(blocking) > 0 {
-		d.fail(ReasonPreflightFailed, strings.Join(blocking, "; "))
-		return nil, true
+	return warnings, blocking
+}
+
+// blockedByPreflight fails the migration when a finding blocks it, once
+// no proof object is left, and otherwise returns the warnings.
+func (d *decider) blockedByPreflight() ([]string, bool) {
+	warnings, blocking := d.preflightLines()
+	if len(blocking) == 0 {
+		return warnings, false
 	}
-	return warnings, false
+	if !d.removeFinishedProofs(true) {
+		d.fail(ReasonPreflightFailed, strings.Join(blocking, "; "))
+	}
+	return nil, true
 }
 
 // awaitClusterChecks waits for the dry run and starts and waits for the

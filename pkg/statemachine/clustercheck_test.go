@@ -116,6 +116,17 @@ func TestValidatingAsksTheCluster(t *testing.T) {
 				assert.Contains(t, ev.Observed, "images run here: transfer (registry.example/transfer:1)")
 			},
 		},
+		"a blocking finding while another proof runs: its objects go first, then the failure": {
+			m: m(), obs: newObs(sourceInventory, accepted,
+				proof(v1alpha1.ComponentTransfer, false, proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofFailed, "ErrImagePull", "no registry")),
+				proof(v1alpha1.ComponentConversion, true, nil, ref(KindJob, naming.ProofJob(builders.Name, v1alpha1.ComponentConversion))),
+				preflight(v1alpha1.SeverityBlocking, "TransferImageNotRunnable")),
+			phase: v1alpha1.PhaseValidating, action: ActionDeleteProofs,
+			check: func(t *testing.T, d Decision) {
+				assert.Equal(t, []string{naming.ProofJob(builders.Name, v1alpha1.ComponentConversion)}, Names(d.Action.Objects))
+				assert.Nil(t, d.Status.LastError, "failed before its proofs were deleted")
+			},
+		},
 		"a failed proof blocks, in the cluster's words": {
 			m: m(), obs: newObs(sourceInventory, accepted,
 				proof(v1alpha1.ComponentTransfer, false, proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofFailed, "ErrImageNeverPull", "not present")),

@@ -48,7 +48,7 @@ func (d *decider) validating() {
 		return
 	}
 	d.recordClusterChecks()
-	if d.removeFinishedProofs() {
+	if d.removeFinishedProofs(false) {
 		return
 	}
 	warnings, blocked := d.blockedByPreflight()

@@ -71,6 +71,8 @@ type stackOptions struct {
 	// transferStreams is the controller's streams per disk (0: the
 	// shipped default).
 	transferStreams int
+	// extraArgs are more flags of the controller, after the suite's.
+	extraArgs []string
 }
 
 // controllerArgs are the flags a test adds to the suite's controller.
@@ -82,7 +84,7 @@ func (o stackOptions) controllerArgs() []string {
 	if o.transferStreams > 0 {
 		args = append(args, "--transfer-streams="+strconv.Itoa(o.transferStreams))
 	}
-	return args
+	return append(args, o.extraArgs...)
 }
 
 // stack is one test's world: a namespace enforcing PodSecurity

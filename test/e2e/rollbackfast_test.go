@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -140,8 +141,10 @@ func (s *stack) createPullSecret(name string) {
 // seenPod is what a test saw of a pod of a migration.
 type seenPod struct {
 	name, kind, node string
-	pullSecrets      []corev1.LocalObjectReference
-	phase            corev1.PodPhase
+	// uid and fsGroup of its security context, "" when unset.
+	uid, fsGroup string
+	pullSecrets  []corev1.LocalObjectReference
+	phase        corev1.PodPhase
 }
 
 // podRecorder keeps what a watch saw of the migrations' pods.
@@ -171,20 +174,9 @@ func (s *stack) recordPods() *podRecorder {
 	ctx, cancel := context.WithCancel(s.ctx)
 	var wg sync.WaitGroup
 	s.t.Cleanup(func() { cancel(); wg.Wait() })
-	wg.Go(func() {
-		defer w.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return
-				}
-				if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type != watch.Deleted {
-					r.see(p)
-				}
-			}
+	consumeWatch(s.t, ctx, &wg, w, "pod", func(ev watch.Event) {
+		if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type != watch.Deleted {
+			r.see(p)
 		}
 	})
 	return r
@@ -205,6 +197,9 @@ func (r *podRecorder) see(p *corev1.Pod) {
 	sp := r.pods[uid][p.Name]
 	if sp == nil {
 		sp = &seenPod{name: p.Name, kind: kind, pullSecrets: p.Spec.ImagePullSecrets}
+		if sc := p.Spec.SecurityContext; sc != nil {
+			sp.uid, sp.fsGroup = idString(sc.RunAsUser), idString(sc.FSGroup)
+		}
 		r.pods[uid][p.Name] = sp
 	}
 	if p.Spec.NodeName != "" {
@@ -213,4 +208,12 @@ func (r *podRecorder) see(p *corev1.Pod) {
 	if p.Status.Phase != "" {
 		sp.phase = p.Status.Phase
 	}
+}
+
+// idString is an id as text, "" for none.
+func idString(id *int64) string {
+	if id == nil {
+		return ""
+	}
+	return strconv.FormatInt(*id, 10)
 }

@@ -3,7 +3,6 @@ package standins
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -151,11 +150,4 @@ func (p *PolicyWebhook) Close() {
 	p.shutdown()
 }
 
-func (p *PolicyWebhook) shutdown() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = p.server.Shutdown(ctx)
-	if err := <-p.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		klog.FromContext(ctx).Error(err, "policy webhook: serving")
-	}
-}
+func (p *PolicyWebhook) shutdown() { shutdownServer(p.server, p.served, "policy webhook") }

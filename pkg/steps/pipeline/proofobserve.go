@@ -308,17 +308,13 @@ type ConversionSelfCheckReport struct {
 
 // ParseConversionSelfCheck reads the self-check's last JSON line.
 func ParseConversionSelfCheck(out string) (*ConversionSelfCheckReport, error) {
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		line := strings.TrimSpace(lines[i])
-		if !strings.HasPrefix(line, "{") {
-			continue
-		}
-		var r ConversionSelfCheckReport
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			return nil, fmt.Errorf("reading the self-check's line %q: %w", line, err)
-		}
-		return &r, nil
+	line := wire.LastJSONLine(out)
+	if line == "" {
+		return nil, fmt.Errorf("the self-check printed no JSON line: %q", truncate(oneLine(out), 256))
 	}
-	return nil, fmt.Errorf("the self-check printed no JSON line: %q", truncate(oneLine(out), 256))
+	var r ConversionSelfCheckReport
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		return nil, fmt.Errorf("reading the self-check's line %q: %w", line, err)
+	}
+	return &r, nil
 }

@@ -45,20 +45,28 @@ func BuildVersion() VersionInfo {
 // ParseVersion reads a transfer command's --version output: its last line
 // that is a JSON object.
 func ParseVersion(out string) (VersionInfo, error) {
+	var v VersionInfo
+	line := LastJSONLine(out)
+	if line == "" {
+		return v, fmt.Errorf("no version line in %q", out)
+	}
+	if err := json.Unmarshal([]byte(line), &v); err != nil {
+		return v, fmt.Errorf("reading the version line %q: %w", line, err)
+	}
+	if v.Command != CommandName {
+		return v, fmt.Errorf("the version line names command %q, want %s", v.Command, CommandName)
+	}
+	return v, nil
+}
+
+// LastJSONLine is the last line of out that looks like a JSON object (a
+// self-check's report after whatever else it printed), "" for none.
+func LastJSONLine(out string) string {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
-		line := strings.TrimSpace(lines[i])
-		if !strings.HasPrefix(line, "{") {
-			continue
+		if line := strings.TrimSpace(lines[i]); strings.HasPrefix(line, "{") {
+			return line
 		}
-		var v VersionInfo
-		if err := json.Unmarshal([]byte(line), &v); err != nil {
-			return v, fmt.Errorf("reading the version line %q: %w", line, err)
-		}
-		if v.Command != CommandName {
-			return v, fmt.Errorf("the version line names command %q, want %s", v.Command, CommandName)
-		}
-		return v, nil
 	}
-	return VersionInfo{}, fmt.Errorf("no version line in %q", out)
+	return ""
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"net/url"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,8 @@ type refusal struct {
 // quotes the cluster, its image proofs' pods gone, and vcsim recorded no
 // power operation: the source VM was never touched.
 func TestRefusedBeforeStop(t *testing.T) {
+	plugin, err := build("kubectl-vmm")
+	require.NoError(t, err, "building kubectl-vmm")
 	cases := map[string]refusal{
 		// The transfer image was never imported into the node: its proof
 		// pod cannot pull it (no registry is reachable from the node).
@@ -103,6 +106,11 @@ func TestRefusedBeforeStop(t *testing.T) {
 			require.NoError(t, s.vc.SimulateGuest(s.ctx, vm, vcsimlocal.GuestOptions{}))
 			m := s.create(s.newMigration(vm, vm))
 			s.refusedBeforeStop(m, vm, tc.finding, tc.words)
+			// kubectl vmm plan shows the API server's answer per object.
+			out, err := exec.CommandContext(s.ctx, plugin, "plan", m.Name, "-n", s.ns, "--kubeconfig", s.env.KubeconfigPath()).CombinedOutput()
+			require.NoError(t, err, "kubectl vmm plan: %s", out)
+			assert.Contains(t, string(out), "The source VM was not touched.")
+			t.Logf("kubectl vmm plan %s -n %s:\n%s", m.Name, s.ns, out)
 		})
 	}
 }

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -14,10 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
 	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
+	"platform.example/vm-migration/pkg/preflight"
 	"platform.example/vm-migration/pkg/steps/pipeline"
 	"platform.example/vm-migration/test/framework"
 	"platform.example/vm-migration/test/standins"
@@ -134,4 +137,41 @@ func noClaimsQuota(t *testing.T, admin kubernetes.Interface, ns string) {
 	q.Status = corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{corev1.ResourcePersistentVolumeClaims: resource.MustParse("0")}}
 	_, err = admin.CoreV1().ResourceQuotas(ns).UpdateStatus(ctx, q, metav1.UpdateOptions{})
 	require.NoError(t, err, "counting the quota's usage")
+}
+
+// TestLauncherFactsAsTheController reads, as the controller's
+// ServiceAccount with the RBAC of manifests/, what the namespace and
+// KubeVirt's KubeVirt resource (test/crds) say of virt-launcher pods: a
+// namespace enforcing restricted where KubeVirt gives them no seccomp
+// profile is a blocking finding, named with its fix; with a profile, none.
+func TestLauncherFactsAsTheController(t *testing.T) {
+	env := framework.Env(t)
+	ns := env.Namespace(t)
+	kvNS := env.Namespace(t)
+	ctx := testContext(t)
+	admin := env.Kubernetes(t)
+	saConfig, _ := controllerIdentity(t, env)
+	restrictNamespace(t, admin, ns)
+	kvAdmin, err := kvclient.NewForConfig(env.Config())
+	require.NoError(t, err)
+	kv, err := kvAdmin.KubevirtV1().KubeVirts(kvNS).Create(ctx, &kubevirtv1.KubeVirt{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = kvAdmin.KubevirtV1().KubeVirts(kvNS).Delete(context.Background(), kv.Name, metav1.DeleteOptions{})
+	})
+
+	facts, err := controllerStep(t, saConfig, pipeline.Config{}).LauncherFacts(ctx, ns)
+	require.NoError(t, err)
+	assert.Equal(t, preflight.LauncherFacts{NamespaceEnforce: "restricted", KubeVirt: kvNS + "/kubevirt"}, facts)
+	findings := preflight.Check(&v1alpha1.VirtualMachineMigrationSpec{}, &v1alpha1.SourceInventory{}, preflight.ClusterFacts{Launcher: facts})
+	require.True(t, preflight.HasBlocking(findings))
+	assert.Equal(t, preflight.ReasonLauncherSeccompMissing, findings[len(findings)-1].Reason)
+
+	kv.Spec.Configuration.SeccompConfiguration = &kubevirtv1.SeccompConfiguration{VirtualMachineInstanceProfile: &kubevirtv1.VirtualMachineInstanceProfile{
+		CustomProfile: &kubevirtv1.CustomProfile{RuntimeDefaultProfile: true}}}
+	_, err = kvAdmin.KubevirtV1().KubeVirts(kvNS).Update(ctx, kv, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	facts, err = controllerStep(t, saConfig, pipeline.Config{}).LauncherFacts(ctx, ns)
+	require.NoError(t, err)
+	assert.True(t, facts.LauncherSeccomp, "runtimeDefaultProfile gives virt-launcher RuntimeDefault")
 }

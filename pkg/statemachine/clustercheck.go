@@ -98,7 +98,7 @@ func (d *decider) awaitClusterChecks() bool {
 	for _, p := range d.obs.Proofs {
 		if p.Result == nil && !p.Running {
 			d.act(ActionCreateProofJob, p.Component, 0)
-			d.working(fmt.Sprintf("proving that the %s image runs in namespace %s (job %s)", p.Component, d.m.Namespace, p.JobName), JobResultPoll)
+			d.working(fmt.Sprintf("proving that the %s image runs in namespace %s (job %s)", p.Component, d.m.Namespace, p.JobName), d.cfg.PollInterval)
 			return true
 		}
 	}
@@ -108,7 +108,7 @@ func (d *decider) awaitClusterChecks() bool {
 			if p.Waiting != "" {
 				what += ": " + p.Waiting
 			}
-			d.working(what, JobResultPoll)
+			d.working(what, d.cfg.PollInterval)
 			return true
 		}
 	}

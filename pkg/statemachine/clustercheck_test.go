@@ -78,7 +78,7 @@ func TestValidatingAsksTheCluster(t *testing.T) {
 		},
 		"no proof yet: start the first": {
 			m: m(), obs: newObs(sourceInventory, accepted, proof(v1alpha1.ComponentTransfer, false, nil), proof(v1alpha1.ComponentConversion, false, nil)),
-			phase: v1alpha1.PhaseValidating, action: ActionCreateProofJob, name: v1alpha1.ComponentTransfer, requeue: JobResultPoll,
+			phase: v1alpha1.PhaseValidating, action: ActionCreateProofJob, name: v1alpha1.ComponentTransfer, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
 				require.NotNil(t, d.Status.DryRun, "the accepted dry run, want it in status")
 				assert.Len(t, d.Status.DryRun.Objects, 2)
@@ -90,7 +90,7 @@ func TestValidatingAsksTheCluster(t *testing.T) {
 		},
 		"proofs running: wait for them": {
 			m: m(), obs: newObs(sourceInventory, accepted, proof(v1alpha1.ComponentTransfer, true, nil, transferJob)),
-			phase: v1alpha1.PhaseValidating, requeue: JobResultPoll,
+			phase: v1alpha1.PhaseValidating, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
 				c := wantCond(t, d, ConditionProgressing, metav1.ConditionTrue, ReasonWorking)
 				assert.Contains(t, c.Message, "proving that the transfer image runs")

@@ -115,6 +115,9 @@ func TestPullSecretsReachThePods(t *testing.T) {
 	m := s.create(mig)
 	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 3*time.Minute)
 
+	if took, ok := checkpointGap(m, v1alpha1.PhasePending, v1alpha1.PhaseValidating); ok {
+		t.Logf("Validating took %s (inventory, dry run of every object, both image proofs)", took)
+	}
 	seen := pods.of(string(m.UID))
 	var kinds []string
 	want := []corev1.LocalObjectReference{{Name: "team-registry"}, {Name: "platform-registry"}}
@@ -216,4 +219,21 @@ func idString(id *int64) string {
 		return ""
 	}
 	return strconv.FormatInt(*id, 10)
+}
+
+// checkpointGap is the time between two checkpoints' evidence.
+func checkpointGap(m *v1alpha1.VirtualMachineMigration, from, to v1alpha1.Phase) (time.Duration, bool) {
+	var a, b *metav1.Time
+	for i := range m.Status.Evidence {
+		switch e := &m.Status.Evidence[i]; e.Phase {
+		case from:
+			a = &e.ReachedAt
+		case to:
+			b = &e.ReachedAt
+		}
+	}
+	if a == nil || b == nil {
+		return 0, false
+	}
+	return b.Sub(a.Time), true
 }

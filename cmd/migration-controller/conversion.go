@@ -53,7 +53,7 @@ func (f *flags) addConversionFlags(fs *flag.FlagSet) {
 		f.addAllowedConversionImages)
 	fs.BoolVar(&f.opts.Pipeline.ConversionKVM, "conversion-kvm", false, "request /dev/kvm from KubeVirt's device plugin (devices.kubevirt.io/kvm) for the conversion pods; the conversion uses KVM only if libguestfs' appliance boots under it, else TCG")
 	fs.StringVar(&f.opts.Pipeline.ConversionRuntimeClass, "conversion-runtime-class", "", "RuntimeClass of the conversion pods, one that offers /dev/kvm (empty: the cluster's default, and TCG); the conversion uses KVM only if libguestfs' appliance boots under it")
-	fs.StringVar(&c.seccompProfile, "conversion-seccomp-profile", "", "Localhost seccomp profile for conversion pods whose libguestfs runs passt (empty: RuntimeDefault)")
+	fs.StringVar(&c.seccompProfile, "conversion-seccomp-profile", "", "seccomp profile of the conversion pods: a Localhost profile (localhost/<path> or <path>) for images whose libguestfs runs passt, RuntimeDefault, or Unconfined (which PodSecurity restricted refuses) (empty: RuntimeDefault)")
 	def := pipeline.DefaultConversionResources()
 	c.cpuRequest, c.cpuLimit = def.Requests[corev1.ResourceCPU], def.Limits[corev1.ResourceCPU]
 	c.memoryRequest, c.memoryLimit = def.Requests[corev1.ResourceMemory], def.Limits[corev1.ResourceMemory]
@@ -109,9 +109,6 @@ func (f *flags) completeConversion() error {
 	}
 	f.opts.Pipeline.ConversionResources = &res
 	f.opts.Pipeline.ConversionApplianceMiB = mib
-	if c.seccompProfile != "" {
-		profile := c.seccompProfile
-		f.opts.Pipeline.ConversionSeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &profile}
-	}
+	f.opts.Pipeline.ConversionSeccompProfile = seccompProfile(c.seccompProfile)
 	return nil
 }

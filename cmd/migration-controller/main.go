@@ -42,6 +42,7 @@ type flags struct {
 	healthAddr         string
 	vsphereCallTimeout time.Duration
 	conversion         conversionFlags
+	pods               podFlags
 	transferStreams    int
 	hostConnections    int
 	apiQPS             float64
@@ -105,6 +106,7 @@ func (f *flags) pipelineFlags(fs *flag.FlagSet) {
 	fs.IntVar(&f.hostConnections, "transfer-connections-per-host", wire.DefaultHostConnections, "datastore connections all transfers from one ESXi host may hold at once, their SOAP sessions included; with --max-transfers-per-host it sets the streams per disk")
 	fs.BoolVar(&f.opts.Pipeline.TransferProgress, "transfer-progress", true, "give each transfer attempt a progress ConfigMap it may patch (through its own ServiceAccount and Role) for live progress")
 	f.addConversionFlags(fs)
+	f.addPodFlags(fs)
 }
 
 // complete checks the flags together and derives the options.
@@ -126,6 +128,9 @@ func (f *flags) complete() error {
 	}
 	f.opts.Pipeline.TransferStreams = wire.StreamsPerDisk(f.transferStreams, f.hostConnections, f.opts.MaxTransfersPerHost, wire.DefaultParallelDisks)
 	f.opts.VSphereCallTimeout = f.vsphereCallTimeout
+	if err := f.completePods(); err != nil {
+		return err
+	}
 	return f.completeConversion()
 }
 

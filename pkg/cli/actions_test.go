@@ -222,6 +222,10 @@ func TestPlan(t *testing.T) {
 		// ConfigMap, status.plan keeps the list of objects (issue 25: an
 		// error about a missing plan).
 		{name: "after the run", args: []string{"plan", "plan-ran"}, golden: "plan-ran"},
+		// Refused by the dry run before the stop: no stored plan, the API
+		// server's answer per object.
+		{name: "refused by the dry run", args: []string{"plan", "refused"}, golden: "plan-dry-run"},
+		{name: "refused by the dry run, as yaml", args: []string{"plan", "refused", "-o", "yaml"}, wantCode: 1, wantErr: "has no plan"},
 		{name: "after the run, status still naming the ConfigMap", args: []string{"plan", "plan-ran-older"}, wantOut: "its cleanup deleted the plan's ConfigMap"},
 		{name: "after the run, as yaml", args: []string{"plan", "plan-ran", "-o", "yaml"}, wantCode: 1, wantErr: "was carried out and its ConfigMap deleted with the staging objects"},
 	}
@@ -232,7 +236,7 @@ func TestPlan(t *testing.T) {
 	older.Status.Plan.ConfigMapName = naming.PlanConfigMap(older.Name)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, objects(planned, all["transferring"], validating, orphan, all["plan-ran"], older), planConfigMap(t, planned))
+			h := newHarness(t, objects(planned, all["transferring"], validating, orphan, all["plan-ran"], older, all["refused"]), planConfigMap(t, planned))
 			require.Equal(t, tc.wantCode, h.run(context.Background(), tc.args...), "exit code (stderr %q)", h.errOut)
 			if tc.golden != "" {
 				golden(t, tc.golden, h.out.Bytes())

@@ -253,6 +253,7 @@ func fixtures() map[string]*v1alpha1.VirtualMachineMigration {
 		"succeeded":       inPhase("succeeded", v1alpha1.PhaseSucceeded, succeeded),
 		"plan-ran":        inPhase("plan-ran", v1alpha1.PhaseSucceeded, withPlan, planRan, succeeded),
 		"failed":          inPhase("failed", v1alpha1.PhaseFailed, failed),
+		"refused":         inPhase("refused", v1alpha1.PhaseFailed, refusedByDryRun),
 		"rolling-back":    inPhase("rolling-back", v1alpha1.PhaseRollingBack, transferring(1024*mib, 0, 0), lastError(v1alpha1.PhaseTransferringDisks, "TransferFailed", "transfer job rolling-back-transfer-1 failed: BackoffLimitExceeded")),
 		"cancelling":      inPhase("cancelling", v1alpha1.PhaseCancelling, transferring(3072*mib, 1024*mib, 0), cancelling),
 		"delete-finished": inPhase("delete-finished", v1alpha1.PhaseSucceeded, succeeded, cancelling),
@@ -295,6 +296,38 @@ func withPlan(m *v1alpha1.VirtualMachineMigration) {
 	}}
 	setCondition(m, statemachine.ConditionProgressing, metav1.ConditionFalse, statemachine.ReasonPlanOnly,
 		fmt.Sprintf("the plan of the 13 objects this migration would create is in ConfigMap %s (kubectl vmm plan %s); the source was not touched: set spec.planOnly to false to migrate", m.Status.Plan.ConfigMapName, m.Name))
+}
+
+// refusedByDryRun failed in Validating: the API server refused the dry
+// run of its staging claims (a quota); its images were proven.
+func refusedByDryRun(m *v1alpha1.VirtualMachineMigration) {
+	withPlan(m)
+	objects := m.Status.Plan.Objects
+	m.Spec.PlanOnly, m.Status.Plan, m.Status.SourceControl = false, nil, nil
+	dr := &v1alpha1.DryRunStatus{ObservedGeneration: 1, Phase: v1alpha1.PhaseValidating, CheckedAt: at(8 * time.Second)}
+	for _, o := range objects {
+		answer := v1alpha1.DryRunObject{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, Outcome: v1alpha1.DryRunAccepted}
+		switch o.Kind {
+		case "PersistentVolumeClaim":
+			answer.Outcome = v1alpha1.DryRunRefused
+			answer.Message = fmt.Sprintf(`persistentvolumeclaims "%s" is forbidden: exceeded quota: no-claims, requested: persistentvolumeclaims=1, used: persistentvolumeclaims=0, limited: persistentvolumeclaims=0`, o.Name)
+			dr.Refused++
+		case "RoleBinding":
+			answer.Outcome = v1alpha1.DryRunUnchecked
+			answer.Message = "it binds a Role the migration creates just before it, which a dry run does not create"
+		}
+		dr.Objects = append(dr.Objects, answer)
+	}
+	m.Status.DryRun = dr
+	m.Status.ImageProofs = []v1alpha1.ImageProof{
+		{Component: "conversion", Image: "registry.example/virt-v2v:2.2", Result: v1alpha1.ProofPassed, CheckedAt: at(9 * time.Second),
+			Output: `{"virtV2V":"2.2.0","virtioWin":{"path":"/usr/share/virtio-win","present":false},"ok":true,"problems":[]}`},
+		{Component: "transfer", Image: "registry.example/vm-migration-controller:v0.1.0", Result: v1alpha1.ProofPassed, CheckedAt: at(9 * time.Second),
+			Output: `{"command":"vm-transfer","version":"v0.1.0","goVersion":"go1.26.8","specVersion":"v1"}`},
+	}
+	lastError(v1alpha1.PhaseValidating, statemachine.ReasonPreflightFailed, "DryRunRefused: the API server refused the dry run of PersistentVolumeClaim refused-staging-2000, which the migration creates: persistentvolumeclaims \"refused-staging-2000\" is forbidden: exceeded quota: no-claims")(m)
+	m.Status.CompletionTime = atp(41 * time.Minute)
+	ended(m)
 }
 
 func stalled(m *v1alpha1.VirtualMachineMigration) {

@@ -91,6 +91,11 @@ func (o *planOptions) run(ctx context.Context, name string) error {
 		return notFound(err, name, ns)
 	}
 	if m.Status.Plan == nil {
+		if m.Status.DryRun != nil && o.output == "" && !o.domain {
+			// No stored plan, but the API server's answer to the dry run
+			// of every object the migration creates.
+			return printDryRun(o.streams.Out, m)
+		}
 		return noPlan(m)
 	}
 	if m.Status.Plan.ConfigMapName == "" {

@@ -52,11 +52,27 @@ func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects 
 	fmt.Fprintf(w, "Plan of %s/%s, rendered %s and stored in ConfigMap %s.\n", m.Namespace, m.Name, timestamp(p.RenderedAt), p.ConfigMapName)
 	fmt.Fprintf(w, "The source VM was not touched. Running the migration would create these %s, in this order:\n\n", pluralize(len(objects), "object"))
 	tw := printers.GetNewTabWriter(w)
-	fmt.Fprintln(tw, "  #\tKIND\tNAME\tWHAT")
+	dryRun := m.Status.DryRun != nil
+	if dryRun {
+		fmt.Fprintln(tw, "  #\tKIND\tNAME\tDRY RUN\tWHAT")
+	} else {
+		fmt.Fprintln(tw, "  #\tKIND\tNAME\tWHAT")
+	}
 	for i, o := range objects {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", i+1, o.GetKind(), o.GetName(), clean(planDetail(m, o)))
+		if dryRun {
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", i+1, o.GetKind(), o.GetName(), orDash(dryRunOutcome(m, o.GetKind(), o.GetName())), clean(planDetail(m, o)))
+		} else {
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", i+1, o.GetKind(), o.GetName(), clean(planDetail(m, o)))
+		}
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if dryRun {
+		fmt.Fprintf(w, "\nThe API server's answers to the dry run (%s, %s refused): kubectl get vmm %s -n %s -o jsonpath='{.status.dryRun}'\n",
+			timestamp(&m.Status.DryRun.CheckedAt), refusedCount(m.Status.DryRun), m.Name, m.Namespace)
+	}
+	if err := printProofs(w, m); err != nil {
 		return err
 	}
 	if missing := missingFromStatus(p, objects); len(missing) > 0 {

@@ -52,7 +52,8 @@ func (c *Controller) execute(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 	case statemachine.ActionRemoveSnapshot:
 		return src.RemoveSnapshot(ctx, m, a.Name)
 	case statemachine.ActionDeleteJob, statemachine.ActionDeleteDataVolume, statemachine.ActionDeleteVM,
-		statemachine.ActionDeleteStaging, statemachine.ActionDeleteChildren, statemachine.ActionDeletePlan:
+		statemachine.ActionDeleteStaging, statemachine.ActionDeleteChildren, statemachine.ActionDeletePlan,
+		statemachine.ActionDeleteProofs:
 		return p.Delete(ctx, m, a.Objects)
 	}
 	return c.executeCreate(ctx, m, a)
@@ -82,6 +83,8 @@ func (c *Controller) executeCreate(ctx context.Context, m *v1alpha1.VirtualMachi
 		return p.ReleaseTarget(ctx, m)
 	case statemachine.ActionCreatePlan:
 		return p.CreatePlan(ctx, m)
+	case statemachine.ActionCreateProofJob:
+		return p.CreateProofJob(ctx, m, a.Name)
 	}
 	return fmt.Errorf("unknown action %q", a.Type)
 }

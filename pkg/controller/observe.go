@@ -36,18 +36,32 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 			need = statemachine.SourceNeedNothing
 		}
 	}
-	if need == statemachine.SourceNeedNothing {
-		return obs, nil
+	if need != statemachine.SourceNeedNothing {
+		obs.Source = c.steps.Source.Observe(ctx, m, need)
+		if m.DeletionTimestamp != nil && obs.Source.Error != nil {
+			obs.NamespaceTerminating = c.namespaceTerminating(ctx, m.Namespace)
+		}
 	}
-	obs.Source = c.steps.Source.Observe(ctx, m, need)
-	if m.DeletionTimestamp != nil && obs.Source.Error != nil {
-		obs.NamespaceTerminating = c.namespaceTerminating(ctx, m.Namespace)
+	inv := m.Status.Source
+	if need == statemachine.SourceNeedInventory {
+		inv = nil
+		if obs.Source.Error == nil {
+			inv = obs.Source.Inventory
+		}
 	}
-	if inv := obs.Source.Inventory; need == statemachine.SourceNeedInventory && obs.Source.Error == nil && inv != nil {
+	seen, err := c.steps.Pipeline.ObserveCluster(ctx, m, inv, &obs)
+	if err != nil {
+		return obs, err
+	}
+	if m.Status.Phase == v1alpha1.PhaseQueued && seen.DryRun != nil {
+		obs.Preflight = preflight.DryRunFindings(seen.DryRun)
+	}
+	if need == statemachine.SourceNeedInventory && inv != nil {
 		facts, err := c.clusterFacts(m, inv)
 		if err != nil {
 			return obs, err
 		}
+		facts.DryRun, facts.Proofs, facts.ConversionVirtioWin, facts.Launcher = seen.DryRun, seen.Proofs, seen.ConversionVirtioWin, seen.Launcher
 		obs.Preflight = preflight.Check(m.SpecInForce(), inv, facts)
 		if obs.Claims, err = c.lookClaims(m, inv); err != nil {
 			return obs, err

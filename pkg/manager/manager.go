@@ -78,6 +78,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	// vSphere call (the session cache below).
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(controller.TimeAPICalls)
+	// The dry run reads the API server's warnings of each of its
+	// requests (PodSecurity's on a Job's pods); the others are logged.
+	cfg.WarningHandler = nil
+	cfg.WarningHandlerWithContext = pipeline.WarningCollector{Next: rest.WarningLogger{}}
 	clients, err := NewClients(cfg)
 	if err != nil {
 		return err

@@ -67,6 +67,18 @@ func ConversionConfigMap(migration string, attempt int32) string {
 	return Child(migration, "convert", fmt.Sprint(attempt), "domain")
 }
 
+// ProofJob is the Job that proves the image of one component (transfer
+// or conversion) runs in the migration's namespace.
+func ProofJob(migration, component string) string {
+	return Child(migration, "proof", component)
+}
+
+// ProofAccess is the ServiceAccount the transfer image's proof pod runs
+// as, of the kind the transfer pods run as.
+func ProofAccess(migration string) string {
+	return Child(migration, "proof")
+}
+
 // PlanConfigMap holds the dry-run plan of a migration with spec.planOnly.
 func PlanConfigMap(migration string) string {
 	return Child(migration, "plan")

@@ -87,6 +87,17 @@ type ClusterFacts struct {
 	// ControllerSnapshots are snapshots this migration made itself (from
 	// status); they do not count as existing snapshots.
 	ControllerSnapshots []string
+	// DryRun is the API server's answer to the dry run of the objects the
+	// migration creates; nil when none was made.
+	DryRun *v1alpha1.DryRunStatus
+	// Proofs are the image proofs' results known so far.
+	Proofs []v1alpha1.ImageProof
+	// ConversionVirtioWin is what the conversion image's self-check said
+	// of virtio-win drivers; nil while unknown.
+	ConversionVirtioWin *VirtioWin
+	// Launcher is what the cluster says of KubeVirt's launcher pods in
+	// the namespace.
+	Launcher LauncherFacts
 }
 
 // Check runs every rule and returns the findings, Blocking and Warning, in
@@ -116,6 +127,10 @@ func Check(spec *v1alpha1.VirtualMachineMigrationSpec, inv *v1alpha1.SourceInven
 		c.unusedStorageMappings,
 		c.targetName,
 		c.childNames,
+		c.guest,
+		c.launcherSeccomp,
+		c.dryRun,
+		c.imageProofs,
 	} {
 		rule()
 	}

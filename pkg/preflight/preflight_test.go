@@ -60,10 +60,7 @@ type want struct {
 }
 
 func TestCheck(t *testing.T) {
-	tests := map[string]struct {
-		mods mods
-		want []want
-	}{
+	tests := map[string]checkCase{
 		"clean migration has no findings": {},
 		"durations stored out of range": {
 			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) {
@@ -251,6 +248,18 @@ func TestCheck(t *testing.T) {
 			},
 		},
 	}
+	runCheckCases(t, tests)
+}
+
+// checkCase is one row of a rules table.
+type checkCase struct {
+	mods mods
+	want []want
+}
+
+// runCheckCases checks the clean migration changed by each case's mods.
+func runCheckCases[T ~map[string]checkCase](t *testing.T, tests T) {
+	t.Helper()
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			spec, inv, cluster := cleanSpec(), cleanInventory(), cleanCluster()
@@ -299,4 +308,102 @@ func TestCheckNilInputs(t *testing.T) {
 	}
 	// An empty inventory and empty facts do not panic either.
 	_ = Check(&v1alpha1.VirtualMachineMigrationSpec{}, &v1alpha1.SourceInventory{NICs: []v1alpha1.SourceNIC{{}}, Disks: []v1alpha1.SourceDisk{{}}}, ClusterFacts{})
+}
+
+func TestClusterAndGuestRules(t *testing.T) {
+	windows := func(i *v1alpha1.SourceInventory) {
+		i.GuestID, i.GuestFullName, i.GuestFamily = "windows2019srv_64Guest", "Microsoft Windows Server 2019 (64-bit)", "windowsGuest"
+	}
+	noDrivers := func(c *ClusterFacts) {
+		c.ConversionVirtioWin = &VirtioWin{Path: "/usr/share/virtio-win"}
+		c.Proofs = []v1alpha1.ImageProof{{Component: v1alpha1.ComponentConversion, Image: "v2v:1", Result: v1alpha1.ProofPassed}}
+	}
+	refused := v1alpha1.DryRunObject{Kind: "PersistentVolumeClaim", Name: "web-01-staging-2000", Outcome: v1alpha1.DryRunRefused,
+		Message: `persistentvolumeclaims "web-01-staging-2000" is forbidden: exceeded quota: no-claims`}
+	runCheckCases(t, map[string]checkCase{
+		"Windows, conversion image without virtio-win: blocked": {
+			mods: mods{inv: windows, cluster: noDrivers},
+			want: []want{{ReasonWindowsWithoutVirtioDrivers, v1alpha1.SeverityBlocking,
+				[]string{"Microsoft Windows Server 2019 (64-bit) (guest id windows2019srv_64Guest)", "v2v:1", "/usr/share/virtio-win", "IDE", "RTL8139"}}},
+		},
+		"Windows, VMware Tools' report wins over the configuration": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) {
+				i.GuestID, i.DetectedGuestID, i.DetectedGuestFullName = "otherGuest64", "windows2019srv_64Guest", "Microsoft Windows Server 2019 (64-bit)"
+			}, cluster: noDrivers},
+			want: []want{{ReasonWindowsWithoutVirtioDrivers, v1alpha1.SeverityBlocking, []string{"Windows Server 2019"}}},
+		},
+		"Windows, image with virtio-win: allowed": {
+			mods: mods{inv: windows, cluster: func(c *ClusterFacts) { c.ConversionVirtioWin = &VirtioWin{Present: true} }},
+		},
+		"Windows, image not proven yet: nothing said yet": {
+			mods: mods{inv: windows},
+		},
+		"Windows, conversion skipped: the user vouches for the drivers": {
+			mods: mods{inv: windows, cluster: noDrivers, spec: func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Conversion.Skip = true }},
+		},
+		"FreeBSD: virt-v2v cannot convert it": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.GuestID, i.GuestFamily = "freebsd13_64Guest", "otherGuestFamily" }},
+			want: []want{{ReasonUnsupportedGuestOS, v1alpha1.SeverityBlocking, []string{"freebsd13_64Guest", "only Linux and Windows"}}},
+		},
+		"macOS family: virt-v2v cannot convert it": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.GuestID, i.GuestFamily = "darwin20_64Guest", "darwinGuestFamily" }},
+			want: []want{{ReasonUnsupportedGuestOS, v1alpha1.SeverityBlocking, []string{"a macOS guest"}}},
+		},
+		"unknown guest: a warning": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.GuestID = "otherGuest64" }},
+			want: []want{{ReasonUnknownGuestOS, v1alpha1.SeverityWarning, []string{"otherGuest64", "inspect its disks"}}},
+		},
+		"other Linux: a Linux guest": {
+			mods: mods{inv: func(i *v1alpha1.SourceInventory) { i.GuestID = "otherLinux64Guest" }},
+		},
+		"a dry-run refusal blocks, quoting the API server; warnings warn": {
+			mods: mods{cluster: func(c *ClusterFacts) {
+				c.DryRun = &v1alpha1.DryRunStatus{Objects: []v1alpha1.DryRunObject{refused,
+					{Kind: "Job", Name: "web-01-convert-1", Outcome: v1alpha1.DryRunWarned, Message: `would violate PodSecurity "restricted:latest"`},
+					{Kind: "RoleBinding", Name: "rb", Outcome: v1alpha1.DryRunUnchecked, Message: "its Role is created first"}}}
+			}},
+			want: []want{
+				{ReasonDryRunRefused, v1alpha1.SeverityBlocking, []string{"PersistentVolumeClaim web-01-staging-2000", "exceeded quota: no-claims"}},
+				{ReasonDryRunWarning, v1alpha1.SeverityWarning, []string{"Job web-01-convert-1", "would violate PodSecurity"}},
+			},
+		},
+		"a failed proof blocks, in the cluster's words": {
+			mods: mods{cluster: func(c *ClusterFacts) {
+				c.Proofs = []v1alpha1.ImageProof{
+					{Component: v1alpha1.ComponentTransfer, Image: "t:1", JobName: "web-01-proof-transfer", Result: v1alpha1.ProofFailed,
+						Reason: "ErrImageNeverPull", Message: `Container image "t:1" is not present with pull policy of Never`},
+					{Component: v1alpha1.ComponentConversion, Image: "c:1", Result: v1alpha1.ProofPassed},
+				}
+			}},
+			want: []want{{ReasonTransferImageNotRunnable, v1alpha1.SeverityBlocking, []string{"t:1", "web-01-proof-transfer", "ErrImageNeverPull: Container image"}}},
+		},
+		"a failed conversion proof does not matter when the conversion is skipped": {
+			mods: mods{spec: func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Conversion.Skip = true }, cluster: func(c *ClusterFacts) {
+				c.Proofs = []v1alpha1.ImageProof{{Component: v1alpha1.ComponentConversion, Image: "c:1", Result: v1alpha1.ProofFailed, Reason: "ErrImagePull"}}
+			}},
+		},
+		"restricted namespace, KubeVirt without a launcher seccomp profile: blocked with the fix": {
+			mods: mods{cluster: func(c *ClusterFacts) {
+				c.Launcher = LauncherFacts{NamespaceEnforce: "restricted", KubeVirt: "kubevirt/kubevirt"}
+			}},
+			want: []want{{ReasonLauncherSeccompMissing, v1alpha1.SeverityBlocking, []string{"kubevirt/kubevirt", "seccompConfiguration", "runtimeDefaultProfile"}}},
+		},
+		"restricted namespace, KubeVirt with a launcher seccomp profile: allowed": {
+			mods: mods{cluster: func(c *ClusterFacts) {
+				c.Launcher = LauncherFacts{NamespaceEnforce: "restricted", KubeVirt: "kubevirt/kubevirt", LauncherSeccomp: true}
+			}},
+		},
+		"restricted namespace, no KubeVirt resource readable: nothing said": {
+			mods: mods{cluster: func(c *ClusterFacts) { c.Launcher = LauncherFacts{NamespaceEnforce: "restricted"} }},
+		},
+	})
+	assert.Equal(t, []string{ReasonDryRunRefused}, reasons(DryRunFindings(&v1alpha1.DryRunStatus{Objects: []v1alpha1.DryRunObject{refused}})))
+}
+
+func reasons(fs []v1alpha1.PreflightFinding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Reason)
+	}
+	return out
 }

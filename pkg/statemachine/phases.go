@@ -47,18 +47,12 @@ func (d *decider) validating() {
 	if d.claimed(inv, target) {
 		return
 	}
-
-	var blocking, warnings []string
-	for _, f := range d.obs.Preflight {
-		line := fmt.Sprintf("%s: %s", f.Reason, f.Message)
-		if f.Severity == v1alpha1.SeverityBlocking {
-			blocking = append(blocking, line)
-		} else {
-			warnings = append(warnings, line)
-		}
+	d.recordClusterChecks()
+	if d.removeFinishedProofs(false) {
+		return
 	}
-	if len(blocking) > 0 {
-		d.fail(ReasonPreflightFailed, strings.Join(blocking, "; "))
+	warnings, blocked := d.blockedByPreflight()
+	if blocked || d.awaitClusterChecks() {
 		return
 	}
 	for _, w := range warnings {
@@ -77,9 +71,9 @@ func (d *decider) validating() {
 		// evidence is recorded here.
 		d.recordEvidence(v1alpha1.PhaseAwaitingApproval, "cutover approved (spec.policy.approved)")
 	}
-	d.advance(next, fmt.Sprintf("found %s (%s): %d vCPU, %d MiB, %s, %d disks, %d NICs, %s; %d preflight warnings",
+	d.advance(next, fmt.Sprintf("found %s (%s): %d vCPU, %d MiB, %s, %d disks, %d NICs, %s; %d preflight warnings%s",
 		inv.Name, inv.MoRef, inv.CPU.Sockets*inv.CPU.CoresPerSocket, inv.MemoryMiB, inv.Firmware,
-		len(inv.Disks), len(inv.NICs), inv.PowerState, len(warnings)))
+		len(inv.Disks), len(inv.NICs), inv.PowerState, len(warnings), d.clusterEvidence()))
 }
 
 // claimed fails the migration when another migration in flight already
@@ -140,7 +134,7 @@ func (d *decider) queued() {
 		return
 	}
 	src, ok := d.sourceState()
-	if !ok {
+	if !ok || d.refusedBeforeStop() {
 		return
 	}
 	// Commit to the cutover: from here on the spec in force is this one.
@@ -270,6 +264,15 @@ func (d *decider) transferringDisks() {
 		d.advance(v1alpha1.PhaseConverting, fmt.Sprintf("job %s transferred %d disks, %d bytes, each verified by size and sha256%s",
 			job.Name, len(d.st.Disks), total, copiedEvidence(d.st.Disks)))
 	default:
+		if msg, stuck := d.notStarted(job); stuck {
+			// The pod never ran: nothing was written, the next attempt
+			// starts as the first did, once this Job is gone.
+			if d.retry(ReasonPodNotStarted, msg) {
+				d.remove(ActionDeleteJob, job.Name, job.Ref)
+				d.nextTransferAttempt()
+			}
+			return
+		}
 		d.recordTransferProgress(job.Progress)
 		if d.stuckPastDeadline() {
 			d.fail(ReasonTransferTimedOut, fmt.Sprintf("transfer job %s shows no progress since %s and the retry deadline of %s passed",
@@ -277,7 +280,7 @@ func (d *decider) transferringDisks() {
 			return
 		}
 		d.requeue(d.stuckAt().Sub(d.now.Time))
-		d.working(fmt.Sprintf("transferring disks (job %s, attempt %d)", t.JobName, t.Attempt), d.cfg.PollInterval)
+		d.working(fmt.Sprintf("transferring disks (job %s, attempt %d)%s", t.JobName, t.Attempt, d.startWait(job)), d.cfg.PollInterval)
 	}
 }
 
@@ -435,7 +438,16 @@ func (d *decider) converting() {
 		d.st.Progress = "0%"
 		d.advance(v1alpha1.PhaseImporting, fmt.Sprintf("job %s converted the guest (%s)%s", job.Name, job.OperatingSystem, warned))
 	default:
-		d.working(fmt.Sprintf("converting the guest (job %s, attempt %d)", c.JobName, c.Attempt), d.cfg.PollInterval)
+		if msg, stuck := d.notStarted(job); stuck {
+			// The pod never ran: the staged disks are as transferred, and
+			// only the conversion is tried again.
+			if d.retry(ReasonPodNotStarted, msg) {
+				d.remove(ActionDeleteJob, job.Name, job.Ref)
+				*c = *conversionAttempt(d.m.Name, c.Attempt+1)
+			}
+			return
+		}
+		d.working(fmt.Sprintf("converting the guest (job %s, attempt %d)%s", c.JobName, c.Attempt, d.startWait(job)), d.cfg.PollInterval)
 	}
 }
 

@@ -86,6 +86,10 @@ const (
 	// ReasonPlanOnly: a dry run rests in phase Planned while
 	// spec.planOnly is true.
 	ReasonPlanOnly = "PlanOnly"
+	// ReasonPodNotStarted: a transfer or conversion pod did not start
+	// within the pod start timeout for a reason a person must fix; the
+	// attempt counts as failed.
+	ReasonPodNotStarted = "PodNotStarted"
 )
 
 // Conversion failure reasons a conversion Job reports. Inspection failures

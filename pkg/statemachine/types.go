@@ -33,6 +33,12 @@ type Config struct {
 	// resource that sends no events (a Secret the controller may not
 	// watch, a transfer slot) is looked at again.
 	WaitInterval time.Duration
+	// PodStartTimeout is how long, after the source stopped, a transfer
+	// or conversion Job's pod may stay unstarted for a reason a person
+	// must fix (an image that cannot be pulled, a refusal by admission,
+	// no node to run it, a container it cannot create) before the attempt
+	// counts as failed.
+	PodStartTimeout time.Duration
 }
 
 // Default tunables.
@@ -40,6 +46,7 @@ const (
 	DefaultPollInterval     = 10 * time.Second
 	DefaultProgressInterval = 10 * time.Second
 	DefaultWaitInterval     = 30 * time.Second
+	DefaultPodStartTimeout  = 5 * time.Minute
 )
 
 func (c Config) withDefaults() Config {
@@ -51,6 +58,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WaitInterval <= 0 {
 		c.WaitInterval = DefaultWaitInterval
+	}
+	if c.PodStartTimeout <= 0 {
+		c.PodStartTimeout = DefaultPodStartTimeout
 	}
 	return c
 }
@@ -124,6 +134,44 @@ type Observation struct {
 	// It is looked at only when a deleted migration could not read its
 	// source (see restoreHopeless).
 	NamespaceTerminating bool
+	// DryRun is the server-side dry run of the objects the migration
+	// creates (Validating, and Queued once a transfer slot is free); nil
+	// when none was asked for.
+	DryRun *DryRunObservation
+	// Proofs are the images the migration's pods run that must prove
+	// they run in its namespace before the source is touched
+	// (Validating); nil when none are asked for.
+	Proofs []ProofObservation
+}
+
+// DryRunObservation is the outcome of the dry run of the migration's objects.
+type DryRunObservation struct {
+	// Status is the API server's answer per object; nil with Error.
+	Status *v1alpha1.DryRunStatus
+	// Error says why the dry run could not be made (the API server could
+	// not answer, the objects could not be rendered).
+	Error *ObservedError
+}
+
+// ProofObservation is what was seen of one image's proof.
+type ProofObservation struct {
+	// Component is the component whose image is proven (transfer, conversion).
+	Component string
+	// JobName is the proof Job's name.
+	JobName string
+	// Result is the proof's outcome once known: from the proof Job, or a
+	// recent proof of the same key (same namespace, image and pod shape).
+	Result *v1alpha1.ImageProof
+	// Running says the proof Job exists.
+	Running bool
+	// Stale says the proof Job that exists proves a pod of another shape
+	// (the spec changed since it was made): it is deleted.
+	Stale bool
+	// Objects are the proof's objects that exist (its Job, and for the
+	// transfer image its ServiceAccount), deleted once the result is in.
+	Objects []ObjectRef
+	// Waiting says what a running proof's pod waits on.
+	Waiting string
 }
 
 // PlanObservation is what was seen of a stored plan.
@@ -314,6 +362,23 @@ type JobObservation struct {
 	ResultMissing bool
 	// CompletedAt is the Job's completion time (zero when not recorded).
 	CompletedAt time.Time
+	// CreatedAt is when the Job was created (zero when not known).
+	CreatedAt time.Time
+	// StartProblem says why the Job's pod has not started, when it is a
+	// reason a person must fix; nil once it started, or while it only
+	// waits for something that comes by itself (its volumes, its image
+	// being pulled).
+	StartProblem *PodStartProblem
+}
+
+// PodStartProblem is why a pod has not started, in the cluster's words.
+type PodStartProblem struct {
+	// Reason as the cluster names it: ErrImagePull, ImagePullBackOff,
+	// ErrImageNeverPull, InvalidImageName, CreateContainerConfigError,
+	// CreateContainerError, Unschedulable, FailedCreate.
+	Reason string
+	// Message is the kubelet's, the scheduler's or the admission's message.
+	Message string
 }
 
 // JobResultGrace is how long after a Job's completion a missing result is
@@ -457,6 +522,11 @@ const (
 	ActionDeleteChildren      ActionType = "DeleteChildren"
 	ActionCreatePlan          ActionType = "CreatePlan"
 	ActionDeletePlan          ActionType = "DeletePlan"
+	// ActionCreateProofJob starts the proof of one component's image
+	// (Action.Name is the component).
+	ActionCreateProofJob ActionType = "CreateProofJob"
+	// ActionDeleteProofs deletes the proof objects whose result is in.
+	ActionDeleteProofs ActionType = "DeleteProofs"
 	// ActionReleaseTarget hands a target VM that outlives its deleted
 	// migration over to its owner: the migration's labels leave it, its
 	// DataVolumes and their claims, an annotation says where it came from.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/preflight"
 	"platform.example/vm-migration/pkg/statemachine"
 )
 
@@ -55,6 +56,15 @@ type PipelineStep interface {
 	// CreatePlan stores the dry-run plan of every object the migration
 	// would create (spec.planOnly).
 	CreatePlan(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
+	// ObserveCluster asks the API server what the caches cannot tell (the
+	// dry run of the migration's objects before the stop, why its pods
+	// were refused), fills obs with it and returns what the preflight
+	// rules read of it. inv is the source's inventory in Validating. It
+	// changes nothing in the cluster.
+	ObserveCluster(ctx context.Context, m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory, obs *statemachine.Observation) (preflight.ClusterFacts, error)
+	// CreateProofJob starts the proof that a component's image runs in
+	// the migration's namespace (component: transfer or conversion).
+	CreateProofJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, component string) error
 	// Delete deletes observed objects of this migration, each with a UID
 	// precondition; it refuses any ref that does not carry the migration's UID.
 	Delete(ctx context.Context, m *v1alpha1.VirtualMachineMigration, objects []statemachine.ObjectRef) error

@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -45,6 +46,7 @@ type commandFlags struct {
 	terminationLog    string
 	allowPoweredOn    bool
 	bufferedIO        bool
+	version           bool
 }
 
 // parseFlags reads the command line.
@@ -64,8 +66,12 @@ func parseFlags(args []string, stderr io.Writer) (*commandFlags, error) {
 	fs.StringVar(&f.terminationLog, "termination-log", DefaultTerminationLog, "file the final result is written to (the container's termination message)")
 	fs.BoolVar(&f.bufferedIO, "buffered-io", false, "write through the page cache even where direct I/O works")
 	fs.BoolVar(&f.allowPoweredOn, "allow-powered-on", false, "copy the disks of a running VM (inconsistent copy: by hand, knowingly)")
+	fs.BoolVar(&f.version, "version", false, "print the command's version and the job spec format it reads as one JSON line (also to --termination-log), and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if f.version {
+		return f, nil
 	}
 	var missing []string
 	if f.spec == "" {
@@ -99,6 +105,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "vm-transfer: %v\n", err)
 		return ExitUsage
+	}
+	if f.version {
+		return printVersion(f, stdout, stderr)
 	}
 	var mu sync.Mutex
 	logf := func(format string, args ...any) {
@@ -242,4 +251,23 @@ func report(ctx context.Context, f *commandFlags, res *wire.Result, stdout io.Wr
 // oneLine keeps an error message on a single line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// printVersion prints the version line to stdout and, when a termination
+// log is named, into it (the image proof pod reads it there).
+func printVersion(f *commandFlags, stdout, stderr io.Writer) int {
+	line, err := json.Marshal(wire.BuildVersion())
+	if err != nil {
+		fmt.Fprintf(stderr, "vm-transfer: %v\n", err)
+		return ExitFailed
+	}
+	fmt.Fprintf(stdout, "%s\n", line)
+	if f.terminationLog == "" {
+		return ExitOK
+	}
+	if err := os.WriteFile(f.terminationLog, append(line, '\n'), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintf(stderr, "vm-transfer: writing %s: %v\n", f.terminationLog, err)
+		return ExitFailed
+	}
+	return ExitOK
 }

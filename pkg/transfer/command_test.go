@@ -134,3 +134,24 @@ func TestCommandUsage(t *testing.T) {
 	require.Equal(t, transfer.ExitUsage, transfer.Main(context.Background(), []string{"--spec", "x"}, &stdout, &stderr))
 	require.Contains(t, stderr.String(), "missing --credentials-dir")
 }
+
+// TestCommandVersion: --version prints one JSON line naming the job spec
+// format the command reads, also into the termination log, and needs no
+// spec or credentials (the image proof pod runs it so).
+func TestCommandVersion(t *testing.T) {
+	term := filepath.Join(t.TempDir(), "termination-log")
+	var stdout, stderr bytes.Buffer
+	code := transfer.Main(context.Background(), []string{"--version", "--termination-log=" + term}, &stdout, &stderr)
+	require.Equal(t, transfer.ExitOK, code, "stderr: %s", stderr.String())
+	v, err := wire.ParseVersion(stdout.String())
+	require.NoError(t, err)
+	require.Equal(t, wire.SpecVersion, v.SpecVersion)
+	require.Equal(t, wire.CommandName, v.Command)
+	written, err := os.ReadFile(term)
+	require.NoError(t, err)
+	require.Equal(t, stdout.String(), string(written), "the termination log holds the same line")
+	_, err = wire.ParseVersion(`{"command":"other"}`)
+	require.Error(t, err)
+	_, err = wire.ParseVersion("vm-transfer 1.0")
+	require.Error(t, err)
+}

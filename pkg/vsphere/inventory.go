@@ -1,6 +1,7 @@
 package vsphere
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -43,7 +44,7 @@ var vmProperties = []string{
 	"name", "parent", "parentVApp",
 	"config.uuid", "config.instanceUuid", "config.hardware", "config.firmware", "config.bootOptions",
 	"config.guestId", "config.guestFullName", "config.changeTrackingEnabled", "config.keyId",
-	"guest.guestFamily", "guest.toolsRunningStatus",
+	"guest.guestFamily", "guest.toolsRunningStatus", "guest.guestId", "guest.guestFullName",
 	"runtime.powerState", "runtime.host",
 	"snapshot", "datastore", "network",
 }
@@ -256,9 +257,12 @@ func (r *inventoryResult) inventory(serverUUID string) *v1alpha1.SourceInventory
 	if g := vm.Guest; g != nil {
 		inv.GuestFamily = g.GuestFamily
 		inv.ToolsRunningStatus = g.ToolsRunningStatus
+		// What VMware Tools report of the running guest, which may differ
+		// from the guest OS the VM was configured with.
+		inv.DetectedGuestID, inv.DetectedGuestFullName = g.GuestId, g.GuestFullName
 	}
 	if inv.GuestFamily == "" {
-		inv.GuestFamily = guestFamilyFromID(inv.GuestID)
+		inv.GuestFamily = guestFamilyFromID(cmp.Or(inv.DetectedGuestID, inv.GuestID))
 	}
 	return inv
 }

@@ -274,3 +274,23 @@ func TestInventoryPathVAppChildAsVCenterModelsIt(t *testing.T) {
 	assert.Equal(t, "/DC0/vm/apps/shop/shop-db", r.inventoryPath())
 	assert.Equal(t, "DC0", r.datacenter)
 }
+
+// TestInventoryGuestAsToolsReport: VMware Tools' report of the running
+// guest (guest.guestId, guest.guestFullName) is read beside the guest OS
+// the VM was configured with, and gives the family when Tools give none.
+func TestInventoryGuestAsToolsReport(t *testing.T) {
+	env := newSim(t, vpx, nil)
+	s := env.connect(t)
+	ctx := testCtx(t)
+	vm := buildVM(t, s, "guest-vm", richDisks[:1], nil)
+	reconfigure(t, vm, types.VirtualMachineConfigSpec{GuestId: "otherGuest64"})
+	sim := env.model.Map().Get(vm.Reference()).(*simulator.VirtualMachine)
+	sim.Guest.GuestId, sim.Guest.GuestFullName, sim.Guest.GuestFamily = "windows2019srv_64Guest", "Microsoft Windows Server 2019 (64-bit)", ""
+
+	inv, err := Inventory(ctx, s, vm)
+	require.NoError(t, err)
+	assert.Equal(t, "otherGuest64", inv.GuestID, "the configured guest OS")
+	assert.Equal(t, "windows2019srv_64Guest", inv.DetectedGuestID, "VMware Tools' report")
+	assert.Equal(t, "Microsoft Windows Server 2019 (64-bit)", inv.DetectedGuestFullName)
+	assert.Equal(t, "windowsGuest", inv.GuestFamily, "the family of the reported guest")
+}

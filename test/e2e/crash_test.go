@@ -226,6 +226,28 @@ func (c *creationCounter) of(uid string) map[string]int {
 	return out
 }
 
+// add counts the creation of an object of kind, keeping the first seen.
+func (c *creationCounter) add(kind string, o runtime.Object) {
+	obj, ok := o.(metav1.Object)
+	if !ok {
+		return
+	}
+	uid := obj.GetLabels()[v1alpha1.LabelMigrationUID]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.counts[uid] == nil {
+		c.counts[uid] = map[string]int{}
+	}
+	key := kind + "/" + obj.GetName()
+	c.counts[uid][key]++
+	if c.first[uid] == nil {
+		c.first[uid] = map[string]runtime.Object{}
+	}
+	if c.first[uid][key] == nil {
+		c.first[uid][key] = o.DeepCopyObject()
+	}
+}
+
 // watchCreations watches every kind of child a migration has, labelled
 // with a migration UID, and counts creations.
 func (s *stack) watchCreations(t *testing.T) *creationCounter {
@@ -255,42 +277,9 @@ func (s *stack) watchCreations(t *testing.T) *creationCounter {
 	for _, src := range sources {
 		w, err := src.watch(ctx, opts)
 		require.NoError(t, err, "watching %s", src.kind)
-		// Not the test's goroutine: assert only, never require.
-		wg.Go(func() {
-			defer w.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case ev, ok := <-w.ResultChan():
-					if !ok {
-						if ctx.Err() == nil {
-							assert.Fail(t, fmt.Sprintf("the %s watch ended early", src.kind))
-						}
-						return
-					}
-					if ev.Type != watch.Added {
-						continue
-					}
-					obj, ok := ev.Object.(metav1.Object)
-					if !ok {
-						continue
-					}
-					uid := obj.GetLabels()[v1alpha1.LabelMigrationUID]
-					c.mu.Lock()
-					if c.counts[uid] == nil {
-						c.counts[uid] = map[string]int{}
-					}
-					key := src.kind + "/" + obj.GetName()
-					c.counts[uid][key]++
-					if c.first[uid] == nil {
-						c.first[uid] = map[string]runtime.Object{}
-					}
-					if c.first[uid][key] == nil {
-						c.first[uid][key] = ev.Object.DeepCopyObject()
-					}
-					c.mu.Unlock()
-				}
+		consumeWatch(t, ctx, &wg, w, src.kind, func(ev watch.Event) {
+			if ev.Type == watch.Added {
+				c.add(src.kind, ev.Object)
 			}
 		})
 	}

@@ -26,9 +26,12 @@ import (
 // no PersistentVolumeClaim, so the API server's quota admission refuses
 // the staging claims once the source is off. The migration waits
 // (Progressing=False, QuotaExceeded: a person can raise the quota) until
-// its retry deadline, then fails and powers the source on again.
+// its retry deadline, then fails and powers the source on again. The
+// controller runs without its dry run before the stop, which would refuse
+// the claims with the source untouched (TestRefusedBeforeStop/quota): this
+// is a quota that only bites once the source is off.
 func TestQuotaRefusesStagingClaims(t *testing.T) {
-	s := newStack(t, stackOptions{})
+	s := newStack(t, stackOptions{extraControllerArgs: []string{"--dry-run-before-stop=false"}})
 	const name, deadline = "quota-01", 20 * time.Second
 	s.addVM(name, 91)
 	s.createQuota("no-claims", corev1.ResourceList{corev1.ResourcePersistentVolumeClaims: resource.MustParse("0")})

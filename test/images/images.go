@@ -30,10 +30,14 @@ const (
 	SimulatedConversionReference = "platform.example/vm-migration-conversion:simulated"
 )
 
-// simulatedV2V is the simulated virt-v2v-in-place.
-//
-//go:embed simulatedv2v/virt-v2v-in-place
-var simulatedV2V []byte
+// simulatedV2V is the simulated virt-v2v-in-place, simulatedSelfCheck
+// the simulated v2v-self-check.
+var (
+	//go:embed simulatedv2v/virt-v2v-in-place
+	simulatedV2V []byte
+	//go:embed simulatedv2v/v2v-self-check
+	simulatedSelfCheck []byte
+)
 
 // Controller builds the controller's image as `make image` does (the same
 // recipe: make image IMAGE=reference IMAGE_OUT=...) into a folder of the
@@ -73,7 +77,7 @@ func SimulatedConversion(ctx context.Context, reference string) (*framework.Buil
 		return nil, fmt.Errorf("reading %s: %w", busybox, err)
 	}
 	key := sha256.New()
-	for _, part := range [][]byte{data, simulatedV2V, []byte(reference)} {
+	for _, part := range [][]byte{data, simulatedV2V, simulatedSelfCheck, []byte(reference)} {
 		key.Write(part)
 	}
 	res := &framework.BuiltImage{Reference: reference,
@@ -103,6 +107,9 @@ func writeSimulatedConversion(res *framework.BuiltImage, busybox []byte, applets
 		{Path: "usr", Mode: 0o755, Dir: true},
 		{Path: "usr/bin", Mode: 0o755, Dir: true},
 		{Path: "usr/bin/virt-v2v-in-place", Mode: 0o755, Data: simulatedV2V},
+		{Path: "usr/local", Mode: 0o755, Dir: true},
+		{Path: "usr/local/bin", Mode: 0o755, Dir: true},
+		{Path: "usr/local/bin/v2v-self-check", Mode: 0o755, Data: simulatedSelfCheck},
 		{Path: "tmp", Mode: 0o1777, Dir: true},
 		{Path: "var", Mode: 0o755, Dir: true},
 		{Path: "var/tmp", Mode: 0o1777, Dir: true},

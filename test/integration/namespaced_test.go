@@ -110,8 +110,9 @@ func ruleSet(t *testing.T, objs []*unstructured.Unstructured, keep func(*unstruc
 
 // TestNamespacedOverlayRules renders both installs: the namespaced one
 // grants exactly the cluster-wide ClusterRole's rules, split into the Role
-// of each listed namespace and one ClusterRole that only reads
-// StorageClasses; it binds nothing else cluster-wide, and the Deployment
+// of each listed namespace and one ClusterRole that only reads what
+// preflight reads (StorageClasses, namespaces, KubeVirt's configuration);
+// it binds nothing else cluster-wide, and the Deployment
 // watches the listed namespaces.
 func TestNamespacedOverlayRules(t *testing.T) {
 	clusterWide := kustomize(t, framework.RepoPath("manifests"))
@@ -126,8 +127,8 @@ func TestNamespacedOverlayRules(t *testing.T) {
 			return o.GetKind() == "Role" && o.GetNamespace() == ns && o.GetName() == "vm-migration-controller"
 		})
 		cluster := ruleSet(t, namespaced, func(o *unstructured.Unstructured) bool { return o.GetKind() == "ClusterRole" })
-		assert.Equal(t, []string{"get /namespaces", "list storage.k8s.io/storageclasses", "watch storage.k8s.io/storageclasses"}, cluster,
-			"the namespaced install's only cluster-wide rules")
+		assert.Equal(t, []string{"get /namespaces", "list kubevirt.io/kubevirts", "list storage.k8s.io/storageclasses", "watch storage.k8s.io/storageclasses"}, cluster,
+			"the namespaced install's only cluster-wide rules: reads for preflight")
 		assert.Equal(t, want, slices.Compact(slices.Sorted(slices.Values(append(role, cluster...)))),
 			"the Role in %s and the cluster read are not the cluster-wide ClusterRole's rules", ns)
 	}

@@ -118,6 +118,11 @@ func TestControllerRBAC(t *testing.T) {
 		{resource: "events", verb: "create"},
 		{resource: "events", verb: "patch"},
 		{group: "events.k8s.io", resource: "events", verb: "create"},
+		// The FailedCreate events of its Jobs; the namespace's PodSecurity
+		// label and KubeVirt's launcher configuration (preflight).
+		{resource: "events", verb: "list"},
+		{resource: "namespaces", verb: "get", clusterWide: true, name: "any"},
+		{group: "kubevirt.io", resource: "kubevirts", verb: "list", clusterWide: true},
 		{group: "coordination.k8s.io", resource: "leases", verb: "update", namespace: saNamespace},
 		// Its own Pod, for the image the transfer Jobs run.
 		{resource: "pods", verb: "get", namespace: saNamespace},
@@ -137,6 +142,8 @@ func TestControllerRBAC(t *testing.T) {
 		{group: "cdi.kubevirt.io", resource: "datavolumes", verb: "update"},
 		{group: "kubevirt.io", resource: "virtualmachines", verb: "update"},
 		{resource: "pods", subresource: "exec", verb: "create"},
+		// Events are listed for one Job at a time, never watched.
+		{resource: "events", verb: "watch", clusterWide: true},
 		// CDI asks for create on datavolumes/source (or pods) in the source
 		// namespace only for a clone from another namespace; the
 		// controller's clones stay in the migration's namespace, so it

@@ -132,12 +132,16 @@ func (a *Admission) Close() {
 	a.shutdown()
 }
 
-func (a *Admission) shutdown() {
+func (a *Admission) shutdown() { shutdownServer(a.server, a.served, "admission") }
+
+// shutdownServer stops a webhook server and logs how its serving ended
+// (what: whose server).
+func shutdownServer(server *http.Server, served <-chan error, what string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = a.server.Shutdown(ctx)
-	if err := <-a.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		klog.FromContext(ctx).Error(err, "admission: serving")
+	_ = server.Shutdown(ctx)
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		klog.FromContext(ctx).Error(err, what+": serving")
 	}
 }
 

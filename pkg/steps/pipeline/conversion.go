@@ -342,9 +342,13 @@ func DefaultConversionResources() corev1.ResourceRequirements {
 // attempt's ConfigMap, with spec.conversion.image or the configured default.
 //
 // What the pod needs, and why it asks for no more:
-//   - uid/gid 107 and fsGroup 107 (StagingUID), non-root: the user virt-v2v
-//     images run as, and the owner of the images the transfer wrote, which
-//     the conversion rewrites in place. Nothing in virt-v2v-in-place needs root.
+//   - uid/gid 107 and fsGroup 107 (StagingUID; Config.PodIdentity), non-root:
+//     the user virt-v2v images run as, and the owner of the images the
+//     transfer wrote, which the conversion rewrites in place. Nothing in
+//     virt-v2v-in-place needs root. Where the platform assigns the ids
+//     (OpenShift), PodIdentity leaves them to it: every pod of the
+//     namespace then gets the same uid and fsGroup.
+//   - the pull secrets of the migration and of the controller (PullSecrets).
 //   - no privilege escalation, every capability dropped, no service account
 //     token, a read-only root file system: libguestfs runs its appliance
 //     as an unprivileged qemu and writes only to /tmp and /var/tmp
@@ -404,8 +408,9 @@ func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg
 					RestartPolicy:                corev1.RestartPolicyNever,
 					AutomountServiceAccountToken: ptr.To(false),
 					EnableServiceLinks:           ptr.To(false),
-					SecurityContext:              stagingPodSecurity(cfg.ConversionSeccompProfile),
+					SecurityContext:              stagingPodSecurity(cfg, cfg.ConversionSeccompProfile),
 					RuntimeClassName:             runtimeClass(cfg.ConversionRuntimeClass),
+					ImagePullSecrets:             PullSecrets(m, cfg),
 					Containers: []corev1.Container{{
 						Name:                     ConversionContainer,
 						Image:                    image,

@@ -39,9 +39,9 @@ func TestChildrenComeFromTheMigrationIndex(t *testing.T) {
 	for _, o := range claims.List() {
 		require.NoError(t, plain.Add(o))
 	}
-	unindexed := *f.step
+	unindexed := &Step{Kube: f.step.Kube, Listers: f.step.Listers}
 	unindexed.Listers.Caches = map[string]cache.Indexer{"persistentvolumeclaims": plain}
-	bySelector, err := owned[*corev1.PersistentVolumeClaim](&unindexed, "persistentvolumeclaims", m)
+	bySelector, err := owned[*corev1.PersistentVolumeClaim](unindexed, "persistentvolumeclaims", m)
 	require.NoError(t, err)
 	assert.Equal(t, claimNames(fromIndex), claimNames(bySelector), "the same children either way")
 

@@ -54,7 +54,7 @@ func RenderPlan(m *v1alpha1.VirtualMachineMigration, cfg Config) ([]runtime.Obje
 // planTransfer adds the first transfer attempt's objects.
 func planTransfer(mp *v1alpha1.VirtualMachineMigration, cfg Config, add func(...runtime.Object)) error {
 	if cfg.TransferProgress {
-		a, err := RenderProgressAccess(mp, 1)
+		a, err := renderAccess(mp, 1, cfg)
 		if err != nil {
 			return fmt.Errorf("planning the transfer progress access: %w", err)
 		}

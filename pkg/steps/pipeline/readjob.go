@@ -74,6 +74,10 @@ func ObserveJob(job *batchv1.Job, pods []corev1.Pod, configMapData map[string]st
 	if job.Status.CompletionTime != nil {
 		o.CompletedAt = job.Status.CompletionTime.Time
 	}
+	o.CreatedAt = job.CreationTimestamp.Time
+	if !o.Succeeded && !o.Failed {
+		o.StartProblem = StartProblem(pod)
+	}
 	switch {
 	case o.Failed && o.Message == "":
 		o.Message = joinNonEmpty("; ", condMessage, podProblem(pod, term))

@@ -223,7 +223,8 @@ func TestObserveJob(t *testing.T) {
 				return []runtime.Object{pod(j, "p1", labelJobName, t0, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 					Reason: "ImagePullBackOff", Message: "Back-off pulling image"}})}
 			},
-			want: statemachine.JobObservation{Message: "waiting: ImagePullBackOff: Back-off pulling image"},
+			want: statemachine.JobObservation{Message: "waiting: ImagePullBackOff: Back-off pulling image",
+				StartProblem: &statemachine.PodStartProblem{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}},
 		},
 		"legacy job-name label, newest terminated pod, other job's pod ignored": {
 			job: jobBuilder(t, v1alpha1.ComponentTransfer, condition(batchv1.JobComplete, "", "")),
@@ -291,6 +292,7 @@ func TestObserveJob(t *testing.T) {
 			want := tc.want
 			want.Name = tc.job.Name
 			want.Ref = statemachine.ObjectRef{Kind: statemachine.KindJob, Name: tc.job.Name, UID: tc.job.UID, MigrationUID: m.UID}
+			want.CreatedAt = tc.job.CreationTimestamp.Time
 			if name == "conversion found no guest" {
 				// The whole error, on one line, is kept.
 				assert.True(t, strings.HasPrefix(got.Message, "virt-v2v-in-place: error: inspection could not detect the source guest (or physical machine)."),

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -74,6 +75,35 @@ type Config struct {
 	ConversionSeccompProfile *corev1.SeccompProfile
 	// ConversionTimeout bounds a conversion run; zero means DefaultConversionTimeout.
 	ConversionTimeout time.Duration
+	// ImagePullSecrets are Secrets (by name, in each migration's
+	// namespace) every transfer, conversion and proof pod, and every
+	// transfer attempt's ServiceAccount, pulls its image with, beside
+	// the migration's own spec.imagePullSecrets.
+	ImagePullSecrets []string
+	// PodIdentity is the user, group and fsGroup of those pods; nil means
+	// DefaultPodIdentity.
+	PodIdentity *PodIdentity
+	// DryRun sends every object a migration creates to the API server
+	// with dryRun=All in Validating and right before the stop.
+	DryRun bool
+	// ClusterFacts reads what the informer caches cannot tell: why the
+	// API server refused a Job's pod (the Job's FailedCreate events,
+	// listed while it has no pod), the PodSecurity level the namespace
+	// enforces and whether KubeVirt gives its launcher pods a seccomp
+	// profile (the namespace and the KubeVirt resource, read once a
+	// minute in Validating).
+	ClusterFacts bool
+	// ImageProofs runs, in Validating, a short pod per image in the
+	// migration's namespace, shaped as the pods that will run it, with
+	// the image's self-check.
+	ImageProofs bool
+	// ProofTimeout bounds a proof pod's run (its Job's active deadline);
+	// zero means DefaultProofTimeout.
+	ProofTimeout time.Duration
+	// ProofTTL is how long a proof's result serves the migrations of a
+	// namespace that run the same image in pods of the same shape; zero
+	// means DefaultProofTTL.
+	ProofTTL time.Duration
 }
 
 // Step implements steps.PipelineStep: it observes its children through
@@ -90,6 +120,25 @@ type Step struct {
 	Listers Listers
 	// Config of the rendered objects.
 	Config Config
+	// Clock stamps the results the step keeps (proofs, dry runs); nil
+	// means the real clock.
+	Clock clock.PassiveClock
+
+	// What the step remembers between reconciles: the refusals of Jobs'
+	// pods (their events), the image proofs' results, the dry runs and
+	// what the cluster says of KubeVirt's launcher pods.
+	refusals refusals
+	proofs   proofCache
+	dryRuns  dryRunCache
+	launcher launcherCache
+}
+
+// now is the step's clock's time.
+func (s *Step) now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock.Now()
 }
 
 var _ steps.PipelineStep = (*Step)(nil)
@@ -152,7 +201,7 @@ func (s *Step) CreateConversionJob(ctx context.Context, m *v1alpha1.VirtualMachi
 // createProgressAccess creates the progress ConfigMap, ServiceAccount,
 // Role and RoleBinding of a transfer attempt.
 func (s *Step) createProgressAccess(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error {
-	a, err := RenderProgressAccess(m, attempt)
+	a, err := renderAccess(m, attempt, s.Config)
 	if err != nil {
 		return err
 	}

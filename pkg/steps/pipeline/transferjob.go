@@ -128,23 +128,6 @@ func restrictedContainer() *corev1.SecurityContext {
 	}
 }
 
-// stagingPodSecurity is the pod security context of both Jobs: non-root as
-// StagingUID, volumes group-owned by it, seccomp as given.
-func stagingPodSecurity(seccomp *corev1.SeccompProfile) *corev1.PodSecurityContext {
-	if seccomp == nil {
-		seccomp = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
-	}
-	onRootMismatch := corev1.FSGroupChangeOnRootMismatch
-	return &corev1.PodSecurityContext{
-		RunAsNonRoot:        ptr.To(true),
-		RunAsUser:           ptr.To(StagingUID),
-		RunAsGroup:          ptr.To(StagingUID),
-		FSGroup:             ptr.To(StagingUID),
-		FSGroupChangePolicy: &onRootMismatch,
-		SeccompProfile:      seccomp,
-	}
-}
-
 // stagingVolumeName is the pod volume name of a disk's staging volume.
 func stagingVolumeName(key int32) string { return "staging-" + strconv.Itoa(int(key)) }
 
@@ -193,7 +176,8 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 					ServiceAccountName:           serviceAccount,
 					AutomountServiceAccountToken: ptr.To(serviceAccount != ""),
 					EnableServiceLinks:           ptr.To(false),
-					SecurityContext:              stagingPodSecurity(nil),
+					SecurityContext:              stagingPodSecurity(cfg, nil),
+					ImagePullSecrets:             PullSecrets(m, cfg),
 					Containers:                   []corev1.Container{transferContainer(cfg, args, mounts)},
 					Volumes:                      volumes,
 				},
@@ -217,7 +201,7 @@ func transferArgs(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg Config
 	if !cfg.TransferProgress {
 		return args, "", nil
 	}
-	access, err := RenderProgressAccess(m, attempt)
+	access, err := renderAccess(m, attempt, cfg)
 	if err != nil {
 		return nil, "", err
 	}

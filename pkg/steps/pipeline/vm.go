@@ -36,16 +36,14 @@ func canonicalUUID(s string) (string, bool) {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], true
 }
 
-// vmwareSerial is the SMBIOS system serial number a VMware VM with this
-// BIOS UUID shows its guest ("VMware-42 1a ... 6f 70-81 92 ... f8"), so the
-// migrated guest keeps seeing the serial it had.
+// vmwareSerial is the SMBIOS system serial number of a VMware VM with this
+// BIOS UUID ("VMware-42 1a ... 6f 70-81 92 ... f8") in the characters
+// KubeVirt accepts for a firmware serial ([A-Za-z0-9_.+-]: its webhook
+// refuses VMware's spaces): "VMware-421a...6f70-8192...f8", so the migrated
+// guest sees a serial that names its source.
 func vmwareSerial(uuid string) string {
 	h := strings.ReplaceAll(uuid, "-", "")
-	pairs := make([]string, 16)
-	for i := range pairs {
-		pairs[i] = h[2*i : 2*i+2]
-	}
-	return "VMware-" + strings.Join(pairs[:8], " ") + "-" + strings.Join(pairs[8:], " ")
+	return "VMware-" + h[:16] + "-" + h[16:]
 }
 
 // isWindows reports whether the inventory describes a Windows guest.

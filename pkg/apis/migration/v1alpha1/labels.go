@@ -50,7 +50,14 @@ const (
 	ComponentVM = "vm"
 	// ComponentPlan marks the ConfigMap holding a dry-run plan.
 	ComponentPlan = "plan"
+	// ComponentProof marks an image proof's Job (and ServiceAccount): a
+	// short pod that runs an image's self-check before the source stops.
+	ComponentProof = "proof"
 )
+
+// LabelProofOf says, on an image proof's objects, which component's image
+// it proves (ComponentTransfer or ComponentConversion).
+const LabelProofOf = "migration.platform.example/proof-of"
 
 // MigrationUIDOf is the value of an object's LabelMigrationUID label: the
 // UID of the migration that made it, or "" for an object no migration made.

@@ -130,6 +130,121 @@ type VirtualMachineMigrationStatus struct {
 	// Plan records the dry-run plan stored for spec.planOnly.
 	// +optional
 	Plan *PlanStatus `json:"plan,omitempty"`
+	// DryRun records the API server's answer to the server-side dry run
+	// (dryRun=All) of every object the migration creates, sent in
+	// Validating and again right before the source is stopped.
+	// +optional
+	DryRun *DryRunStatus `json:"dryRun,omitempty"`
+	// ImageProofs record, per image the migration's pods run, the short
+	// pod that ran the image's self-check in the target namespace before
+	// the source was touched.
+	// +optional
+	// +listType=map
+	// +listMapKey=component
+	// +kubebuilder:validation:MaxItems=4
+	ImageProofs []ImageProof `json:"imageProofs,omitempty"`
+}
+
+// DryRunOutcome is the API server's answer to the dry run of one object.
+// +kubebuilder:validation:Enum=Accepted;Warned;Refused;Unchecked
+type DryRunOutcome string
+
+const (
+	// DryRunAccepted: the API server (its validation, admission plugins
+	// and webhooks) would create the object.
+	DryRunAccepted DryRunOutcome = "Accepted"
+	// DryRunWarned: it would create it, with warnings (for a Job, that
+	// PodSecurity would refuse its pods where the namespace enforces it).
+	DryRunWarned DryRunOutcome = "Warned"
+	// DryRunRefused: it would refuse it; the message quotes why.
+	DryRunRefused DryRunOutcome = "Refused"
+	// DryRunUnchecked: the dry run cannot tell, as the object depends on
+	// another the dry run does not create (the message says which).
+	DryRunUnchecked DryRunOutcome = "Unchecked"
+)
+
+// DryRunStatus is the outcome of one dry run of the migration's objects.
+type DryRunStatus struct {
+	// ObservedGeneration is the spec generation the objects were rendered from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase is the phase that asked for it: Validating, or Queued right
+	// before the source is stopped.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// CheckedAt is when the API server answered.
+	CheckedAt metav1.Time `json:"checkedAt"`
+	// Refused counts the objects the API server refused.
+	// +optional
+	Refused int32 `json:"refused,omitempty"`
+	// Objects are the objects, in creation order, with the answer to each.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Objects []DryRunObject `json:"objects,omitempty"`
+}
+
+// DryRunObject is the answer to the dry run of one object.
+type DryRunObject struct {
+	// APIVersion of the object, for example v1 or kubevirt.io/v1.
+	APIVersion string `json:"apiVersion"`
+	// Kind of the object.
+	Kind string `json:"kind"`
+	// Name of the object, in the migration's namespace.
+	Name string `json:"name"`
+	// Outcome is the API server's answer.
+	Outcome DryRunOutcome `json:"outcome"`
+	// Message quotes the API server: its refusal, or its warnings.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+}
+
+// ProofResult says whether an image proved it runs.
+// +kubebuilder:validation:Enum=Passed;Failed
+type ProofResult string
+
+const (
+	// ProofPassed: the image's pod started and its self-check succeeded.
+	ProofPassed ProofResult = "Passed"
+	// ProofFailed: the pod was refused, did not start, or its self-check
+	// failed; the reason and message say why in the cluster's words.
+	ProofFailed ProofResult = "Failed"
+)
+
+// ImageProof is the outcome of one image's proof pod.
+type ImageProof struct {
+	// Component is the component whose image was proven: transfer or conversion.
+	Component string `json:"component"`
+	// Image is the image reference the pod ran.
+	Image string `json:"image"`
+	// Key identifies what was proven: the namespace, the image, and the
+	// pull secrets, security context, placement and runtime class the pod
+	// ran with (a hash). A result is reused for this key for a bounded time.
+	// +optional
+	Key string `json:"key,omitempty"`
+	// JobName is the proof Job that ran it (deleted once read).
+	// +optional
+	JobName string `json:"jobName,omitempty"`
+	// CheckedAt is when the result was seen.
+	CheckedAt metav1.Time `json:"checkedAt"`
+	// Result is Passed or Failed.
+	Result ProofResult `json:"result"`
+	// Reason of a failure, as the cluster names it: ErrImagePull,
+	// ImagePullBackOff, ErrImageNeverPull, CreateContainerConfigError,
+	// FailedCreate (admission refused the pod), Unschedulable, or
+	// SelfCheckFailed, NotStarted.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message is the cluster's own words for a failure.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+	// Output is what the image's self-check printed: vm-transfer's
+	// version, the conversion image's capabilities (one JSON line).
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Output string `json:"output,omitempty"`
 }
 
 // Keys of the plan ConfigMap (status.plan.configMapName).
@@ -226,6 +341,14 @@ type SourceInventory struct {
 	// GuestFullName is the guest OS's full name.
 	// +optional
 	GuestFullName string `json:"guestFullName,omitempty"`
+	// DetectedGuestID is the guest OS identifier VMware Tools report from
+	// the running guest (guest.guestId); empty when they report none.
+	// +optional
+	DetectedGuestID string `json:"detectedGuestID,omitempty"`
+	// DetectedGuestFullName is the guest OS's full name as VMware Tools
+	// report it (guest.guestFullName).
+	// +optional
+	DetectedGuestFullName string `json:"detectedGuestFullName,omitempty"`
 	// ToolsRunningStatus of VMware Tools (guestToolsRunning, guestToolsNotRunning...).
 	// +optional
 	ToolsRunningStatus string `json:"toolsRunningStatus,omitempty"`

@@ -52,6 +52,16 @@ type VirtualMachineMigrationSpec struct {
 	// Conversion describes the guest conversion with virt-v2v.
 	// +optional
 	Conversion ConversionSpec `json:"conversion,omitempty"`
+	// ImagePullSecrets name Secrets of the migration's namespace
+	// (kubernetes.io/dockerconfigjson) that the transfer, conversion and
+	// image proof pods pull their images with, and that the transfer
+	// attempts' ServiceAccounts carry, beside those the controller adds
+	// itself (--image-pull-secret). Naming any replaces, for those pods,
+	// the pull secrets of the namespace's default ServiceAccount.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
 	// Policy governs cutover, retries and cleanup.
 	// +optional
 	// +kubebuilder:default={}

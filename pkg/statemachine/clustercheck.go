@@ -1,0 +1,193 @@
+package statemachine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+)
+
+// What the cluster can refuse is asked before the source is touched: the
+// dry run of every object the migration creates (Validating, and again in
+// Queued right before the stop) and a short proof pod per image
+// (Validating). Both are observed by the pipeline step; their refusals
+// reach the decisions as blocking preflight findings (package preflight
+// turns them into findings), so they fail the migration in Validating, or
+// in Queued before the stop, with the cluster's own words.
+
+// recordClusterChecks copies the dry run's answer and the proofs' results
+// into status.
+func (d *decider) recordClusterChecks() {
+	if dr := d.obs.DryRun; dr != nil && dr.Status != nil {
+		d.st.DryRun = dr.Status.DeepCopy()
+	}
+	for _, p := range d.obs.Proofs {
+		if p.Result != nil {
+			d.setProof(*p.Result)
+		}
+	}
+}
+
+// setProof records one image's proof, replacing the component's earlier one.
+func (d *decider) setProof(p v1alpha1.ImageProof) {
+	for i := range d.st.ImageProofs {
+		if d.st.ImageProofs[i].Component == p.Component {
+			d.st.ImageProofs[i] = p
+			return
+		}
+	}
+	d.st.ImageProofs = append(d.st.ImageProofs, p)
+	slices.SortFunc(d.st.ImageProofs, func(a, b v1alpha1.ImageProof) int { return strings.Compare(a.Component, b.Component) })
+}
+
+// removeFinishedProofs deletes the objects of the proofs whose result is
+// recorded (or that prove a pod of another shape): a proof's pod lives
+// only as long as it takes to read it. With all, it deletes the running
+// ones too: a migration that fails in Validating leaves none.
+func (d *decider) removeFinishedProofs(all bool) bool {
+	var done []ObjectRef
+	for _, p := range d.obs.Proofs {
+		if all || p.Result != nil || p.Stale {
+			done = append(done, p.Objects...)
+		}
+	}
+	if len(done) == 0 {
+		return false
+	}
+	d.remove(ActionDeleteProofs, "", done...)
+	d.working(fmt.Sprintf("deleting %d image proof objects", len(done)), d.cfg.PollInterval)
+	return true
+}
+
+// preflightLines are the findings as "Reason: message", warnings and
+// blocking ones apart.
+func (d *decider) preflightLines() (warnings, blocking []string) {
+	for _, f := range d.obs.Preflight {
+		line := fmt.Sprintf("%s: %s", f.Reason, f.Message)
+		if f.Severity == v1alpha1.SeverityBlocking {
+			blocking = append(blocking, line)
+		} else {
+			warnings = append(warnings, line)
+		}
+	}
+	return warnings, blocking
+}
+
+// blockedByPreflight fails the migration when a finding blocks it, once
+// no proof object is left, and otherwise returns the warnings.
+func (d *decider) blockedByPreflight() ([]string, bool) {
+	warnings, blocking := d.preflightLines()
+	if len(blocking) == 0 {
+		return warnings, false
+	}
+	if !d.removeFinishedProofs(true) {
+		d.fail(ReasonPreflightFailed, strings.Join(blocking, "; "))
+	}
+	return nil, true
+}
+
+// awaitClusterChecks waits for the dry run and starts and waits for the
+// image proofs; it returns false once every check has its answer.
+func (d *decider) awaitClusterChecks() bool {
+	if dr := d.obs.DryRun; dr != nil && dr.Error != nil {
+		d.observedError(dr.Error)
+		return true
+	}
+	for _, p := range d.obs.Proofs {
+		if p.Result == nil && !p.Running {
+			d.act(ActionCreateProofJob, p.Component, 0)
+			d.working(fmt.Sprintf("proving that the %s image runs in namespace %s (job %s)", p.Component, d.m.Namespace, p.JobName), d.cfg.PollInterval)
+			return true
+		}
+	}
+	for _, p := range d.obs.Proofs {
+		if p.Result == nil {
+			what := fmt.Sprintf("proving that the %s image runs in namespace %s (job %s)", p.Component, d.m.Namespace, p.JobName)
+			if p.Waiting != "" {
+				what += ": " + p.Waiting
+			}
+			d.working(what, d.cfg.PollInterval)
+			return true
+		}
+	}
+	return false
+}
+
+// clusterEvidence says, for the Validating checkpoint's evidence, what
+// the dry run and the proofs showed.
+func (d *decider) clusterEvidence() string {
+	var parts []string
+	if dr := d.st.DryRun; dr != nil && d.obs.DryRun != nil {
+		warned := 0
+		for _, o := range dr.Objects {
+			if o.Outcome == v1alpha1.DryRunWarned {
+				warned++
+			}
+		}
+		parts = append(parts, fmt.Sprintf("the API server accepted the dry run of %d objects (%d with warnings)", len(dr.Objects), warned))
+	}
+	var proven []string
+	for _, p := range d.obs.Proofs {
+		if r := p.Result; r != nil && r.Result == v1alpha1.ProofPassed {
+			proven = append(proven, fmt.Sprintf("%s (%s)", p.Component, r.Image))
+		}
+	}
+	if len(proven) > 0 {
+		parts = append(parts, "images run here: "+strings.Join(proven, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(parts, "; ")
+}
+
+// refusedBeforeStop runs the dry run again right before the stop (Queued):
+// a refusal fails the migration with the source untouched.
+func (d *decider) refusedBeforeStop() bool {
+	dr := d.obs.DryRun
+	if dr == nil {
+		return false
+	}
+	if dr.Error != nil {
+		d.observedError(dr.Error)
+		return true
+	}
+	d.recordClusterChecks()
+	for _, f := range d.obs.Preflight {
+		if f.Severity == v1alpha1.SeverityBlocking && !slices.Contains(d.st.Preflight, f) {
+			d.st.Preflight = append(d.st.Preflight, f)
+		}
+	}
+	_, blocked := d.blockedByPreflight()
+	return blocked
+}
+
+// notStarted reports whether a Job's pod has not started within the pod
+// start timeout for a reason a person must fix, and says so; until the
+// timeout it asks to look again when it passes.
+func (d *decider) notStarted(job *JobObservation) (string, bool) {
+	p := job.StartProblem
+	if p == nil || job.CreatedAt.IsZero() {
+		return "", false
+	}
+	timeout := d.cfg.PodStartTimeout
+	if deadline := job.CreatedAt.Add(timeout); d.now.Time.Before(deadline) {
+		d.requeue(deadline.Sub(d.now.Time))
+		return "", false
+	}
+	return fmt.Sprintf("the pod of job %s did not start within %s: %s: %s",
+		job.Name, timeout.Round(time.Second), p.Reason, p.Message), true
+}
+
+// startWait says, while a Job's pod has not started for a reason a person
+// must fix, why and when the attempt counts as failed.
+func (d *decider) startWait(job *JobObservation) string {
+	p := job.StartProblem
+	if p == nil || job.CreatedAt.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("; its pod has not started: %s: %s (the attempt counts as failed at %s)",
+		p.Reason, p.Message, job.CreatedAt.Add(d.cfg.PodStartTimeout).UTC().Format(time.RFC3339))
+}

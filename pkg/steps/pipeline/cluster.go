@@ -1,0 +1,122 @@
+package pipeline
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/preflight"
+	"platform.example/vm-migration/pkg/statemachine"
+)
+
+// ObserveCluster asks the API server, where the caches cannot tell, what
+// the cluster says of m: in Validating (inv is its inventory) the dry run
+// of its objects, the refusals of its proof pods and what the namespace
+// and KubeVirt say of launcher pods; in Queued, once a transfer slot is
+// free, the dry run again, right before the stop; while its Jobs run, why
+// the API server refused their pods. It fills obs and returns what the
+// preflight rules read of it (the dry run, the proofs, the conversion
+// image's drivers, the launcher facts). It changes nothing in the cluster.
+func (s *Step) ObserveCluster(ctx context.Context, m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory, obs *statemachine.Observation) (preflight.ClusterFacts, error) {
+	var facts preflight.ClusterFacts
+	if m.DeletionTimestamp != nil || m.Spec.Policy.Paused {
+		return facts, nil
+	}
+	var err error
+	switch m.Status.Phase {
+	case v1alpha1.PhaseValidating:
+		if inv == nil {
+			return facts, nil
+		}
+		if s.Config.DryRun {
+			obs.DryRun = s.DryRun(ctx, m, inv)
+		}
+		if err = s.proofRefusals(ctx, m, obs); err == nil && s.Config.ClusterFacts {
+			facts.Launcher, err = s.LauncherFacts(ctx, m.Namespace)
+		}
+	case v1alpha1.PhaseQueued:
+		if s.Config.DryRun && inv != nil && obs.TransferSlot.Available {
+			obs.DryRun = s.DryRun(ctx, m, inv)
+		}
+	case v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting:
+		if s.Config.ClusterFacts {
+			err = s.jobRefusals(ctx, m, obs)
+		}
+	}
+	preflightFacts(obs, &facts)
+	return facts, err
+}
+
+// proofRefusals fails the running proofs whose pod the API server refused.
+func (s *Step) proofRefusals(ctx context.Context, m *v1alpha1.VirtualMachineMigration, obs *statemachine.Observation) error {
+	for i := range obs.Proofs {
+		p := &obs.Proofs[i]
+		if p.Result != nil || !p.Running || p.Stale {
+			continue
+		}
+		job, err := s.Listers.Jobs.Jobs(m.Namespace).Get(p.JobName)
+		if err != nil {
+			continue
+		}
+		now := s.now()
+		problem, err := s.failedCreate(ctx, job, now)
+		if err != nil || problem == nil {
+			return err
+		}
+		res := &v1alpha1.ImageProof{Component: p.Component, Image: jobImage(job), JobName: job.Name, Key: job.Annotations[annotationProofKey],
+			CheckedAt: metav1.NewTime(now), Result: v1alpha1.ProofFailed, Reason: problem.Reason, Message: problem.Message}
+		s.proofs.put(*res, string(m.UID), now, s.Config.proofTTL())
+		p.Result, p.Waiting = res, ""
+	}
+	return nil
+}
+
+// jobRefusals says, of a transfer or conversion Job that has no pod, why
+// the API server refused it.
+func (s *Step) jobRefusals(ctx context.Context, m *v1alpha1.VirtualMachineMigration, obs *statemachine.Observation) error {
+	for _, o := range []*statemachine.JobObservation{obs.TransferJob, obs.ConversionJob} {
+		if o == nil || o.Succeeded || o.Failed || o.StartProblem != nil {
+			continue
+		}
+		job, err := s.Listers.Jobs.Jobs(m.Namespace).Get(o.Name)
+		if err != nil || !ours(job, m.UID) {
+			continue
+		}
+		problem, err := s.failedCreate(ctx, job, s.now())
+		if err != nil {
+			return err
+		}
+		o.StartProblem = problem
+	}
+	return nil
+}
+
+// proofResults are the results of the observed proofs.
+func proofResults(obs *statemachine.Observation) []v1alpha1.ImageProof {
+	var out []v1alpha1.ImageProof
+	for _, p := range obs.Proofs {
+		if p.Result != nil {
+			out = append(out, *p.Result)
+		}
+	}
+	return out
+}
+
+// preflightFacts adds to facts what the pipeline observed for the
+// preflight rules: the dry run, the proofs' results and the conversion
+// image's virtio-win drivers as its self-check reported them.
+func preflightFacts(obs *statemachine.Observation, facts *preflight.ClusterFacts) {
+	if obs.DryRun != nil {
+		facts.DryRun = obs.DryRun.Status
+	}
+	facts.Proofs = proofResults(obs)
+	for _, p := range facts.Proofs {
+		if p.Component != v1alpha1.ComponentConversion || p.Result != v1alpha1.ProofPassed {
+			continue
+		}
+		if r, err := ParseConversionSelfCheck(p.Output); err == nil && r.VirtioWin != nil {
+			facts.ConversionVirtioWin = &preflight.VirtioWin{Path: r.VirtioWin.Path, Present: r.VirtioWin.Present}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -100,7 +101,7 @@ func inventoryRequest(pc types.ManagedObjectReference, vm types.ManagedObjectRef
 				},
 			}},
 			PropSet: []types.PropertySpec{
-				{Type: "VirtualMachine", PathSet: vmProperties},
+				{Type: "VirtualMachine", PathSet: append(slices.Clone(vmProperties), guestNetProperties...)},
 				{Type: "Folder", PathSet: []string{"name", "parent"}},
 				{Type: "Datacenter", PathSet: []string{"name", "parent"}},
 				{Type: "VirtualApp", PathSet: []string{"name", "parent", "parentFolder"}},
@@ -251,6 +252,7 @@ func (r *inventoryResult) inventory(serverUUID string) *v1alpha1.SourceInventory
 		inv.GuestFamily = g.GuestFamily
 		inv.ToolsRunningStatus = g.ToolsRunningStatus
 	}
+	addGuestNetwork(inv.NICs, vm.Guest)
 	if inv.GuestFamily == "" {
 		inv.GuestFamily = guestFamilyFromID(inv.GuestID)
 	}
@@ -458,7 +460,7 @@ func datastoreFromPath(p string) string {
 
 func (r *inventoryResult) nic(card types.BaseVirtualEthernetCard) v1alpha1.SourceNIC {
 	e := card.GetVirtualEthernetCard()
-	out := v1alpha1.SourceNIC{Key: e.Key, MAC: e.MacAddress, AdapterType: adapterType(card)}
+	out := v1alpha1.SourceNIC{Key: e.Key, MAC: e.MacAddress, AdapterType: adapterType(card), PCISlotNumber: pciSlot(e.SlotInfo)}
 	if info := e.DeviceInfo; info != nil {
 		out.Label = info.GetDescription().Label
 	}

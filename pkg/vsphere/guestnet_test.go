@@ -120,7 +120,7 @@ func TestGatewayFor(t *testing.T) {
 		index  int
 		want   string
 	}{
-		"on the subnet": {[]v1alpha1.GuestIPAddress{{IP: "10.0.0.5", PrefixLength: 8}}, []defaultRoute{gw("192.168.1.1", 0), gw("10.0.0.1", 1)}, 0, "10.0.0.1"},
+		"on the subnet":               {[]v1alpha1.GuestIPAddress{{IP: "10.0.0.5", PrefixLength: 8}}, []defaultRoute{gw("192.168.1.1", 0), gw("10.0.0.1", 1)}, 0, "10.0.0.1"},
 		"by the route's device index": {[]v1alpha1.GuestIPAddress{{IP: "10.0.0.5"}}, []defaultRoute{gw("10.9.9.9", 2)}, 2, "10.9.9.9"},
 		"neither":                     {[]v1alpha1.GuestIPAddress{{IP: "10.0.0.5", PrefixLength: 24}}, []defaultRoute{gw("10.9.9.9", 1)}, 0, ""},
 		"IPv6 on its subnet":          {[]v1alpha1.GuestIPAddress{{IP: "fd00::5", PrefixLength: 64}}, []defaultRoute{gw("10.0.0.1", -1), gw("fd00::1", -1)}, 0, "fd00::1"},

@@ -302,6 +302,12 @@ type JobObservation struct {
 	OperatingSystem string
 	// Warnings are the warnings a conversion's virt-v2v printed.
 	Warnings []string
+	// Checksums are the SHA-256 of the images a conversion converted, or
+	// a verification read, by disk.
+	Checksums []ImageChecksum
+	// Interfaces is what a conversion found (and pinned) of each NIC in
+	// the guest's network configuration.
+	Interfaces []v1alpha1.InterfacePin
 	// ResultMissing says the Job succeeded but its result (the pod's
 	// termination message, or the transfer's ConfigMap) is not in the
 	// caches: each resource has its own watch, so the Job's completion can
@@ -324,6 +330,23 @@ const (
 // arrive at now.
 func (j *JobObservation) awaitsResult(now time.Time) bool {
 	return j.Succeeded && j.ResultMissing && !j.CompletedAt.IsZero() && now.Before(j.CompletedAt.Add(JobResultGrace))
+}
+
+// ImageChecksum is the SHA-256 of one disk image a Job read.
+type ImageChecksum struct {
+	// Disk is the disk's name in the VM (status.disks[].name).
+	Disk string
+	// Staged says the image is the staging volume's (once converted),
+	// not the target claim's (a verification Job reads both kinds).
+	Staged bool
+	// Bytes is how many bytes of the image were hashed, from its start.
+	Bytes int64
+	// Size is the image's size (its file's, or its block device's).
+	Size int64
+	// SHA256 of those bytes, hex.
+	SHA256 string
+	// Error says why the image could not be read (no SHA256 then).
+	Error string
 }
 
 // DiskProgress is one disk's progress in a running transfer.

@@ -122,10 +122,12 @@ func observeTransfer(o *statemachine.JobObservation, msg string, cm map[string]s
 // classifies a failed one from virt-v2v's errors (see convertScriptTemplate
 // for what the termination message holds).
 func observeConversion(o *statemachine.JobObservation, msg string, exitedZero bool) {
+	msg, sums, pins := cutConversionChain(msg)
 	r := parseConversionReport(msg)
 	o.Warnings = r.warnings
 	if o.Succeeded || exitedZero {
 		o.OperatingSystem = r.os
+		o.Checksums, o.Interfaces = sums, pins
 		return
 	}
 	if !o.Failed {

@@ -431,6 +431,30 @@ func transferResult(t *testing.T, m *v1alpha1.VirtualMachineMigration, failReaso
 	return string(data) + "\n"
 }
 
+// convertedLines are the conversion script's checksum lines for the
+// converted disks of m, which the conversion changed (their checksums are
+// not the transferred ones).
+func convertedLines(m *v1alpha1.VirtualMachineMigration) string {
+	var b strings.Builder
+	for _, d := range m.Status.Disks {
+		fmt.Fprintf(&b, "sha256 %s %d %064x\n", d.Name, d.CapacityBytes, d.Key+1)
+	}
+	return b.String()
+}
+
+// hashResult is vm-transfer hash's result over m's target disks, each
+// holding its converted bytes, in a claim 1 MiB larger than the disk.
+func hashResult(t *testing.T, m *v1alpha1.VirtualMachineMigration) string {
+	t.Helper()
+	res := wire.HashResult{Kind: wire.KindHash}
+	for _, d := range m.Status.Disks {
+		res.Images = append(res.Images, wire.ImageHash{Name: "target/" + d.Name, Bytes: d.CapacityBytes, Size: d.CapacityBytes + 1<<20, SHA256: d.ConvertedSHA256()})
+	}
+	data, err := json.Marshal(res)
+	require.NoError(t, err)
+	return string(data)
+}
+
 // inspection is a virt-v2v inspection document, as the conversion pod
 // writes it as its termination message.
 const inspection = `<?xml version="1.0"?>
@@ -690,7 +714,7 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 		if stop(v1alpha1.PhaseConverting) {
 			return true
 		}
-		f.finishJob(convJob, pipeline.ConversionContainer, true, inspection)
+		f.finishJob(convJob, pipeline.ConversionContainer, true, convertedLines(m)+inspection)
 		m = f.syncTo(v1alpha1.PhaseImporting)
 		require.NotNil(t, m.Status.Conversion.CompletedAt)
 		assert.Equal(t, "rhel 9.4 (Red Hat Enterprise Linux 9.4 (Plow))", m.Status.Conversion.OperatingSystem)
@@ -722,8 +746,23 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 		return true
 	}
 	f.setDataVolumePhases(cdiv1.Succeeded, "100.0%")
+	// The target disks are read back before the VM exists.
+	m = f.syncTo(v1alpha1.PhaseImporting)
+	verifyJob := naming.VerificationJob(walkName, 1)
+	require.NotNil(t, m.Status.Verification)
+	assert.Equal(t, verifyJob, m.Status.Verification.JobName)
+	f.requireChildren("verification job created", append(slices.Clone(children), "Job/"+verifyJob)...)
+	f.finishJob(verifyJob, pipeline.VerificationContainer, true, hashResult(t, m))
+	m = f.syncTo(v1alpha1.PhaseImporting)
+	for _, d := range m.Status.Disks {
+		require.NotNil(t, d.Checksums, "disk %d checksums", d.Key)
+		assert.NotEmpty(t, d.Checksums.Converted, "disk %d converted checksum", d.Key)
+		assert.Equal(t, d.Checksums.Converted, d.Checksums.Target, "disk %d: the target holds the converted bytes", d.Key)
+		assert.NotNil(t, d.Checksums.VerifiedAt, "disk %d", d.Key)
+	}
+	f.requireChildren("verification job removed", children...)
 	m = f.syncTo(v1alpha1.PhaseCreatingVM)
-	assert.Equal(t, fmt.Sprintf("%d DataVolumes populated", len(m.Status.Disks)), evidence(m, v1alpha1.PhaseImporting))
+	assert.Contains(t, evidence(m, v1alpha1.PhaseImporting), fmt.Sprintf("%d DataVolumes populated; job %s read every target disk back", len(m.Status.Disks), verifyJob))
 
 	// CreatingVM: the VM, owned by nothing, halted; then it adopts its disks.
 	m = f.syncTo(v1alpha1.PhaseCreatingVM)

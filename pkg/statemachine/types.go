@@ -111,6 +111,8 @@ type Observation struct {
 	TransferJob *JobObservation
 	// ConversionJob is the Job named in status.conversion, nil if absent.
 	ConversionJob *JobObservation
+	// VerificationJob is the Job named in status.verification, nil if absent.
+	VerificationJob *JobObservation
 	// DataVolumes are the target DataVolumes that exist, by name.
 	DataVolumes map[string]DataVolumeObservation
 	// VM is the target VirtualMachine, nil if absent.
@@ -463,6 +465,9 @@ const (
 	ActionCreateStagingClaims ActionType = "CreateStagingClaims"
 	ActionCreateTransferJob   ActionType = "CreateTransferJob"
 	ActionCreateConversionJob ActionType = "CreateConversionJob"
+	// ActionCreateVerificationJob creates the Job that reads the target
+	// disks back before the VM is created.
+	ActionCreateVerificationJob ActionType = "CreateVerificationJob"
 	ActionDeleteJob           ActionType = "DeleteJob"
 	ActionCreateDataVolumes   ActionType = "CreateDataVolumes"
 	ActionDeleteDataVolume    ActionType = "DeleteDataVolume"

@@ -199,6 +199,9 @@ func (s *Step) Observe(m *v1alpha1.VirtualMachineMigration, obs *statemachine.Ob
 			obs.ConversionJob = s.observeJob(m, cv.JobName)
 		}
 	}
+	if v := m.Status.Verification; v != nil && readsVerification(m) {
+		obs.VerificationJob = s.observeVerificationJob(m, v.JobName)
+	}
 	return s.observeTarget(m, obs)
 }
 
@@ -261,6 +264,25 @@ func readsJobs(m *v1alpha1.VirtualMachineMigration) bool {
 		return true
 	}
 	return false
+}
+
+// readsVerification reports whether the decision looks at the
+// verification Job: while it may run (Importing), and in a rollback that
+// stops it.
+func readsVerification(m *v1alpha1.VirtualMachineMigration) bool {
+	return m.DeletionTimestamp == nil && (m.Status.Phase == v1alpha1.PhaseImporting || m.Status.Phase == v1alpha1.PhaseRollingBack)
+}
+
+// observeVerificationJob observes the verification Job of this migration
+// by name, with its pods; nil when absent.
+func (s *Step) observeVerificationJob(m *v1alpha1.VirtualMachineMigration, name string) *statemachine.JobObservation {
+	job, err := s.Listers.Jobs.Jobs(m.Namespace).Get(name)
+	if err != nil || !ours(job, m.UID) || job.DeletionTimestamp != nil {
+		return nil
+	}
+	o := ObserveVerificationJob(job, s.jobPods(job))
+	o.Ref = refTo(statemachine.KindJob, job)
+	return &o
 }
 
 // observeJob observes a Job of this migration by name, with its pods and

@@ -36,20 +36,7 @@ const (
 // the pod's termination message adds the transfer's per-disk results, the
 // conversion's inspected OS, and the failure's message and class.
 func ObserveJob(job *batchv1.Job, pods []corev1.Pod, configMapData map[string]string) statemachine.JobObservation {
-	o := statemachine.JobObservation{Name: job.Name}
-	var condMessage string
-	for _, c := range job.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case batchv1.JobComplete:
-			o.Succeeded = true
-		case batchv1.JobFailed:
-			o.Failed = true
-			condMessage = joinNonEmpty(": ", c.Reason, c.Message)
-		}
-	}
+	o, condMessage := jobConditions(job)
 	component := job.Labels[v1alpha1.LabelComponent]
 	container := TransferContainer
 	if component == v1alpha1.ComponentConversion {
@@ -71,9 +58,6 @@ func ObserveJob(job *batchv1.Job, pods []corev1.Pod, configMapData map[string]st
 	// complete before the pod's termination message is.
 	o.ResultMissing = o.Succeeded && term == nil &&
 		(component == v1alpha1.ComponentConversion || configMapData[wire.ConfigMapKeyResult] == "")
-	if job.Status.CompletionTime != nil {
-		o.CompletedAt = job.Status.CompletionTime.Time
-	}
 	switch {
 	case o.Failed && o.Message == "":
 		o.Message = joinNonEmpty("; ", condMessage, podProblem(pod, term))
@@ -84,6 +68,29 @@ func ObserveJob(job *batchv1.Job, pods []corev1.Pod, configMapData map[string]st
 	}
 	o.Message = truncate(o.Message, maxMessage)
 	return o
+}
+
+// jobConditions is a Job's observation as its conditions and completion
+// time say, and the message of its Failed condition.
+func jobConditions(job *batchv1.Job) (statemachine.JobObservation, string) {
+	o := statemachine.JobObservation{Name: job.Name}
+	var condMessage string
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			o.Succeeded = true
+		case batchv1.JobFailed:
+			o.Failed = true
+			condMessage = joinNonEmpty(": ", c.Reason, c.Message)
+		}
+	}
+	if job.Status.CompletionTime != nil {
+		o.CompletedAt = job.Status.CompletionTime.Time
+	}
+	return o, condMessage
 }
 
 // observeTransfer reads the vm-transfer result (termination message, or

@@ -502,28 +502,11 @@ type DiskStatus struct {
 	// its allocated areas.
 	// +optional
 	FullCopyReason string `json:"fullCopyReason,omitempty"`
-	// ConvertedSHA256 is the SHA-256 of the staged image once converted
-	// (hex): the conversion Job's, or, for a disk its report had no room
-	// for, the verification Job's; the transferred one (sha256) when the
-	// conversion was skipped.
+	// Checksums continue the disk's checksum chain past the transfer's
+	// (sha256): the converted image's, and the target's read back before
+	// the VM started.
 	// +optional
-	ConvertedSHA256 string `json:"convertedSHA256,omitempty"`
-	// ConvertedBytes is the staged image's size once converted.
-	// +optional
-	ConvertedBytes int64 `json:"convertedBytes,omitempty"`
-	// TargetSHA256 is the SHA-256 of the first capacityBytes of the
-	// target claim's image (hex), read by the verification Job before the
-	// VM started; it must equal convertedSHA256.
-	// +optional
-	TargetSHA256 string `json:"targetSHA256,omitempty"`
-	// TargetBytes is the size of the target claim's image (its file, or
-	// its block device), at least capacityBytes.
-	// +optional
-	TargetBytes int64 `json:"targetBytes,omitempty"`
-	// VerifiedAt is when the target's checksum was seen equal to the
-	// converted one.
-	// +optional
-	VerifiedAt *metav1.Time `json:"verifiedAt,omitempty"`
+	Checksums *DiskChecksums `json:"checksums,omitempty"`
 	// DataVolume is the target DataVolume's name.
 	// +optional
 	DataVolume string `json:"dataVolume,omitempty"`
@@ -533,6 +516,32 @@ type DiskStatus struct {
 	// ImportProgress is the DataVolume's progress, as "45.20%".
 	// +optional
 	ImportProgress string `json:"importProgress,omitempty"`
+}
+
+// DiskChecksums are a disk's checksums past the transfer: every byte is
+// accounted for from the source (status.disks[].sha256) to the target.
+type DiskChecksums struct {
+	// Converted is the SHA-256 of the staged image once converted (hex):
+	// the conversion Job's, or, for a disk its report had no room for,
+	// the verification Job's; the transferred one when the conversion was
+	// skipped.
+	// +optional
+	Converted string `json:"converted,omitempty"`
+	// ConvertedBytes is the staged image's size once converted.
+	// +optional
+	ConvertedBytes int64 `json:"convertedBytes,omitempty"`
+	// Target is the SHA-256 of the first capacityBytes of the target
+	// claim's image (hex), read by the verification Job before the VM
+	// started; it must equal Converted.
+	// +optional
+	Target string `json:"target,omitempty"`
+	// TargetBytes is the size of the target claim's image (its file, or
+	// its block device), at least capacityBytes.
+	// +optional
+	TargetBytes int64 `json:"targetBytes,omitempty"`
+	// VerifiedAt is when Target was seen equal to Converted.
+	// +optional
+	VerifiedAt *metav1.Time `json:"verifiedAt,omitempty"`
 }
 
 // JobStatus records a Job the controller ran.

@@ -106,8 +106,8 @@ func TestVerifyTargets(t *testing.T) {
 			},
 		},
 		"a failed Job with the budget spent": {
-			m:   importedWith(converted, attempt1, builders.WithRetries(3)),
-			obs: newObs(populated, verificationJob(verify1, func(j *JobObservation) { j.Failed, j.Message = true, "permission denied" })),
+			m:     importedWith(converted, attempt1, builders.WithRetries(3)),
+			obs:   newObs(populated, verificationJob(verify1, func(j *JobObservation) { j.Failed, j.Message = true, "permission denied" })),
 			phase: v1alpha1.PhaseRollingBack,
 			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseImporting, ReasonVerificationFailed) },
 		},

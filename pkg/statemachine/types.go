@@ -465,26 +465,27 @@ const (
 	ActionCreateStagingClaims ActionType = "CreateStagingClaims"
 	ActionCreateTransferJob   ActionType = "CreateTransferJob"
 	ActionCreateConversionJob ActionType = "CreateConversionJob"
-	// ActionCreateVerificationJob creates the Job that reads the target
-	// disks back before the VM is created.
-	ActionCreateVerificationJob ActionType = "CreateVerificationJob"
-	ActionDeleteJob             ActionType = "DeleteJob"
-	ActionCreateDataVolumes     ActionType = "CreateDataVolumes"
-	ActionDeleteDataVolume      ActionType = "DeleteDataVolume"
-	ActionCreateVM              ActionType = "CreateVM"
-	ActionAdoptDataVolumes      ActionType = "AdoptDataVolumes"
-	ActionStartVM               ActionType = "StartVM"
-	ActionHaltVM                ActionType = "HaltVM"
-	ActionDeleteVM              ActionType = "DeleteVM"
-	ActionDeleteStaging         ActionType = "DeleteStaging"
-	ActionDeleteChildren        ActionType = "DeleteChildren"
-	ActionCreatePlan            ActionType = "CreatePlan"
-	ActionDeletePlan            ActionType = "DeletePlan"
+	ActionDeleteJob           ActionType = "DeleteJob"
+	ActionCreateDataVolumes   ActionType = "CreateDataVolumes"
+	ActionDeleteDataVolume    ActionType = "DeleteDataVolume"
+	ActionCreateVM            ActionType = "CreateVM"
+	ActionAdoptDataVolumes    ActionType = "AdoptDataVolumes"
+	ActionStartVM             ActionType = "StartVM"
+	ActionHaltVM              ActionType = "HaltVM"
+	ActionDeleteVM            ActionType = "DeleteVM"
+	ActionDeleteStaging       ActionType = "DeleteStaging"
+	ActionDeleteChildren      ActionType = "DeleteChildren"
+	ActionCreatePlan          ActionType = "CreatePlan"
+	ActionDeletePlan          ActionType = "DeletePlan"
 	// ActionReleaseTarget hands a target VM that outlives its deleted
 	// migration over to its owner: the migration's labels leave it, its
 	// DataVolumes and their claims, an annotation says where it came from.
 	ActionReleaseTarget ActionType = "ReleaseTarget"
 )
+
+// ActionCreateVerificationJob creates the Job that reads the target disks
+// back before the VM is created.
+const ActionCreateVerificationJob ActionType = "CreateVerificationJob"
 
 // Action is the one mutating action a decision asks for.
 type Action struct {

@@ -123,7 +123,12 @@ func newWalkFixture(t *testing.T, opts walkOptions) *walkFixture {
 func (f *walkFixture) sync() time.Duration {
 	f.t.Helper()
 	after := f.fixture.sync(f.m)
-	assert.Empty(f.t, f.reads, "a reconcile in %s read from the API server", f.migrationPhase())
+	// The one read a reconcile makes: creating the verification Job, the
+	// volume mode of each target claim, which no cache holds.
+	reads := slices.DeleteFunc(slices.Clone(f.reads), func(r string) bool {
+		return r == "get persistentvolumeclaims" && slices.Contains(f.writes, "create jobs")
+	})
+	assert.Empty(f.t, reads, "a reconcile in %s read from the API server", f.migrationPhase())
 	f.playAPIServer()
 	f.resync()
 	return after

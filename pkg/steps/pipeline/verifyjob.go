@@ -11,6 +11,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -226,14 +227,20 @@ func addHashResult(o *statemachine.JobObservation, msg string) []string {
 }
 
 // CreateVerificationJob creates the verification Job of an attempt, each
-// claim mounted as its volume mode says: the claim's own, from the cache,
-// else the one the DataVolume asked for (the storage mapping), else
-// Filesystem.
+// claim mounted as its volume mode says: the claim's own (the staging
+// claims from the cache; the target claims, which the controller does not
+// cache, read once from the API server), else the one the DataVolume
+// asked for (the storage mapping), else Filesystem. A target claim's mode
+// may come from its storage profile: nothing else says it.
 func (s *Step) CreateVerificationJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error {
 	if attempt < 1 {
 		return fmt.Errorf("verification attempt %d: attempts count from 1", attempt)
 	}
-	job, err := RenderVerificationJob(m, attempt, s.Config, s.blockClaims(m))
+	block, err := s.blockClaims(ctx, m)
+	if err != nil {
+		return err
+	}
+	job, err := RenderVerificationJob(m, attempt, s.Config, block)
 	if err != nil {
 		return fmt.Errorf("rendering the verification job: %w", err)
 	}
@@ -242,28 +249,43 @@ func (s *Step) CreateVerificationJob(ctx context.Context, m *v1alpha1.VirtualMac
 
 // blockClaims names the migration's target and staging claims that are
 // in Block volume mode.
-func (s *Step) blockClaims(m *v1alpha1.VirtualMachineMigration) map[string]bool {
+func (s *Step) blockClaims(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (map[string]bool, error) {
 	block := map[string]bool{}
 	spec := m.SpecInForce()
 	for _, d := range m.Status.Disks {
-		var src *v1alpha1.SourceDisk
+		src := &v1alpha1.SourceDisk{Key: d.Key}
 		if m.Status.Source != nil {
-			src = sourceDisk(m.Status.Source, d.Key)
-		}
-		if src == nil {
-			src = &v1alpha1.SourceDisk{Key: d.Key}
+			if found := sourceDisk(m.Status.Source, d.Key); found != nil {
+				src = found
+			}
 		}
 		mapped := StorageTargetFor(spec, src).VolumeMode
-		for _, name := range []string{d.DataVolume, d.StagingClaim} {
-			if name == "" {
-				continue
-			}
-			if pvc, err := s.Listers.Claims.PersistentVolumeClaims(m.Namespace).Get(name); err == nil && ours(pvc, m.UID) {
-				block[name] = pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock
-			} else if name == d.DataVolume {
-				block[name] = mapped != nil && *mapped == corev1.PersistentVolumeBlock
-			}
+		block[d.DataVolume] = mapped != nil && *mapped == corev1.PersistentVolumeBlock
+		mode, err := s.claimMode(ctx, m, d.DataVolume)
+		if err != nil {
+			return nil, err
+		}
+		if mode != nil {
+			block[d.DataVolume] = *mode == corev1.PersistentVolumeBlock
+		}
+		if pvc, err := s.Listers.Claims.PersistentVolumeClaims(m.Namespace).Get(d.StagingClaim); err == nil && ours(pvc, m.UID) {
+			block[d.StagingClaim] = pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock
 		}
 	}
-	return block
+	return block, nil
+}
+
+// claimMode is a target claim's volume mode as the API server has it; nil
+// when the claim is not this migration's or not found.
+func (s *Step) claimMode(ctx context.Context, m *v1alpha1.VirtualMachineMigration, name string) (*corev1.PersistentVolumeMode, error) {
+	pvc, err := s.Kube.CoreV1().PersistentVolumeClaims(m.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading claim %s/%s for its volume mode: %w", m.Namespace, name, err)
+	case !ours(pvc, m.UID):
+		return nil, nil
+	}
+	return pvc.Spec.VolumeMode, nil
 }

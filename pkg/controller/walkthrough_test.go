@@ -812,7 +812,8 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 	f.setVMI(target, kubevirtv1.Running)
 	m = f.syncTo(v1alpha1.PhaseCleaningUp)
 	assert.Equal(t, string(kubevirtv1.Running), m.Status.Target.VMIPhase)
-	assert.Equal(t, "VirtualMachineInstance "+target+" running", evidence(m, v1alpha1.PhaseStarting))
+	// vcsim reports no guest address: nothing to compare.
+	assert.Equal(t, "VirtualMachineInstance "+target+" running; network identity Unknown (GuestNetworkUnknown)", evidence(m, v1alpha1.PhaseStarting))
 	if stop(v1alpha1.PhaseCleaningUp) {
 		return true
 	}

@@ -675,11 +675,14 @@ func (d *decider) starting() {
 	d.st.Target.VMIPhase, d.st.Target.AgentConnected = phase, agent
 	wantAgent := d.spec.Target.WaitForGuestAgent
 	if phase == VMIRunning && (agent || !wantAgent) {
+		if d.awaitNetworkIdentity() {
+			return
+		}
 		what := "running"
 		if wantAgent {
 			what = "running with its guest agent connected"
 		}
-		d.advance(v1alpha1.PhaseCleaningUp, fmt.Sprintf("VirtualMachineInstance %s %s", name, what))
+		d.advance(v1alpha1.PhaseCleaningUp, fmt.Sprintf("VirtualMachineInstance %s %s%s", name, what, d.networkEvidence()))
 		return
 	}
 	deadline := d.startRequestedAt().Add(d.spec.Policy.StartDeadline())

@@ -440,6 +440,10 @@ type VMIObservation struct {
 	// Deleting says the instance is being deleted (KubeVirt stops its
 	// guest within the termination grace period, then it is gone).
 	Deleting bool
+	// Interfaces are status.interfaces: per interface, its name (the
+	// VM's net-<index>), MAC, name in the guest and addresses, and where
+	// KubeVirt took them from (domain, guest-agent).
+	Interfaces []v1alpha1.TargetInterface
 }
 
 // VMI phases the decisions look at.

@@ -384,7 +384,8 @@ func (s *Step) observeTarget(m *v1alpha1.VirtualMachineMigration, obs *statemach
 		return fmt.Errorf("reading virtual machine instance %s: %w", name, err)
 	default:
 		obs.VMI = &statemachine.VMIObservation{Phase: string(vmi.Status.Phase), AgentConnected: agentConnected(vmi.Status.Conditions),
-			Reason: vmi.Status.Reason, NodeName: vmi.Status.NodeName, Deleting: vmi.DeletionTimestamp != nil}
+			Reason: vmi.Status.Reason, NodeName: vmi.Status.NodeName, Deleting: vmi.DeletionTimestamp != nil,
+			Interfaces: vmiInterfaces(vmi.Status.Interfaces)}
 	}
 	return nil
 }
@@ -439,6 +440,33 @@ func dataVolumeMessage(dv *cdiv1.DataVolume) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// Bounds of what is kept of a VMI's interfaces (the status schema's).
+const (
+	maxVMIInterfaces = 64
+	maxVMIAddresses  = 32
+)
+
+// vmiInterfaces are a VMI's status.interfaces as KubeVirt reports them
+// (the addresses its ipAddresses list, else its ipAddress), bounded.
+func vmiInterfaces(in []kubevirtv1.VirtualMachineInstanceNetworkInterface) []v1alpha1.TargetInterface {
+	var out []v1alpha1.TargetInterface
+	for _, i := range in {
+		if len(out) == maxVMIInterfaces {
+			break
+		}
+		ips := i.IPs
+		if len(ips) == 0 && i.IP != "" {
+			ips = []string{i.IP}
+		}
+		if len(ips) > maxVMIAddresses {
+			ips = ips[:maxVMIAddresses]
+		}
+		out = append(out, v1alpha1.TargetInterface{Name: i.Name, MAC: i.MAC, InterfaceName: i.InterfaceName,
+			IPAddresses: slices.Clone(ips), InfoSource: i.InfoSource})
+	}
+	return out
 }
 
 // agentConnected reports whether the VMI's AgentConnected condition is true.

@@ -18,7 +18,9 @@ func TestGuestNetworkRules(t *testing.T) {
 		want []string // reason: message part
 	}{
 		"tools not running: nothing known of the guest's addresses": {
-			inv:  func(inv *v1alpha1.SourceInventory) { inv.ToolsRunningStatus, inv.PowerState = "guestToolsNotRunning", "poweredOn" },
+			inv: func(inv *v1alpha1.SourceInventory) {
+				inv.ToolsRunningStatus, inv.PowerState = "guestToolsNotRunning", "poweredOn"
+			},
 			want: []string{ReasonGuestNetworkUnknown, "tools guestToolsNotRunning, VM poweredOn"},
 		},
 		"the VM is off": {

@@ -76,7 +76,10 @@ func guestName(m *v1alpha1.VirtualMachineMigration, nic v1alpha1.SourceNIC) stri
 		if !strings.EqualFold(p.MAC, nic.MAC) {
 			continue
 		}
-		if p.Name == "" {
+		switch {
+		case p.GuestUnreadable:
+			return "not read: " + clean(p.Message)
+		case p.Name == "":
 			return "not found: " + clean(p.Message)
 		}
 		s := clean(p.Name) + " (by its " + map[string]string{v1alpha1.PinSourceAddress: "address", v1alpha1.PinSourcePCISlot: "PCI slot"}[p.Source] + ")"

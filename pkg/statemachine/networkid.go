@@ -26,6 +26,7 @@ const (
 	ReasonAddressesKept          = "AddressesKept"
 	ReasonAddressesMoved         = "AddressesMoved"
 	ReasonNoStaticAddresses      = "NoStaticAddresses"
+	ReasonStaticAddressesUnknown = "StaticAddressesUnknown"
 	ReasonGuestNetworkUnknown    = "GuestNetworkUnknown"
 	ReasonGuestAgentNotReporting = "GuestAgentNotReporting"
 )
@@ -43,6 +44,12 @@ const InfoSourceGuestAgent = "guest-agent"
 // maxTargetInterfaces bounds status.target.interfaces (the schema's).
 const maxTargetInterfaces = 64
 
+// unclassified is a source NIC address that may be static or leased: the
+// guest's configuration could not be read, and VMware Tools said nothing.
+type unclassified struct {
+	address, why string
+}
+
 // expectedNIC is a source NIC whose static addresses the check looks for.
 type expectedNIC struct {
 	index     int // in status.source.nics: its interface is net-<index>
@@ -54,36 +61,46 @@ type expectedNIC struct {
 
 // expectedAddresses are, per mapped source NIC, the addresses expected
 // again: those the guest's own configuration sets statically (the
-// conversion looked), else those VMware Tools reports as configured by
+// conversion looked), and those VMware Tools reports as configured by
 // hand (Windows' tools say; Linux guests' do not); DHCP leases,
-// link-local and random addresses never.
-func (d *decider) expectedAddresses() []expectedNIC {
+// link-local and random addresses never. The other addresses are
+// unclassified when nothing could tell: the conversion could not read
+// the guest (or did not look: skipped, or a Windows guest whose tools
+// gave no origin).
+func (d *decider) expectedAddresses() ([]expectedNIC, []unclassified) {
 	inv := d.st.Source
 	if inv == nil {
-		return nil
+		return nil, nil
 	}
 	var out []expectedNIC
+	var unknown []unclassified
 	for i, nic := range inv.NICs {
 		mapping, ok := networkMappingOf(d.spec, nic.Network)
 		if !ok || mapping.Type == v1alpha1.NetworkTypeIgnore {
 			continue
 		}
 		e := expectedNIC{index: i, nic: nic, pod: mapping.Type == v1alpha1.NetworkTypePod}
-		if pin, ok := d.pinOf(nic.MAC); ok {
+		pin, looked := d.pinOf(nic.MAC)
+		why := "the conversion did not look into the guest"
+		if looked {
 			e.guestName, e.addresses = pin.Name, slices.Clone(pin.StaticAddresses)
+			why = pin.Message
+			looked = !pin.GuestUnreadable
 		}
-		if len(e.addresses) == 0 && nic.Guest != nil {
-			for _, a := range nic.Guest.IPAddresses {
-				if a.Manual() {
-					e.addresses = append(e.addresses, a.IP)
-				}
+		for _, a := range nic.CandidateAddresses() {
+			switch {
+			case slices.Contains(e.addresses, a.IP):
+			case a.Manual():
+				e.addresses = append(e.addresses, a.IP)
+			case !looked:
+				unknown = append(unknown, unclassified{address: a.IP, why: why})
 			}
 		}
 		if len(e.addresses) > 0 {
 			out = append(out, e)
 		}
 	}
-	return out
+	return out, unknown
 }
 
 // networkMappingOf finds the mapping of a source network.
@@ -117,9 +134,9 @@ func (d *decider) awaitNetworkIdentity() bool {
 	if meta.FindStatusCondition(d.st.Conditions, ConditionNetworkIdentityPreserved) != nil {
 		return false
 	}
-	expected := d.expectedAddresses()
+	expected, unknown := d.expectedAddresses()
 	if len(expected) == 0 {
-		d.noAddressesToCheck()
+		d.noAddressesToCheck(unknown)
 		return false
 	}
 	var ifaces []v1alpha1.TargetInterface
@@ -138,19 +155,39 @@ func (d *decider) awaitNetworkIdentity() bool {
 		k, m := compareAddresses(e, iface, d.spec.Target.PreserveMACs())
 		kept, moved = append(kept, k...), append(moved, m...)
 	}
+	tail := unknownNote(unknown)
 	if len(moved) > 0 {
-		msg := "addresses that moved: " + strings.Join(moved, "; ")
+		msg := "addresses that moved: " + strings.Join(moved, "; ") + tail
 		d.setCondition(ConditionNetworkIdentityPreserved, metav1.ConditionFalse, ReasonAddressesMoved, msg)
 		d.out.Events = append(d.out.Events, Event{Warning: true, Reason: ReasonAddressesMoved, Message: msg})
 		return false
 	}
 	d.setCondition(ConditionNetworkIdentityPreserved, metav1.ConditionTrue, ReasonAddressesKept,
-		"every static address of the source is on its NIC again: "+strings.Join(kept, "; "))
+		"every static address of the source is on its NIC again: "+strings.Join(kept, "; ")+tail)
 	return false
 }
 
-// noAddressesToCheck concludes the check of a source without static addresses.
-func (d *decider) noAddressesToCheck() {
+// unknownNote names the addresses nothing could classify, for a message.
+func unknownNote(unknown []unclassified) string {
+	if len(unknown) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(unknown))
+	for _, u := range unknown {
+		parts = append(parts, fmt.Sprintf("%s (%s)", u.address, u.why))
+	}
+	return "; not told static or leased, so not checked: " + strings.Join(parts, "; ")
+}
+
+// noAddressesToCheck concludes the check of a source without static
+// addresses: Unknown when some could not be told static or leased, or
+// when VMware Tools reported none at all.
+func (d *decider) noAddressesToCheck(unknown []unclassified) {
+	if len(unknown) > 0 {
+		d.setCondition(ConditionNetworkIdentityPreserved, metav1.ConditionUnknown, ReasonStaticAddressesUnknown,
+			"nothing to compare"+unknownNote(unknown))
+		return
+	}
 	if d.st.Source != nil && !d.st.Source.GuestNetworkReported() {
 		d.setCondition(ConditionNetworkIdentityPreserved, metav1.ConditionUnknown, ReasonGuestNetworkUnknown,
 			"VMware Tools reported no address of the source VM's NICs (tools not running, or the VM was off when inventoried): nothing to compare")

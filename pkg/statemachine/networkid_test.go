@@ -131,6 +131,33 @@ func TestNetworkIdentity(t *testing.T) {
 				assert.Contains(t, c.Message, "10.20.30.40 (NIC 0, MAC 00:50:56:aa:bb:01) on Ethernet 2")
 			},
 		},
+		"the guest could not be read: its addresses are neither static nor leased for sure": {
+			m: runningTarget(time.Minute, false, staticGuest, []v1alpha1.InterfacePin{{MAC: mac0, GuestUnreadable: true,
+				Message: "the conversion image has no guestfish to look into the guest"}}),
+			obs:   newObs(reporting()),
+			phase: v1alpha1.PhaseCleaningUp,
+			check: func(t *testing.T, d Decision) {
+				c := wantNetworkCondition(t, d, metav1.ConditionUnknown, ReasonStaticAddressesUnknown)
+				assert.Equal(t, "nothing to compare; not told static or leased, so not checked: 192.168.10.21 (the conversion image has no guestfish to look into the guest)", c.Message)
+			},
+		},
+		"the conversion did not look (skipped)": {
+			m:     runningTarget(time.Minute, false, staticGuest, nil),
+			obs:   newObs(reporting()),
+			phase: v1alpha1.PhaseCleaningUp,
+			check: func(t *testing.T, d Decision) {
+				c := wantNetworkCondition(t, d, metav1.ConditionUnknown, ReasonStaticAddressesUnknown)
+				assert.Contains(t, c.Message, "192.168.10.21 (the conversion did not look into the guest)")
+			},
+		},
+		"the guest looked at, the address in no configuration: a lease": {
+			m:     runningTarget(time.Minute, false, staticGuest, []v1alpha1.InterfacePin{{MAC: mac0, Message: "no network configuration in the guest names this NIC"}}),
+			obs:   newObs(reporting()),
+			phase: v1alpha1.PhaseCleaningUp,
+			check: func(t *testing.T, d Decision) {
+				wantNetworkCondition(t, d, metav1.ConditionTrue, ReasonNoStaticAddresses)
+			},
+		},
 		"DHCP only: nothing to keep": {
 			m: runningTarget(time.Minute, false, &v1alpha1.GuestNICInfo{IPAddresses: []v1alpha1.GuestIPAddress{
 				{IP: "10.20.30.99", PrefixLength: 24, Origin: "dhcp"}}}, nil),

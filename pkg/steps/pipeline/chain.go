@@ -66,7 +66,9 @@ func isSHA256(s string) bool {
 }
 
 // parseNICLine reads the guest network script's
-// "nic <mac> <name|-> <address|slot|-> <pinned|found|-> <addresses,|-> [why not]".
+// "nic <mac> <name|-> <address|slot|-> <pinned|found|-> <addresses,|-> [why not]",
+// or the conversion script's "nic <mac> - - unreadable - <why>" for a
+// guest it could not look into.
 func parseNICLine(line string) (v1alpha1.InterfacePin, bool) {
 	f := strings.Fields(line)
 	if len(f) < 6 {
@@ -76,7 +78,7 @@ func parseNICLine(line string) (v1alpha1.InterfacePin, bool) {
 	if !ok {
 		return v1alpha1.InterfacePin{}, false
 	}
-	p := v1alpha1.InterfacePin{MAC: mac, Name: dashless(f[2]), Pinned: f[4] == "pinned",
+	p := v1alpha1.InterfacePin{MAC: mac, Name: dashless(f[2]), Pinned: f[4] == "pinned", GuestUnreadable: f[4] == "unreadable",
 		Message: truncate(strings.Join(f[6:], " "), maxPinMessage)}
 	switch f[3] {
 	case "address":

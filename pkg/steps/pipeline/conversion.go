@@ -320,7 +320,7 @@ GUESTFISH
     why="the conversion image has no guestfish to look into the guest"
   fi
   sed -n 's/^nic \([^ ]*\) .*/\1/p' @CONFIG@/@NETCONF@ | while read -r mac; do
-    echo "nic $mac - - - - $why"
+    echo "nic $mac - - unreadable - $why"
   done >"$nics"
 }
 

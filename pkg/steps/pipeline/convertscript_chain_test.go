@@ -154,7 +154,7 @@ func TestConvertScriptChainFallbacks(t *testing.T) {
 			f.env(filepath.Join(runs, "debian-bios"), "FAKE_GUESTFISH_FAIL=guestfish: no operating system was found on this disk")...)
 		require.Equal(t, 0, run.exitCode, "the conversion itself succeeded")
 		got := run.observe()
-		assert.Equal(t, []v1alpha1.InterfacePin{{MAC: "00:50:56:aa:bb:01",
+		assert.Equal(t, []v1alpha1.InterfacePin{{MAC: "00:50:56:aa:bb:01", GuestUnreadable: true,
 			Message: "guestfish could not look into the guest: guestfish: no operating system was found on this disk"}}, got.Interfaces)
 		assert.Len(t, got.Checksums, 1, "the disks are hashed all the same")
 	})

@@ -618,6 +618,11 @@ type InterfacePin struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	StaticAddresses []string `json:"staticAddresses,omitempty"`
+	// GuestUnreadable says the conversion could not read the guest's
+	// network configuration (Message says why): whether the NIC's
+	// addresses are static or leased is not known.
+	// +optional
+	GuestUnreadable bool `json:"guestUnreadable,omitempty"`
 	// Message says why the NIC was not pinned.
 	// +optional
 	Message string `json:"message,omitempty"`

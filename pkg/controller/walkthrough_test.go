@@ -436,30 +436,6 @@ func transferResult(t *testing.T, m *v1alpha1.VirtualMachineMigration, failReaso
 	return string(data) + "\n"
 }
 
-// convertedLines are the conversion script's checksum lines for the
-// converted disks of m, which the conversion changed (their checksums are
-// not the transferred ones).
-func convertedLines(m *v1alpha1.VirtualMachineMigration) string {
-	var b strings.Builder
-	for _, d := range m.Status.Disks {
-		fmt.Fprintf(&b, "sha256 %s %d %064x\n", d.Name, d.CapacityBytes, d.Key+1)
-	}
-	return b.String()
-}
-
-// hashResult is vm-transfer hash's result over m's target disks, each
-// holding its converted bytes, in a claim 1 MiB larger than the disk.
-func hashResult(t *testing.T, m *v1alpha1.VirtualMachineMigration) string {
-	t.Helper()
-	res := wire.HashResult{Kind: wire.KindHash}
-	for _, d := range m.Status.Disks {
-		res.Images = append(res.Images, wire.ImageHash{Name: "target/" + d.Name, Bytes: d.CapacityBytes, Size: d.CapacityBytes + 1<<20, SHA256: d.ConvertedSHA256()})
-	}
-	data, err := json.Marshal(res)
-	require.NoError(t, err)
-	return string(data)
-}
-
 // inspection is a virt-v2v inspection document, as the conversion pod
 // writes it as its termination message.
 const inspection = `<?xml version="1.0"?>
@@ -719,7 +695,7 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 		if stop(v1alpha1.PhaseConverting) {
 			return true
 		}
-		f.finishJob(convJob, pipeline.ConversionContainer, true, convertedLines(m)+inspection)
+		f.finishJob(convJob, pipeline.ConversionContainer, true, builders.ConvertedChecksumLines(m)+inspection)
 		m = f.syncTo(v1alpha1.PhaseImporting)
 		require.NotNil(t, m.Status.Conversion.CompletedAt)
 		assert.Equal(t, "rhel 9.4 (Red Hat Enterprise Linux 9.4 (Plow))", m.Status.Conversion.OperatingSystem)
@@ -757,7 +733,9 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 	require.NotNil(t, m.Status.Verification)
 	assert.Equal(t, verifyJob, m.Status.Verification.JobName)
 	f.requireChildren("verification job created", append(slices.Clone(children), "Job/"+verifyJob)...)
-	f.finishJob(verifyJob, pipeline.VerificationContainer, true, hashResult(t, m))
+	readBack, err := builders.ReadBackResult(m, 1<<20)
+	require.NoError(t, err)
+	f.finishJob(verifyJob, pipeline.VerificationContainer, true, readBack)
 	m = f.syncTo(v1alpha1.PhaseImporting)
 	for _, d := range m.Status.Disks {
 		require.NotNil(t, d.Checksums, "disk %d checksums", d.Key)

@@ -490,7 +490,9 @@ func (w *walkEnv) readBackTargets() *v1alpha1.VirtualMachineMigration {
 	w.t.Helper()
 	vjob := naming.VerificationJob(walkMigration, 1)
 	m := w.waitPhase(v1alpha1.PhaseImporting, progressing("verifying the target disks (job "+vjob))
-	w.finishJob(vjob, pipeline.VerificationContainer, walkReadBack(w.t, m))
+	readBack, err := builders.ReadBackResult(m, 0)
+	require.NoError(w.t, err)
+	w.finishJob(vjob, pipeline.VerificationContainer, readBack)
 	return m
 }
 
@@ -518,27 +520,6 @@ func transferDone(t *testing.T, m *v1alpha1.VirtualMachineMigration) string {
 	}
 	b, err := json.Marshal(res)
 	require.NoError(t, err, "encoding the transfer result")
-	return string(b)
-}
-
-// walkConverted are the conversion script's checksum lines of m's disks.
-func walkConverted(m *v1alpha1.VirtualMachineMigration) string {
-	var b strings.Builder
-	for _, d := range m.Status.Disks {
-		fmt.Fprintf(&b, "sha256 %s %d %064x\n", d.Name, d.CapacityBytes, d.Key+7)
-	}
-	return b.String()
-}
-
-// walkReadBack is vm-transfer hash's result over m's targets, each
-// holding its converted bytes.
-func walkReadBack(t *testing.T, m *v1alpha1.VirtualMachineMigration) string {
-	res := wire.HashResult{Kind: wire.KindHash}
-	for _, d := range m.Status.Disks {
-		res.Images = append(res.Images, wire.ImageHash{Name: "target/" + d.Name, Bytes: d.CapacityBytes, Size: d.CapacityBytes, SHA256: d.ConvertedSHA256()})
-	}
-	b, err := json.Marshal(res)
-	require.NoError(t, err, "encoding the hash result")
 	return string(b)
 }
 
@@ -618,7 +599,7 @@ func TestWalkthroughAgainstAPIServer(t *testing.T) {
 		assert.NotEmpty(t, d.SHA256, "disk %d: no transfer evidence (sha256): %+v", d.Key, d)
 		assert.Equal(t, d.CapacityBytes, d.BytesTransferred, "disk %d: no transfer evidence (bytes transferred, want the capacity): %+v", d.Key, d)
 	}
-	w.finishJob(cjob, pipeline.ConversionContainer, walkConverted(m)+walkInspection)
+	w.finishJob(cjob, pipeline.ConversionContainer, builders.ConvertedChecksumLines(m)+walkInspection)
 
 	m = w.waitPhase(v1alpha1.PhaseImporting, progressing("importing disks: 0 of"))
 	if assert.NotNil(t, m.Status.Conversion, "no conversion evidence") {
@@ -707,7 +688,7 @@ func TestWalkthroughCancelAgainstAPIServer(t *testing.T) {
 		_, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, naming.ConversionJob(walkMigration, 1), metav1.GetOptions{})
 		return err == nil
 	})
-	w.finishJob(naming.ConversionJob(walkMigration, 1), pipeline.ConversionContainer, walkConverted(m)+walkInspection)
+	w.finishJob(naming.ConversionJob(walkMigration, 1), pipeline.ConversionContainer, builders.ConvertedChecksumLines(m)+walkInspection)
 	m = w.waitPhase(v1alpha1.PhaseImporting, func(m *v1alpha1.VirtualMachineMigration) bool {
 		dvs, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(dvs.Items) == len(m.Status.Disks)

@@ -499,37 +499,24 @@ func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg
 	}
 	volumes, mounts := conversionVolumes(m, attempt)
 	meta, podMeta := jobMeta(m, naming.ConversionJob(m.Name, attempt), v1alpha1.ComponentConversion)
-	return &batchv1.Job{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: meta,
-		Spec: batchv1.JobSpec{
-			BackoffLimit:          ptr.To[int32](0),
-			ActiveDeadlineSeconds: ptr.To(int64(timeout.Seconds())),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: podMeta,
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					SecurityContext:              stagingPodSecurity(cfg.ConversionSeccompProfile),
-					RuntimeClassName:             runtimeClass(cfg.ConversionRuntimeClass),
-					Containers: []corev1.Container{{
-						Name:                     ConversionContainer,
-						Image:                    image,
-						ImagePullPolicy:          cfg.ImagePullPolicy,
-						Command:                  []string{"/bin/sh", path.Join(conversionConfigDir, ConvertScriptKey)},
-						Env:                      conversionEnv(cfg),
-						Resources:                resources,
-						VolumeMounts:             mounts,
-						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						SecurityContext:          restrictedContainer(),
-					}},
-					Volumes: volumes,
-				},
-			},
-		},
-	}, nil
+	return runOnce(meta, podMeta, timeout, corev1.PodSpec{
+		AutomountServiceAccountToken: ptr.To(false),
+		SecurityContext:              stagingPodSecurity(cfg.ConversionSeccompProfile),
+		RuntimeClassName:             runtimeClass(cfg.ConversionRuntimeClass),
+		Containers: []corev1.Container{{
+			Name:                     ConversionContainer,
+			Image:                    image,
+			ImagePullPolicy:          cfg.ImagePullPolicy,
+			Command:                  []string{"/bin/sh", path.Join(conversionConfigDir, ConvertScriptKey)},
+			Env:                      conversionEnv(cfg),
+			Resources:                resources,
+			VolumeMounts:             mounts,
+			TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			SecurityContext:          restrictedContainer(),
+		}},
+		Volumes: volumes,
+	}), nil
 }
 
 // conversionEnv is the conversion container's environment: libguestfs

@@ -7,7 +7,6 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -112,27 +111,13 @@ func RenderVerificationJob(m *v1alpha1.VirtualMachineMigration, attempt int32, c
 	for i := 0; i < len(images); i += wire.MaxHashImages {
 		containers = append(containers, verifyContainer(cfg, len(containers), images[i:min(i+wire.MaxHashImages, len(images))]))
 	}
-	spec := m.SpecInForce()
 	meta, podMeta := jobMeta(m, naming.VerificationJob(m.Name, attempt), v1alpha1.ComponentVerification)
-	return &batchv1.Job{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: meta,
-		Spec: batchv1.JobSpec{
-			BackoffLimit:          ptr.To[int32](0),
-			ActiveDeadlineSeconds: ptr.To(int64(spec.Policy.RetryDeadline() / time.Second)),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: podMeta,
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					SecurityContext:              stagingPodSecurity(nil),
-					Containers:                   containers,
-					Volumes:                      volumes,
-				},
-			},
-		},
-	}, nil
+	return runOnce(meta, podMeta, m.SpecInForce().Policy.RetryDeadline(), corev1.PodSpec{
+		AutomountServiceAccountToken: ptr.To(false),
+		SecurityContext:              stagingPodSecurity(nil),
+		Containers:                   containers,
+		Volumes:                      volumes,
+	}), nil
 }
 
 // verifyContainerName is the name of the verification Job's i-th container.

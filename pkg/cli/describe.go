@@ -19,7 +19,7 @@ import (
 // disk, conditions, the last error and recent events.
 func printDescribe(w io.Writer, m *v1alpha1.VirtualMachineMigration, events []corev1.Event, now time.Time) error {
 	for _, section := range []func(io.Writer, *v1alpha1.VirtualMachineMigration, time.Time){
-		describeHeader, describeTimeline, describeDisks, describeConversion, describeSourceControl, describeConditions,
+		describeHeader, describeTimeline, describeDisks, describeConversion, describeNetwork, describeSourceControl, describeConditions,
 	} {
 		section(w, m, now)
 	}
@@ -109,8 +109,9 @@ func progressingMessage(m *v1alpha1.VirtualMachineMigration) string {
 }
 
 // describeDisks shows each disk's evidence chain: the source disk, the
-// bytes and SHA-256 the transfer verified into the staging volume, and the
-// import into the target DataVolume.
+// bytes and SHA-256 the transfer verified into the staging volume, the
+// SHA-256 of the converted image, the import into the target DataVolume,
+// the SHA-256 read back from the target claim, and whether the chain holds.
 func describeDisks(w io.Writer, m *v1alpha1.VirtualMachineMigration, _ time.Time) {
 	if len(m.Status.Disks) == 0 {
 		return
@@ -125,7 +126,10 @@ func describeDisks(w io.Writer, m *v1alpha1.VirtualMachineMigration, _ time.Time
 			fmt.Fprintf(tw, "    copied:\t%s\n", c)
 		}
 		fmt.Fprintf(tw, "    in staging:\t%s\n", stagingEvidence(d))
+		fmt.Fprintf(tw, "    converted:\t%s\n", convertedEvidence(m, d))
 		fmt.Fprintf(tw, "    after import:\t%s\n", importEvidence(d))
+		fmt.Fprintf(tw, "    on the target:\t%s\n", targetEvidence(d))
+		fmt.Fprintf(tw, "    chain:\t%s\n", chainVerdict(d))
 		_ = tw.Flush()
 	}
 }
@@ -195,7 +199,7 @@ func importEvidence(d v1alpha1.DiskStatus) string {
 	if d.ImportProgress != "" {
 		s += " " + clean(d.ImportProgress)
 	}
-	return s + " (CDI reports no checksum)"
+	return s
 }
 
 // describeConversion shows the conversion: its Job, the guest virt-v2v

@@ -71,6 +71,8 @@ func (c *Controller) executeCreate(ctx context.Context, m *v1alpha1.VirtualMachi
 		return p.CreateConversionJob(ctx, m, a.Attempt)
 	case statemachine.ActionCreateDataVolumes:
 		return p.CreateDataVolumes(ctx, m)
+	case statemachine.ActionCreateVerificationJob:
+		return p.CreateVerificationJob(ctx, m, a.Attempt)
 	case statemachine.ActionCreateVM:
 		return p.CreateVM(ctx, m)
 	case statemachine.ActionAdoptDataVolumes:

@@ -28,8 +28,8 @@ func evidenceRecord(m *v1alpha1.VirtualMachineMigration) string {
 	parts = append(parts, fmt.Sprintf("started %s, completed %s", stamp(st.StartTime), stamp(st.CompletionTime)),
 		approvalRecord(m))
 	for _, d := range st.Disks {
-		parts = append(parts, fmt.Sprintf("%s (disk key %d): %d of %d bytes, sha256 %s, transferred %s, DataVolume %s",
-			d.Name, d.Key, d.BytesTransferred, d.CapacityBytes, orNone(d.SHA256), stamp(d.TransferredAt), orNone(d.DataVolume)))
+		parts = append(parts, fmt.Sprintf("%s (disk key %d): %d of %d bytes, sha256 %s, transferred %s, %s, DataVolume %s",
+			d.Name, d.Key, d.BytesTransferred, d.CapacityBytes, orNone(d.SHA256), stamp(d.TransferredAt), chainRecord(d), orNone(d.DataVolume)))
 	}
 	var reached []string
 	for _, e := range st.Evidence {
@@ -39,6 +39,16 @@ func evidenceRecord(m *v1alpha1.VirtualMachineMigration) string {
 		parts = append(parts, "checkpoints: "+strings.Join(reached, ", "))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// chainRecord is the rest of a disk's checksum chain: converted, and
+// read back from the target.
+func chainRecord(d v1alpha1.DiskStatus) string {
+	c := d.Checksums
+	if c == nil {
+		c = &v1alpha1.DiskChecksums{}
+	}
+	return fmt.Sprintf("converted sha256 %s, target sha256 %s verified %s", orNone(c.Converted), orNone(c.Target), stamp(c.VerifiedAt))
 }
 
 // outcomeRecord says how the migration ended.

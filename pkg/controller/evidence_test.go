@@ -49,3 +49,12 @@ func TestEvidenceRecordOfAFailedMigration(t *testing.T) {
 	assert.Contains(t, record, "completed "+stamp(m.Status.CompletionTime))
 	assert.NotContains(t, evidenceRecord(&v1alpha1.VirtualMachineMigration{}), "source VM", "nothing recorded, nothing said")
 }
+
+func TestEvidenceRecordKeepsTheChecksumChain(t *testing.T) {
+	m := builders.Migration(builders.Reached(v1alpha1.PhaseSucceeded))
+	m.Status.Disks[0].Checksums = &v1alpha1.DiskChecksums{Converted: "c0ffee", Target: "c0ffee", VerifiedAt: builders.TP(-time.Minute)}
+	record := evidenceRecord(m)
+	assert.Contains(t, record, "sha256 "+m.Status.Disks[0].SHA256+", transferred "+stamp(m.Status.Disks[0].TransferredAt)+
+		", converted sha256 c0ffee, target sha256 c0ffee verified "+stamp(builders.TP(-time.Minute)))
+	assert.Contains(t, record, "converted sha256 -, target sha256 - verified -", "a disk not verified says so")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -82,14 +83,16 @@ func summarize(m *v1alpha1.VirtualMachineMigration) *v1alpha1.VirtualMachineMigr
 	return s
 }
 
-// summaryConditions keeps each condition without its message.
+// summaryConditions keeps each condition without its message, its type,
+// status and reason interned (a few constants, shared by every summary).
 func summaryConditions(conditions []metav1.Condition) []metav1.Condition {
 	if len(conditions) == 0 {
 		return nil
 	}
 	out := make([]metav1.Condition, len(conditions))
 	for i, c := range conditions {
-		out[i] = metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason,
+		out[i] = metav1.Condition{Type: unique.Make(c.Type).Value(), Status: metav1.ConditionStatus(unique.Make(string(c.Status)).Value()),
+			Reason:             unique.Make(c.Reason).Value(),
 			ObservedGeneration: c.ObservedGeneration, LastTransitionTime: c.LastTransitionTime}
 	}
 	return out

@@ -79,6 +79,12 @@ func ProofAccess(migration string) string {
 	return Child(migration, "proof")
 }
 
+// VerificationJob is the Job of one attempt at reading the target disks
+// before the VM starts.
+func VerificationJob(migration string, attempt int32) string {
+	return Child(migration, "verify", fmt.Sprint(attempt))
+}
+
 // PlanConfigMap holds the dry-run plan of a migration with spec.planOnly.
 func PlanConfigMap(migration string) string {
 	return Child(migration, "plan")

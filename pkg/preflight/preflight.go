@@ -122,6 +122,7 @@ func Check(spec *v1alpha1.VirtualMachineMigrationSpec, inv *v1alpha1.SourceInven
 		c.firmware,
 		c.networks,
 		c.podNICs,
+		c.guestNetwork,
 		c.storageMapping,
 		c.storageClasses,
 		c.unusedStorageMappings,

@@ -29,6 +29,7 @@ func (d *decider) finish() {
 	d.insecureCondition()
 	d.restoreCondition()
 	d.targetKeptCondition()
+	d.networkIdentityCondition()
 	d.out.Status = *d.st
 }
 

@@ -406,13 +406,13 @@ func TestImporting(t *testing.T) {
 			phase: v1alpha1.PhaseRollingBack,
 			check: func(t *testing.T, d Decision) { wantLastError(t, d, v1alpha1.PhaseImporting, ReasonImportFailed) },
 		},
-		"all populated: CreatingVM": {
+		"all populated: the target disks are read back": {
 			m: m(withDVs), obs: newObs(dataVolumes(DataVolumeSucceeded, "100.0%", false)),
-			phase: v1alpha1.PhaseCreatingVM, requeue: ms,
+			phase: v1alpha1.PhaseImporting, action: ActionCreateVerificationJob, name: naming.VerificationJob(builders.Name, 1), requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
-				wantEvidence(t, d, v1alpha1.PhaseImporting, 0)
 				assert.Equal(t, "100%", d.Status.Progress, "overall progress")
 				assert.Equal(t, DataVolumeSucceeded, d.Status.Disks[1].ImportPhase, "disk 1 = %+v, want imported", d.Status.Disks[1])
+				assert.Nil(t, evidenceFor(d.Status, v1alpha1.PhaseImporting), "no evidence before the verification")
 			},
 		},
 		"a custom target name names the DataVolumes": {

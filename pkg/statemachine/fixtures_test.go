@@ -127,6 +127,23 @@ func conversionJob(j JobObservation) obsOpt {
 }
 
 // goodResults are the results of a transfer that wrote every disk whole.
+// convertedSums are what the conversion reports of the fixture's disks.
+func convertedSums() []ImageChecksum {
+	return []ImageChecksum{
+		{Disk: "disk-0", Bytes: builders.DiskCap0, Size: builders.DiskCap0, SHA256: "converted-" + builders.SHA(builders.DiskKey0)},
+		{Disk: "disk-1", Bytes: builders.DiskCap1, Size: builders.DiskCap1, SHA256: "converted-" + builders.SHA(builders.DiskKey1)},
+	}
+}
+
+// targetSums are what a verification reads of targets holding sums.
+func targetSums(sums []ImageChecksum) []ImageChecksum {
+	out := slices.Clone(sums)
+	for i := range out {
+		out[i].Staged, out[i].Size = false, out[i].Bytes+(1<<20)
+	}
+	return out
+}
+
 func goodResults() []DiskResult {
 	return []DiskResult{{Key: builders.DiskKey0, Bytes: builders.DiskCap0, SHA256: builders.SHA(builders.DiskKey0)}, {Key: builders.DiskKey1, Bytes: builders.DiskCap1, SHA256: builders.SHA(builders.DiskKey1)}}
 }

@@ -398,6 +398,7 @@ func (d *decider) recordTransferResults(results []DiskResult) {
 func (d *decider) converting() {
 	if d.spec.Conversion.Skip {
 		d.st.Conversion = &v1alpha1.ConversionStatus{Skipped: true}
+		d.convertedUnchanged()
 		d.st.Progress = "0%"
 		d.advance(v1alpha1.PhaseImporting, "conversion skipped (spec.conversion.skip)")
 		return
@@ -434,6 +435,7 @@ func (d *decider) converting() {
 		now := d.now
 		c.CompletedAt = &now
 		c.OperatingSystem = job.OperatingSystem
+		d.recordConverted(job)
 		warned := d.recordConversionWarnings(job)
 		d.st.Progress = "0%"
 		d.advance(v1alpha1.PhaseImporting, fmt.Sprintf("job %s converted the guest (%s)%s", job.Name, job.OperatingSystem, warned))
@@ -490,7 +492,8 @@ func conversionAttempt(migration string, attempt int32) *v1alpha1.ConversionStat
 	}
 }
 
-// importing: every target DataVolume is populated.
+// importing: every target DataVolume is populated, and holds the
+// converted bytes (verifyTargets).
 func (d *decider) importing() {
 	d.nameDataVolumes()
 	var missing, done int
@@ -532,7 +535,7 @@ func (d *decider) importing() {
 	d.recordImportProgress()
 	if done == len(d.st.Disks) {
 		d.st.Progress = "100%"
-		d.advance(v1alpha1.PhaseCreatingVM, fmt.Sprintf("%d DataVolumes populated", done))
+		d.verifyTargets()
 		return
 	}
 	d.awaitImport(done)
@@ -684,11 +687,14 @@ func (d *decider) starting() {
 	d.st.Target.VMIPhase, d.st.Target.AgentConnected = phase, agent
 	wantAgent := d.spec.Target.WaitForGuestAgent
 	if phase == VMIRunning && (agent || !wantAgent) {
+		if d.awaitNetworkIdentity() {
+			return
+		}
 		what := "running"
 		if wantAgent {
 			what = "running with its guest agent connected"
 		}
-		d.advance(v1alpha1.PhaseCleaningUp, fmt.Sprintf("VirtualMachineInstance %s %s", name, what))
+		d.advance(v1alpha1.PhaseCleaningUp, fmt.Sprintf("VirtualMachineInstance %s %s%s", name, what, d.networkEvidence()))
 		return
 	}
 	deadline := d.startRequestedAt().Add(d.spec.Policy.StartDeadline())

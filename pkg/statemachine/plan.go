@@ -57,5 +57,6 @@ func PlannedStatus(m *v1alpha1.VirtualMachineMigration) v1alpha1.VirtualMachineM
 		d.st.Conversion = conversionAttempt(m.Name, 1)
 	}
 	d.nameDataVolumes()
+	d.st.Verification = verificationAttempt(m.Name, 1)
 	return *d.st
 }

@@ -209,6 +209,15 @@ func (g gen) observation(m *v1alpha1.VirtualMachineMigration) Observation {
 	if g.chance(0.2) {
 		o.Children.DataVolumes = refs(KindDataVolume, dvNames()[:1]...)
 	}
+	if v := m.Status.Verification; v != nil && g.chance(0.5) {
+		o.VerificationJob = g.job(v.JobName)
+		if o.VerificationJob != nil && o.VerificationJob.Succeeded {
+			o.VerificationJob.Checksums = targetSums(convertedSums())
+			if g.chance(0.3) {
+				o.VerificationJob.Checksums[0].SHA256 = "corrupted"
+			}
+		}
+	}
 	tname, cname := naming.TransferJob(builders.Name, 1), naming.ConversionJob(builders.Name, 1)
 	if t := m.Status.Transfer; t != nil {
 		tname = t.JobName
@@ -462,6 +471,7 @@ type world struct {
 	claims        bool
 	jobs          map[string]bool // created Jobs, by name
 	transferFails bool
+	corruptTarget bool // the verification reads other bytes than converted
 	dvs           bool
 	vm            *VMObservation
 	deletedStage  bool
@@ -481,7 +491,13 @@ func (w *world) observe(m *v1alpha1.VirtualMachineMigration) Observation {
 		o.TransferJob = &JobObservation{Name: t.JobName, Succeeded: !w.transferFails, Failed: w.transferFails, Message: "stream reset", Results: goodResults()}
 	}
 	if c := m.Status.Conversion; c != nil && w.jobs[c.JobName] {
-		o.ConversionJob = &JobObservation{Name: c.JobName, Succeeded: true, OperatingSystem: "rhel 9.4"}
+		o.ConversionJob = &JobObservation{Name: c.JobName, Succeeded: true, OperatingSystem: "rhel 9.4", Checksums: convertedSums()}
+	}
+	if v := m.Status.Verification; v != nil && w.jobs[v.JobName] {
+		o.VerificationJob = &JobObservation{Name: v.JobName, Ref: ref(KindJob, v.JobName), Succeeded: true, Checksums: targetSums(convertedSums())}
+		if w.corruptTarget {
+			o.VerificationJob.Checksums[0].SHA256 = "corrupted"
+		}
 	}
 	if w.dvs {
 		o.DataVolumes = map[string]DataVolumeObservation{}
@@ -509,8 +525,10 @@ func (w *world) apply(m *v1alpha1.VirtualMachineMigration, a Action) {
 	case ActionCreateTransferJob:
 		w.jobs[a.Name] = true
 		w.created = append(w.created, a.Name)
-	case ActionCreateConversionJob:
+	case ActionCreateConversionJob, ActionCreateVerificationJob:
 		w.jobs[a.Name] = true
+	case ActionDeleteJob:
+		delete(w.jobs, a.Name)
 	case ActionCreateDataVolumes:
 		w.dvs = true
 	case ActionCreateVM:

@@ -83,6 +83,12 @@ const (
 	ReasonTargetLeftHalted       = "TargetLeftHalted"
 	ReasonRollingBack            = "RollingBack"
 	ReasonConversionWarnings     = "ConversionWarnings"
+	// ReasonVerificationFailed: the Job that reads the target disks back
+	// failed, or gave no checksum for one of them (retried).
+	ReasonVerificationFailed = "VerificationFailed"
+	// ReasonChecksumMismatch: a target disk does not hold the converted
+	// bytes; the VM is not started and the source is restored.
+	ReasonChecksumMismatch = "ChecksumMismatch"
 	// ReasonPlanOnly: a dry run rests in phase Planned while
 	// spec.planOnly is true.
 	ReasonPlanOnly = "PlanOnly"

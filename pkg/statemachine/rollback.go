@@ -88,9 +88,10 @@ func (d *decider) keepsTarget() bool {
 	return d.st.Phase == v1alpha1.PhaseSucceeded || d.targetStarted()
 }
 
-// stopActiveJobs deletes a transfer or conversion Job that still runs.
+// stopActiveJobs deletes a transfer, conversion or verification Job that
+// still runs.
 func (d *decider) stopActiveJobs() bool {
-	for _, job := range []*JobObservation{d.obs.TransferJob, d.obs.ConversionJob} {
+	for _, job := range []*JobObservation{d.obs.TransferJob, d.obs.ConversionJob, d.obs.VerificationJob} {
 		if job != nil && !job.Succeeded && !job.Failed {
 			d.remove(ActionDeleteJob, job.Name, job.Ref)
 			d.working("stopping job "+job.Name, d.cfg.PollInterval)

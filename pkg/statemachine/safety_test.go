@@ -109,7 +109,14 @@ func (w *safeWorld) observeJobs(m *v1alpha1.VirtualMachineMigration, o *Observat
 		o.TransferJob = job(t.JobName)
 	}
 	if c := m.Status.Conversion; c != nil {
-		o.ConversionJob = job(c.JobName)
+		if o.ConversionJob = job(c.JobName); o.ConversionJob != nil {
+			o.ConversionJob.Checksums = convertedSums()
+		}
+	}
+	if v := m.Status.Verification; v != nil {
+		if o.VerificationJob = job(v.JobName); o.VerificationJob != nil {
+			o.VerificationJob.Checksums = targetSums(convertedSums())
+		}
 	}
 }
 
@@ -199,7 +206,7 @@ func (w *safeWorld) applyKube(a Action) {
 	switch a.Type {
 	case ActionCreateStagingClaims:
 		w.claims = true
-	case ActionCreateTransferJob, ActionCreateConversionJob:
+	case ActionCreateTransferJob, ActionCreateConversionJob, ActionCreateVerificationJob:
 		if _, ok := w.jobs[a.Name]; !ok {
 			w.jobs[a.Name] = false
 		}

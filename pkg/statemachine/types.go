@@ -121,6 +121,8 @@ type Observation struct {
 	TransferJob *JobObservation
 	// ConversionJob is the Job named in status.conversion, nil if absent.
 	ConversionJob *JobObservation
+	// VerificationJob is the Job named in status.verification, nil if absent.
+	VerificationJob *JobObservation
 	// DataVolumes are the target DataVolumes that exist, by name.
 	DataVolumes map[string]DataVolumeObservation
 	// VM is the target VirtualMachine, nil if absent.
@@ -355,6 +357,12 @@ type JobObservation struct {
 	OperatingSystem string
 	// Warnings are the warnings a conversion's virt-v2v printed.
 	Warnings []string
+	// Checksums are the SHA-256 of the images a conversion converted, or
+	// a verification read, by disk.
+	Checksums []ImageChecksum
+	// Interfaces is what a conversion found (and pinned) of each NIC in
+	// the guest's network configuration.
+	Interfaces []v1alpha1.InterfacePin
 	// ResultMissing says the Job succeeded but its result (the pod's
 	// termination message, or the transfer's ConfigMap) is not in the
 	// caches: each resource has its own watch, so the Job's completion can
@@ -394,6 +402,23 @@ const (
 // arrive at now.
 func (j *JobObservation) awaitsResult(now time.Time) bool {
 	return j.Succeeded && j.ResultMissing && !j.CompletedAt.IsZero() && now.Before(j.CompletedAt.Add(JobResultGrace))
+}
+
+// ImageChecksum is the SHA-256 of one disk image a Job read.
+type ImageChecksum struct {
+	// Disk is the disk's name in the VM (status.disks[].name).
+	Disk string
+	// Staged says the image is the staging volume's (once converted),
+	// not the target claim's (a verification Job reads both kinds).
+	Staged bool
+	// Bytes is how many bytes of the image were hashed, from its start.
+	Bytes int64
+	// Size is the image's size (its file's, or its block device's).
+	Size int64
+	// SHA256 of those bytes, hex.
+	SHA256 string
+	// Error says why the image could not be read (no SHA256 then).
+	Error string
 }
 
 // DiskProgress is one disk's progress in a running transfer.
@@ -485,6 +510,10 @@ type VMIObservation struct {
 	// Deleting says the instance is being deleted (KubeVirt stops its
 	// guest within the termination grace period, then it is gone).
 	Deleting bool
+	// Interfaces are status.interfaces: per interface, its name (the
+	// VM's net-<index>), MAC, name in the guest and addresses, and where
+	// KubeVirt took them from (domain, guest-agent).
+	Interfaces []v1alpha1.TargetInterface
 }
 
 // VMI phases the decisions look at.
@@ -532,6 +561,10 @@ const (
 	// DataVolumes and their claims, an annotation says where it came from.
 	ActionReleaseTarget ActionType = "ReleaseTarget"
 )
+
+// ActionCreateVerificationJob creates the Job that reads the target disks
+// back before the VM is created.
+const ActionCreateVerificationJob ActionType = "CreateVerificationJob"
 
 // Action is the one mutating action a decision asks for.
 type Action struct {

@@ -41,6 +41,9 @@ type PipelineStep interface {
 	CreateTransferJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error
 	// CreateConversionJob creates the conversion Job of an attempt.
 	CreateConversionJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error
+	// CreateVerificationJob creates the Job of a verification attempt,
+	// which reads the target disks back before the VM is created.
+	CreateVerificationJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error
 	// CreateDataVolumes creates the missing target DataVolumes.
 	CreateDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
 	// CreateVM creates the target VirtualMachine, halted.

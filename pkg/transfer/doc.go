@@ -110,4 +110,15 @@
 // only the allocated areas were read, or why not) on stdout and in the
 // termination log, where the controller reads it from the Pod's status.
 // A failure also prints one line on stderr and exits 1; usage errors exit 2.
+//
+// # Reading images back
+//
+// "vm-transfer hash [--termination-log FILE] NAME=PATH:BYTES..." (HashMain)
+// hashes the first BYTES bytes of each image (a file, its holes hashed as
+// zeros unread, or a block device), two at a time, and prints one
+// wire.HashResult (per image its name, bytes hashed, size and SHA-256, or
+// why it could not be read) on stdout and in the termination log; it
+// takes at most wire.MaxHashImages images, so that the result fits the
+// termination message. The migration's verification Job runs it over the
+// target disks before the VM starts.
 package transfer

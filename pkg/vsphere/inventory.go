@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -104,7 +105,7 @@ func inventoryRequest(pc types.ManagedObjectReference, vm types.ManagedObjectRef
 				},
 			}},
 			PropSet: []types.PropertySpec{
-				{Type: "VirtualMachine", PathSet: vmProperties},
+				{Type: "VirtualMachine", PathSet: append(slices.Clone(vmProperties), guestNetProperties...)},
 				{Type: "Folder", PathSet: []string{"name", "parent"}},
 				{Type: "Datacenter", PathSet: []string{"name", "parent"}},
 				{Type: "VirtualApp", PathSet: []string{"name", "parent", "parentFolder"}},
@@ -261,6 +262,7 @@ func (r *inventoryResult) inventory(serverUUID string) *v1alpha1.SourceInventory
 		// from the guest OS the VM was configured with.
 		inv.DetectedGuestID, inv.DetectedGuestFullName = g.GuestId, g.GuestFullName
 	}
+	addGuestNetwork(inv.NICs, vm.Guest)
 	if inv.GuestFamily == "" {
 		inv.GuestFamily = guestFamilyFromID(cmp.Or(inv.DetectedGuestID, inv.GuestID))
 	}
@@ -469,7 +471,7 @@ func datastoreFromPath(p string) string {
 
 func (r *inventoryResult) nic(card types.BaseVirtualEthernetCard) v1alpha1.SourceNIC {
 	e := card.GetVirtualEthernetCard()
-	out := v1alpha1.SourceNIC{Key: e.Key, MAC: e.MacAddress, AdapterType: adapterType(card)}
+	out := v1alpha1.SourceNIC{Key: e.Key, MAC: e.MacAddress, AdapterType: adapterType(card), PCISlotNumber: pciSlot(e.SlotInfo)}
 	if info := e.DeviceInfo; info != nil {
 		out.Label = info.GetDescription().Label
 	}

@@ -22,6 +22,7 @@ import (
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/steps/pipeline"
 	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/test/builders"
 	"platform.example/vm-migration/test/framework"
 )
 
@@ -161,13 +162,14 @@ func TestKubectlWaitSucceeded(t *testing.T) {
 		_, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, naming.ConversionJob(walkMigration, 1), metav1.GetOptions{})
 		return err == nil
 	})
-	w.finishJob(naming.ConversionJob(walkMigration, 1), pipeline.ConversionContainer, walkInspection)
+	w.finishJob(naming.ConversionJob(walkMigration, 1), pipeline.ConversionContainer, builders.ConvertedChecksumLines(m)+walkInspection)
 	m = w.waitPhase(v1alpha1.PhaseImporting, progressing("importing disks: 0 of"))
 	var dvs []string
 	for _, d := range m.Status.Disks {
 		dvs = append(dvs, d.DataVolume)
 	}
 	w.setDataVolumesSucceeded(dvs)
+	w.readBackTargets()
 	m = w.waitPhase(v1alpha1.PhaseStarting, progressing("waiting for VirtualMachine "))
 	wait.running(t, "before the migration succeeded")
 

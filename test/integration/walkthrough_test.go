@@ -26,6 +26,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -82,6 +83,8 @@ type walkEnv struct {
 	counter *requestCounter
 	vcURL   *url.URL
 	secret  *corev1.Secret
+	// model is the vCenter simulator's, for tests that shape its VMs.
+	model *simulator.Model
 
 	mu sync.Mutex
 	// writeLog lists the controller's writes with their response codes.
@@ -136,7 +139,7 @@ func newWalkEnv(t *testing.T) *walkEnv {
 	model.Service.Listen = &url.URL{User: url.UserPassword(walkVCUser, walkVCPassword)}
 	server := model.Service.NewServer()
 	t.Cleanup(func() { server.Close(); model.Remove() })
-	w.vcURL = server.URL
+	w.vcURL, w.model = server.URL, model
 
 	ctx := testContext(t)
 	w.secret = builders.CredentialsSecret(w.ns, "vcenter-credentials", map[string]string{
@@ -481,6 +484,19 @@ func (w *walkEnv) setDataVolumesSucceeded(names []string) {
 	}
 }
 
+// readBackTargets plays the verification Job's kubelet: once the
+// migration runs it, its pod reads every target disk back, each holding
+// its converted bytes. It returns the migration as it then stands.
+func (w *walkEnv) readBackTargets() *v1alpha1.VirtualMachineMigration {
+	w.t.Helper()
+	vjob := naming.VerificationJob(walkMigration, 1)
+	m := w.waitPhase(v1alpha1.PhaseImporting, progressing("verifying the target disks (job "+vjob))
+	readBack, err := builders.ReadBackResult(m, 0)
+	require.NoError(w.t, err)
+	w.finishJob(vjob, pipeline.VerificationContainer, readBack)
+	return m
+}
+
 // runVMI plays KubeVirt: the VM's instance is created in the given phase.
 func (w *walkEnv) runVMI(name string, phase kubevirtv1.VirtualMachineInstancePhase) {
 	w.t.Helper()
@@ -584,7 +600,7 @@ func TestWalkthroughAgainstAPIServer(t *testing.T) {
 		assert.NotEmpty(t, d.SHA256, "disk %d: no transfer evidence (sha256): %+v", d.Key, d)
 		assert.Equal(t, d.CapacityBytes, d.BytesTransferred, "disk %d: no transfer evidence (bytes transferred, want the capacity): %+v", d.Key, d)
 	}
-	w.finishJob(cjob, pipeline.ConversionContainer, walkInspection)
+	w.finishJob(cjob, pipeline.ConversionContainer, builders.ConvertedChecksumLines(m)+walkInspection)
 
 	m = w.waitPhase(v1alpha1.PhaseImporting, progressing("importing disks: 0 of"))
 	if assert.NotNil(t, m.Status.Conversion, "no conversion evidence") {
@@ -602,7 +618,22 @@ func TestWalkthroughAgainstAPIServer(t *testing.T) {
 	w.quiet("import running")
 	w.setDataVolumesSucceeded(dvNames)
 
+	// The target disks are read back before the VM exists.
+	vjob := naming.VerificationJob(walkMigration, 1)
+	m = w.readBackTargets()
+	job, err = w.kube.BatchV1().Jobs(w.ns).Get(ctx, vjob, metav1.GetOptions{})
+	require.NoError(t, err, "getting the verification job %s", vjob)
+	w.wantOwnedBy(job, m)
+
 	m = w.waitPhase(v1alpha1.PhaseStarting, progressing("waiting for VirtualMachine "+target+" to run"))
+	for _, d := range m.Status.Disks {
+		if assert.NotNil(t, d.Checksums, "disk %d: no checksums past the transfer", d.Key) {
+			assert.Equal(t, d.Checksums.Converted, d.Checksums.Target, "disk %d: the target's checksum", d.Key)
+			assert.NotNil(t, d.Checksums.VerifiedAt, "disk %d", d.Key)
+		}
+	}
+	_, err = w.kube.BatchV1().Jobs(w.ns).Get(ctx, vjob, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the verification job is gone before the VM starts: %v", err)
 	vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, target, metav1.GetOptions{})
 	require.NoError(t, err, "getting the target VM %s", target)
 	assert.Empty(t, vm.OwnerReferences, "the VM has owners")
@@ -658,7 +689,7 @@ func TestWalkthroughCancelAgainstAPIServer(t *testing.T) {
 		_, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, naming.ConversionJob(walkMigration, 1), metav1.GetOptions{})
 		return err == nil
 	})
-	w.finishJob(naming.ConversionJob(walkMigration, 1), pipeline.ConversionContainer, walkInspection)
+	w.finishJob(naming.ConversionJob(walkMigration, 1), pipeline.ConversionContainer, builders.ConvertedChecksumLines(m)+walkInspection)
 	m = w.waitPhase(v1alpha1.PhaseImporting, func(m *v1alpha1.VirtualMachineMigration) bool {
 		dvs, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).List(ctx, metav1.ListOptions{})
 		return err == nil && len(dvs.Items) == len(m.Status.Disks)
@@ -668,6 +699,7 @@ func TestWalkthroughCancelAgainstAPIServer(t *testing.T) {
 		dvNames = append(dvNames, d.DataVolume)
 	}
 	w.setDataVolumesSucceeded(dvNames)
+	w.readBackTargets()
 	m = w.waitPhase(v1alpha1.PhaseStarting, func(m *v1alpha1.VirtualMachineMigration) bool {
 		vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, m.Status.Target.Name, metav1.GetOptions{})
 		return err == nil && vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy == kubevirtv1.RunStrategyAlways

@@ -24,6 +24,12 @@
 // datastore and disks on others (the VM's directory made on each), and
 // disks of any size that is a multiple of 512 bytes.
 //
+// A VM's NICs can carry PCI slots and what VMware Tools reports of them
+// from a running guest (guest.net: addresses with prefix and origin, DNS;
+// guest.ipStack: default routes, DNS), set when the VM is made or later
+// (SetGuestNetwork), so that the inventory of guest addresses and the
+// static IP checks run against what vSphere answers.
+//
 // The command in cmd/vcsim-local serves the sample inventory for
 // hack/run-local.sh.
 package vcsimlocal

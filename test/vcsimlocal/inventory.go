@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/vmware/govmomi/fault"
@@ -89,6 +90,13 @@ type NICSpec struct {
 	Network string
 	// MAC is a manual MAC address, "00:50:56:..".
 	MAC string
+	// PCISlot is the NIC's PCI slot number (its slotInfo), as a real host
+	// assigns them (192, 224, 256...: a Linux guest names the NIC
+	// ens<slot>); 0 leaves it unset, as plain vcsim does.
+	PCISlot int32
+	// Guest is what VMware Tools reports of the NIC once the VM runs
+	// (SetGuestNetwork); nil reports no address, as plain vcsim does.
+	Guest *GuestNIC
 }
 
 // VM is a created VM.
@@ -223,7 +231,23 @@ func (s *Server) AddVM(ctx context.Context, spec VMSpec) (*VM, error) {
 	s.mu.Lock()
 	s.vms[spec.Name] = out
 	s.mu.Unlock()
+	if err := s.reportGuestNetwork(ctx, spec); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// reportGuestNetwork has a running VM whose NICs carry guest data report
+// it (SetGuestNetwork).
+func (s *Server) reportGuestNetwork(ctx context.Context, spec VMSpec) error {
+	var nics []*GuestNIC
+	for _, n := range spec.NICs {
+		nics = append(nics, n.Guest)
+	}
+	if !spec.PoweredOn || slices.IndexFunc(nics, func(g *GuestNIC) bool { return g != nil }) < 0 {
+		return nil
+	}
+	return s.SetGuestNetwork(ctx, spec.Name, nics)
 }
 
 // checkSpec fills a spec's defaults and refuses what no real inventory has.
@@ -390,6 +414,9 @@ func (s *Server) nicChanges(ctx context.Context, f *find.Finder, devices *object
 		card.AddressType = string(types.VirtualEthernetCardMacTypeManual)
 		card.MacAddress = n.MAC
 		card.Key = -200 - int32(i)
+		if n.PCISlot > 0 {
+			card.SlotInfo = &types.VirtualDevicePciBusSlotInfo{PciSlotNumber: n.PCISlot}
+		}
 		*devices = append(*devices, nic)
 		changes = append(changes, &types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationAdd, Device: nic})
 	}

@@ -46,7 +46,10 @@ type domainXML struct {
 	VCPU    int32       `xml:"vcpu"`
 	CPU     domainCPU   `xml:"cpu"`
 	OS      domainOS    `xml:"os"`
-	Disks   []diskXML   `xml:"devices>disk"`
+	Devices struct {
+		Disks      []diskXML      `xml:"disk"`
+		Interfaces []interfaceXML `xml:"interface"`
+	} `xml:"devices"`
 }
 
 type xmlQuantity struct {
@@ -112,9 +115,10 @@ func diskNameAt(d v1alpha1.DiskStatus, i int) string {
 // RenderDomainXML renders the libvirt domain virt-v2v-in-place converts:
 // the source VM's name, UUID, memory (KiB), vCPUs and topology, firmware
 // (<os firmware='efi'> with the secure-boot feature when the source has
-// it), and one raw file disk per staged disk, in source order. A disk's
-// target keeps the source bus (ide as hdX, sata as sdX on sata, the rest
-// as sdX on scsi) so that virt-v2v maps the guest's device names right.
+// it), one raw file disk per staged disk, in source order, and one
+// interface per source NIC with its MAC address, network and model. A
+// disk's target keeps the source bus (ide as hdX, sata as sdX on sata, the
+// rest as sdX on scsi) so that virt-v2v maps the guest's device names right.
 func RenderDomainXML(m *v1alpha1.VirtualMachineMigration) ([]byte, error) {
 	inv := m.Status.Source
 	if inv == nil {
@@ -147,7 +151,8 @@ func RenderDomainXML(m *v1alpha1.VirtualMachineMigration) ([]byte, error) {
 	if err := setDomainFirmware(&dom.OS, inv); err != nil {
 		return nil, err
 	}
-	dom.Disks = domainDisks(inv, m.Status.Disks)
+	dom.Devices.Disks = domainDisks(inv, m.Status.Disks)
+	dom.Devices.Interfaces = domainInterfaces(inv)
 	out, err := xml.MarshalIndent(dom, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encoding the domain XML: %w", err)
@@ -224,12 +229,19 @@ func topology(inv *v1alpha1.SourceInventory) (int32, int32, error) {
 }
 
 // convertScriptTemplate is the script the conversion container runs
-// (@WORK@, @DOMAIN@ and @TERM@ stand for the work directory, the domain
-// XML and the termination message file). It runs virt-v2v-in-place on the
-// domain and leaves, as the container's termination message, what
-// observeConversion reads back:
+// (@WORK@, @CONFIG@, @DOMAIN@ and @TERM@ stand for the work directory,
+// the ConfigMap's directory, the domain XML and the termination message
+// file). It runs virt-v2v-in-place on the domain, with the extra
+// arguments of virt-v2v.args (a Windows guest's static addresses); once
+// the conversion succeeded, it looks up (and pins) the guest's interface
+// names (network.conf, guest-network.sh: guestfish runs the script inside
+// the guest) and hashes the converted disks (SHA-256, the first
+// maxConvertedChecksums disks, at once). It leaves, as the container's
+// termination message, what observeConversion reads back:
 //
-//   - on success, the inspected guest: virt-v2v's inspection document
+//   - on success, first the converted disks' checksums
+//     ("sha256 <disk> <bytes> <hex>"), then the guest network script's
+//     lines ("nic <mac> ..."), then the inspected guest: virt-v2v's inspection document
 //     (-O) where the installed virt-v2v has -O (it came after 2.2), else
 //     the inspection lines (i_distro = debian...) that virt-v2v prints
 //     only in its -v output;
@@ -260,7 +272,9 @@ events=@WORK@/virt-v2v-events.json
 log=@WORK@/virt-v2v.log
 inspection=@WORK@/inspection.xml
 status=@WORK@/virt-v2v.status
-rm -f "$events" "$log" "$inspection" "$status"
+checksums=@WORK@/checksums
+nics=@WORK@/nics
+rm -f "$events" "$log" "$inspection" "$status" "$checksums" "$nics"
 
 # -O writes an inspection document; virt-v2v 2.2 has no -O and prints the
 # inspection only with -v.
@@ -270,6 +284,65 @@ if virt-v2v-in-place --machine-readable 2>/dev/null | grep -qx output-xml-option
 else
   set -- -v
 fi
+# A Windows guest's static addresses (--mac MAC:ip:...), one per line.
+if [ -r @CONFIG@/@ARGS@ ]; then
+  while IFS= read -r arg; do
+    [ -z "$arg" ] || set -- "$@" "$arg"
+  done <@CONFIG@/@ARGS@
+fi
+
+# disks lists the domain's disk images.
+disks() { sed -n "s/.*<source file=[\"']\([^\"']*\)[\"'].*/\1/p" @DOMAIN@; }
+
+# guest_network runs the guest network script inside the converted guest
+# (guestfish) and keeps its "nic" lines; where it cannot, says why per NIC.
+guest_network() {
+  [ -s @CONFIG@/@NETCONF@ ] || return 0
+  why=''
+  if command -v guestfish >/dev/null 2>&1; then
+    set --
+    for disk in $(disks); do set -- "$@" --format=raw -a "$disk"; done
+    guestfish --rw "$@" -i >@WORK@/guest-network.out 2>@WORK@/guest-network.log <<GUESTFISH
+mkdir-p /tmp
+upload @CONFIG@/@NETCONF@ /tmp/vm-migration-network.conf
+upload @CONFIG@/@NETSCRIPT@ /tmp/vm-migration-network.sh
+sh "/bin/sh /tmp/vm-migration-network.sh /tmp/vm-migration-network.conf"
+rm-f /tmp/vm-migration-network.sh
+rm-f /tmp/vm-migration-network.conf
+GUESTFISH
+    if [ $? -eq 0 ]; then
+      grep '^nic ' @WORK@/guest-network.out >"$nics"
+      return 0
+    fi
+    cat @WORK@/guest-network.log
+    why="guestfish could not look into the guest: $(grep -v '^ *$' @WORK@/guest-network.log | tail -n 1 | cut -c1-160)"
+  else
+    why="the conversion image has no guestfish to look into the guest"
+  fi
+  sed -n 's/^nic \([^ ]*\) .*/\1/p' @CONFIG@/@NETCONF@ | while read -r mac; do
+    echo "nic $mac - - unreadable - $why"
+  done >"$nics"
+}
+
+# disk_checksums hashes the converted disks (the first @MAXSUMS@), at once.
+disk_checksums() {
+  command -v sha256sum >/dev/null 2>&1 || return 0
+  i=0
+  for disk in $(disks | head -n @MAXSUMS@); do
+    i=$((i + 1))
+    (
+      size=$(stat -c %s "$disk") && sum=$(sha256sum "$disk" | cut -d' ' -f1) &&
+        echo "sha256 $(basename "$(dirname "$disk")") $size $sum" >@WORK@/sum.$i
+    ) &
+  done
+  wait
+  j=1
+  while [ "$j" -le "$i" ]; do
+    cat @WORK@/sum.$j 2>/dev/null
+    rm -f @WORK@/sum.$j
+    j=$((j + 1))
+  done >"$checksums"
+}
 
 trap 'trap - TERM INT; kill -KILL 0' TERM INT
 {
@@ -278,8 +351,15 @@ trap 'trap - TERM INT; kill -KILL 0' TERM INT
 } | tee "$log" &
 wait $!
 rc=$(cat "$status" 2>/dev/null || echo 1)
+if [ "$rc" -eq 0 ]; then
+  guest_network
+  disk_checksums
+fi
 
 {
+  if [ "$rc" -eq 0 ]; then
+    cat "$checksums" "$nics" 2>/dev/null
+  fi
   if [ "$rc" -eq 0 ] && [ -s "$inspection" ]; then
     cat "$inspection"
   else
@@ -300,25 +380,52 @@ exit "$rc"
 `
 
 // convertScript is convertScriptTemplate with the pod's paths.
-var convertScript = strings.NewReplacer(
-	"@WORK@", conversionWorkDir,
-	"@DOMAIN@", path.Join(conversionConfigDir, DomainXMLKey),
-	"@TERM@", corev1.TerminationMessagePathDefault,
-	"@WARNINGS@", warningsHeading,
-).Replace(convertScriptTemplate)
+var convertScript = convertScriptReplacer(conversionWorkDir, conversionConfigDir, corev1.TerminationMessagePathDefault).Replace(convertScriptTemplate)
+
+// maxConvertedChecksums is how many disks the conversion hashes: their
+// lines ("sha256 disk-N <bytes> <hex>", under 100 bytes each) come first in
+// the termination message, whose 4 KiB must keep room for the NICs, the
+// inspection and the warnings. The verification Job hashes the staged
+// images of the disks beyond.
+const maxConvertedChecksums = 24
+
+// convertScriptReplacer fills convertScriptTemplate's placeholders.
+func convertScriptReplacer(work, config, term string) *strings.Replacer {
+	return strings.NewReplacer(
+		"@WORK@", work,
+		"@CONFIG@", config,
+		"@DOMAIN@", path.Join(config, DomainXMLKey),
+		"@TERM@", term,
+		"@WARNINGS@", warningsHeading,
+		"@ARGS@", V2VArgsKey,
+		"@NETCONF@", NetworkConfKey,
+		"@NETSCRIPT@", GuestNetworkScriptKey,
+		"@MAXSUMS@", strconv.Itoa(maxConvertedChecksums),
+	)
+}
 
 // RenderConversionConfigMap renders the ConfigMap of a conversion attempt:
-// the domain XML, the script that runs virt-v2v-in-place on it and the
-// script that picks its accelerator.
+// the domain XML, the script that runs virt-v2v-in-place on it, the
+// script that picks its accelerator and, where the guest's network
+// identity asks for them, the NICs to look up in the guest with the
+// script that does (network.conf, guest-network.sh) and virt-v2v's extra
+// arguments (virt-v2v.args).
 func RenderConversionConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int32) (*corev1.ConfigMap, error) {
 	dom, err := RenderDomainXML(m)
 	if err != nil {
 		return nil, err
 	}
+	data := map[string]string{DomainXMLKey: string(dom), ConvertScriptKey: convertScript, AcceleratorScriptKey: acceleratorScript}
+	if conf := networkConf(m); conf != "" {
+		data[NetworkConfKey], data[GuestNetworkScriptKey] = conf, guestNetworkScript
+	}
+	if args := v2vArgs(m); len(args) > 0 {
+		data[V2VArgsKey] = strings.Join(args, "\n") + "\n"
+	}
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: childMeta(m, naming.ConversionConfigMap(m.Name, attempt), v1alpha1.ComponentConversion, true),
-		Data:       map[string]string{DomainXMLKey: string(dom), ConvertScriptKey: convertScript, AcceleratorScriptKey: acceleratorScript},
+		Data:       data,
 	}, nil
 }
 
@@ -396,38 +503,25 @@ func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg
 	}
 	volumes, mounts := conversionVolumes(m, attempt)
 	meta, podMeta := jobMeta(m, naming.ConversionJob(m.Name, attempt), v1alpha1.ComponentConversion)
-	return &batchv1.Job{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: meta,
-		Spec: batchv1.JobSpec{
-			BackoffLimit:          ptr.To[int32](0),
-			ActiveDeadlineSeconds: ptr.To(int64(timeout.Seconds())),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: podMeta,
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					SecurityContext:              stagingPodSecurity(cfg, cfg.ConversionSeccompProfile),
-					RuntimeClassName:             runtimeClass(cfg.ConversionRuntimeClass),
-					ImagePullSecrets:             PullSecrets(m, cfg),
-					Containers: []corev1.Container{{
-						Name:                     ConversionContainer,
-						Image:                    image,
-						ImagePullPolicy:          cfg.ImagePullPolicy,
-						Command:                  []string{"/bin/sh", path.Join(conversionConfigDir, ConvertScriptKey)},
-						Env:                      conversionEnv(cfg),
-						Resources:                resources,
-						VolumeMounts:             mounts,
-						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						SecurityContext:          restrictedContainer(),
-					}},
-					Volumes: volumes,
-				},
-			},
-		},
-	}, nil
+	return runOnce(meta, podMeta, timeout, corev1.PodSpec{
+		AutomountServiceAccountToken: ptr.To(false),
+		SecurityContext:              stagingPodSecurity(cfg, cfg.ConversionSeccompProfile),
+		ImagePullSecrets:             PullSecrets(m, cfg),
+		RuntimeClassName:             runtimeClass(cfg.ConversionRuntimeClass),
+		Containers: []corev1.Container{{
+			Name:                     ConversionContainer,
+			Image:                    image,
+			ImagePullPolicy:          cfg.ImagePullPolicy,
+			Command:                  []string{"/bin/sh", path.Join(conversionConfigDir, ConvertScriptKey)},
+			Env:                      conversionEnv(cfg),
+			Resources:                resources,
+			VolumeMounts:             mounts,
+			TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			SecurityContext:          restrictedContainer(),
+		}},
+		Volumes: volumes,
+	}), nil
 }
 
 // conversionEnv is the conversion container's environment: libguestfs

@@ -37,17 +37,21 @@ type scriptRun struct {
 // holds the test double).
 func runConvertScript(t *testing.T, binDir, domain string, env ...string) scriptRun {
 	t.Helper()
+	return runConvertScriptWith(t, binDir, map[string]string{DomainXMLKey: domain}, env...)
+}
+
+// runConvertScriptWith is runConvertScript with the conversion
+// ConfigMap's files (domain.xml, network.conf...) given by key.
+func runConvertScriptWith(t *testing.T, binDir string, config map[string]string, env ...string) scriptRun {
+	t.Helper()
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, DomainXMLKey), []byte(domain), 0o644), "writing the domain XML")
+	for key, data := range config {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, key), []byte(data), 0o644), "writing the ConfigMap's %s", key)
+	}
 	work := filepath.Join(dir, "work")
 	require.NoError(t, os.MkdirAll(work, 0o755), "making the pod's work directory")
 	term := filepath.Join(dir, "termination-log")
-	script := strings.NewReplacer(
-		"@WORK@", work,
-		"@DOMAIN@", filepath.Join(dir, DomainXMLKey),
-		"@TERM@", term,
-		"@WARNINGS@", warningsHeading,
-	).Replace(convertScriptTemplate)
+	script := convertScriptReplacer(work, dir, term).Replace(convertScriptTemplate)
 	scriptPath := filepath.Join(dir, ConvertScriptKey)
 	require.NoError(t, os.WriteFile(scriptPath, []byte(script), 0o755), "writing the conversion script")
 	argsFile := filepath.Join(dir, "args")

@@ -48,9 +48,17 @@ func migration(name string, inv *v1alpha1.SourceInventory, mods ...builders.Migr
 	return m
 }
 
-// linuxBIOS: a BIOS Linux VM with one disk and one NIC on the pod network.
+// linuxBIOS: a BIOS Linux VM with one disk and one NIC on the pod network,
+// in PCI slot 192, whose guest reported a static-looking address (no
+// origin, as open-vm-tools says) and a link-local one.
 func linuxBIOS() *v1alpha1.VirtualMachineMigration {
-	return migration("web-01-migration", builders.LinuxBIOSInventory(),
+	inv := builders.LinuxBIOSInventory()
+	inv.NICs[0].PCISlotNumber = ptr.To[int32](192)
+	inv.NICs[0].Guest = &v1alpha1.GuestNICInfo{
+		IPAddresses: []v1alpha1.GuestIPAddress{{IP: "192.168.10.21", PrefixLength: 24}, {IP: "fe80::250:56ff:feaa:bb01", PrefixLength: 64}},
+		Gateway:     "192.168.10.1", DNSServers: []string{"192.168.10.2"},
+	}
+	return migration("web-01-migration", inv,
 		builders.Networks(builders.PodNetwork("VM Network")), builders.DefaultStorage("ceph-rbd"))
 }
 
@@ -60,7 +68,19 @@ func linuxBIOS() *v1alpha1.VirtualMachineMigration {
 func windowsEFI() *v1alpha1.VirtualMachineMigration {
 	block := corev1.PersistentVolumeBlock
 	fs := corev1.PersistentVolumeFilesystem
-	return migration("sql-02", builders.WindowsEFIInventory(), func(m *v1alpha1.VirtualMachineMigration) {
+	inv := builders.WindowsEFIInventory()
+	// Windows' tools say which addresses are static: two on the first
+	// NIC (one IPv6), a DHCP lease on the second.
+	inv.NICs[0].Guest = &v1alpha1.GuestNICInfo{
+		IPAddresses: []v1alpha1.GuestIPAddress{
+			{IP: "10.20.30.40", PrefixLength: 24, Origin: "manual"},
+			{IP: "2001:db8::40", PrefixLength: 64, Origin: "manual"},
+			{IP: "fe80::1c2d:3e4f:5a6b:7c8d", PrefixLength: 64, Origin: "linklayer"},
+		},
+		Gateway: "10.20.30.1", DNSServers: []string{"10.20.0.53", "10.20.1.53", "2001:db8::53"},
+	}
+	inv.NICs[1].Guest = &v1alpha1.GuestNICInfo{IPAddresses: []v1alpha1.GuestIPAddress{{IP: "172.16.4.9", PrefixLength: 16, Origin: "dhcp"}}}
+	return migration("sql-02", inv, func(m *v1alpha1.VirtualMachineMigration) {
 		m.Spec.Conversion.Image = "registry.example/virt-v2v-win:2.13"
 		m.Spec.Staging.SizeOverheadPercent = ptr.To[int32](5)
 		m.Spec.Target.Networks = []v1alpha1.NetworkMapping{

@@ -202,6 +202,9 @@ func (s *Step) Observe(m *v1alpha1.VirtualMachineMigration, obs *statemachine.Ob
 			obs.ConversionJob = s.observeJob(m, cv.JobName)
 		}
 	}
+	if v := m.Status.Verification; v != nil && readsVerification(m) {
+		obs.VerificationJob = s.observeVerificationJob(m, v.JobName)
+	}
 	return s.observeTarget(m, obs)
 }
 
@@ -264,6 +267,25 @@ func readsJobs(m *v1alpha1.VirtualMachineMigration) bool {
 		return true
 	}
 	return false
+}
+
+// readsVerification reports whether the decision looks at the
+// verification Job: while it may run (Importing), and in a rollback that
+// stops it.
+func readsVerification(m *v1alpha1.VirtualMachineMigration) bool {
+	return m.DeletionTimestamp == nil && (m.Status.Phase == v1alpha1.PhaseImporting || m.Status.Phase == v1alpha1.PhaseRollingBack)
+}
+
+// observeVerificationJob observes the verification Job of this migration
+// by name, with its pods; nil when absent.
+func (s *Step) observeVerificationJob(m *v1alpha1.VirtualMachineMigration, name string) *statemachine.JobObservation {
+	job, err := s.Listers.Jobs.Jobs(m.Namespace).Get(name)
+	if err != nil || !ours(job, m.UID) || job.DeletionTimestamp != nil {
+		return nil
+	}
+	o := ObserveVerificationJob(job, s.jobPods(job))
+	o.Ref = refTo(statemachine.KindJob, job)
+	return &o
 }
 
 // observeJob observes a Job of this migration by name, with its pods and
@@ -365,7 +387,8 @@ func (s *Step) observeTarget(m *v1alpha1.VirtualMachineMigration, obs *statemach
 		return fmt.Errorf("reading virtual machine instance %s: %w", name, err)
 	default:
 		obs.VMI = &statemachine.VMIObservation{Phase: string(vmi.Status.Phase), AgentConnected: agentConnected(vmi.Status.Conditions),
-			Reason: vmi.Status.Reason, NodeName: vmi.Status.NodeName, Deleting: vmi.DeletionTimestamp != nil}
+			Reason: vmi.Status.Reason, NodeName: vmi.Status.NodeName, Deleting: vmi.DeletionTimestamp != nil,
+			Interfaces: vmiInterfaces(vmi.Status.Interfaces)}
 	}
 	return nil
 }
@@ -420,6 +443,33 @@ func dataVolumeMessage(dv *cdiv1.DataVolume) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// Bounds of what is kept of a VMI's interfaces (the status schema's).
+const (
+	maxVMIInterfaces = 64
+	maxVMIAddresses  = 32
+)
+
+// vmiInterfaces are a VMI's status.interfaces as KubeVirt reports them
+// (the addresses its ipAddresses list, else its ipAddress), bounded.
+func vmiInterfaces(in []kubevirtv1.VirtualMachineInstanceNetworkInterface) []v1alpha1.TargetInterface {
+	var out []v1alpha1.TargetInterface
+	for _, i := range in {
+		if len(out) == maxVMIInterfaces {
+			break
+		}
+		ips := i.IPs
+		if len(ips) == 0 && i.IP != "" {
+			ips = []string{i.IP}
+		}
+		if len(ips) > maxVMIAddresses {
+			ips = ips[:maxVMIAddresses]
+		}
+		out = append(out, v1alpha1.TargetInterface{Name: i.Name, MAC: i.MAC, InterfaceName: i.InterfaceName,
+			IPAddresses: slices.Clone(ips), InfoSource: i.InfoSource})
+	}
+	return out
 }
 
 // agentConnected reports whether the VMI's AgentConnected condition is true.

@@ -21,7 +21,8 @@ import (
 // (from the status statemachine.PlannedStatus says it would have then):
 // staging claims; the transfer's progress access (with the progress
 // channel on), job spec ConfigMap and Job; the conversion's domain
-// ConfigMap and Job (unless skipped); the DataVolumes; the VirtualMachine.
+// ConfigMap and Job (unless skipped); the DataVolumes; the verification
+// Job; the VirtualMachine.
 func RenderPlan(m *v1alpha1.VirtualMachineMigration, cfg Config) ([]runtime.Object, error) {
 	mp := m.DeepCopy()
 	mp.Status = statemachine.PlannedStatus(m)
@@ -48,7 +49,7 @@ func RenderPlan(m *v1alpha1.VirtualMachineMigration, cfg Config) ([]runtime.Obje
 		}
 		add(cm, job)
 	}
-	return planTarget(mp, objs)
+	return planTarget(mp, cfg, objs)
 }
 
 // planTransfer adds the first transfer attempt's objects.
@@ -72,8 +73,10 @@ func planTransfer(mp *v1alpha1.VirtualMachineMigration, cfg Config, add func(...
 	return nil
 }
 
-// planTarget adds the DataVolumes and the VirtualMachine.
-func planTarget(mp *v1alpha1.VirtualMachineMigration, objs []runtime.Object) ([]runtime.Object, error) {
+// planTarget adds the DataVolumes, the verification Job (as it reads the
+// target disks when the conversion reported every converted checksum, in
+// the volume modes the storage mapping asks for) and the VirtualMachine.
+func planTarget(mp *v1alpha1.VirtualMachineMigration, cfg Config, objs []runtime.Object) ([]runtime.Object, error) {
 	dvs, err := RenderDataVolumes(mp)
 	if err != nil {
 		return nil, fmt.Errorf("planning the data volumes: %w", err)
@@ -81,6 +84,19 @@ func planTarget(mp *v1alpha1.VirtualMachineMigration, objs []runtime.Object) ([]
 	for _, dv := range dvs {
 		objs = append(objs, dv)
 	}
+	vp := mp.DeepCopy()
+	block := map[string]bool{}
+	for i, d := range vp.Status.Disks {
+		vp.Status.Disks[i].Checksums = &v1alpha1.DiskChecksums{Converted: "planned"}
+		if dv := dvs[i].Spec.Storage; dv != nil && dv.VolumeMode != nil {
+			block[d.DataVolume] = *dv.VolumeMode == corev1.PersistentVolumeBlock
+		}
+	}
+	verify, err := RenderVerificationJob(vp, 1, cfg, block)
+	if err != nil {
+		return nil, fmt.Errorf("planning the verification job: %w", err)
+	}
+	objs = append(objs, verify)
 	vm, err := RenderVirtualMachine(mp)
 	if err != nil {
 		return nil, fmt.Errorf("planning the virtual machine: %w", err)

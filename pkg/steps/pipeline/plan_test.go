@@ -39,6 +39,11 @@ func TestPlanIsWhatTheStepsCreate(t *testing.T) {
 			require.NoError(t, f.step.CreateTransferJob(ctx, run, 1))
 			require.NoError(t, f.step.CreateConversionJob(ctx, run, 1))
 			require.NoError(t, f.step.CreateDataVolumes(ctx, run))
+			// The conversion reported every converted checksum.
+			for i := range run.Status.Disks {
+				run.Status.Disks[i].Checksums = &v1alpha1.DiskChecksums{Converted: "planned"}
+			}
+			require.NoError(t, f.step.CreateVerificationJob(ctx, run, 1))
 			require.NoError(t, f.step.CreateVM(ctx, run))
 			var created []runtime.Object
 			for _, a := range f.Actions() {
@@ -82,7 +87,7 @@ func TestPlanConfigMap(t *testing.T) {
 	for _, o := range index {
 		kinds[o.Kind]++
 	}
-	assert.Equal(t, map[string]int{"PersistentVolumeClaim": 3, "ConfigMap": 2, "Job": 2, "DataVolume": 3, "VirtualMachine": 1}, kinds)
+	assert.Equal(t, map[string]int{"PersistentVolumeClaim": 3, "ConfigMap": 2, "Job": 3, "DataVolume": 3, "VirtualMachine": 1}, kinds)
 	assert.Equal(t, "VirtualMachine", index[len(index)-1].Kind)
 	assert.Contains(t, cm.Data[v1alpha1.PlanKeyDomain], "<domain")
 	assert.Contains(t, cm.Data[v1alpha1.PlanKeyObjects], "kind: VirtualMachine")

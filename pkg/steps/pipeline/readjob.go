@@ -36,20 +36,7 @@ const (
 // the pod's termination message adds the transfer's per-disk results, the
 // conversion's inspected OS, and the failure's message and class.
 func ObserveJob(job *batchv1.Job, pods []corev1.Pod, configMapData map[string]string) statemachine.JobObservation {
-	o := statemachine.JobObservation{Name: job.Name}
-	var condMessage string
-	for _, c := range job.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case batchv1.JobComplete:
-			o.Succeeded = true
-		case batchv1.JobFailed:
-			o.Failed = true
-			condMessage = joinNonEmpty(": ", c.Reason, c.Message)
-		}
-	}
+	o, condMessage := jobConditions(job)
 	component := job.Labels[v1alpha1.LabelComponent]
 	container := TransferContainer
 	if component == v1alpha1.ComponentConversion {
@@ -71,9 +58,6 @@ func ObserveJob(job *batchv1.Job, pods []corev1.Pod, configMapData map[string]st
 	// complete before the pod's termination message is.
 	o.ResultMissing = o.Succeeded && term == nil &&
 		(component == v1alpha1.ComponentConversion || configMapData[wire.ConfigMapKeyResult] == "")
-	if job.Status.CompletionTime != nil {
-		o.CompletedAt = job.Status.CompletionTime.Time
-	}
 	o.CreatedAt = job.CreationTimestamp.Time
 	if !o.Succeeded && !o.Failed {
 		o.StartProblem = StartProblem(pod)
@@ -88,6 +72,29 @@ func ObserveJob(job *batchv1.Job, pods []corev1.Pod, configMapData map[string]st
 	}
 	o.Message = truncate(o.Message, maxMessage)
 	return o
+}
+
+// jobConditions is a Job's observation as its conditions and completion
+// time say, and the message of its Failed condition.
+func jobConditions(job *batchv1.Job) (statemachine.JobObservation, string) {
+	o := statemachine.JobObservation{Name: job.Name}
+	var condMessage string
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			o.Succeeded = true
+		case batchv1.JobFailed:
+			o.Failed = true
+			condMessage = joinNonEmpty(": ", c.Reason, c.Message)
+		}
+	}
+	if job.Status.CompletionTime != nil {
+		o.CompletedAt = job.Status.CompletionTime.Time
+	}
+	return o, condMessage
 }
 
 // observeTransfer reads the vm-transfer result (termination message, or
@@ -126,10 +133,12 @@ func observeTransfer(o *statemachine.JobObservation, msg string, cm map[string]s
 // classifies a failed one from virt-v2v's errors (see convertScriptTemplate
 // for what the termination message holds).
 func observeConversion(o *statemachine.JobObservation, msg string, exitedZero bool) {
+	msg, sums, pins := cutConversionChain(msg)
 	r := parseConversionReport(msg)
 	o.Warnings = r.warnings
 	if o.Succeeded || exitedZero {
 		o.OperatingSystem = r.os
+		o.Checksums, o.Interfaces = sums, pins
 		return
 	}
 	if !o.Failed {

@@ -161,29 +161,33 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 	}
 	volumes, mounts := transferVolumes(naming.TransferSpecConfigMap(m.Name, attempt), secret, disks)
 	meta, podMeta := jobMeta(m, naming.TransferJob(m.Name, attempt), v1alpha1.ComponentTransfer)
+	// A hung transfer cannot hold the migration past its retry budget:
+	// the Job fails, and the budget fails the migration.
+	return runOnce(meta, podMeta, spec.Policy.RetryDeadline(), corev1.PodSpec{
+		ServiceAccountName:           serviceAccount,
+		AutomountServiceAccountToken: ptr.To(serviceAccount != ""),
+		SecurityContext:              stagingPodSecurity(cfg, nil),
+		ImagePullSecrets:             PullSecrets(m, cfg),
+		Containers:                   []corev1.Container{transferContainer(cfg, args, mounts)},
+		Volumes:                      volumes,
+	}), nil
+}
+
+// runOnce is a Job that runs its pod once, within deadline: backoffLimit
+// 0 (a failed attempt is retried by the controller under a new name),
+// the pod never restarted, no service links in its environment.
+func runOnce(meta, podMeta metav1.ObjectMeta, deadline time.Duration, pod corev1.PodSpec) *batchv1.Job {
+	pod.RestartPolicy = corev1.RestartPolicyNever
+	pod.EnableServiceLinks = ptr.To(false)
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: meta,
 		Spec: batchv1.JobSpec{
-			BackoffLimit: ptr.To[int32](0),
-			// A hung transfer cannot hold the migration past its retry
-			// budget: the Job fails, and the budget fails the migration.
-			ActiveDeadlineSeconds: ptr.To(int64(spec.Policy.RetryDeadline() / time.Second)),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: podMeta,
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					ServiceAccountName:           serviceAccount,
-					AutomountServiceAccountToken: ptr.To(serviceAccount != ""),
-					EnableServiceLinks:           ptr.To(false),
-					SecurityContext:              stagingPodSecurity(cfg, nil),
-					ImagePullSecrets:             PullSecrets(m, cfg),
-					Containers:                   []corev1.Container{transferContainer(cfg, args, mounts)},
-					Volumes:                      volumes,
-				},
-			},
+			BackoffLimit:          ptr.To[int32](0),
+			ActiveDeadlineSeconds: ptr.To(int64(deadline / time.Second)),
+			Template:              corev1.PodTemplateSpec{ObjectMeta: podMeta, Spec: pod},
 		},
-	}, nil
+	}
 }
 
 // transferArgs are vm-transfer's arguments and, with the progress channel

@@ -14,7 +14,8 @@ import (
 // their DataVolumes and claims (which carry the migration's labels), keep
 // only what the step reads of them: their metadata without annotations
 // (KubeVirt's and CDI's), a VM's run strategy, an instance's phase, reason,
-// node and whether its guest agent connected (agentConnected), a
+// node, interfaces (name, MAC, name in the guest, addresses, info source)
+// and whether its guest agent connected (agentConnected), a
 // DataVolume's phase, progress and conditions (their messages say why an
 // import waits).
 // A controller of thousands of finished migrations then holds a little of
@@ -30,6 +31,7 @@ func cacheTransform(obj any) (any, error) {
 	case *kubevirtv1.VirtualMachineInstance:
 		t := &kubevirtv1.VirtualMachineInstance{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
 		t.Status.Phase, t.Status.Reason, t.Status.NodeName = o.Status.Phase, o.Status.Reason, o.Status.NodeName
+		t.Status.Interfaces = trimInterfaces(o.Status.Interfaces)
 		for _, c := range o.Status.Conditions {
 			if c.Type == kubevirtv1.VirtualMachineInstanceAgentConnected {
 				t.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: c.Type, Status: c.Status}}
@@ -53,6 +55,20 @@ func cacheTransform(obj any) (any, error) {
 		acc.SetAnnotations(nil)
 	}
 	return obj, nil
+}
+
+// trimInterfaces keeps of a VMI's interfaces what the network identity
+// check reads: name, MAC, name in the guest, addresses, info source.
+func trimInterfaces(in []kubevirtv1.VirtualMachineInstanceNetworkInterface) []kubevirtv1.VirtualMachineInstanceNetworkInterface {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]kubevirtv1.VirtualMachineInstanceNetworkInterface, len(in))
+	for i, x := range in {
+		out[i] = kubevirtv1.VirtualMachineInstanceNetworkInterface{Name: x.Name, MAC: x.MAC, InterfaceName: x.InterfaceName,
+			IP: x.IP, IPs: x.IPs, InfoSource: x.InfoSource}
+	}
+	return out
 }
 
 // transformChild sets cacheTransform on an informer. An informer that

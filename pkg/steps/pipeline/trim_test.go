@@ -35,6 +35,9 @@ func fullChildren(m *v1alpha1.VirtualMachineMigration, vmName string, phase kube
 	vm.Annotations = map[string]string{"kubevirt.io/latest-observed-api-version": "v1"}
 	vmi.Annotations = map[string]string{"kubevirt.io/latest-observed-api-version": "v1"}
 	vmi.Status.NodeName = "node-1"
+	vmi.Status.Interfaces = []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "net-0", MAC: "00:50:56:aa:bb:01",
+		IP: "192.168.10.21", IPs: []string{"192.168.10.21", "fe80::250:56ff:feaa:bb01"}, InterfaceName: "ens192",
+		InfoSource: "domain, guest-agent", PodInterfaceName: "pod6b86b273ff3", QueueCount: 1, LinkState: "up"}}
 	vmi.Status.Reason = "NodeUnresponsive"
 	vmi.DeletionTimestamp = &metav1.Time{Time: builders.T0}
 	vmi.Finalizers = []string{"kubevirt.io/virtualMachineControllerFinalize"}
@@ -95,6 +98,9 @@ func TestTrimmedCachesObserveTheSame(t *testing.T) {
 			require.NotNil(t, whole.VM)
 			require.NotNil(t, whole.VMI)
 			require.NotEmpty(t, whole.DataVolumes)
+			assert.Equal(t, []v1alpha1.TargetInterface{{Name: "net-0", MAC: "00:50:56:aa:bb:01", InterfaceName: "ens192",
+				IPAddresses: []string{"192.168.10.21", "fe80::250:56ff:feaa:bb01"}, InfoSource: "domain, guest-agent"}},
+				whole.VMI.Interfaces, "the interfaces as KubeVirt reports them")
 			assert.Equal(t, whole, slim)
 		})
 	}

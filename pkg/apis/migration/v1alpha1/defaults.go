@@ -28,6 +28,10 @@ func (t *TargetSpec) StartEnabled() bool { return ptr.Deref(t.Start, true) }
 // PreserveMACs reports whether source MAC addresses are kept (default true).
 func (t *TargetSpec) PreserveMACs() bool { return ptr.Deref(t.PreserveMACAddresses, true) }
 
+// PreserveStaticIPsEnabled reports whether the guest's interface names
+// (and so its static addresses) are kept (default true).
+func (t *TargetSpec) PreserveStaticIPsEnabled() bool { return ptr.Deref(t.PreserveStaticIPs, true) }
+
 // AllocatedOnlyEnabled reports whether only the allocated areas of the
 // disks are copied where vSphere can map them (default true).
 func (t *TransferSpec) AllocatedOnlyEnabled() bool { return ptr.Deref(t.AllocatedOnly, true) }

@@ -16,7 +16,7 @@ const (
 	// or with another UID, is not this migration's.
 	LabelMigrationUID = "migration.platform.example/migration-uid"
 	// LabelComponent says which step made the object (staging, transfer,
-	// conversion, import, vm, plan).
+	// conversion, import, verification, vm, plan).
 	LabelComponent = "migration.platform.example/component"
 	// LabelVSphereCredentials marks a Secret the controller may use as a
 	// migration's vSphere credentials: a Secret must carry it with the
@@ -46,6 +46,9 @@ const (
 	ComponentConversion = "conversion"
 	// ComponentImport marks the target DataVolumes.
 	ComponentImport = "import"
+	// ComponentVerification marks a verification attempt's Job, which
+	// reads the target disks before the VM starts.
+	ComponentVerification = "verification"
 	// ComponentVM marks the target VirtualMachine.
 	ComponentVM = "vm"
 	// ComponentPlan marks the ConfigMap holding a dry-run plan.

@@ -113,6 +113,10 @@ type VirtualMachineMigrationStatus struct {
 	// Conversion records the conversion Job and its inspection.
 	// +optional
 	Conversion *ConversionStatus `json:"conversion,omitempty"`
+	// Verification records the Job that read every target disk before the
+	// VM started, to check its bytes are the converted ones.
+	// +optional
+	Verification *JobStatus `json:"verification,omitempty"`
 	// Target references the created VirtualMachine.
 	// +optional
 	Target *TargetStatus `json:"target,omitempty"`
@@ -469,6 +473,49 @@ type SourceNIC struct {
 	// AdapterType: vmxnet3, e1000, e1000e...
 	// +optional
 	AdapterType string `json:"adapterType,omitempty"`
+	// PCISlotNumber is the NIC's PCI slot (its device's slotInfo), from
+	// which a Linux guest on VMware names the interface (ens<slot>:
+	// ens192, ens224...).
+	// +optional
+	PCISlotNumber *int32 `json:"pciSlotNumber,omitempty"`
+	// Guest is what VMware Tools reported of the NIC from inside the
+	// running guest (guest.net and guest.ipStack): its addresses, default
+	// gateway and DNS servers. Unset when the guest reported nothing for
+	// it (VMware Tools not running, or the VM off when inventoried).
+	// +optional
+	Guest *GuestNICInfo `json:"guest,omitempty"`
+}
+
+// GuestNICInfo is a NIC as VMware Tools saw it inside the guest.
+type GuestNICInfo struct {
+	// IPAddresses of the NIC, with prefix length and origin.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	IPAddresses []GuestIPAddress `json:"ipAddresses,omitempty"`
+	// Gateway is the default route's gateway that lies on one of the
+	// NIC's subnets.
+	// +optional
+	Gateway string `json:"gateway,omitempty"`
+	// DNSServers the guest resolves names with over this NIC (the NIC's
+	// own, else the guest's).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	DNSServers []string `json:"dnsServers,omitempty"`
+}
+
+// GuestIPAddress is one address of a guest's NIC.
+type GuestIPAddress struct {
+	// IP address, IPv4 or IPv6.
+	IP string `json:"ip"`
+	// PrefixLength of the address's subnet.
+	// +optional
+	PrefixLength int32 `json:"prefixLength,omitempty"`
+	// Origin as VMware Tools reports it: manual (configured statically),
+	// dhcp, linklayer, random or other; empty when it did not say.
+	// +optional
+	Origin string `json:"origin,omitempty"`
 }
 
 // Severity of a preflight finding.
@@ -600,6 +647,11 @@ type DiskStatus struct {
 	// its allocated areas.
 	// +optional
 	FullCopyReason string `json:"fullCopyReason,omitempty"`
+	// Checksums continue the disk's checksum chain past the transfer's
+	// (sha256): the converted image's, and the target's read back before
+	// the VM started.
+	// +optional
+	Checksums *DiskChecksums `json:"checksums,omitempty"`
 	// DataVolume is the target DataVolume's name.
 	// +optional
 	DataVolume string `json:"dataVolume,omitempty"`
@@ -609,6 +661,32 @@ type DiskStatus struct {
 	// ImportProgress is the DataVolume's progress, as "45.20%".
 	// +optional
 	ImportProgress string `json:"importProgress,omitempty"`
+}
+
+// DiskChecksums are a disk's checksums past the transfer: every byte is
+// accounted for from the source (status.disks[].sha256) to the target.
+type DiskChecksums struct {
+	// Converted is the SHA-256 of the staged image once converted (hex):
+	// the conversion Job's, or, for a disk its report had no room for,
+	// the verification Job's; the transferred one when the conversion was
+	// skipped.
+	// +optional
+	Converted string `json:"converted,omitempty"`
+	// ConvertedBytes is the staged image's size once converted.
+	// +optional
+	ConvertedBytes int64 `json:"convertedBytes,omitempty"`
+	// Target is the SHA-256 of the first capacityBytes of the target
+	// claim's image (hex), read by the verification Job before the VM
+	// started; it must equal Converted.
+	// +optional
+	Target string `json:"target,omitempty"`
+	// TargetBytes is the size of the target claim's image (its file, or
+	// its block device), at least capacityBytes.
+	// +optional
+	TargetBytes int64 `json:"targetBytes,omitempty"`
+	// VerifiedAt is when Target was seen equal to Converted.
+	// +optional
+	VerifiedAt *metav1.Time `json:"verifiedAt,omitempty"`
 }
 
 // JobStatus records a Job the controller ran.
@@ -642,6 +720,57 @@ type ConversionStatus struct {
 	// Skipped says the conversion was skipped by the spec.
 	// +optional
 	Skipped bool `json:"skipped,omitempty"`
+	// Interfaces says, per source NIC the conversion was asked to pin
+	// (spec.target.preserveStaticIPs), which interface name it keeps in
+	// the guest, or why it could not be pinned.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Interfaces []InterfacePin `json:"interfaces,omitempty"`
+}
+
+// Sources of a pinned interface name (InterfacePin.Source).
+const (
+	// PinSourceAddress: the guest's network configuration that holds the
+	// NIC's static address names the interface.
+	PinSourceAddress = "Address"
+	// PinSourcePCISlot: VMware's name for the NIC's PCI slot
+	// (ens<slot>), which the guest's network configuration uses.
+	PinSourcePCISlot = "PCISlot"
+)
+
+// InterfacePin is what the conversion found and did for one source NIC
+// in the guest's network configuration.
+type InterfacePin struct {
+	// MAC address of the source NIC.
+	MAC string `json:"mac"`
+	// Name the guest's network configuration gives the NIC; empty when
+	// none of it could be tied to the NIC.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Source says how Name was found: Address or PCISlot.
+	// +optional
+	Source string `json:"source,omitempty"`
+	// Pinned says a systemd .link file in the guest now gives the
+	// interface with this MAC address the name Name, whatever its new bus
+	// (spec.target.preserveStaticIPs).
+	// +optional
+	Pinned bool `json:"pinned,omitempty"`
+	// StaticAddresses are the NIC's addresses that the guest's network
+	// configuration sets statically: the ones the network identity check
+	// expects to find again.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	StaticAddresses []string `json:"staticAddresses,omitempty"`
+	// GuestUnreadable says the conversion could not read the guest's
+	// network configuration (Message says why): whether the NIC's
+	// addresses are static or leased is not known.
+	// +optional
+	GuestUnreadable bool `json:"guestUnreadable,omitempty"`
+	// Message says why the NIC was not pinned.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // TargetStatus references the created VirtualMachine.
@@ -662,6 +791,37 @@ type TargetStatus struct {
 	// AgentConnected says the guest agent connected.
 	// +optional
 	AgentConnected bool `json:"agentConnected,omitempty"`
+	// Interfaces are the VirtualMachineInstance's interfaces as KubeVirt
+	// reported them (status.interfaces, from the domain and the guest
+	// agent) when the network identity was checked.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Interfaces []TargetInterface `json:"interfaces,omitempty"`
+}
+
+// TargetInterface is one interface of the running target VM, as KubeVirt
+// reports it.
+type TargetInterface struct {
+	// Name of the VM's interface (and network), net-<source NIC index>.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// MAC address.
+	// +optional
+	MAC string `json:"mac,omitempty"`
+	// InterfaceName inside the guest, as its guest agent reports it.
+	// +optional
+	InterfaceName string `json:"interfaceName,omitempty"`
+	// IPAddresses as KubeVirt reports them: the guest agent's, or, on
+	// the pod network, the pod's.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	IPAddresses []string `json:"ipAddresses,omitempty"`
+	// InfoSource is where KubeVirt took the data from: domain,
+	// guest-agent, multus-status, comma-separated.
+	// +optional
+	InfoSource string `json:"infoSource,omitempty"`
 }
 
 // CheckpointEvidence is what proved a checkpoint was reached.

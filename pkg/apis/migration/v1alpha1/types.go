@@ -173,6 +173,19 @@ type TargetSpec struct {
 	// +optional
 	// +kubebuilder:default=true
 	PreserveMACAddresses *bool `json:"preserveMACAddresses,omitempty"`
+	// PreserveStaticIPs keeps each NIC's network identity in the guest:
+	// the conversion pins every source MAC address to the interface name
+	// the guest gave it on VMware (a systemd .link file for Linux guests,
+	// which udev applies whatever manages the network: ifupdown,
+	// systemd-networkd, NetworkManager or netplan), so that the guest's
+	// own static configuration applies again, and hands Windows guests'
+	// static addresses to virt-v2v (--mac MAC:ip:...). It needs the
+	// source MAC addresses (preserveMACAddresses). Whatever its value,
+	// once the VM runs its guest agent's report is compared with the
+	// addresses VMware Tools reported (condition NetworkIdentityPreserved).
+	// +optional
+	// +kubebuilder:default=true
+	PreserveStaticIPs *bool `json:"preserveStaticIPs,omitempty"`
 	// WaitForGuestAgent makes verification wait for the guest agent to connect.
 	// +optional
 	WaitForGuestAgent bool `json:"waitForGuestAgent,omitempty"`

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"fmt"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+)
+
+// convertedEvidence is a disk's converted image: its checksum and size,
+// or why there is none yet.
+func convertedEvidence(m *v1alpha1.VirtualMachineMigration, d v1alpha1.DiskStatus) string {
+	c := m.Status.Conversion
+	sums := d.Checksums
+	switch {
+	case sums != nil && sums.Converted != "" && c != nil && c.Skipped:
+		return fmt.Sprintf("conversion skipped: the transferred image, sha256 %s", clean(sums.Converted))
+	case sums != nil && sums.Converted != "":
+		s := fmt.Sprintf("sha256 %s, %s (the staged image after virt-v2v)", clean(sums.Converted), humanBytesExact(sums.ConvertedBytes))
+		if sums.Converted == d.SHA256 {
+			s += ", unchanged by the conversion"
+		}
+		return s
+	case c != nil && c.CompletedAt != nil:
+		return "the conversion reported no checksum: the verification reads the staged image"
+	}
+	return "no checksum yet"
+}
+
+// targetEvidence is what the verification read back from the target claim.
+func targetEvidence(d v1alpha1.DiskStatus) string {
+	sums := d.Checksums
+	if sums == nil || sums.Target == "" {
+		return "not read back yet"
+	}
+	s := fmt.Sprintf("sha256 %s of its first %d bytes (image %s)", clean(sums.Target), d.CapacityBytes, humanBytesExact(sums.TargetBytes))
+	if sums.VerifiedAt != nil {
+		s += ", read back at " + timestamp(sums.VerifiedAt)
+	}
+	return s
+}
+
+// chainVerdict says whether the disk's bytes are accounted for from the
+// source to the target.
+func chainVerdict(d v1alpha1.DiskStatus) string {
+	sums := d.Checksums
+	switch {
+	case sums != nil && sums.VerifiedAt != nil:
+		return "verified: the target holds the converted bytes, which came from the transferred ones"
+	case sums != nil && sums.Target != "" && sums.Target != sums.Converted:
+		return "BROKEN: the target's bytes are not the converted ones (the VM was not started)"
+	case d.SHA256 == "":
+		return "incomplete: not transferred yet"
+	case sums == nil || sums.Converted == "":
+		return "incomplete: no checksum of the converted image yet"
+	}
+	return "incomplete: the target not read back yet"
+}

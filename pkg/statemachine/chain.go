@@ -1,0 +1,163 @@
+package statemachine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+)
+
+// The checksum chain: every disk's bytes are accounted for from the source
+// to the target. The transfer records the SHA-256 of what it read
+// (status.disks[].sha256); the conversion the SHA-256 of what it left in
+// the staging volume (convertedSHA256; the transferred one when skipped);
+// before the VM is created, a verification Job reads each target claim
+// back (targetSHA256), which must be the converted one, or the migration
+// fails before the VM ever starts and its rollback restores the source.
+
+// verificationAttempt is the status of a verification attempt.
+func verificationAttempt(migration string, attempt int32) *v1alpha1.JobStatus {
+	return &v1alpha1.JobStatus{JobName: naming.VerificationJob(migration, attempt), Attempt: attempt}
+}
+
+// recordConverted records what the conversion left in the staging
+// volumes (by disk name) and what it found of the guest's NICs.
+func (d *decider) recordConverted(job *JobObservation) {
+	for i := range d.st.Disks {
+		disk := &d.st.Disks[i]
+		disk.Checksums = nil
+		for _, c := range job.Checksums {
+			if c.Disk == disk.Name && !c.Staged && c.SHA256 != "" {
+				disk.Checksums = &v1alpha1.DiskChecksums{Converted: c.SHA256, ConvertedBytes: c.Size}
+			}
+		}
+	}
+	d.st.Conversion.Interfaces = slices.Clone(job.Interfaces)
+}
+
+// convertedUnchanged records, for a skipped conversion, the transferred
+// bytes as the converted ones.
+func (d *decider) convertedUnchanged() {
+	for i := range d.st.Disks {
+		disk := &d.st.Disks[i]
+		disk.Checksums = &v1alpha1.DiskChecksums{Converted: disk.SHA256, ConvertedBytes: disk.BytesTransferred}
+	}
+}
+
+// verifyTargets runs once every DataVolume is populated: a verification
+// Job reads each target claim, the chain is checked, the Job goes (its
+// pod no longer holds the claims the VM uses), and the migration moves
+// on to create the VM. A Job that fails is retried under a new name; a
+// target whose bytes are not the converted ones fails the migration.
+func (d *decider) verifyTargets() {
+	if d.st.Verification == nil {
+		d.st.Verification = verificationAttempt(d.m.Name, 1)
+	}
+	v := d.st.Verification
+	job := d.obs.VerificationJob
+	switch {
+	case v.CompletedAt != nil && job != nil:
+		d.remove(ActionDeleteJob, job.Name, job.Ref)
+		d.working("removing verification job "+job.Name+": the VM will use the claims it read", d.cfg.PollInterval)
+	case v.CompletedAt != nil:
+		d.advance(v1alpha1.PhaseCreatingVM, d.chainEvidence())
+	case job == nil:
+		d.act(ActionCreateVerificationJob, v.JobName, v.Attempt)
+		d.working(fmt.Sprintf("verifying the target disks (job %s, attempt %d)", v.JobName, v.Attempt), d.cfg.PollInterval)
+	case job.Failed:
+		if d.retry(ReasonVerificationFailed, fmt.Sprintf("verification job %s failed: %s", job.Name, job.Message)) {
+			*v = *verificationAttempt(d.m.Name, v.Attempt+1)
+		}
+	case job.awaitsResult(d.now.Time):
+		d.working(fmt.Sprintf("verification job %s completed; waiting for its result", job.Name), JobResultPoll)
+	case job.Succeeded:
+		d.checkChain(job)
+	default:
+		if msg, stuck := d.notStarted(job); stuck {
+			// The pod never ran: it read nothing, and the next attempt
+			// reads every target disk again once this Job is gone.
+			if d.retry(ReasonPodNotStarted, msg) {
+				d.remove(ActionDeleteJob, job.Name, job.Ref)
+				*v = *verificationAttempt(d.m.Name, v.Attempt+1)
+			}
+			return
+		}
+		d.working(fmt.Sprintf("verifying the target disks (job %s, attempt %d)%s", v.JobName, v.Attempt, d.startWait(job)), d.cfg.PollInterval)
+	}
+}
+
+// checkChain records what a verification read and compares every target
+// with its converted image.
+func (d *decider) checkChain(job *JobObservation) {
+	var missing, broken []string
+	for i := range d.st.Disks {
+		disk := &d.st.Disks[i]
+		if disk.Checksums == nil {
+			disk.Checksums = &v1alpha1.DiskChecksums{}
+		}
+		sums := disk.Checksums
+		if c, ok := findChecksum(job.Checksums, disk.Name, true); ok && sums.Converted == "" {
+			sums.Converted, sums.ConvertedBytes = c.SHA256, c.Size
+		}
+		c, ok := findChecksum(job.Checksums, disk.Name, false)
+		switch {
+		case !ok || sums.Converted == "":
+			missing = append(missing, disk.Name)
+			continue
+		case c.Bytes != disk.CapacityBytes:
+			missing = append(missing, fmt.Sprintf("%s (%d bytes read, the disk has %d)", disk.Name, c.Bytes, disk.CapacityBytes))
+			continue
+		}
+		sums.Target, sums.TargetBytes = c.SHA256, c.Size
+		if c.SHA256 != sums.Converted {
+			broken = append(broken, fmt.Sprintf("%s (DataVolume %s): target sha256 %s, converted %s", disk.Name, disk.DataVolume, c.SHA256, sums.Converted))
+			continue
+		}
+		now := d.now
+		sums.VerifiedAt = &now
+	}
+	switch {
+	case len(broken) > 0:
+		d.fail(ReasonChecksumMismatch, fmt.Sprintf("the target disks do not hold the converted bytes: %s; the VM was not started",
+			strings.Join(broken, "; ")))
+	case len(missing) > 0:
+		if d.retry(ReasonVerificationFailed, fmt.Sprintf("verification job %s gave no checksum for %s", job.Name, strings.Join(missing, ", "))) {
+			*d.st.Verification = *verificationAttempt(d.m.Name, d.st.Verification.Attempt+1)
+		}
+	default:
+		now := d.now
+		d.st.Verification.CompletedAt = &now
+		d.remove(ActionDeleteJob, job.Name, job.Ref)
+		d.working("target disks verified; removing verification job "+job.Name, d.cfg.PollInterval)
+	}
+}
+
+// findChecksum finds a disk's image checksum of the kind asked for.
+func findChecksum(sums []ImageChecksum, disk string, staged bool) (ImageChecksum, bool) {
+	for _, c := range sums {
+		if c.Disk == disk && c.Staged == staged && c.SHA256 != "" {
+			return c, true
+		}
+	}
+	return ImageChecksum{}, false
+}
+
+// chainEvidence says what the import and its verification proved.
+func (d *decider) chainEvidence() string {
+	parts := make([]string, 0, len(d.st.Disks))
+	for _, disk := range d.st.Disks {
+		parts = append(parts, fmt.Sprintf("%s sha256 %s", disk.Name, shortSum(disk.TargetSHA256())))
+	}
+	return fmt.Sprintf("%d DataVolumes populated; job %s read every target disk back, each equal to its converted image (%s)",
+		len(d.st.Disks), d.st.Verification.JobName, strings.Join(parts, ", "))
+}
+
+// shortSum is a checksum's first 12 hex digits, for messages.
+func shortSum(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}

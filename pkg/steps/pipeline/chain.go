@@ -1,0 +1,103 @@
+package pipeline
+
+import (
+	"encoding/hex"
+	"strconv"
+	"strings"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
+)
+
+// Bounds of what a conversion's guest network lines put into status.
+const (
+	maxPinnedInterfaces = 64
+	maxPinAddresses     = 16
+	maxPinMessage       = 256
+)
+
+// cutConversionChain takes out of a conversion's termination message the
+// lines the conversion script puts first once virt-v2v succeeded: the
+// converted disks' checksums ("sha256 <disk> <bytes> <hex>") and the
+// guest network script's NICs ("nic <mac> ..."). A line the kubelet cut
+// at the message's 4 KiB does not parse and is dropped; other lines stay
+// for parseConversionReport.
+func cutConversionChain(msg string) (string, []statemachine.ImageChecksum, []v1alpha1.InterfacePin) {
+	var rest []string
+	var sums []statemachine.ImageChecksum
+	var pins []v1alpha1.InterfacePin
+	for line := range strings.SplitSeq(msg, "\n") {
+		switch {
+		case strings.HasPrefix(line, "sha256 "):
+			if c, ok := parseChecksumLine(line); ok {
+				sums = append(sums, c)
+			}
+		case strings.HasPrefix(line, "nic "):
+			if p, ok := parseNICLine(line); ok && len(pins) < maxPinnedInterfaces {
+				pins = append(pins, p)
+			}
+		default:
+			rest = append(rest, line)
+		}
+	}
+	return strings.Join(rest, "\n"), sums, pins
+}
+
+// parseChecksumLine reads "sha256 <disk> <bytes> <64 hex digits>".
+func parseChecksumLine(line string) (statemachine.ImageChecksum, bool) {
+	f := strings.Fields(line)
+	if len(f) != 4 || !isSHA256(f[3]) {
+		return statemachine.ImageChecksum{}, false
+	}
+	n, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil || n < 0 {
+		return statemachine.ImageChecksum{}, false
+	}
+	return statemachine.ImageChecksum{Disk: f[1], Bytes: n, Size: n, SHA256: f[3]}, true
+}
+
+// isSHA256 says s is a SHA-256 in lower-case hex.
+func isSHA256(s string) bool {
+	if len(s) != 64 || strings.ToLower(s) != s {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// parseNICLine reads the guest network script's
+// "nic <mac> <name|-> <address|slot|-> <pinned|found|-> <addresses,|-> [why not]",
+// or the conversion script's "nic <mac> - - unreadable - <why>" for a
+// guest it could not look into.
+func parseNICLine(line string) (v1alpha1.InterfacePin, bool) {
+	f := strings.Fields(line)
+	if len(f) < 6 {
+		return v1alpha1.InterfacePin{}, false
+	}
+	mac, ok := canonicalMAC(f[1])
+	if !ok {
+		return v1alpha1.InterfacePin{}, false
+	}
+	p := v1alpha1.InterfacePin{MAC: mac, Name: dashless(f[2]), Pinned: f[4] == "pinned", GuestUnreadable: f[4] == "unreadable",
+		Message: truncate(strings.Join(f[6:], " "), maxPinMessage)}
+	switch f[3] {
+	case "address":
+		p.Source = v1alpha1.PinSourceAddress
+	case "slot":
+		p.Source = v1alpha1.PinSourcePCISlot
+	}
+	if a := dashless(f[5]); a != "" {
+		p.StaticAddresses = strings.Split(a, ",")
+		if len(p.StaticAddresses) > maxPinAddresses {
+			p.StaticAddresses = p.StaticAddresses[:maxPinAddresses]
+		}
+	}
+	return p, true
+}
+
+func dashless(s string) string {
+	if s == "-" {
+		return ""
+	}
+	return s
+}

@@ -1,0 +1,169 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps/pipeline"
+	"platform.example/vm-migration/test/standins"
+	"platform.example/vm-migration/test/vcsimlocal"
+)
+
+// TestChecksumChain: every byte is accounted for on the real node. The
+// transfer pod hashes what it read from vcsim, the conversion pod (the
+// SIMULATED conversion, which changes nothing) hashes what it left in
+// staging with the script's sha256sum, the verification pod (vm-transfer
+// hash, in a restricted pod reading the target claims read-only) hashes
+// what CDI's stand-in cloned: all equal, and equal to the source disks.
+// The source's NICs carry a static address and a PCI slot: the
+// conversion asks to look into the guest, and says per NIC why it could
+// not (the simulated image has no guestfish): whether the address is
+// static is unknown, and so is the network identity.
+func TestChecksumChain(t *testing.T) {
+	s := newStack(t, stackOptions{})
+	spec := vcsimlocal.SampleVM("chain-01", 41)
+	spec.NICs[0].PCISlot = 192
+	spec.NICs[0].Guest = &vcsimlocal.GuestNIC{Addresses: []vcsimlocal.GuestAddress{{CIDR: "192.168.10.21/24"}}, Gateway: "192.168.10.1"}
+	src, err := s.vc.AddVM(s.ctx, spec)
+	require.NoError(t, err, "adding VM chain-01 to vcsim")
+	m := s.create(s.newMigration("chain-01", "chain-01"))
+	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 4*time.Minute)
+	s.verifyTargetDisks(m, src)
+
+	for i, d := range m.Status.Disks {
+		require.NotNil(t, d.Checksums, "disk %d: no checksums past the transfer", i)
+		c := d.Checksums
+		assert.Equal(t, src.Disks[i].SHA256, c.Converted, "disk %d: converted = transferred = source (the simulated conversion changes nothing)", i)
+		assert.Equal(t, d.CapacityBytes, c.ConvertedBytes, "disk %d: the converted image's size", i)
+		assert.Equal(t, c.Converted, c.Target, "disk %d: the target holds the converted bytes", i)
+		assert.GreaterOrEqual(t, c.TargetBytes, d.CapacityBytes, "disk %d: the target image's size", i)
+		assert.NotNil(t, c.VerifiedAt, "disk %d", i)
+	}
+	if v := m.Status.Verification; assert.NotNil(t, v, "the verification Job's status") {
+		assert.NotNil(t, v.CompletedAt)
+		assert.Equal(t, naming.VerificationJob(m.Name, 1), v.JobName)
+	}
+	assert.Contains(t, evidenceOf(m, v1alpha1.PhaseImporting), "read every target disk back, each equal to its converted image")
+
+	if cv := m.Status.Conversion; assert.NotNil(t, cv) && assert.Len(t, cv.Interfaces, 1, "the NIC the conversion looked for") {
+		assert.Equal(t, v1alpha1.InterfacePin{MAC: src.MACs[0], GuestUnreadable: true, Message: "the conversion image has no guestfish to look into the guest"}, cv.Interfaces[0])
+	}
+	assert.Equal(t, &v1alpha1.GuestNICInfo{IPAddresses: []v1alpha1.GuestIPAddress{{IP: "192.168.10.21", PrefixLength: 24}}, Gateway: "192.168.10.1"},
+		m.Status.Source.NICs[0].Guest, "what VMware Tools reported")
+	c := condition(m, statemachine.ConditionNetworkIdentityPreserved)
+	if assert.NotNil(t, c, "the network identity condition") {
+		assert.Equal(t, metav1.ConditionUnknown, c.Status, "condition %+v", c)
+		assert.Equal(t, statemachine.ReasonStaticAddressesUnknown, c.Reason, "condition %+v", c)
+	}
+	s.waitNoLeftovers(m, time.Minute)
+}
+
+// TestCorruptTargetFailsBeforeStart: bytes of a target claim altered
+// between the import and the start fail the migration before any VM
+// exists (ChecksumMismatch, naming the disk), and the rollback powers the
+// source on again. The import is slowed down and the migration paused
+// while its DataVolumes finish, so that the test alters the target
+// between CDI's copy and the verification.
+func TestCorruptTargetFailsBeforeStart(t *testing.T) {
+	s := newStack(t, stackOptions{cloneBytesPerSecond: 512 << 10})
+	s.addVM("corrupt-01", 43)
+	m := s.create(s.newMigration("corrupt-01", "corrupt-01"))
+	m = s.waitFor(m.Name, 3*time.Minute, "every DataVolume created", func(m *v1alpha1.VirtualMachineMigration) bool {
+		if m.Status.Phase != v1alpha1.PhaseImporting {
+			return false
+		}
+		dvs, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).List(s.ctx, metav1.ListOptions{})
+		return err == nil && len(dvs.Items) == len(m.Status.Disks)
+	})
+	s.setPaused(m.Name, true)
+	for _, d := range m.Status.Disks {
+		s.waitDataVolume(d.DataVolume, cdiv1.Succeeded, 2*time.Minute)
+	}
+	victim := m.Status.Disks[1]
+	dir, err := standins.ClaimDir(s.ctx, s.standins, s.ns, victim.DataVolume)
+	require.NoError(t, err, "the target claim's directory")
+	flipByte(t, filepath.Join(dir, pipeline.ImageFile), 4096+17)
+	s.setPaused(m.Name, false)
+
+	m = s.waitPhase(m.Name, v1alpha1.PhaseFailed, 3*time.Minute)
+	if e := m.Status.LastError; assert.NotNil(t, e, "the last error") {
+		assert.Equal(t, v1alpha1.PhaseImporting, e.Phase, "failed before the VM exists: %+v", e)
+		assert.Equal(t, statemachine.ReasonChecksumMismatch, e.Reason, "%+v", e)
+		assert.Contains(t, e.Message, victim.Name+" (DataVolume "+victim.DataVolume+"): target sha256 ")
+		assert.Contains(t, e.Message, "the VM was not started")
+	}
+	for _, d := range m.Status.Disks {
+		require.NotNil(t, d.Checksums, "disk %s: checksums", d.Name)
+		if d.Name == victim.Name {
+			assert.NotEqual(t, d.Checksums.Converted, d.Checksums.Target, "the altered disk")
+			assert.Nil(t, d.Checksums.VerifiedAt)
+		} else {
+			assert.Equal(t, d.Checksums.Converted, d.Checksums.Target, "disk %s is intact", d.Name)
+		}
+	}
+	_, err = s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, "corrupt-01", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no VirtualMachine was created: %v", err)
+	assert.Equal(t, "poweredOn", s.powerState("corrupt-01"), "the source is powered on again")
+	if sc := m.Status.SourceControl; assert.NotNil(t, sc) {
+		assert.NotNil(t, sc.RestoredAt, "the restore is recorded: %+v", sc)
+	}
+}
+
+// setPaused sets spec.policy.paused.
+func (s *stack) setPaused(name string, paused bool) {
+	s.t.Helper()
+	patch := []byte(`{"spec":{"policy":{"paused":false}}}`)
+	if paused {
+		patch = []byte(`{"spec":{"policy":{"paused":true}}}`)
+	}
+	_, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Patch(s.ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(s.t, err, "setting spec.policy.paused of %s to %v", name, paused)
+}
+
+// waitDataVolume waits for a DataVolume's phase.
+func (s *stack) waitDataVolume(name string, phase cdiv1.DataVolumePhase, timeout time.Duration) {
+	s.t.Helper()
+	var last cdiv1.DataVolumePhase
+	err := wait.PollUntilContextTimeout(s.ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		dv, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = dv.Status.Phase
+		return last == phase, nil
+	})
+	require.NoError(s.t, err, "DataVolume %s: phase %s not reached within %s (last %q)", name, phase, timeout, last)
+}
+
+// flipByte inverts one byte of a file, as silent corruption would.
+func flipByte(t *testing.T, path string, offset int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err, "opening %s", path)
+	defer f.Close()
+	b := make([]byte, 1)
+	_, err = f.ReadAt(b, offset)
+	require.NoError(t, err)
+	b[0] ^= 0xff
+	_, err = f.WriteAt(b, offset)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	t.Logf("flipped byte %d of %s", offset, strings.TrimPrefix(path, os.TempDir()))
+}

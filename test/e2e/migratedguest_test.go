@@ -17,10 +17,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/test/bootcheck"
 	"platform.example/vm-migration/test/builders"
 	"platform.example/vm-migration/test/framework"
@@ -36,6 +38,10 @@ const (
 	guestDHCPMAC    = "00:50:56:2a:0b:0d"
 	guestStaticNIC  = "ens192"
 	guestStaticAddr = "192.168.122.10"
+	guestGateway    = "192.168.122.1"
+	// guestLeasedAddr is the second NIC's DHCP lease on VMware, as
+	// VMware Tools would report it: not the guest's to keep.
+	guestLeasedAddr = "172.16.40.23"
 	// guestMarker starts the line the guests print on their serial
 	// console once up (hack/guest/v2v-guest-marker).
 	guestMarker = "V2V-GUEST-UP"
@@ -85,7 +91,15 @@ func testMigratedGuest(t *testing.T, g guestVariant, image string, env map[strin
 		Firmware: g.firmware, SecureBoot: g.firmware == "efi",
 		Disks: []vcsimlocal.DiskSpec{disk},
 		// NetworkDVPG maps to Multus (bridge), NetworkVM to the pod network.
-		NICs:      []vcsimlocal.NICSpec{{Network: vcsimlocal.NetworkDVPG, MAC: guestStaticMAC}, {Network: vcsimlocal.NetworkVM, MAC: guestDHCPMAC}},
+		// VMware Tools reports both NICs' addresses as open-vm-tools on
+		// Linux does, without an origin: only the guest's own
+		// configuration (read by the conversion) tells static from leased.
+		NICs: []vcsimlocal.NICSpec{
+			{Network: vcsimlocal.NetworkDVPG, MAC: guestStaticMAC, PCISlot: 192, Guest: &vcsimlocal.GuestNIC{
+				Addresses: []vcsimlocal.GuestAddress{{CIDR: guestStaticAddr + "/24"}}, Gateway: guestGateway, DNS: []string{guestGateway}}},
+			{Network: vcsimlocal.NetworkVM, MAC: guestDHCPMAC, PCISlot: 224, Guest: &vcsimlocal.GuestNIC{
+				Addresses: []vcsimlocal.GuestAddress{{CIDR: guestLeasedAddr + "/24"}}}},
+		},
 		PoweredOn: true,
 	})
 	require.NoError(t, err, "adding VM %s to vcsim", name)
@@ -111,10 +125,7 @@ func testMigratedGuest(t *testing.T, g guestVariant, image string, env map[strin
 	checkGuestAgent(t, vmi, env)
 	saveArtifacts(t, g.firmware, conv.logPath, boot.logPath)
 
-	// NetworkIdentityPreserved and the checksum chain (the netid branch)
-	// join here: assert the condition True, ens192 with 192.168.122.10 on
-	// the Multus interface, and the chain complete and equal; report them.
-	network, chain := networkIdentity(m), checksumChain(m)
+	network, chain := checkNetworkIdentity(t, m, vmi), checkChecksumChain(t, m)
 	t.Logf("conversion ran under %s", convAccel)
 	report(t, fmt.Sprintf("real guest: firmware=%s os=%s converted=%ds booted=%ds accel=%s network=%s chain=%s",
 		g.firmware, osName, int(converted.Seconds()), int(boot.booted.Seconds()), boot.accel, network, chain))
@@ -266,25 +277,66 @@ func checkGuestAgent(t *testing.T, vmi *kubevirtv1.VirtualMachineInstance, env m
 	}
 }
 
-// networkIdentity is the migration's NetworkIdentityPreserved outcome,
-// preserved or lost, or unknown while the controller sets no such
-// condition.
-func networkIdentity(m *v1alpha1.VirtualMachineMigration) string {
-	for _, c := range m.Status.Conditions {
-		if c.Type == "NetworkIdentityPreserved" {
-			if c.Status == "True" {
-				return "preserved"
-			}
-			return "lost"
+// checkNetworkIdentity checks that the conversion pinned the static NIC
+// to its VMware name and that the running guest holds its static address
+// there again: NetworkIdentityPreserved True, the guest agent reporting
+// ens192 with 192.168.122.10 on the Multus interface, the leased address
+// of the second NIC not asked for. It returns the verdict for the report.
+func checkNetworkIdentity(t *testing.T, m *v1alpha1.VirtualMachineMigration, vmi *kubevirtv1.VirtualMachineInstance) string {
+	t.Helper()
+	require.NotNil(t, m.Status.Conversion, "conversion status")
+	pins := map[string]v1alpha1.InterfacePin{}
+	for _, p := range m.Status.Conversion.Interfaces {
+		pins[strings.ToLower(p.MAC)] = p
+	}
+	static := pins[guestStaticMAC]
+	assert.Equal(t, guestStaticNIC, static.Name, "the static NIC's name in the guest (status.conversion.interfaces): %+v", static)
+	assert.True(t, static.Pinned, "the static NIC pinned to its name: %+v", static)
+	assert.Contains(t, static.StaticAddresses, guestStaticAddr, "the guest's configuration read as static: %+v", static)
+	assert.NotContains(t, pins[guestDHCPMAC].StaticAddresses, guestLeasedAddr, "the DHCP NIC's lease is not static: %+v", pins[guestDHCPMAC])
+	c := condition(m, statemachine.ConditionNetworkIdentityPreserved)
+	require.NotNil(t, c, "condition %s on the succeeded migration", statemachine.ConditionNetworkIdentityPreserved)
+	t.Logf("%s=%s (%s): %s", c.Type, c.Status, c.Reason, c.Message)
+	assert.Equal(t, metav1.ConditionTrue, c.Status, "%s: %s", c.Reason, c.Message)
+	assert.Contains(t, c.Message, guestStaticAddr)
+	found := false
+	for _, i := range vmi.Status.Interfaces {
+		if strings.EqualFold(i.MAC, guestStaticMAC) {
+			found = true
+			assert.Equal(t, guestStaticNIC, i.InterfaceName, "the guest's name of the static NIC under KubeVirt")
+			assert.Contains(t, i.IPs, guestStaticAddr, "the static NIC's addresses under KubeVirt")
 		}
 	}
-	return "unknown"
+	assert.True(t, found, "status.interfaces lacks %s", guestStaticMAC)
+	if c.Status != metav1.ConditionTrue {
+		return "lost"
+	}
+	return "preserved"
 }
 
-// checksumChain is the migration's checksum chain outcome, unknown while
-// the controller records none.
-func checksumChain(*v1alpha1.VirtualMachineMigration) string {
-	return "unknown"
+// checkChecksumChain checks every disk's chain: the converted image
+// hashed by the conversion pod, the target claim read back by the
+// verification pod, equal and verified before the VM started. It returns
+// the outcome for the report.
+func checkChecksumChain(t *testing.T, m *v1alpha1.VirtualMachineMigration) string {
+	t.Helper()
+	require.NotEmpty(t, m.Status.Disks)
+	ok := true
+	for _, d := range m.Status.Disks {
+		c := d.Checksums
+		if !assert.NotNil(t, c, "disk %s: no checksums", d.Name) {
+			return "missing"
+		}
+		t.Logf("disk %s: transferred %s, converted %s (%d bytes), target %s (%d bytes)", d.Name, d.SHA256, c.Converted, c.ConvertedBytes, c.Target, c.TargetBytes)
+		ok = assert.NotEmpty(t, c.Converted, "disk %s: converted checksum", d.Name) && ok
+		ok = assert.NotEqual(t, d.SHA256, c.Converted, "disk %s: the real conversion changes the guest's disk", d.Name) && ok
+		ok = assert.Equal(t, c.Converted, c.Target, "disk %s: target checksum, want the converted one", d.Name) && ok
+		ok = assert.NotNil(t, c.VerifiedAt, "disk %s: verified before the start", d.Name) && ok
+	}
+	if !ok {
+		return "broken"
+	}
+	return "verified"
 }
 
 // tail is the last n bytes of s.

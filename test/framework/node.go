@@ -213,6 +213,9 @@ func (e *Environment) startNode(ctx context.Context) error {
 	if err := e.waitNodeReady(ctx, cs, n); err != nil {
 		return err
 	}
+	if err := waitKubernetesService(ctx, n); err != nil {
+		return err
+	}
 	n.readyIn = time.Since(start)
 	return n.createClasses(ctx, cs)
 }
@@ -232,6 +235,27 @@ func (e *Environment) waitNodeReady(ctx context.Context, cs kubernetes.Interface
 			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
 				n.kubeletVersion = obj.Status.NodeInfo.KubeletVersion
 				n.containerdVersion = strings.TrimPrefix(obj.Status.NodeInfo.ContainerRuntimeVersion, "containerd://")
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// waitKubernetesService waits until kube-proxy has programmed the
+// kubernetes Service with its endpoints in the node: a pod started
+// before that is refused ("no route to host") when it calls the API
+// server through the Service, which pods of a real node never see once
+// the node has run a while.
+func waitKubernetesService(ctx context.Context, n *node) error {
+	return waitFor(ctx, n.kubeProxy, "kube-proxy to route the kubernetes Service", func() (bool, error) {
+		cmd := inNode(n.holder.pid(), false, "iptables-save", "-t", "nat")
+		out, err := exec.CommandContext(ctx, cmd[0], cmd[1:]...).Output()
+		if err != nil {
+			return false, nil
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, `"default/kubernetes:https cluster IP"`) && strings.Contains(line, "-j KUBE-SVC-") {
 				return true, nil
 			}
 		}

@@ -1,6 +1,6 @@
 #!/bin/sh
 # mmdebstrap customize hook of build.sh: makes the bootstrapped tree ($1)
-# the conversion image's root file system (docs/conversion-image.md).
+# the conversion image's root file system (docs/operators/conversion-image.md).
 set -eu
 root=$1
 here=$(dirname "$0")

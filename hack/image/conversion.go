@@ -23,7 +23,7 @@ import (
 )
 
 // The conversion image's contract with the conversion Job
-// (docs/conversion-image.md): where things are, and how it runs.
+// (docs/operators/conversion-image.md): where things are, and how it runs.
 const (
 	conversionTitle     = "vm-migration-conversion"
 	conversionTarball   = conversionTitle + ".tar"

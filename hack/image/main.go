@@ -13,7 +13,7 @@
 // system tar of Debian packages as one layer, checked to hold what the
 // conversion Job needs, an SBOM of its Debian packages (from its dpkg
 // status), user 107 and libguestfs' fixed appliance in the environment
-// (docs/conversion-image.md).
+// (docs/operators/conversion-image.md).
 //
 //	go run ./hack/image --rootfs rootfs.tar --out _output/conversion-image \
 //	  --image platform.example/vm-migration-conversion:dev

@@ -45,7 +45,7 @@ const (
 	// annotationProofKey holds a proof Job's key.
 	annotationProofKey = "migration.platform.example/proof-key"
 	// ConversionSelfCheck is the conversion image's self-check
-	// (docs/conversion-image.md).
+	// (docs/operators/conversion-image.md).
 	ConversionSelfCheck = "/usr/local/bin/v2v-self-check"
 )
 

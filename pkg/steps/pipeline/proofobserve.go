@@ -291,7 +291,7 @@ func selfCheckProblems(component, out string) string {
 }
 
 // ConversionSelfCheckReport is what the conversion image's self-check
-// prints, as one JSON line (docs/conversion-image.md); fields this
+// prints, as one JSON line (docs/operators/conversion-image.md); fields this
 // controller does not read are left out.
 type ConversionSelfCheckReport struct {
 	VirtV2V         string `json:"virtV2V"`

@@ -40,9 +40,7 @@ const (
 
 // Condition and event reasons.
 const (
-	ReasonInitializing           = "Initializing"
 	ReasonWorking                = "Working"
-	ReasonWaiting                = "Waiting"
 	ReasonSucceeded              = "Succeeded"
 	ReasonFailed                 = "Failed"
 	ReasonRetrying               = "Retrying"

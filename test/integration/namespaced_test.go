@@ -30,7 +30,7 @@ import (
 	"platform.example/vm-migration/test/framework"
 )
 
-// The names the namespaced overlay ships with and the README tells the
+// The names the namespaced overlay ships with and docs/operators/operating.md tells the
 // user to change.
 const (
 	shippedNamespaces      = "  - namespaces/team-a\n  - namespaces/team-b\n"
@@ -55,7 +55,7 @@ func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 }
 
 // namespacedOverlayFor copies manifests/ and edits its namespaced overlay
-// as the README says, to watch namespaces, and renders it.
+// as docs/operators/operating.md says, to watch namespaces, and renders it.
 func namespacedOverlayFor(t *testing.T, namespaces ...string) []*unstructured.Unstructured {
 	t.Helper()
 	dir := t.TempDir()
@@ -74,8 +74,8 @@ func namespacedOverlayFor(t *testing.T, namespaces ...string) []*unstructured.Un
 	b, err := os.ReadFile(kustomization)
 	require.NoError(t, err)
 	text := string(b)
-	require.Contains(t, text, shippedNamespaces, "the overlay no longer lists namespaces as the README says")
-	require.Contains(t, text, shippedNamespacesArg, "the overlay no longer sets --namespaces as the README says")
+	require.Contains(t, text, shippedNamespaces, "the overlay no longer lists namespaces as docs/operators/operating.md says")
+	require.Contains(t, text, shippedNamespacesArg, "the overlay no longer sets --namespaces as docs/operators/operating.md says")
 	text = strings.Replace(text, shippedNamespaces, lines.String(), 1)
 	text = strings.Replace(text, shippedNamespacesArg, "--namespaces="+strings.Join(namespaces, ","), 1)
 	require.NoError(t, os.WriteFile(kustomization, []byte(text), 0o644))

@@ -74,7 +74,7 @@ func (s *Step) connectGated(ctx context.Context, m *v1alpha1.VirtualMachineMigra
 		return s.connectKept(ctx, m, leave)
 	case apierrors.IsNotFound(err):
 		return nil, nil, &statemachine.ObservedError{Class: statemachine.ErrorNeedsUser, Reason: ReasonCredentialsSecretNotFound,
-			Message: fmt.Sprintf("no credentials Secret %q with the label %s=true in namespace %q: create it with the keys username and password (optionally ca.crt or thumbprint) and label it, which allows this controller to use it",
+			Message: fmt.Sprintf("no credentials Secret %q with the label %s=true in namespace %q: create it with the keys username, password and endpoints (the vCenter or ESXi hosts it may be sent to, e.g. vcenter.example.com:443; optionally ca.crt or thumbprint) and label it, which allows this controller to use it",
 				ref, v1alpha1.LabelVSphereCredentials, m.Namespace)}
 	case err != nil:
 		return nil, nil, &statemachine.ObservedError{Class: statemachine.ErrorTransient, Reason: ReasonSourceUnavailable,

@@ -101,9 +101,12 @@ type SourceSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^https://[^/]*@')",message="source.url must not carry credentials: put them in the credentials Secret"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="source.url is immutable: create a new migration to migrate from another endpoint"
 	URL string `json:"url"`
-	// CredentialsSecretRef names a Secret in the migration's namespace with
-	// the keys username and password, and optionally ca.crt (PEM) and
-	// thumbprint (SHA-1 or SHA-256 of the server certificate).
+	// CredentialsSecretRef names a Secret in the migration's namespace,
+	// labelled migration.platform.example/vsphere-credentials=true, with
+	// the keys username, password and endpoints (the hosts the credentials
+	// may be sent to, "host:port" or "*.domain:port", one per line or
+	// comma-separated), and optionally ca.crt (PEM) and thumbprint (SHA-1
+	// or SHA-256 of the server certificate).
 	CredentialsSecretRef SecretReference `json:"credentialsSecretRef"`
 	// InsecureSkipVerify turns off TLS verification of the endpoint. Only for
 	// tests and labs: a Warning event and condition say it is on.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -25,7 +26,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	migclient "platform.example/vm-migration/pkg/generated/migration/clientset/versioned"
 	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/test/builders"
 )
 
 // The benchmark measures the controller alone, so its pods never run: the
@@ -34,7 +37,11 @@ import (
 // report. It is the only kubelet simulation of the project, and it moves
 // no byte: a transfer pod ends with the result of a complete transfer
 // (each disk of its job spec with its capacity and a made-up checksum), a
-// conversion pod with a small inspection document.
+// conversion pod with a checksum line per disk (each changed) and a small
+// inspection document, a verification pod with each target disk read back
+// equal to its converted checksum, and the image proofs' pods with what the
+// project's images answer (vm-transfer --version, the conversion image's
+// self-check).
 
 // benchNode is the Node the pod completer registers.
 const benchNode = "bench-node"
@@ -53,14 +60,15 @@ const benchInspection = `<?xml version="1.0" encoding="utf-8"?>
 // podCompleter ends the benchmark's pods; see above.
 type podCompleter struct {
 	kube      kubernetes.Interface
+	mig       migclient.Interface
 	namespace string
 	pods      cache.Indexer
 	queue     workqueue.TypedRateLimitingInterface[string]
 }
 
 // runPodCompleter registers the Node and completes pods until ctx ends.
-func runPodCompleter(ctx context.Context, kube kubernetes.Interface, namespace string) error {
-	c := &podCompleter{kube: kube, namespace: namespace,
+func runPodCompleter(ctx context.Context, kube kubernetes.Interface, mig migclient.Interface, namespace string) error {
+	c := &podCompleter{kube: kube, mig: mig, namespace: namespace,
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
 	if err := c.register(ctx); err != nil {
 		return err
@@ -214,9 +222,59 @@ func (c *podCompleter) outcome(ctx context.Context, pod *corev1.Pod) (int32, str
 		}
 		return 0, string(wire.TerminationMessage(res))
 	case v1alpha1.ComponentConversion:
-		return 0, benchInspection
+		m, err := c.migrationOf(ctx, pod)
+		if err != nil {
+			return 1, "bench pod completer: " + err.Error()
+		}
+		return 0, builders.ConvertedChecksumLines(m) + benchInspection
+	case v1alpha1.ComponentVerification:
+		m, err := c.migrationOf(ctx, pod)
+		if err != nil {
+			return 1, "bench pod completer: " + err.Error()
+		}
+		res, err := builders.ReadBackResult(m, 0)
+		if err != nil {
+			return 1, "bench pod completer: " + err.Error()
+		}
+		return 0, res
+	case v1alpha1.ComponentProof:
+		return proofOutcome(pod.Labels[v1alpha1.LabelProofOf])
 	}
-	return 128, "bench pod completer: not a transfer or conversion pod"
+	return 128, "bench pod completer: not a pod of the migration's components"
+}
+
+// benchSelfCheck is what the conversion image's self-check prints
+// (docs/operators/conversion-image.md), for its proof pod.
+const benchSelfCheck = `{"virtV2V":"2.2.0","outputXMLOption":false,"simulated":true,"virtioWin":{"path":"","present":false},"uid":107,"gid":107,"groups":[107],"kvm":"absent","tmpWritable":true,"rootReadOnly":true,"ok":true,"problems":[]}`
+
+// proofOutcome is what an image proof's pod reports: vm-transfer
+// --version for the transfer image, the self-check for the conversion's.
+func proofOutcome(component string) (int32, string) {
+	switch component {
+	case v1alpha1.ComponentTransfer:
+		v, err := json.Marshal(wire.BuildVersion())
+		if err != nil {
+			return 1, "bench pod completer: encoding the version: " + err.Error()
+		}
+		return 0, string(v)
+	case v1alpha1.ComponentConversion:
+		return 0, benchSelfCheck
+	}
+	return 128, "bench pod completer: a proof of an unknown component " + component
+}
+
+// migrationOf reads the migration a pod works for (its label), whose
+// status names the disks and their converted checksums.
+func (c *podCompleter) migrationOf(ctx context.Context, pod *corev1.Pod) (*v1alpha1.VirtualMachineMigration, error) {
+	name := pod.Labels[v1alpha1.LabelMigrationName]
+	if name == "" {
+		return nil, errors.New("the pod has no migration label")
+	}
+	m, err := c.mig.MigrationV1alpha1().VirtualMachineMigrations(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading migration %s: %w", name, err)
+	}
+	return m, nil
 }
 
 // transferResult is the result of a complete transfer of every disk the

@@ -21,9 +21,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+	migclient "platform.example/vm-migration/pkg/generated/migration/clientset/versioned"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/test/framework"
@@ -115,10 +117,14 @@ func startStandins(ctx context.Context, env *framework.Environment, root string)
 	if err != nil {
 		return nil, err
 	}
+	mig, err := migclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	go func() {
 		cctx, stopCompleter := context.WithCancel(ctx)
 		completed := make(chan error, 1)
-		go func() { completed <- runPodCompleter(cctx, kube, benchNamespace) }()
+		go func() { completed <- runPodCompleter(cctx, kube, mig, benchNamespace) }()
 		err := standins.Run(ctx, standins.Config{
 			RestConfig: cfg, Root: root, Namespace: benchNamespace, NodeName: benchNode,
 			Light: true, Workers: 8, Ready: ready,

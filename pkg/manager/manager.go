@@ -73,20 +73,8 @@ type Options struct {
 // Run runs the controller until ctx ends. It fails at once, with one line
 // that says what is missing, when the API server lacks a needed API.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
-	// Every API call a reconcile makes counts against its own time
-	// (vm_migration_reconcile_own_duration_seconds), and so does every
-	// vSphere call (the session cache below).
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(controller.TimeAPICalls)
-	// The dry run reads the API server's warnings of each of its
-	// requests (PodSecurity's on a Job's pods); the others are logged.
-	cfg.WarningHandler = nil
-	cfg.WarningHandlerWithContext = pipeline.WarningCollector{Next: rest.WarningLogger{}}
-	clients, err := NewClients(cfg)
+	clients, err := controllerClients(cfg)
 	if err != nil {
-		return err
-	}
-	if err := CheckAPIs(clients.Kube); err != nil {
 		return err
 	}
 	broadcaster := NewEventBroadcaster(ctx)
@@ -132,6 +120,25 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	watch.Start(ctx)
 	defer watch.Shutdown()
 	return c.Run(ctx, opts.Ready)
+}
+
+// controllerClients are the controller's API clients, once the API server
+// is seen to serve every API the controller needs. Every API call a
+// reconcile makes counts against its own time
+// (vm_migration_reconcile_own_duration_seconds), as every vSphere call
+// does (the session cache); the dry run reads the API server's warnings
+// of each of its requests (PodSecurity's on a Job's pods), the others are
+// logged.
+func controllerClients(cfg *rest.Config) (controller.Clients, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(controller.TimeAPICalls)
+	cfg.WarningHandler = nil
+	cfg.WarningHandlerWithContext = pipeline.WarningCollector{Next: rest.WarningLogger{}}
+	clients, err := NewClients(cfg)
+	if err != nil {
+		return clients, err
+	}
+	return clients, CheckAPIs(clients.Kube)
 }
 
 // Steps builds the source and pipeline steps over the controller's caches.

@@ -75,13 +75,9 @@ func (d *decider) verifyTargets() {
 	case job.Succeeded:
 		d.checkChain(job)
 	default:
-		if msg, stuck := d.notStarted(job); stuck {
-			// The pod never ran: it read nothing, and the next attempt
-			// reads every target disk again once this Job is gone.
-			if d.retry(ReasonPodNotStarted, msg) {
-				d.remove(ActionDeleteJob, job.Name, job.Ref)
-				*v = *verificationAttempt(d.m.Name, v.Attempt+1)
-			}
+		// A pod that never ran read nothing: the next attempt reads
+		// every target disk, once this Job is gone.
+		if d.neverStarted(job, func() { *v = *verificationAttempt(d.m.Name, v.Attempt+1) }) {
 			return
 		}
 		d.working(fmt.Sprintf("verifying the target disks (job %s, attempt %d)%s", v.JobName, v.Attempt, d.startWait(job)), d.cfg.PollInterval)

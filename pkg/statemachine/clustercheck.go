@@ -181,6 +181,22 @@ func (d *decider) notStarted(job *JobObservation) (string, bool) {
 		job.Name, timeout.Round(time.Second), p.Reason, p.Message), true
 }
 
+// neverStarted reports whether job's pod did not start within the pod
+// start timeout (notStarted); then the attempt counts as failed: a retry
+// is spent and, while the budget allows, the Job is deleted and next
+// records the next attempt.
+func (d *decider) neverStarted(job *JobObservation, next func()) bool {
+	msg, stuck := d.notStarted(job)
+	if !stuck {
+		return false
+	}
+	if d.retry(ReasonPodNotStarted, msg) {
+		d.remove(ActionDeleteJob, job.Name, job.Ref)
+		next()
+	}
+	return true
+}
+
 // startWait says, while a Job's pod has not started for a reason a person
 // must fix, why and when the attempt counts as failed.
 func (d *decider) startWait(job *JobObservation) string {

@@ -264,13 +264,9 @@ func (d *decider) transferringDisks() {
 		d.advance(v1alpha1.PhaseConverting, fmt.Sprintf("job %s transferred %d disks, %d bytes, each verified by size and sha256%s",
 			job.Name, len(d.st.Disks), total, copiedEvidence(d.st.Disks)))
 	default:
-		if msg, stuck := d.notStarted(job); stuck {
-			// The pod never ran: nothing was written, the next attempt
-			// starts as the first did, once this Job is gone.
-			if d.retry(ReasonPodNotStarted, msg) {
-				d.remove(ActionDeleteJob, job.Name, job.Ref)
-				d.nextTransferAttempt()
-			}
+		// A pod that never ran wrote nothing: the next attempt starts as
+		// the first did, once this Job is gone.
+		if d.neverStarted(job, d.nextTransferAttempt) {
 			return
 		}
 		d.recordTransferProgress(job.Progress)
@@ -440,13 +436,9 @@ func (d *decider) converting() {
 		d.st.Progress = "0%"
 		d.advance(v1alpha1.PhaseImporting, fmt.Sprintf("job %s converted the guest (%s)%s", job.Name, job.OperatingSystem, warned))
 	default:
-		if msg, stuck := d.notStarted(job); stuck {
-			// The pod never ran: the staged disks are as transferred, and
-			// only the conversion is tried again.
-			if d.retry(ReasonPodNotStarted, msg) {
-				d.remove(ActionDeleteJob, job.Name, job.Ref)
-				*c = *conversionAttempt(d.m.Name, c.Attempt+1)
-			}
+		// A pod that never ran left the staged disks as transferred:
+		// only the conversion is tried again.
+		if d.neverStarted(job, func() { *c = *conversionAttempt(d.m.Name, c.Attempt+1) }) {
 			return
 		}
 		d.working(fmt.Sprintf("converting the guest (job %s, attempt %d)%s", c.JobName, c.Attempt, d.startWait(job)), d.cfg.PollInterval)

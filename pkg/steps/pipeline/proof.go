@@ -105,20 +105,9 @@ func RenderProof(m *v1alpha1.VirtualMachineMigration, component string, cfg Conf
 	}
 	meta := proofMeta(m, naming.ProofJob(m.Name, component), component)
 	meta.Annotations = map[string]string{annotationProofKey: key}
-	timeout := cfg.proofTimeout() + proofJobGrace
-	return &batchv1.Job{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: meta,
-		Spec: batchv1.JobSpec{
-			BackoffLimit:            ptr.To[int32](0),
-			ActiveDeadlineSeconds:   ptr.To(int64(timeout / time.Second)),
-			TTLSecondsAfterFinished: ptr.To(int32(proofJobTTL / time.Second)),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: meta.Labels},
-				Spec:       *pod,
-			},
-		},
-	}, sa, nil
+	job := runOnce(meta, metav1.ObjectMeta{Labels: meta.Labels}, cfg.proofTimeout()+proofJobGrace, *pod)
+	job.Spec.TTLSecondsAfterFinished = ptr.To(int32(proofJobTTL / time.Second))
+	return job, sa, nil
 }
 
 // proofMeta is the metadata of a proof object, controlled by m.

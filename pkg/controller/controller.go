@@ -99,6 +99,7 @@ type Controller struct {
 	slots     *slotReservations
 	claims    *claimRegistry
 	abandoned *abandonedSources
+	decided   *decidedVersions
 }
 
 // New builds a controller and registers its event handlers on the informers.
@@ -127,6 +128,7 @@ func New(clients Clients, inf Informers, s Steps, recorder record.EventRecorder,
 		slots:     newSlotReservations(cachedFrom(inf.Migrations.GetIndexer())),
 		claims:    newClaimRegistry(cachedFrom(inf.Migrations.GetIndexer())),
 		abandoned: newAbandonedSources(cfg.Clock.Now),
+		decided:   newDecidedVersions(),
 	}
 	if err := c.registerHandlers(inf); err != nil {
 		return nil, err

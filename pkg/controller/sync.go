@@ -23,6 +23,11 @@ import (
 // that resolves it was already handled.
 const conflictRequeue = time.Second
 
+// staleCacheRequeue is when a reconcile that found the cache behind this
+// controller's last status write looks again, should the informer event
+// that brings the write have been handled before it.
+const staleCacheRequeue = 200 * time.Millisecond
+
 // endpointBusyRequeue is when a migration whose vSphere endpoint ran its
 // limit of operations looks again: one to three seconds, spread so that
 // the waiting migrations do not all come back at once.
@@ -35,12 +40,18 @@ func endpointBusyRequeue() time.Duration {
 // record the events, act once. It returns when to look again while waiting.
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
 	m, err := c.migrations.VirtualMachineMigrations(key.Namespace).Get(key.Name)
+	if err == nil && c.decided.stale(key, m.ResourceVersion) {
+		// The cache has not seen this controller's last write yet: its
+		// informer event brings the migration back.
+		return staleCacheRequeue, nil
+	}
 	if err == nil {
 		m, err = c.wholeMigration(ctx, m)
 	}
 	if apierrors.IsNotFound(err) {
 		c.slots.settle(key, "", c.clock.Now())
 		c.claims.settle(key, true, c.clock.Now())
+		c.decided.forget(key)
 		c.forget(key)
 		return 0, nil
 	}
@@ -70,6 +81,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 		c.dropReservations(m)
 		return retry, err
 	}
+	c.decided.wrote(key, m.ResourceVersion, cur.ResourceVersion)
 	c.recordEvents(cur, dec.Events)
 	c.noteAbandoned(ctx, cur, dec.Events)
 	c.remember(cur)
@@ -95,6 +107,7 @@ func (c *Controller) actionFailed(ctx context.Context, in statemachine.Input, cu
 	if next == nil || err != nil {
 		return retry, err
 	}
+	c.decided.wrote(cache.MetaObjectToName(cur), cur.ResourceVersion, next.ResourceVersion)
 	c.recordEvents(next, dec.Events)
 	return dec.RequeueAfter, nil
 }

@@ -33,7 +33,7 @@ func TestPodsRunAsThePlatformsUID(t *testing.T) {
 	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 3*time.Minute)
 	s.verifyTargetDisks(m, src)
 	seen := pods.of(string(m.UID))
-	require.Len(t, seen, 4, "both proofs, the transfer and the conversion")
+	require.Len(t, seen, 5, "both proofs, the transfer, the conversion and the verification")
 	for _, p := range seen {
 		assert.Equal(t, platformUID, p.uid, "pod %s (%s) ran as", p.name, p.kind)
 		assert.Equal(t, platformUID, p.fsGroup, "pod %s (%s) fsGroup", p.name, p.kind)

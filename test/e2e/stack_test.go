@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,8 +248,47 @@ func (s *stack) waitFor(name string, timeout time.Duration, what string, cond fu
 		last = m
 		return cond(m), nil
 	})
-	require.NoError(s.t, err, "migration %s: %s not reached within %s\n%s", name, what, timeout, describe(last))
+	if err != nil {
+		require.NoError(s.t, err, "migration %s: %s not reached within %s\n%s%s", name, what, timeout, describe(last), s.describeInstances())
+	}
 	return last
+}
+
+// describeInstances says how each VirtualMachineInstance of the namespace
+// and its launcher pod stand, for a wait that failed.
+func (s *stack) describeInstances() string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
+	defer cancel()
+	vmis, err := s.kv.KubevirtV1().VirtualMachineInstances(s.ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(vmis.Items) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, vmi := range vmis.Items {
+		fmt.Fprintf(&b, "  instance %s: phase %s reason %q node %q\n", vmi.Name, vmi.Status.Phase, vmi.Status.Reason, vmi.Status.NodeName)
+		for _, c := range vmi.Status.Conditions {
+			fmt.Fprintf(&b, "    condition %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+	pods, err := s.kube.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return b.String()
+	}
+	for _, p := range pods.Items {
+		if !strings.HasPrefix(p.Name, "virt-launcher-") {
+			continue
+		}
+		fmt.Fprintf(&b, "  pod %s: %s %s\n", p.Name, p.Status.Phase, p.Status.Message)
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil {
+				fmt.Fprintf(&b, "    container %s ended %d %s: %s\n", cs.Name, t.ExitCode, t.Reason, t.Message)
+			}
+			if w := cs.State.Waiting; w != nil {
+				fmt.Fprintf(&b, "    container %s waiting %s: %s\n", cs.Name, w.Reason, w.Message)
+			}
+		}
+	}
+	return b.String()
 }
 
 // waitPhase waits for a migration's phase.

@@ -61,6 +61,7 @@ func NewCluster(t *testing.T, objs ...runtime.Object) *Cluster {
 		cs.PrependReactor("create", "*", assignUID)
 		cs.PrependReactor("*", "*", c.record)
 	}
+	c.Mig.PrependReactor("update", "virtualmachinemigrations", bumpResourceVersion)
 	for _, o := range objs {
 		c.Add(o)
 	}
@@ -93,6 +94,19 @@ func assignUID(a k8stesting.Action) (bool, runtime.Object, error) {
 	obj := a.(k8stesting.CreateAction).GetObject()
 	if acc, err := meta.Accessor(obj); err == nil && acc.GetUID() == "" {
 		acc.SetUID(types.UID(fmt.Sprintf("uid-%d", uidCounter.Add(1))))
+	}
+	return false, nil, nil
+}
+
+var resourceVersionCounter atomic.Int64
+
+// bumpResourceVersion gives a migration a new resourceVersion at every
+// update, as the API server does (the fake tracker keeps the caller's):
+// the controller tells a cache that has not seen its own write by it.
+func bumpResourceVersion(a k8stesting.Action) (bool, runtime.Object, error) {
+	obj := a.(k8stesting.UpdateAction).GetObject()
+	if acc, err := meta.Accessor(obj); err == nil {
+		acc.SetResourceVersion(fmt.Sprint(resourceVersionCounter.Add(1)))
 	}
 	return false, nil, nil
 }

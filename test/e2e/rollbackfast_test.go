@@ -129,7 +129,7 @@ func TestPullSecretsReachThePods(t *testing.T) {
 		t.Logf("pod %s (%s) on %s: imagePullSecrets %v, %s", p.name, p.kind, p.node, p.pullSecrets, p.phase)
 	}
 	sort.Strings(kinds)
-	assert.Equal(t, []string{"conversion", "proof:conversion", "proof:transfer", "transfer"}, kinds, "the pods the migration ran")
+	assert.Equal(t, []string{"conversion", "proof:conversion", "proof:transfer", "transfer", "verification"}, kinds, "the pods the migration ran")
 }
 
 // createPullSecret creates a (dummy) registry Secret in the namespace.
@@ -178,11 +178,19 @@ func (s *stack) recordPods() *podRecorder {
 	var wg sync.WaitGroup
 	s.t.Cleanup(func() { cancel(); wg.Wait() })
 	consumeWatch(s.t, ctx, &wg, w, "pod", func(ev watch.Event) {
-		if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type != watch.Deleted {
+		// KubeVirt's launcher pods carry the VM's labels (the migration's
+		// among them) but are KubeVirt's, not the migration's.
+		if p, isPod := ev.Object.(*corev1.Pod); isPod && ev.Type != watch.Deleted && !launcherPod(p) {
 			r.see(p)
 		}
 	})
 	return r
+}
+
+// launcherPod reports whether a pod is a VirtualMachineInstance's launcher.
+func launcherPod(p *corev1.Pod) bool {
+	c := metav1.GetControllerOf(p)
+	return c != nil && c.Kind == "VirtualMachineInstance"
 }
 
 // see records a pod's state.

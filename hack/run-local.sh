@@ -263,12 +263,14 @@ kubectl apply -f "$state/example.yaml" >/dev/null
 say "applied $state/example.yaml (namespace $namespace enforces PodSecurity restricted); following it:"
 
 status_template='{.status.phase}{"\t"}{.status.progress}{"\t"}{range .status.disks[*]}{.name}={.bytesTransferred}/{.capacityBytes}{" "}{.importPhase}{" "}{.importProgress}{"; "}{end}{"\t"}{.status.lastError.message}'
-pods_template='{range .items[*]}{.metadata.name}{" "}{.metadata.labels.migration\.platform\.example/component}{" "}{.spec.nodeName}{" "}{.status.phase}{"\n"}{end}'
+# Fields separated by "|": a pod not yet scheduled has no node name, which
+# whitespace separators would collapse.
+pods_template='{range .items[*]}{.metadata.name}{"|"}{.metadata.labels.migration\.platform\.example/component}{"|"}{.spec.nodeName}{"|"}{.status.phase}{"\n"}{end}'
 declare -A pod_seen=()
 # show_pods prints each Job pod of the example once per phase it is seen in.
 show_pods() {
   local name component node phase
-  while read -r name component node phase; do
+  while IFS='|' read -r name component node phase; do
     [ -n "$name" ] || continue
     [ "${pod_seen[$name]:-}" = "$node/$phase" ] && continue
     pod_seen[$name]=$node/$phase

@@ -36,7 +36,9 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 			need = statemachine.SourceNeedNothing
 		}
 	}
-	if need != statemachine.SourceNeedNothing {
+	if recorded := recordedSource(m, c.clock.Now()); need == statemachine.SourceNeedInventory && recorded != nil {
+		obs.Source = *recorded
+	} else if need != statemachine.SourceNeedNothing {
 		obs.Source = c.steps.Source.Observe(ctx, m, need)
 		if m.DeletionTimestamp != nil && obs.Source.Error != nil {
 			obs.NamespaceTerminating = c.namespaceTerminating(ctx, m.Namespace)

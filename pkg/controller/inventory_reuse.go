@@ -5,6 +5,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps/pipeline"
 )
 
 // inventoryReuse bounds how long a migration in Validating decides from
@@ -12,7 +13,7 @@ import (
 // from it) instead of reading vSphere at every look while its dry run and
 // image proofs run. Validating touches nothing of the source, and Queued
 // reads the source's state again before the stop.
-const inventoryReuse = 2 * time.Minute
+const inventoryReuse = pipeline.ValidatingDryRunTTL
 
 // recordedSource is the source observation m's Validating pass recorded,
 // when it may stand for a new read: the phase is Validating, the status

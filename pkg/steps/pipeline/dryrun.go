@@ -37,8 +37,23 @@ import (
 // every reconcile.
 
 // DryRunTTL is how long a dry run's answer serves a migration whose
-// objects render the same.
+// objects render the same, right before the stop (Queued).
 const DryRunTTL = time.Minute
+
+// ValidatingDryRunTTL is the same in Validating, where a migration waits
+// for its image proofs and nothing is touched yet: asking again every
+// minute, a thousand migrations validating together sent more dry runs
+// than the controller's API rate limit lets through, and none moved on.
+// Queued asks again right before the stop.
+const ValidatingDryRunTTL = 10 * time.Minute
+
+// dryRunTTL is how long a dry run made in phase serves.
+func dryRunTTL(phase v1alpha1.Phase) time.Duration {
+	if phase == v1alpha1.PhaseValidating {
+		return ValidatingDryRunTTL
+	}
+	return DryRunTTL
+}
 
 // ReasonRenderFailed: the objects of the migration could not be rendered.
 const ReasonRenderFailed = "RenderFailed"
@@ -108,7 +123,7 @@ func (c *dryRunCache) get(uid, key string, now time.Time) *v1alpha1.DryRunStatus
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.byUID[uid]
-	if !ok || e.key != key || now.Sub(e.status.CheckedAt.Time) >= DryRunTTL {
+	if !ok || e.key != key || now.Sub(e.status.CheckedAt.Time) >= dryRunTTL(e.status.Phase) {
 		return nil
 	}
 	return e.status.DeepCopy()
@@ -121,7 +136,7 @@ func (c *dryRunCache) put(uid, key string, st v1alpha1.DryRunStatus) {
 		c.byUID = map[string]cachedDryRun{}
 	}
 	for id, e := range c.byUID {
-		if st.CheckedAt.Sub(e.status.CheckedAt.Time) >= DryRunTTL {
+		if st.CheckedAt.Sub(e.status.CheckedAt.Time) >= dryRunTTL(e.status.Phase) {
 			delete(c.byUID, id)
 		}
 	}

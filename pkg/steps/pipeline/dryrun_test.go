@@ -133,3 +133,24 @@ func plannedWith(m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInvent
 	mp.Status.Source = inv
 	return mp
 }
+
+// TestDryRunServesValidatingLonger: a migration waiting in Validating is
+// not dry-run again every minute (a thousand of them outran the API rate
+// limit), only after ValidatingDryRunTTL; Queued keeps DryRunTTL.
+func TestDryRunServesValidatingLonger(t *testing.T) {
+	m := validating("web-01")
+	inv := m.Status.Source
+	f := newFakeStep(t)
+	clock := clocktesting.NewFakePassiveClock(t0)
+	f.step.Clock = clock
+	sent := dryRunAnswers(t, f, func(string, string) error { return nil })
+	f.step.DryRun(context.Background(), m, inv)
+	once := len(*sent)
+	require.NotZero(t, once)
+	clock.SetTime(t0.Add(3 * DryRunTTL))
+	f.step.DryRun(context.Background(), m, inv)
+	assert.Len(t, *sent, once, "still validating, minutes later: not sent again")
+	clock.SetTime(t0.Add(ValidatingDryRunTTL))
+	f.step.DryRun(context.Background(), m, inv)
+	assert.Len(t, *sent, 2*once, "after ValidatingDryRunTTL: sent again")
+}

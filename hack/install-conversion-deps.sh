@@ -10,18 +10,5 @@ set -euo pipefail
 
 packages=(virt-v2v nbdkit libguestfs-tools linux-image-amd64 qemu-system-x86 qemu-utils ovmf mmdebstrap)
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-if [ "$(id -u)" != 0 ]; then
-  echo "missing Debian packages: ${missing[*]}; install them as root (apt-get install -y ${missing[*]})" >&2
-  exit 1
-fi
-echo "installing ${missing[*]} (several minutes on a fresh machine)" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q "${missing[@]}"
+# virt-v2v's recommended packages are part of a working conversion.
+WITH_RECOMMENDS=1 exec "$(dirname "${BASH_SOURCE[0]}")/install-debian-packages.sh" "${packages[@]}"

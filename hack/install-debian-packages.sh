@@ -3,6 +3,7 @@
 # it runs apt-get update once, then installs what is missing; otherwise it
 # names what is missing and fails. The scripts that know which packages a
 # part of the project needs (hack/install-node-deps.sh...) call it.
+# Recommended packages are left out unless WITH_RECOMMENDS=1.
 set -euo pipefail
 
 missing=()
@@ -19,4 +20,6 @@ fi
 echo "installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+recommends=(--no-install-recommends)
+[ "${WITH_RECOMMENDS:-}" = 1 ] && recommends=()
+apt-get install -y -q "${recommends[@]}" "${missing[@]}"

@@ -36,7 +36,7 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 			need = statemachine.SourceNeedNothing
 		}
 	}
-	if recorded := recordedSource(m, c.clock.Now()); need == statemachine.SourceNeedInventory && recorded != nil {
+	if recorded := statemachine.RecordedSource(m, c.clock.Now()); need == statemachine.SourceNeedInventory && recorded != nil {
 		obs.Source = *recorded
 	} else if need != statemachine.SourceNeedNothing {
 		obs.Source = c.steps.Source.Observe(ctx, m, need)

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -54,6 +55,8 @@ type PolicyWebhook struct {
 	server *http.Server
 	served chan error
 	calls  atomic.Int64
+	// uid is the registered configuration's: Close deletes that one only.
+	uid types.UID
 }
 
 // StartPolicyWebhook serves the webhook over TLS on 127.0.0.1, registers
@@ -111,10 +114,11 @@ func (p *PolicyWebhook) register(ctx context.Context, url string, caPEM []byte) 
 			AdmissionReviewVersions: []string{"v1"},
 		}},
 	}
-	_, err := p.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{})
+	created, err := p.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("policy webhook: registering %s: %w", cfg.Name, err)
 	}
+	p.uid = created.UID
 	return nil
 }
 
@@ -143,8 +147,9 @@ func (p *PolicyWebhook) waitActive(ctx context.Context) error {
 func (p *PolicyWebhook) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := p.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, p.configurationName(), metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	err := p.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, p.configurationName(),
+		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &p.uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		klog.FromContext(ctx).Error(err, "policy webhook: unregistering", "configuration", p.configurationName())
 	}
 	p.shutdown()

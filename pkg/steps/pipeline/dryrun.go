@@ -40,17 +40,10 @@ import (
 // objects render the same, right before the stop (Queued).
 const DryRunTTL = time.Minute
 
-// ValidatingDryRunTTL is the same in Validating, where a migration waits
-// for its image proofs and nothing is touched yet: asking again every
-// minute, a thousand migrations validating together sent more dry runs
-// than the controller's API rate limit lets through, and none moved on.
-// Queued asks again right before the stop.
-const ValidatingDryRunTTL = 10 * time.Minute
-
 // dryRunTTL is how long a dry run made in phase serves.
 func dryRunTTL(phase v1alpha1.Phase) time.Duration {
 	if phase == v1alpha1.PhaseValidating {
-		return ValidatingDryRunTTL
+		return statemachine.ValidatingDryRunTTL
 	}
 	return DryRunTTL
 }

@@ -136,7 +136,7 @@ func plannedWith(m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInvent
 
 // TestDryRunServesValidatingLonger: a migration waiting in Validating is
 // not dry-run again every minute (a thousand of them outran the API rate
-// limit), only after ValidatingDryRunTTL; Queued keeps DryRunTTL.
+// limit), only after statemachine.ValidatingDryRunTTL; Queued keeps DryRunTTL.
 func TestDryRunServesValidatingLonger(t *testing.T) {
 	m := validating("web-01")
 	inv := m.Status.Source
@@ -150,7 +150,7 @@ func TestDryRunServesValidatingLonger(t *testing.T) {
 	clock.SetTime(t0.Add(3 * DryRunTTL))
 	f.step.DryRun(context.Background(), m, inv)
 	assert.Len(t, *sent, once, "still validating, minutes later: not sent again")
-	clock.SetTime(t0.Add(ValidatingDryRunTTL))
+	clock.SetTime(t0.Add(statemachine.ValidatingDryRunTTL))
 	f.step.DryRun(context.Background(), m, inv)
 	assert.Len(t, *sent, 2*once, "after ValidatingDryRunTTL: sent again")
 }

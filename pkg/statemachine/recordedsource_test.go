@@ -1,4 +1,4 @@
-package controller
+package statemachine
 
 import (
 	"testing"
@@ -26,7 +26,7 @@ func TestRecordedSourceStandsForAReadOnlyWhileValidatingChecksTheCluster(t *test
 		}
 		return m
 	}
-	got := recordedSource(validating(), now)
+	got := RecordedSource(validating(), now)
 	require.NotNil(t, got, "a dry run of this pass a minute ago: its inventory stands")
 	assert.True(t, got.Observed)
 	assert.Equal(t, "web-01", got.Inventory.Name)
@@ -37,7 +37,7 @@ func TestRecordedSourceStandsForAReadOnlyWhileValidatingChecksTheCluster(t *test
 	for name, change := range map[string]func(*v1alpha1.VirtualMachineMigration){
 		"no dry run yet": func(m *v1alpha1.VirtualMachineMigration) { m.Status.DryRun = nil },
 		"the dry run is too old": func(m *v1alpha1.VirtualMachineMigration) {
-			m.Status.DryRun.CheckedAt = metav1.NewTime(now.Add(-inventoryReuse))
+			m.Status.DryRun.CheckedAt = metav1.NewTime(now.Add(-ValidatingDryRunTTL))
 		},
 		"the spec changed":           func(m *v1alpha1.VirtualMachineMigration) { m.Generation = 4 },
 		"a dry run of an older spec": func(m *v1alpha1.VirtualMachineMigration) { m.Status.DryRun.ObservedGeneration = 2 },
@@ -46,7 +46,7 @@ func TestRecordedSourceStandsForAReadOnlyWhileValidatingChecksTheCluster(t *test
 		"nothing recorded":           func(m *v1alpha1.VirtualMachineMigration) { m.Status.Source = nil },
 		"being deleted":              func(m *v1alpha1.VirtualMachineMigration) { m.DeletionTimestamp = ptrTime(now) },
 	} {
-		assert.Nil(t, recordedSource(validating(change), now), "%s: the source is read", name)
+		assert.Nil(t, RecordedSource(validating(change), now), "%s: the source is read", name)
 	}
 }
 

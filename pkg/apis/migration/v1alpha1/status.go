@@ -131,6 +131,13 @@ type VirtualMachineMigrationStatus struct {
 	// LastError is the last failure seen, with the phase it happened in.
 	// +optional
 	LastError *MigrationError `json:"lastError,omitempty"`
+	// PodWaiting says why the pod of the Job the current phase waits for
+	// (transfer, conversion or verification) has not started, while that
+	// is for a reason a person must fix (an image it cannot pull, no node,
+	// admission, a container config error); unset once it started, and
+	// once the phase moved on. kubectl vmm get and list show it.
+	// +optional
+	PodWaiting *PodWaiting `json:"podWaiting,omitempty"`
 	// Plan records the dry-run plan stored for spec.planOnly.
 	// +optional
 	Plan *PlanStatus `json:"plan,omitempty"`
@@ -842,6 +849,37 @@ type MigrationError struct {
 	Reason string `json:"reason"`
 	// Message for a person.
 	Message string `json:"message"`
+	// Summary is the message's short form, for tables (the Last Error
+	// column of kubectl get -o wide and kubectl vmm list -o wide): its
+	// start, cut at a word and ended with "..." when longer than 64
+	// characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Summary string `json:"summary,omitempty"`
 	// Time of the failure.
 	Time metav1.Time `json:"time"`
+}
+
+// PodWaiting is why a pod of the migration has not started, in the
+// cluster's words.
+type PodWaiting struct {
+	// Job whose pod has not started.
+	Job string `json:"job"`
+	// Reason as the cluster names it: ErrImagePull, ImagePullBackOff,
+	// ErrImageNeverPull, InvalidImageName, CreateContainerConfigError,
+	// CreateContainerError, Unschedulable, FailedCreate.
+	Reason string `json:"reason"`
+	// Message is the kubelet's, the scheduler's or the admission's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// Since is when the controller first saw this Job's pod not started
+	// for such a reason; it stays while the reason changes (a pull that
+	// fails goes back and forth between ErrImagePull and ImagePullBackOff).
+	Since metav1.Time `json:"since"`
+	// AttemptFailsAt is when the attempt counts as failed if the pod has
+	// not started by then (the controller's --pod-start-timeout after the
+	// Job was created); a new attempt follows while the retry budget lasts.
+	// +optional
+	AttemptFailsAt *metav1.Time `json:"attemptFailsAt,omitempty"`
 }

@@ -1,5 +1,7 @@
 package naming
 
+import "strings"
+
 // MaxDisplayName is the width tables give a name that comes from vSphere:
 // a VM name with escaped characters runs to hundreds of characters.
 const MaxDisplayName = 40
@@ -15,4 +17,27 @@ func Shorten(s string, n int) string {
 	keep := n - 3
 	head := (keep + 1) / 2
 	return string(r[:head]) + "..." + string(r[len(r)-(keep-head):])
+}
+
+// MaxSummary is the width of a message's short form (Summarize): the Last
+// Error column of kubectl get -o wide and kubectl vmm list -o wide.
+const MaxSummary = 64
+
+// Summarize is a message's short form for a table: on one line, and when
+// longer than MaxSummary runes its start, cut after a word, ended with
+// "..." (a single word too long is cut inside).
+func Summarize(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= MaxSummary {
+		return s
+	}
+	cut := MaxSummary - 3
+	for i := cut; i > 0; i-- {
+		if r[i] == ' ' {
+			cut = i
+			break
+		}
+	}
+	return strings.TrimRight(string(r[:cut]), " ,;:") + "..."
 }

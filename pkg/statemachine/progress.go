@@ -129,3 +129,13 @@ func (d *decider) progressWhilePaused() {
 		d.recordImportProgress()
 	}
 }
+
+// forgetFailedProgress clears status.progress once the migration fails:
+// it is the progress of a copy that runs, none runs while the source is
+// restored or after, and the last figure (100% once the transfer
+// finished) would read as done. status.disks keep how far each disk got.
+func (d *decider) forgetFailedProgress() {
+	if d.st.Phase == v1alpha1.PhaseRollingBack || d.st.Phase == v1alpha1.PhaseFailed {
+		d.st.Progress = ""
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
 )
@@ -117,4 +119,83 @@ func (d *decider) recordConversionWarnings(job *JobObservation) string {
 	d.out.Events = append(d.out.Events, Event{Warning: true, Reason: ReasonConversionWarnings,
 		Message: fmt.Sprintf("conversion job %s succeeded, but %s", job.Name, note)})
 	return "; " + note
+}
+
+// viewedStatus keeps what views read besides the conditions: why the
+// pod of the phase's Job has not started, the last error's short form,
+// and no progress figure once the migration fails.
+func (d *decider) viewedStatus() {
+	d.recordPodWaiting()
+	d.summarizeLastError()
+	d.forgetFailedProgress()
+}
+
+// maxPodWaitingMessage bounds status.podWaiting.message (the schema's).
+const maxPodWaitingMessage = 1024
+
+// recordPodWaiting keeps status.podWaiting in step with the pod of the
+// Job the phase waits for: set while it has not started for a reason a
+// person must fix, its since kept while it is the same Job's, unset once
+// it started, the attempt moved on or the phase did. The same problem
+// seen again writes nothing new.
+func (d *decider) recordPodWaiting() {
+	job := d.waitedJob()
+	if job == nil || job.StartProblem == nil {
+		d.st.PodWaiting = nil
+		return
+	}
+	w := d.st.PodWaiting
+	if w == nil || w.Job != job.Name {
+		w = &v1alpha1.PodWaiting{Job: job.Name, Since: d.now}
+	}
+	w.Reason, w.Message = job.StartProblem.Reason, truncateRunes(job.StartProblem.Message, maxPodWaitingMessage)
+	w.AttemptFailsAt = nil
+	if !job.CreatedAt.IsZero() {
+		failsAt := metav1.NewTime(job.CreatedAt.Add(d.cfg.PodStartTimeout))
+		w.AttemptFailsAt = &failsAt
+	}
+	d.st.PodWaiting = w
+}
+
+// waitedJob is the observed Job the current phase waits for (the
+// transfer, the conversion, the verification), when it is the attempt
+// status names and it has not ended; nil otherwise.
+func (d *decider) waitedJob() *JobObservation {
+	var job *JobObservation
+	name := ""
+	switch d.st.Phase {
+	case v1alpha1.PhaseTransferringDisks:
+		if t := d.st.Transfer; t != nil {
+			job, name = d.obs.TransferJob, t.JobName
+		}
+	case v1alpha1.PhaseConverting:
+		if c := d.st.Conversion; c != nil && !c.Skipped {
+			job, name = d.obs.ConversionJob, c.JobName
+		}
+	case v1alpha1.PhaseImporting:
+		if v := d.st.Verification; v != nil {
+			job, name = d.obs.VerificationJob, v.JobName
+		}
+	}
+	if job == nil || d.m.DeletionTimestamp != nil || job.Name != name || job.Succeeded || job.Failed {
+		return nil
+	}
+	return job
+}
+
+// summarizeLastError keeps status.lastError.summary, the message's short
+// form that tables show (kubectl get -o wide's Last Error column).
+func (d *decider) summarizeLastError() {
+	if e := d.st.LastError; e != nil {
+		e.Summary = naming.Summarize(e.Message)
+	}
+}
+
+// truncateRunes cuts s to at most n runes, ending a cut one with "...".
+func truncateRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-3]) + "..."
 }

@@ -396,3 +396,150 @@ func TestKeptTargetReleased(t *testing.T) {
 		},
 	})
 }
+
+// TestPodWaitingRecorded: while the pod of the Job the phase waits for has
+// not started for a reason a person must fix, status.podWaiting names the
+// Job, the cluster's reason and message, since when, and when the attempt
+// counts as failed; it is written only when that changes and goes once the
+// pod started or the attempt moved on (issue 34: a transfer pod in
+// ImagePullBackOff for 20 minutes showed only "waits for transfer Job ...
+// to copy 3 disks (0%)").
+func TestPodWaitingRecorded(t *testing.T) {
+	job1, job2 := naming.TransferJob(builders.Name, 1), naming.TransferJob(builders.Name, 2)
+	conv1 := naming.ConversionJob(builders.Name, 1)
+	backOff := &PodStartProblem{Reason: "ImagePullBackOff", Message: `Back-off pulling image "registry.example/vm-transfer:v9"`}
+	errPull := &PodStartProblem{Reason: "ErrImagePull", Message: `failed to pull image "registry.example/vm-transfer:v9": not found`}
+	transferring := func(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+		return newMigration(append([]builders.MigrationMod{builders.Reached(v1alpha1.PhaseTransferringDisks), builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+			s.Transfer = &v1alpha1.JobStatus{JobName: job1, Attempt: 1}
+		})}, opts...)...)
+	}
+	recorded := func(w v1alpha1.PodWaiting) builders.MigrationMod {
+		return builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.PodWaiting = &w })
+	}
+	created := builders.At(-2 * time.Minute)
+	failsAt := builders.At(-2*time.Minute + DefaultPodStartTimeout)
+	pending := func(name string, p *PodStartProblem) JobObservation {
+		return JobObservation{Name: name, CreatedAt: created.Time, StartProblem: p}
+	}
+	first := v1alpha1.PodWaiting{Job: job1, Reason: errPull.Reason, Message: errPull.Message, Since: builders.At(-time.Minute), AttemptFailsAt: &failsAt}
+	runCases(t, map[string]decideCase{
+		"a transfer pod in ImagePullBackOff: recorded": {
+			m: transferring(), obs: newObs(claims(stagingClaims()...), transferJob(pending(job1, backOff))),
+			phase: v1alpha1.PhaseTransferringDisks,
+			check: func(t *testing.T, d Decision) {
+				assertSemanticEqual(t, &v1alpha1.PodWaiting{Job: job1, Reason: backOff.Reason, Message: backOff.Message,
+					Since: builders.At(0), AttemptFailsAt: &failsAt}, d.Status.PodWaiting)
+			},
+		},
+		"the pull goes back and forth: reason and message follow, since stays": {
+			m: transferring(recorded(first)), obs: newObs(claims(stagingClaims()...), transferJob(pending(job1, backOff))),
+			phase: v1alpha1.PhaseTransferringDisks,
+			check: func(t *testing.T, d Decision) {
+				w := d.Status.PodWaiting
+				if assert.NotNil(t, w) {
+					assert.Equal(t, backOff.Reason, w.Reason)
+					assert.Equal(t, backOff.Message, w.Message)
+					assertTime(t, first.Since, &w.Since, "since the first look")
+				}
+			},
+		},
+		"nothing new: not rewritten": {
+			m: transferring(recorded(first)), obs: newObs(claims(stagingClaims()...), transferJob(pending(job1, errPull))),
+			phase: v1alpha1.PhaseTransferringDisks,
+			check: func(t *testing.T, d Decision) { assertSemanticEqual(t, &first, d.Status.PodWaiting) },
+		},
+		"the pod started: cleared": {
+			m: transferring(recorded(first)), obs: newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, CreatedAt: created.Time})),
+			phase: v1alpha1.PhaseTransferringDisks,
+			check: func(t *testing.T, d Decision) { assert.Nil(t, d.Status.PodWaiting) },
+		},
+		"the attempt failed at the timeout: the next attempt's pod is not the one recorded": {
+			m: transferring(recorded(first)),
+			obs: newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, CreatedAt: builders.At(-DefaultPodStartTimeout).Time, StartProblem: errPull})),
+			phase: v1alpha1.PhaseTransferringDisks, action: ActionDeleteJob, name: job1,
+			check: func(t *testing.T, d Decision) {
+				assert.Equal(t, job2, d.Status.Transfer.JobName)
+				assert.Nil(t, d.Status.PodWaiting)
+			},
+		},
+		"paused: a running Job's pod is still news": {
+			m: transferring(builders.Paused), obs: newObs(claims(stagingClaims()...), transferJob(pending(job1, backOff))),
+			phase: v1alpha1.PhaseTransferringDisks,
+			check: func(t *testing.T, d Decision) {
+				if assert.NotNil(t, d.Status.PodWaiting) {
+					assert.Equal(t, backOff.Reason, d.Status.PodWaiting.Reason)
+				}
+			},
+		},
+		"a conversion pod that cannot be scheduled": {
+			m: newMigration(builders.Reached(v1alpha1.PhaseConverting), builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.Conversion = conversionAttempt(builders.Name, 1)
+			})),
+			obs:   newObs(conversionJob(pending(conv1, &PodStartProblem{Reason: "Unschedulable", Message: "0/3 nodes are available: 3 Insufficient devices.kubevirt.io/kvm."}))),
+			phase: v1alpha1.PhaseConverting,
+			check: func(t *testing.T, d Decision) {
+				if assert.NotNil(t, d.Status.PodWaiting) {
+					assert.Equal(t, conv1, d.Status.PodWaiting.Job)
+					assert.Equal(t, "Unschedulable", d.Status.PodWaiting.Reason)
+				}
+			},
+		},
+		"a verification pod that cannot pull": {
+			m: importedWith(convertedSums(), &v1alpha1.JobStatus{JobName: verify1, Attempt: 1}),
+			obs: newObs(dataVolumes(DataVolumeSucceeded, "100.0%", false), verificationJob(verify1, func(j *JobObservation) {
+				j.CreatedAt, j.StartProblem = created.Time, errPull
+			})),
+			phase: v1alpha1.PhaseImporting,
+			check: func(t *testing.T, d Decision) {
+				if assert.NotNil(t, d.Status.PodWaiting) {
+					assert.Equal(t, verify1, d.Status.PodWaiting.Job)
+				}
+			},
+		},
+		"the phase moved on: cleared": {
+			m: transferring(recorded(first)), obs: newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, Succeeded: true, Results: goodResults()})),
+			phase: v1alpha1.PhaseConverting,
+			check: func(t *testing.T, d Decision) { assert.Nil(t, d.Status.PodWaiting) },
+		},
+		"failing: cleared": {
+			m: transferring(recorded(first), builders.RetryLimit(0)),
+			obs:   newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, Failed: true, Message: "BackoffLimitExceeded"})),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) { assert.Nil(t, d.Status.PodWaiting) },
+		},
+	})
+}
+
+// TestLastErrorSummary: status.lastError.summary, kubectl get -o wide's
+// Last Error column, is the message's short form (issue 34: the column
+// showed the reason, as the Reason column did).
+func TestLastErrorSummary(t *testing.T) {
+	long := "transfer job web-01-transfer-1 failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
+	runCases(t, map[string]decideCase{
+		"a failure": {
+			m: newMigration(builders.Reached(v1alpha1.PhaseTransferringDisks), builders.RetryLimit(0), builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.Transfer = &v1alpha1.JobStatus{JobName: naming.TransferJob(builders.Name, 1), Attempt: 1}
+			})),
+			obs:   newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: naming.TransferJob(builders.Name, 1), Failed: true, Message: "BackoffLimitExceeded: Job has reached the specified backoff limit"})),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) {
+				e := d.Status.LastError
+				if assert.NotNil(t, e) {
+					assert.Equal(t, naming.Summarize(e.Message), e.Summary)
+					require.True(t, strings.HasSuffix(e.Summary, "..."), "a long message, cut: %q", e.Summary)
+					assert.True(t, strings.HasPrefix(e.Message, e.Summary[:len(e.Summary)-3]), "the message's start: %q", e.Summary)
+				}
+			},
+		},
+		"an error an older controller recorded: summarised": {
+			m: newMigration(builders.Reached(v1alpha1.PhaseFailed), builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.LastError = &v1alpha1.MigrationError{Phase: v1alpha1.PhaseTransferringDisks, Reason: ReasonTransferFailed, Message: long, Time: builders.At(-time.Hour)}
+			})),
+			obs: newObs(), phase: v1alpha1.PhaseFailed,
+			check: func(t *testing.T, d Decision) {
+				assert.Equal(t, "transfer job web-01-transfer-1 failed: BackoffLimitExceeded...", d.Status.LastError.Summary)
+			},
+		},
+	})
+}

@@ -455,8 +455,8 @@ func TestPodWaitingRecorded(t *testing.T) {
 			check: func(t *testing.T, d Decision) { assert.Nil(t, d.Status.PodWaiting) },
 		},
 		"the attempt failed at the timeout: the next attempt's pod is not the one recorded": {
-			m: transferring(recorded(first)),
-			obs: newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, CreatedAt: builders.At(-DefaultPodStartTimeout).Time, StartProblem: errPull})),
+			m:     transferring(recorded(first)),
+			obs:   newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, CreatedAt: builders.At(-DefaultPodStartTimeout).Time, StartProblem: errPull})),
 			phase: v1alpha1.PhaseTransferringDisks, action: ActionDeleteJob, name: job1,
 			check: func(t *testing.T, d Decision) {
 				assert.Equal(t, job2, d.Status.Transfer.JobName)
@@ -503,7 +503,7 @@ func TestPodWaitingRecorded(t *testing.T) {
 			check: func(t *testing.T, d Decision) { assert.Nil(t, d.Status.PodWaiting) },
 		},
 		"failing: cleared": {
-			m: transferring(recorded(first), builders.RetryLimit(0)),
+			m:     transferring(recorded(first), builders.RetryLimit(0)),
 			obs:   newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: job1, Failed: true, Message: "BackoffLimitExceeded"})),
 			phase: v1alpha1.PhaseRollingBack,
 			check: func(t *testing.T, d Decision) { assert.Nil(t, d.Status.PodWaiting) },

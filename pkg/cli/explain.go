@@ -18,6 +18,8 @@ func nextStep(m *v1alpha1.VirtualMachineMigration) string {
 	case m.Spec.Policy.Paused:
 		return fmt.Sprintf("The controller holds the migration at %s (spec.policy.paused; running jobs go on): resume it with kubectl vmm resume %s -n %s.",
 			phaseOf(m), m.Name, m.Namespace)
+	case m.Status.PodWaiting != nil:
+		return podWaitingStep(m, m.Status.PodWaiting)
 	case isTrue(m, statemachine.ConditionStalled):
 		return stalledStep(m)
 	}
@@ -121,6 +123,17 @@ func stalledStep(m *v1alpha1.VirtualMachineMigration) string {
 	}
 	return fmt.Sprintf("Stalled: %s (spec.policy.stallTimeout %s)%s; kubectl vmm cancel %s -n %s stops it and restores the source.",
 		clean(c.Message), humanDuration(m.Spec.Policy.StallAfter()), where, m.Name, m.Namespace)
+}
+
+// podWaitingStep says what to do about a pod that has not started for a
+// reason a person must fix.
+func podWaitingStep(m *v1alpha1.VirtualMachineMigration, w *v1alpha1.PodWaiting) string {
+	when := "after the controller's --pod-start-timeout"
+	if w.AttemptFailsAt != nil {
+		when = "at " + timestamp(w.AttemptFailsAt)
+	}
+	return fmt.Sprintf("The controller waits for the pod of %s to start (%s): fix what the cluster says (kubectl describe pod -n %s -l job-name=%s); %s the attempt counts as failed and, while the retry budget lasts, a new one starts.",
+		jobTitle(m, w.Job), clean(w.Reason), m.Namespace, w.Job, when)
 }
 
 func waitingStep(m *v1alpha1.VirtualMachineMigration, reason, message string) string {

@@ -253,6 +253,8 @@ func fixtures() map[string]*v1alpha1.VirtualMachineMigration {
 		"succeeded":       inPhase("succeeded", v1alpha1.PhaseSucceeded, succeeded),
 		"plan-ran":        inPhase("plan-ran", v1alpha1.PhaseSucceeded, withPlan, planRan, succeeded),
 		"failed":          inPhase("failed", v1alpha1.PhaseFailed, failed),
+		"failed-converting": inPhase("failed-converting", v1alpha1.PhaseConverting, failedConverting),
+		"pull-backoff":      inPhase("pull-backoff", v1alpha1.PhaseTransferringDisks, transferring(0, 0, 0), pullBackOff),
 		"refused":         inPhase("refused", v1alpha1.PhaseFailed, refusedByDryRun),
 		"rolling-back":    inPhase("rolling-back", v1alpha1.PhaseRollingBack, transferring(1024*mib, 0, 0), lastError(v1alpha1.PhaseTransferringDisks, "TransferFailed", "transfer job rolling-back-transfer-1 failed: BackoffLimitExceeded")),
 		"cancelling":      inPhase("cancelling", v1alpha1.PhaseCancelling, transferring(3072*mib, 1024*mib, 0), cancelling),
@@ -271,10 +273,34 @@ func planRan(m *v1alpha1.VirtualMachineMigration) {
 	m.Status.Plan.ConfigMapName = ""
 }
 
+// lastError records a failure as the controller does, with its summary.
 func lastError(phase v1alpha1.Phase, reason, message string) func(*v1alpha1.VirtualMachineMigration) {
 	return func(m *v1alpha1.VirtualMachineMigration) {
-		m.Status.LastError = &v1alpha1.MigrationError{Phase: phase, Reason: reason, Message: message, Time: at(41 * time.Minute)}
+		m.Status.LastError = &v1alpha1.MigrationError{Phase: phase, Reason: reason, Message: message,
+			Summary: naming.Summarize(message), Time: at(41 * time.Minute)}
 	}
+}
+
+// failedConverting failed in Converting, after its transfer: an older
+// controller left status.progress at the transfer's 100%.
+func failedConverting(m *v1alpha1.VirtualMachineMigration) {
+	m.Status.Phase = v1alpha1.PhaseFailed
+	m.Status.Conversion = &v1alpha1.ConversionStatus{JobStatus: v1alpha1.JobStatus{JobName: naming.ConversionJob(m.Name, 1), Attempt: 1},
+		ConfigMapName: naming.ConversionConfigMap(m.Name, 1)}
+	lastError(v1alpha1.PhaseConverting, statemachine.ReasonConversionFailed, "conversion job failed-converting-convert-1 failed: virt-v2v: inspection could not detect the source guest (InspectionFailed: converting again cannot help)")(m)
+	m.Status.CompletionTime = atp(41 * time.Minute)
+	ended(m)
+}
+
+// pullBackOff is a transfer whose pod has not started for 20 minutes:
+// its image cannot be pulled (a controller run with --pod-start-timeout 30m).
+func pullBackOff(m *v1alpha1.VirtualMachineMigration) {
+	job := m.Status.Transfer.JobName
+	m.Status.LastProgressTime = atp(22 * time.Minute)
+	m.Status.PodWaiting = &v1alpha1.PodWaiting{Job: job, Reason: "ImagePullBackOff",
+		Message: `Back-off pulling image "registry.example/vm-migration-controller:v0.1.1"`, Since: at(22 * time.Minute), AttemptFailsAt: atp(52 * time.Minute)}
+	setCondition(m, statemachine.ConditionProgressing, metav1.ConditionTrue, statemachine.ReasonWorking,
+		fmt.Sprintf(`transferring disks (job %s, attempt 1); its pod has not started: ImagePullBackOff: Back-off pulling image "registry.example/vm-migration-controller:v0.1.1" (the attempt counts as failed at 2026-11-30T10:52:00Z)`, job))
 }
 
 func withPlan(m *v1alpha1.VirtualMachineMigration) {

@@ -31,7 +31,9 @@ func printProgress(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time.Ti
 	if err := printDiskBars(w, m); err != nil {
 		return err
 	}
-	if reason, message, ok := waiting(m); ok {
+	if pw := m.Status.PodWaiting; pw != nil && !isTerminal(m) && m.DeletionTimestamp == nil {
+		fmt.Fprintf(w, "Waiting: %s for %s: %s\n", clean(pw.Reason), age(&pw.Since, now), clean(podWaitingMessage(m, pw, now)))
+	} else if reason, message, ok := waiting(m); ok {
 		fmt.Fprintf(w, "Waiting: %s: %s\n", clean(reason), clean(message))
 	}
 	if line := lastErrorLine(m); line != "" && (isTerminal(m) || m.Status.Phase == v1alpha1.PhaseRollingBack) {

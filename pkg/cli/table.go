@@ -15,7 +15,8 @@ import (
 
 // tableOptions shape the list table.
 type tableOptions struct {
-	// wide adds the disks, rate, ETA and last error columns.
+	// wide adds the disks, what each waits for, rate, ETA and last error
+	// columns.
 	wide bool
 	// withNamespace adds the NAMESPACE column (--all-namespaces).
 	withNamespace bool
@@ -30,7 +31,7 @@ func tableHeader(o tableOptions) []string {
 		cols = append([]string{"NAMESPACE"}, cols...)
 	}
 	if o.wide {
-		cols = append(cols, "DISKS", "RATE", "ETA", "LAST ERROR")
+		cols = append(cols, "DISKS", "WAITING FOR", "RATE", "ETA", "LAST ERROR")
 	}
 	return cols
 }
@@ -38,12 +39,17 @@ func tableHeader(o tableOptions) []string {
 // tableRow is one migration's row cells. A source VM name longer than
 // naming.MaxDisplayName is shortened in the middle, as kubectl get's
 // column (status.sourceName) has it; -o yaml and describe show it whole.
+// REASON and LAST ERROR are kubectl get -o wide's Reason and Last Error
+// columns (the Progressing condition's reason, status.lastError.summary);
+// a stall, which the Progressing condition does not tell, shows in PHASE.
 func tableRow(m *v1alpha1.VirtualMachineMigration, o tableOptions, now time.Time) []string {
-	reason := rowReason(m)
 	phase := string(phaseOf(m))
 	phase += deletionNote(m)
+	if isStalled(m) {
+		phase += " (stalled)"
+	}
 	row := []string{m.Name, phase, orNone(progressOf(m)), orNone(naming.Shorten(clean(sourceName(m)), naming.MaxDisplayName)),
-		orNone(targetNameOf(m)), orNone(clean(reason)), age(&m.CreationTimestamp, now)}
+		orNone(targetNameOf(m)), orNone(clean(rowReason(m))), age(&m.CreationTimestamp, now)}
 	if o.withNamespace {
 		row = append([]string{m.Namespace}, row...)
 	}
@@ -54,23 +60,15 @@ func tableRow(m *v1alpha1.VirtualMachineMigration, o tableOptions, now time.Time
 		} else if m.Status.Source != nil {
 			disks = fmt.Sprint(len(m.Status.Source.Disks))
 		}
-		lastErr := none
-		if m.Status.LastError != nil {
-			lastErr = clean(m.Status.LastError.Reason)
-		}
-		row = append(row, disks, humanRate(overallRate(m)), humanETA(overallETA(m)), lastErr)
+		row = append(row, disks, orNone(clean(waitsFor(m))), humanRate(overallRate(m)), humanETA(overallETA(m)), orNone(clean(lastErrorSummary(m))))
 	}
 	return row
 }
 
-// rowReason is why the migration waits, or how it ended: the Progressing
-// condition's reason once it ended (TargetStarted, or the failure's), as
-// kubectl get -o wide shows it.
+// rowReason is the Progressing condition's reason, as kubectl get -o wide
+// shows it: Working, why the migration waits, or how it ended.
 func rowReason(m *v1alpha1.VirtualMachineMigration) string {
-	if reason, _, ok := waiting(m); ok {
-		return reason
-	}
-	if c := condition(m, statemachine.ConditionProgressing); c != nil && isTerminal(m) {
+	if c := condition(m, statemachine.ConditionProgressing); c != nil {
 		return c.Reason
 	}
 	return ""

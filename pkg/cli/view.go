@@ -3,11 +3,14 @@ package cli
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
 )
 
@@ -37,11 +40,15 @@ func isTrue(m *v1alpha1.VirtualMachineMigration, t string) bool {
 }
 
 // waiting says why the migration is not progressing, when it is not and
-// has not ended: reason and message of the Stalled, Paused or Progressing
-// condition, in that order.
+// has not ended: the pod of the phase's Job that has not started
+// (status.podWaiting: its reason, and since when), else the reason and
+// message of the Stalled, Paused or Progressing condition, in that order.
 func waiting(m *v1alpha1.VirtualMachineMigration) (reason, message string, ok bool) {
 	if isTerminal(m) {
 		return "", "", false
+	}
+	if w := m.Status.PodWaiting; w != nil && m.DeletionTimestamp == nil {
+		return w.Reason, podWaitingMessage(m, w, time.Time{}), true
 	}
 	for _, t := range []string{statemachine.ConditionStalled, statemachine.ConditionPaused} {
 		if c := condition(m, t); c != nil && c.Status == metav1.ConditionTrue {
@@ -55,9 +62,73 @@ func waiting(m *v1alpha1.VirtualMachineMigration) (reason, message string, ok bo
 	return c.Reason, c.Message, true
 }
 
+// podWaitingMessage says which Job's pod has not started, since when (how
+// long ago too, with now set), in the cluster's words, and when the
+// attempt counts as failed.
+func podWaitingMessage(m *v1alpha1.VirtualMachineMigration, w *v1alpha1.PodWaiting, now time.Time) string {
+	msg := fmt.Sprintf("the pod of %s has not started", jobTitle(m, w.Job))
+	if now.IsZero() {
+		msg += " since " + timestamp(&w.Since)
+	}
+	if w.Message != "" {
+		msg += ": " + w.Message
+	}
+	if t := w.AttemptFailsAt; t != nil {
+		msg += "; the attempt counts as failed at " + timestamp(t)
+		if !now.IsZero() && t.After(now) {
+			msg += " (in " + duration.HumanDuration(t.Sub(now)) + ")"
+		}
+	}
+	return msg
+}
+
+// jobTitle names a Job of the migration with what it does: "transfer Job
+// web-01-transfer-1".
+func jobTitle(m *v1alpha1.VirtualMachineMigration, name string) string {
+	st := &m.Status
+	switch {
+	case st.Transfer != nil && st.Transfer.JobName == name:
+		return "transfer Job " + name
+	case st.Conversion != nil && st.Conversion.JobName == name:
+		return "conversion Job " + name
+	case st.Verification != nil && st.Verification.JobName == name:
+		return "verification Job " + name
+	}
+	return "Job " + name
+}
+
+// waitsFor says, short, what the migration waits for, in the controller's
+// words: the pod that has not started, the wait of waiting, else what the
+// controller works on (the Progressing message); "" once it ended.
+func waitsFor(m *v1alpha1.VirtualMachineMigration) string {
+	if isTerminal(m) && m.DeletionTimestamp == nil {
+		return ""
+	}
+	if w := m.Status.PodWaiting; w != nil && m.DeletionTimestamp == nil {
+		return naming.Summarize(fmt.Sprintf("pod of job %s: %s", w.Job, w.Reason))
+	}
+	if _, message, ok := waiting(m); ok {
+		return naming.Summarize(message)
+	}
+	if c := condition(m, statemachine.ConditionProgressing); c != nil && c.Status == metav1.ConditionTrue {
+		return naming.Summarize(c.Message)
+	}
+	return ""
+}
+
+// isStalled reports whether the migration is running and Stalled.
+func isStalled(m *v1alpha1.VirtualMachineMigration) bool {
+	return !isTerminal(m) && isTrue(m, statemachine.ConditionStalled)
+}
+
 // progressOf is status.progress, or the share of bytes transferred while
 // the transfer runs and the controller has not written a progress yet.
+// A migration that fails shows none: no copy runs, and the last figure
+// (100% once its transfer finished) would read as done.
 func progressOf(m *v1alpha1.VirtualMachineMigration) string {
+	if p := phaseOf(m); p == v1alpha1.PhaseFailed || p == v1alpha1.PhaseRollingBack {
+		return ""
+	}
 	if m.Status.Progress != "" {
 		return m.Status.Progress
 	}
@@ -197,6 +268,19 @@ func lastErrorLine(m *v1alpha1.VirtualMachineMigration) string {
 		return ""
 	}
 	return clean(fmt.Sprintf("%s in %s: %s", e.Reason, e.Phase, e.Message))
+}
+
+// lastErrorSummary is the last error's short form (status.lastError.summary,
+// made from the message when an older controller wrote none), or "".
+func lastErrorSummary(m *v1alpha1.VirtualMachineMigration) string {
+	e := m.Status.LastError
+	switch {
+	case e == nil:
+		return ""
+	case e.Summary != "":
+		return e.Summary
+	}
+	return naming.Summarize(e.Message)
 }
 
 // pluralize returns "1 disk" or "2 disks".

@@ -21,7 +21,7 @@ func Shorten(s string, n int) string {
 
 // MaxSummary is the width of a message's short form (Summarize): the Last
 // Error column of kubectl get -o wide and kubectl vmm list -o wide.
-const MaxSummary = 64
+const MaxSummary = 80
 
 // Summarize is a message's short form for a table: on one line, and when
 // longer than MaxSummary runes its start, cut after a word, ended with

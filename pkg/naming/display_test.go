@@ -38,9 +38,9 @@ func TestSummarize(t *testing.T) {
 	}{
 		"short enough":  {"transfer job web-01-transfer-1 failed", "transfer job web-01-transfer-1 failed"},
 		"one line":      {"first line\n  second\tline", "first line second line"},
-		"cut at a word": {"RDMDisk: disk 2001 is a raw device mapping, which cannot be copied; Snapshots: the VM has 2", "RDMDisk: disk 2001 is a raw device mapping, which cannot be..."},
+		"cut at a word": {"RDMDisk: disk 2001 is a raw device mapping, which cannot be copied; Snapshots: the VM has 2 snapshots", "RDMDisk: disk 2001 is a raw device mapping, which cannot be copied..."},
 		"one long word": {strings.Repeat("x", 100), strings.Repeat("x", MaxSummary-3) + "..."},
-		"runes":         {strings.Repeat("é ", 40), strings.Repeat("é ", 30) + "é..."},
+		"runes":         {strings.Repeat("é ", 50), strings.Repeat("é ", 38) + "é..."},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

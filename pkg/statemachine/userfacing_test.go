@@ -538,7 +538,7 @@ func TestLastErrorSummary(t *testing.T) {
 			})),
 			obs: newObs(), phase: v1alpha1.PhaseFailed,
 			check: func(t *testing.T, d Decision) {
-				assert.Equal(t, "transfer job web-01-transfer-1 failed: BackoffLimitExceeded...", d.Status.LastError.Summary)
+				assert.Equal(t, "transfer job web-01-transfer-1 failed: BackoffLimitExceeded: Job has reached...", d.Status.LastError.Summary)
 			},
 		},
 	})

@@ -851,10 +851,10 @@ type MigrationError struct {
 	Message string `json:"message"`
 	// Summary is the message's short form, for tables (the Last Error
 	// column of kubectl get -o wide and kubectl vmm list -o wide): its
-	// start, cut at a word and ended with "..." when longer than 64
+	// start, cut at a word and ended with "..." when longer than 80
 	// characters.
 	// +optional
-	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:MaxLength=80
 	Summary string `json:"summary,omitempty"`
 	// Time of the failure.
 	Time metav1.Time `json:"time"`

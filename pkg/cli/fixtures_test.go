@@ -250,15 +250,15 @@ func fixtures() map[string]*v1alpha1.VirtualMachineMigration {
 			m.Status.Source.Name = longSourceName
 			m.Status.Target.Name = naming.TargetName(longSourceName)
 		}),
-		"succeeded":       inPhase("succeeded", v1alpha1.PhaseSucceeded, succeeded),
-		"plan-ran":        inPhase("plan-ran", v1alpha1.PhaseSucceeded, withPlan, planRan, succeeded),
-		"failed":          inPhase("failed", v1alpha1.PhaseFailed, failed),
+		"succeeded":         inPhase("succeeded", v1alpha1.PhaseSucceeded, succeeded),
+		"plan-ran":          inPhase("plan-ran", v1alpha1.PhaseSucceeded, withPlan, planRan, succeeded),
+		"failed":            inPhase("failed", v1alpha1.PhaseFailed, failed),
 		"failed-converting": inPhase("failed-converting", v1alpha1.PhaseConverting, failedConverting),
 		"pull-backoff":      inPhase("pull-backoff", v1alpha1.PhaseTransferringDisks, transferring(0, 0, 0), pullBackOff),
-		"refused":         inPhase("refused", v1alpha1.PhaseFailed, refusedByDryRun),
-		"rolling-back":    inPhase("rolling-back", v1alpha1.PhaseRollingBack, transferring(1024*mib, 0, 0), lastError(v1alpha1.PhaseTransferringDisks, "TransferFailed", "transfer job rolling-back-transfer-1 failed: BackoffLimitExceeded")),
-		"cancelling":      inPhase("cancelling", v1alpha1.PhaseCancelling, transferring(3072*mib, 1024*mib, 0), cancelling),
-		"delete-finished": inPhase("delete-finished", v1alpha1.PhaseSucceeded, succeeded, cancelling),
+		"refused":           inPhase("refused", v1alpha1.PhaseFailed, refusedByDryRun),
+		"rolling-back":      inPhase("rolling-back", v1alpha1.PhaseRollingBack, transferring(1024*mib, 0, 0), lastError(v1alpha1.PhaseTransferringDisks, "TransferFailed", "transfer job rolling-back-transfer-1 failed: BackoffLimitExceeded")),
+		"cancelling":        inPhase("cancelling", v1alpha1.PhaseCancelling, transferring(3072*mib, 1024*mib, 0), cancelling),
+		"delete-finished":   inPhase("delete-finished", v1alpha1.PhaseSucceeded, succeeded, cancelling),
 	}
 }
 

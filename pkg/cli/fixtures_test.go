@@ -340,7 +340,7 @@ func refusedByDryRun(m *v1alpha1.VirtualMachineMigration) {
 			dr.Refused++
 		case "RoleBinding":
 			answer.Outcome = v1alpha1.DryRunUnchecked
-			answer.Message = "it binds a Role the migration creates just before it, which a dry run does not create"
+			answer.Message = fmt.Sprintf("it binds Role %s, which the migration creates just before it and a dry run does not create (Role %s's own dry run checked its rules)", o.Name, o.Name)
 		}
 		dr.Objects = append(dr.Objects, answer)
 	}

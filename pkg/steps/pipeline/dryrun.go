@@ -153,8 +153,9 @@ func (s *Step) dryRunOne(ctx context.Context, ns string, o runtime.Object) (v1al
 	case apierrors.IsAlreadyExists(err):
 		answer.Outcome, answer.Message = v1alpha1.DryRunUnchecked, truncate("it exists already: "+err.Error(), 2048)
 	case roleNotYetCreated(o, err):
+		role := o.(*rbacv1.RoleBinding).RoleRef.Name
 		answer.Outcome = v1alpha1.DryRunUnchecked
-		answer.Message = truncate(fmt.Sprintf("it binds a Role the migration creates just before it, which a dry run does not create (the Role's own dry run checked its rules): %v", err), 2048)
+		answer.Message = truncate(fmt.Sprintf("it binds Role %s, which the migration creates just before it and a dry run does not create (Role %s's own dry run checked its rules): %v", role, role, err), 2048)
 	default:
 		answer.Outcome, answer.Message = v1alpha1.DryRunRefused, truncate(err.Error(), 2048)
 	}

@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
 )
 
@@ -72,6 +73,11 @@ func TestDryRun(t *testing.T) {
 		outcomes[o.Kind] = o.Outcome
 		if o.Kind == "PersistentVolumeClaim" {
 			assert.Equal(t, quota.Error(), o.Message, "the API server's words")
+		}
+		if o.Kind == "RoleBinding" {
+			// Issue 34: the row said "a Role" without naming it.
+			assert.Contains(t, o.Message, "it binds Role "+naming.TransferAccess(m.Name, 1)+", which the migration creates just before it",
+				"the Role it could not check, by name")
 		}
 	}
 	assert.Equal(t, v1alpha1.DryRunRefused, outcomes["PersistentVolumeClaim"])

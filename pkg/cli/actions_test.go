@@ -199,51 +199,86 @@ func planConfigMap(t *testing.T, m *v1alpha1.VirtualMachineMigration) *corev1.Co
 	return cm
 }
 
+// conversionConfigMap is the conversion's domain ConfigMap of m, as the
+// controller leaves it while the staging objects are kept.
+func conversionConfigMap(m *v1alpha1.VirtualMachineMigration) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: m.Status.Conversion.ConfigMapName, Namespace: m.Namespace,
+			Labels: map[string]string{v1alpha1.LabelMigrationUID: string(m.UID), v1alpha1.LabelComponent: v1alpha1.ComponentConversion}},
+		Data: map[string]string{pipeline.DomainXMLKey: "<domain type=\"kvm\">\n  <name>web-01</name>\n</domain>\n", "convert.sh": "#!/bin/sh\n"},
+	}
+}
+
+// TestPlan: kubectl vmm plan answers on every migration: the stored plan,
+// what status.plan keeps of one that ran, the dry run's answers, the
+// domain the conversion used; or says plainly why not, with advice that
+// applies where the migration stands (issue 34: on a migration past its
+// stop, -o yaml advised setting spec.planOnly before the stop).
 func TestPlan(t *testing.T) {
 	all := fixtures()
 	planned := all["planned"]
 	cases := []struct {
-		name     string
-		args     []string
-		golden   string
-		wantCode int
-		wantErr  string
-		wantOut  string
+		name       string
+		args       []string
+		golden     string
+		wantCode   int
+		wantErr    string
+		notWantErr string
+		wantOut    string
 	}{
 		{name: "summary", args: []string{"plan", "planned"}, golden: "plan-summary"},
 		{name: "yaml", args: []string{"plan", "planned", "-o", "yaml"}, wantOut: "kind: VirtualMachine\n"},
 		{name: "json", args: []string{"plan", "planned", "-o", "json"}, wantOut: `"kind": "List"`},
 		{name: "domain", args: []string{"plan", "planned", "--domain"}, wantOut: `<domain type="kvm">`},
 		{name: "bad output", args: []string{"plan", "planned", "-o", "wide"}, wantCode: 1, wantErr: "--output must be yaml or json"},
-		{name: "not asked", args: []string{"plan", "transferring"}, wantCode: 1, wantErr: `has no plan: ask for one with kubectl vmm create transferring --plan-only ..., or kubectl patch vmm transferring -n apps --type merge -p '{"spec":{"planOnly":true}}'`},
+		{name: "not asked, before the stop", args: []string{"plan", "queued"}, wantCode: 1, wantErr: `has no plan: ask for one with kubectl vmm create queued --plan-only ..., or kubectl patch vmm queued -n apps --type merge -p '{"spec":{"planOnly":true}}'`},
+		{name: "not asked, past the stop", args: []string{"plan", "transferring", "-o", "yaml"}, wantCode: 1,
+			wantErr:    `has no plan: spec.planOnly was not set before its source was stopped, and no plan is made after; what it did: kubectl vmm describe transferring -n apps; the objects it created: kubectl get persistentvolumeclaims,configmaps,jobs,datavolumes,virtualmachines -n apps -l migration.platform.example/migration=transferring -o yaml`,
+			notWantErr: "before the source is stopped"},
+		{name: "not asked, past the stop, the domain before the conversion", args: []string{"plan", "transferring", "--domain"}, wantCode: 1,
+			wantErr: "no conversion domain yet: the conversion renders it in Converting (phase TransferringDisks); kubectl vmm plan transferring -n apps --domain shows it then"},
+		{name: "not asked, the domain the conversion used", args: []string{"plan", "importing", "--domain"}, wantOut: `<domain type="kvm">`},
+		{name: "not asked, the conversion's ConfigMap deleted by the cleanup", args: []string{"plan", "succeeded", "--domain"}, wantCode: 1,
+			wantErr: "the conversion's domain was in ConfigMap succeeded-convert-1-domain, deleted with the staging objects (spec.policy.cleanup: Delete); a migration made with spec.policy.cleanup: Retain keeps it"},
 		{name: "not yet", args: []string{"plan", "validating"}, wantCode: 1, wantErr: "has no plan yet (phase Validating)"},
 		{name: "missing configmap", args: []string{"plan", "orphan"}, wantCode: 1, wantErr: "the plan ConfigMap orphan-plan named in status.plan is missing"},
 		// A plan-first migration that ran: its cleanup deleted the plan
 		// ConfigMap, status.plan keeps the list of objects (issue 25: an
 		// error about a missing plan).
 		{name: "after the run", args: []string{"plan", "plan-ran"}, golden: "plan-ran"},
+		{name: "after the run, status still naming the ConfigMap", args: []string{"plan", "plan-ran-older"}, wantOut: "its cleanup deleted the plan's ConfigMap"},
+		{name: "after the run, as yaml", args: []string{"plan", "plan-ran", "-o", "yaml"}, wantCode: 1,
+			wantErr: "the plan of virtualmachinemigration.migration.platform.example \"plan-ran\" was carried out (phase Succeeded) and its ConfigMap deleted with the staging objects (spec.policy.cleanup: Delete), its objects' YAML with it: kubectl vmm plan plan-ran -n apps lists them; the objects the run created: kubectl get"},
+		{name: "after the run, the domain", args: []string{"plan", "plan-ran", "--domain"}, wantCode: 1,
+			wantErr: "the plan of virtualmachinemigration.migration.platform.example \"plan-ran\" was carried out (phase Succeeded) and its ConfigMap deleted with the staging objects (spec.policy.cleanup: Delete); the conversion's domain was in ConfigMap plan-ran-convert-1-domain, deleted with the staging objects"},
+		{name: "being carried out", args: []string{"plan", "plan-running"}, wantOut: "The migration is carrying out this plan (phase TransferringDisks): these 14 objects, in creation order:"},
 		// Refused by the dry run before the stop: no stored plan, the API
 		// server's answer per object.
 		{name: "refused by the dry run", args: []string{"plan", "refused"}, golden: "plan-dry-run"},
-		{name: "refused by the dry run, as yaml", args: []string{"plan", "refused", "-o", "yaml"}, wantCode: 1, wantErr: "has no plan"},
-		{name: "after the run, status still naming the ConfigMap", args: []string{"plan", "plan-ran-older"}, wantOut: "its cleanup deleted the plan's ConfigMap"},
-		{name: "after the run, as yaml", args: []string{"plan", "plan-ran", "-o", "yaml"}, wantCode: 1, wantErr: "was carried out and its ConfigMap deleted with the staging objects"},
+		{name: "refused by the dry run, as yaml", args: []string{"plan", "refused", "-o", "yaml"}, wantCode: 1,
+			wantErr:    `has no plan: it ended (phase Failed) without one; kubectl vmm plan refused -n apps shows the API server's answer to the dry run of each object it would create, and a migration created with kubectl vmm create ... --plan-only stores its plan first`,
+			notWantErr: "kubectl patch"},
 	}
 	validating := all["validating"]
 	validating.Spec.PlanOnly = true
 	orphan := inPhase("orphan", v1alpha1.PhasePlanned, withPlan)
 	older := inPhase("plan-ran-older", v1alpha1.PhaseSucceeded, withPlan, planRan, succeeded)
 	older.Status.Plan.ConfigMapName = naming.PlanConfigMap(older.Name)
+	running := inPhase("plan-running", v1alpha1.PhaseTransferringDisks, withPlan, func(m *v1alpha1.VirtualMachineMigration) { m.Spec.PlanOnly = false })
+	migrations := objects(planned, all["transferring"], all["queued"], all["importing"], all["succeeded"], validating, orphan, all["plan-ran"], older, running, all["refused"])
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, objects(planned, all["transferring"], validating, orphan, all["plan-ran"], older, all["refused"]), planConfigMap(t, planned))
+			h := newHarness(t, migrations, planConfigMap(t, planned), planConfigMap(t, running), conversionConfigMap(all["importing"]))
 			require.Equal(t, tc.wantCode, h.run(context.Background(), tc.args...), "exit code (stderr %q)", h.errOut)
 			if tc.golden != "" {
 				golden(t, tc.golden, h.out.Bytes())
 			}
 			assert.Contains(t, h.out.String(), tc.wantOut, "stdout")
 			assert.Contains(t, h.errOut.String(), tc.wantErr, "stderr")
-
+			if tc.notWantErr != "" {
+				assert.NotContains(t, h.errOut.String(), tc.notWantErr, "stderr: advice that cannot apply")
+			}
+			assert.NotContains(t, strings.TrimSpace(h.errOut.String()), "\n", "stderr is more than one line")
 		})
 	}
 }

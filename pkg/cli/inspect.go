@@ -91,7 +91,11 @@ func (o *planOptions) run(ctx context.Context, name string) error {
 		return notFound(err, name, ns)
 	}
 	if m.Status.Plan == nil {
-		if m.Status.DryRun != nil && o.output == "" && !o.domain {
+		switch {
+		case o.domain:
+			// No stored plan, but the domain the conversion renders.
+			return o.printConversionDomain(ctx, clients, m)
+		case m.Status.DryRun != nil && o.output == "":
 			// No stored plan, but the API server's answer to the dry run
 			// of every object the migration creates.
 			return printDryRun(o.streams.Out, m)
@@ -99,13 +103,13 @@ func (o *planOptions) run(ctx context.Context, name string) error {
 		return noPlan(m)
 	}
 	if m.Status.Plan.ConfigMapName == "" {
-		return o.printCarriedOut(m)
+		return o.printCarriedOut(ctx, clients, m)
 	}
 	cm, err := clients.Kube.CoreV1().ConfigMaps(ns).Get(ctx, m.Status.Plan.ConfigMapName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || (err == nil && cm.Labels[v1alpha1.LabelMigrationUID] != string(m.UID)) {
 		if !m.Spec.PlanOnly && phaseOf(m) != v1alpha1.PhasePlanned {
 			// The plan ran; its ConfigMap went with the staging objects.
-			return o.printCarriedOut(m)
+			return o.printCarriedOut(ctx, clients, m)
 		}
 		return fmt.Errorf("the plan ConfigMap %s named in status.plan is missing or not this migration's: the controller renders it again while spec.planOnly is true", m.Status.Plan.ConfigMapName)
 	}
@@ -119,8 +123,11 @@ func (o *planOptions) print(m *v1alpha1.VirtualMachineMigration, cm *corev1.Conf
 	objectsYAML, domainXML := cm.Data[v1alpha1.PlanKeyObjects], cm.Data[v1alpha1.PlanKeyDomain]
 	switch {
 	case o.domain:
+		if domainXML == "" && m.SpecInForce().Conversion.Skip {
+			return fmt.Errorf("the plan holds no %s: the conversion is skipped (spec.conversion.skip), so no domain is rendered", v1alpha1.PlanKeyDomain)
+		}
 		if domainXML == "" {
-			return fmt.Errorf("the plan holds no %s (the conversion is skipped?)", v1alpha1.PlanKeyDomain)
+			return fmt.Errorf("the plan ConfigMap %s holds no %s", cm.Name, v1alpha1.PlanKeyDomain)
 		}
 		return printPlanYAML(o.streams.Out, domainXML)
 	case o.output == "yaml":
@@ -138,20 +145,38 @@ func (o *planOptions) print(m *v1alpha1.VirtualMachineMigration, cm *corev1.Conf
 
 // printCarriedOut answers for a plan that was run: its ConfigMap was
 // deleted with the staging objects, and status.plan keeps the list of
-// the objects it planned, which the summary shows.
-func (o *planOptions) printCarriedOut(m *v1alpha1.VirtualMachineMigration) error {
-	if o.domain || o.output != "" {
-		return fmt.Errorf("the plan of %s %q was carried out and its ConfigMap deleted with the staging objects: only the list of its objects remains (kubectl vmm plan %s -n %s)",
-			resourceName, m.Name, m.Name, m.Namespace)
+// the objects it planned, which the summary shows. The domain is the
+// conversion's, while its ConfigMap is kept; the objects' YAML went with
+// the plan, and the error says where the run's own objects are.
+func (o *planOptions) printCarriedOut(ctx context.Context, clients Clients, m *v1alpha1.VirtualMachineMigration) error {
+	switch {
+	case o.domain:
+		return o.printConversionDomain(ctx, clients, m)
+	case o.output != "":
+		return fmt.Errorf("%s, its objects' YAML with it: kubectl vmm plan %s -n %s lists them; the objects the run created: %s%s",
+			carriedOut(m), m.Name, m.Namespace, childrenCommand(m), retainHint(m, "its plan"))
 	}
 	return printPlanRecord(o.streams.Out, m)
 }
 
-// noPlan says why there is no plan and how to get one.
+// noPlan says why there is no plan and how to get one, as far as it can
+// still apply: before the stop a plan can be asked for; after it, or once
+// the migration ended, the run's own objects and story are what is left.
 func noPlan(m *v1alpha1.VirtualMachineMigration) error {
-	if m.Spec.PlanOnly {
+	switch {
+	case m.Spec.PlanOnly && !isTerminal(m):
 		return fmt.Errorf("%s %q has no plan yet (phase %s): the controller stores it once validation and preflight pass; follow with kubectl vmm get %s -n %s --watch",
 			resourceName, m.Name, phaseOf(m), m.Name, m.Namespace)
+	case pastTheStop(m):
+		return fmt.Errorf("%s %q has no plan: spec.planOnly was not set before its source was stopped, and no plan is made after; what it did: kubectl vmm describe %s -n %s; the objects it created: %s",
+			resourceName, m.Name, m.Name, m.Namespace, childrenCommand(m))
+	case isTerminal(m):
+		dryRun := ""
+		if m.Status.DryRun != nil {
+			dryRun = fmt.Sprintf("kubectl vmm plan %s -n %s shows the API server's answer to the dry run of each object it would create, and ", m.Name, m.Namespace)
+		}
+		return fmt.Errorf("%s %q has no plan: it ended (phase %s) without one; %sa migration created with kubectl vmm create ... --plan-only stores its plan first",
+			resourceName, m.Name, phaseOf(m), dryRun)
 	}
 	return fmt.Errorf("%s %q has no plan: ask for one with kubectl vmm create %s --plan-only ..., or kubectl patch vmm %s -n %s --type merge -p '{\"spec\":{\"planOnly\":true}}' before the source is stopped",
 		resourceName, m.Name, m.Name, m.Name, m.Namespace)

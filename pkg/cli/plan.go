@@ -3,12 +3,15 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -50,7 +53,14 @@ func parsePlanObjects(objectsYAML string) ([]*unstructured.Unstructured, error) 
 func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects []*unstructured.Unstructured, domainXML string) error {
 	p := m.Status.Plan
 	fmt.Fprintf(w, "Plan of %s/%s, rendered %s and stored in ConfigMap %s.\n", m.Namespace, m.Name, timestamp(p.RenderedAt), p.ConfigMapName)
-	fmt.Fprintf(w, "The source VM was not touched. Running the migration would create these %s, in this order:\n\n", pluralize(len(objects), "object"))
+	switch {
+	case pastTheStop(m) && isTerminal(m):
+		fmt.Fprintf(w, "The migration ran this plan and ended %s: these %s, in creation order:\n\n", phaseOf(m), pluralize(len(objects), "object"))
+	case pastTheStop(m):
+		fmt.Fprintf(w, "The migration is carrying out this plan (phase %s): these %s, in creation order:\n\n", phaseOf(m), pluralize(len(objects), "object"))
+	default:
+		fmt.Fprintf(w, "The source VM was not touched. Running the migration would create these %s, in this order:\n\n", pluralize(len(objects), "object"))
+	}
 	tw := printers.GetNewTabWriter(w)
 	dryRun := m.Status.DryRun != nil
 	if dryRun {
@@ -85,6 +95,71 @@ func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects 
 	fmt.Fprintf(w, "Full objects: kubectl vmm plan %s -n %s -o yaml\n", m.Name, m.Namespace)
 	return nil
 }
+
+// printConversionDomain prints the libvirt domain the conversion
+// rendered (its ConfigMap holds it under the plan's key, domain.xml) when
+// there is no stored plan to take it from, or says why there is none.
+func (o *planOptions) printConversionDomain(ctx context.Context, clients Clients, m *v1alpha1.VirtualMachineMigration) error {
+	what := fmt.Sprintf("%s %q has no plan", resourceName, m.Name)
+	if m.Status.Plan != nil {
+		what = carriedOut(m)
+	}
+	c := m.Status.Conversion
+	switch {
+	case m.SpecInForce().Conversion.Skip:
+		return fmt.Errorf("%s %q has no conversion domain: the conversion is skipped (spec.conversion.skip)", resourceName, m.Name)
+	case (c == nil || c.ConfigMapName == "") && m.Status.Plan == nil && !pastTheStop(m):
+		return noPlan(m)
+	case (c == nil || c.ConfigMapName == "") && isTerminal(m):
+		return fmt.Errorf("%s; and it ended (phase %s) before its conversion rendered a domain", what, phaseOf(m))
+	case c == nil || c.ConfigMapName == "":
+		return fmt.Errorf("%s %q has no conversion domain yet: the conversion renders it in Converting (phase %s); kubectl vmm plan %s -n %s --domain shows it then",
+			resourceName, m.Name, phaseOf(m), m.Name, m.Namespace)
+	}
+	cm, err := clients.Kube.CoreV1().ConfigMaps(m.Namespace).Get(ctx, c.ConfigMapName, metav1.GetOptions{})
+	switch {
+	case err == nil && cm.Labels[v1alpha1.LabelMigrationUID] == string(m.UID) && cm.Data[v1alpha1.PlanKeyDomain] != "":
+		return printPlanYAML(o.streams.Out, cm.Data[v1alpha1.PlanKeyDomain])
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading the conversion ConfigMap %s: %w", c.ConfigMapName, err)
+	}
+	return fmt.Errorf("%s; the conversion's domain was in ConfigMap %s, %s%s", what, c.ConfigMapName, stagingGone(m), retainHint(m, "it"))
+}
+
+// carriedOut says that m's plan was carried out and its ConfigMap is gone.
+func carriedOut(m *v1alpha1.VirtualMachineMigration) string {
+	return fmt.Sprintf("the plan of %s %q was carried out (phase %s) and its ConfigMap %s", resourceName, m.Name, phaseOf(m), stagingGone(m))
+}
+
+// stagingGone says how a staging object of m went: with the cleanup, or
+// deleted by someone else where the cleanup keeps them.
+func stagingGone(m *v1alpha1.VirtualMachineMigration) string {
+	if m.SpecInForce().Policy.CleanupPolicy() == v1alpha1.CleanupPolicyDelete {
+		return "deleted with the staging objects (spec.policy.cleanup: Delete)"
+	}
+	return "deleted, though spec.policy.cleanup: Retain keeps the staging objects"
+}
+
+// retainHint is the advice that keeps what, for a migration to come, when
+// m's cleanup deleted it; "" when it keeps the staging objects.
+func retainHint(m *v1alpha1.VirtualMachineMigration, what string) string {
+	if m.SpecInForce().Policy.CleanupPolicy() != v1alpha1.CleanupPolicyDelete {
+		return ""
+	}
+	return fmt.Sprintf("; a migration made with spec.policy.cleanup: Retain keeps %s", what)
+}
+
+// childrenCommand is the kubectl command that shows the objects m created
+// and still labels as its own.
+func childrenCommand(m *v1alpha1.VirtualMachineMigration) string {
+	return fmt.Sprintf("kubectl get persistentvolumeclaims,configmaps,jobs,datavolumes,virtualmachines -n %s -l %s=%s -o yaml",
+		m.Namespace, v1alpha1.LabelMigrationName, m.Name)
+}
+
+// pastTheStop reports whether the controller began to stop m's source: it
+// then committed to its spec (status.appliedSpec), and a plan can no
+// longer be asked for.
+func pastTheStop(m *v1alpha1.VirtualMachineMigration) bool { return m.Status.AppliedSpec != nil }
 
 // printPlanRecord writes what status.plan keeps of a plan that was run
 // and whose ConfigMap is gone: when it was rendered and the objects it

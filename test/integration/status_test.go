@@ -127,7 +127,8 @@ func TestKubectlPrinterColumns(t *testing.T) {
 			Type: "Progressing", Status: metav1.ConditionFalse, Reason: "SourceUnreachable",
 			Message: "connecting: i/o timeout", LastTransitionTime: metav1.Now(), ObservedGeneration: 1,
 		})
-		s.LastError = &migrationv1alpha1.MigrationError{Phase: migrationv1alpha1.PhaseValidating, Reason: "PreflightCheckFailed", Message: "reading datastores: timeout", Time: metav1.Now()}
+		s.LastError = &migrationv1alpha1.MigrationError{Phase: migrationv1alpha1.PhaseValidating, Reason: "PreflightCheckFailed", Message: "reading datastores: timeout",
+			Summary: "reading datastores: timeout", Time: metav1.Now()}
 	})
 
 	run := func(args ...string) [][]string {
@@ -147,13 +148,14 @@ func TestKubectlPrinterColumns(t *testing.T) {
 	}
 
 	// -o wide adds why the migration does not progress and its last error
-	// (not the Ready condition's reason, which repeats the phase).
+	// (not the Ready condition's reason, which repeats the phase), its
+	// message short (issue 34: LAST ERROR repeated a reason).
 	wide := run("get", "vmm", "-o", "wide")
 	const wideWant = "kubectl get vmm -o wide: %q, want REASON (the Progressing reason) and LAST ERROR columns"
 	if assert.Len(t, wide, 2, wideWant, wide) && assert.Len(t, wide[0], 8, wideWant, wide) &&
 		assert.GreaterOrEqual(t, len(wide[1]), 8, wideWant, wide) {
 		assert.Equal(t, []string{"REASON", "LAST ERROR"}, wide[0][6:8], wideWant, wide)
-		assert.Equal(t, []string{"SourceUnreachable", "PreflightCheckFailed"}, wide[1][6:8], wideWant, wide)
+		assert.Equal(t, []string{"SourceUnreachable", "reading datastores: timeout"}, wide[1][6:8], wideWant, wide)
 	}
 }
 

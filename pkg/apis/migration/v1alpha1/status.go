@@ -57,7 +57,9 @@ type VirtualMachineMigrationStatus struct {
 	// Phase is the checkpoint the controller is working toward.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
-	// Progress is the overall progress of the data copy, as "45%".
+	// Progress is the overall progress of the data copy, as "45%"; empty
+	// once the migration fails (rolling back or Failed: no copy runs, and
+	// status.disks keep how far each disk got).
 	// +optional
 	Progress string `json:"progress,omitempty"`
 	// SourceName is the source VM's name as tables show it (kubectl get's

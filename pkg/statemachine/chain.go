@@ -64,6 +64,9 @@ func (d *decider) verifyTargets() {
 	case v.CompletedAt != nil:
 		d.advance(v1alpha1.PhaseCreatingVM, d.chainEvidence())
 	case job == nil:
+		if d.earlierAttemptRuns(v.JobName) {
+			return
+		}
 		d.act(ActionCreateVerificationJob, v.JobName, v.Attempt)
 		d.working(fmt.Sprintf("verifying the target disks (job %s, attempt %d)", v.JobName, v.Attempt), d.cfg.PollInterval)
 	case job.Failed:

@@ -94,6 +94,11 @@ const (
 	// within the pod start timeout for a reason a person must fix; the
 	// attempt counts as failed.
 	ReasonPodNotStarted = "PodNotStarted"
+	// ReasonEarlierAttemptRunning: a transfer, conversion or verification
+	// attempt waits to start until every Job and pod of the earlier
+	// attempts is gone (two pods never write the same claim); past the
+	// retry deadline the migration fails.
+	ReasonEarlierAttemptRunning = "EarlierAttemptRunning"
 )
 
 // Conversion failure reasons a conversion Job reports. Inspection failures

@@ -123,6 +123,10 @@ type Observation struct {
 	ConversionJob *JobObservation
 	// VerificationJob is the Job named in status.verification, nil if absent.
 	VerificationJob *JobObservation
+	// Workers are what may still run of the migration's transfer,
+	// conversion and verification attempts (see WorkerObservation), read
+	// in the phases that start them; nil when nothing may.
+	Workers []WorkerObservation
 	// DataVolumes are the target DataVolumes that exist, by name.
 	DataVolumes map[string]DataVolumeObservation
 	// VM is the target VirtualMachine, nil if absent.
@@ -264,6 +268,7 @@ const (
 	KindRoleBinding           = "RoleBinding"
 	KindDataVolume            = "DataVolume"
 	KindVirtualMachine        = "VirtualMachine"
+	KindPod                   = "Pod"
 )
 
 // ObjectRef names one observed Kubernetes object in the migration's
@@ -377,6 +382,22 @@ type JobObservation struct {
 	// waits for something that comes by itself (its volumes, its image
 	// being pulled).
 	StartProblem *PodStartProblem
+}
+
+// WorkerObservation is one of the migration's transfer, conversion or
+// verification Jobs that has not finished or is being deleted, or one of
+// their pods that has not ended (Pending, Running or Unknown, being
+// deleted or not): while it exists, a container of its attempt may still
+// run (an image pull that succeeds late, a node that comes back) and
+// write the claims it mounts. No attempt starts while one of another
+// attempt exists: two pods never write the same claim.
+type WorkerObservation struct {
+	// Ref is the Job or the pod (Kind KindJob or KindPod).
+	Ref ObjectRef
+	// Job is the name of the Job it is, or whose pod it is.
+	Job string
+	// Deleting says its deletion was asked for (it runs until it is gone).
+	Deleting bool
 }
 
 // PodStartProblem is why a pod has not started, in the cluster's words.

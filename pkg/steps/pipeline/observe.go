@@ -241,7 +241,9 @@ var workerComponents = []string{v1alpha1.ComponentTransfer, v1alpha1.ComponentCo
 // (Pending, Running, Unknown), being deleted or not. Jobs first, then
 // pods, each by name.
 func (s *Step) observeWorkers(m *v1alpha1.VirtualMachineMigration) ([]statemachine.WorkerObservation, error) {
-	worker := func(o metav1.Object) bool { return slices.Contains(workerComponents, o.GetLabels()[v1alpha1.LabelComponent]) }
+	worker := func(o metav1.Object) bool {
+		return slices.Contains(workerComponents, o.GetLabels()[v1alpha1.LabelComponent])
+	}
 	jobs, err := owned[*batchv1.Job](s, "jobs", m)
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", err)

@@ -728,7 +728,7 @@ func (d *decider) startRequestedAt() time.Time {
 // recorded first: from then on the target holds migrated data.
 func (d *decider) startTarget(name string) {
 	if d.st.Target.StartRequestedAt == nil {
-		if !d.sourceStaysOff(name) {
+		if d.reverifyBeforeStart() || !d.sourceStaysOff(name) {
 			return
 		}
 		now := d.now

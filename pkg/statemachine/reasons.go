@@ -99,6 +99,10 @@ const (
 	// attempts is gone (two pods never write the same claim); past the
 	// retry deadline the migration fails.
 	ReasonEarlierAttemptRunning = "EarlierAttemptRunning"
+	// ReasonVerificationAged: the target disks were read back longer
+	// before the start than the controller's --verification-max-age;
+	// they are read back again before the VM starts.
+	ReasonVerificationAged = "VerificationAged"
 )
 
 // Conversion failure reasons a conversion Job reports. Inspection failures

@@ -39,6 +39,12 @@ type Config struct {
 	// no node to run it, a container it cannot create) before the attempt
 	// counts as failed.
 	PodStartTimeout time.Duration
+	// VerificationMaxAge bounds how long before the target VM is started
+	// its disks may have been read back: a start that comes later (the
+	// VM's creation held by a quota, a webhook or a slow API, a pause)
+	// reads every target disk back again first, so that the chain holds
+	// for the bytes the VM starts on.
+	VerificationMaxAge time.Duration
 }
 
 // Default tunables.
@@ -47,6 +53,8 @@ const (
 	DefaultProgressInterval = 10 * time.Second
 	DefaultWaitInterval     = 30 * time.Second
 	DefaultPodStartTimeout  = 5 * time.Minute
+	// DefaultVerificationMaxAge is VerificationMaxAge's default.
+	DefaultVerificationMaxAge = 10 * time.Minute
 )
 
 func (c Config) withDefaults() Config {
@@ -61,6 +69,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PodStartTimeout <= 0 {
 		c.PodStartTimeout = DefaultPodStartTimeout
+	}
+	if c.VerificationMaxAge <= 0 {
+		c.VerificationMaxAge = DefaultVerificationMaxAge
 	}
 	return c
 }

@@ -348,10 +348,20 @@ func readsJobs(m *v1alpha1.VirtualMachineMigration) bool {
 }
 
 // readsVerification reports whether the decision looks at the
-// verification Job: while it may run (Importing), and in a rollback that
-// stops it.
+// verification Job: while it may run (Importing, and Starting until the
+// start is requested: a start later than the verification's bound reads
+// the targets back again), and in a rollback that stops it.
 func readsVerification(m *v1alpha1.VirtualMachineMigration) bool {
-	return m.DeletionTimestamp == nil && (m.Status.Phase == v1alpha1.PhaseImporting || m.Status.Phase == v1alpha1.PhaseRollingBack)
+	if m.DeletionTimestamp != nil {
+		return false
+	}
+	switch m.Status.Phase {
+	case v1alpha1.PhaseImporting, v1alpha1.PhaseRollingBack:
+		return true
+	case v1alpha1.PhaseStarting:
+		return m.Status.Target == nil || m.Status.Target.StartRequestedAt == nil
+	}
+	return false
 }
 
 // observeVerificationJob observes the verification Job of this migration

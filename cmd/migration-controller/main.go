@@ -89,6 +89,7 @@ func (f *flags) controllerFlags(fs *flag.FlagSet) {
 	fs.IntVar(&f.opts.VSphereOperationsPerEndpoint, "vsphere-operations-per-endpoint", 0, "vSphere operations (each holds a worker) run against one endpoint at once; more are refused and looked at again a moment later (0: --workers minus one, at least 1, so that one endpoint that stalls never holds every worker)")
 	fs.DurationVar(&f.opts.Decisions.PollInterval, "poll-interval", statemachine.DefaultPollInterval, "how often vSphere and running jobs are looked at")
 	fs.DurationVar(&f.opts.Decisions.WaitInterval, "wait-interval", statemachine.DefaultWaitInterval, "how often a waiting migration is looked at")
+	fs.DurationVar(&f.opts.Decisions.VerificationMaxAge, "verification-max-age", statemachine.DefaultVerificationMaxAge, "how long before the target VM is started its disks may have been read back by the verification; a start that comes later (the VM's creation held, a pause) reads them back again first")
 	fs.DurationVar(&f.opts.DefaultTTLAfterFinished, "default-ttl-after-finished", 0, "delete a finished migration this long after it finished, when its spec.ttlSecondsAfterFinished is unset, keeping what it produced and recording its evidence in an event and the log first (0: keep finished migrations until deleted)")
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader among replicas with a Lease; only the leader acts (false: act at once, for a single copy only)")
 	fs.StringVar(&f.leaseNamespace, "leader-election-namespace", "vm-migration-system", "namespace of the leader election Lease")
@@ -121,6 +122,8 @@ func (f *flags) complete() error {
 		return errors.New("--max-transfers-per-host and --max-transfers-per-datastore must not be negative")
 	case f.transferStreams < 1 || f.hostConnections < 1:
 		return errors.New("--transfer-streams and --transfer-connections-per-host must be at least 1")
+	case f.opts.Decisions.VerificationMaxAge < time.Minute:
+		return fmt.Errorf("--verification-max-age must be at least 1m, got %s", f.opts.Decisions.VerificationMaxAge)
 	case f.opts.DefaultTTLAfterFinished < 0:
 		return fmt.Errorf("--default-ttl-after-finished must not be negative, got %s", f.opts.DefaultTTLAfterFinished)
 	case f.apiQPS <= 0 || f.apiBurst < 1:

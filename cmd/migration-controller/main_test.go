@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
+
+	"platform.example/vm-migration/pkg/statemachine"
 )
 
 func TestLogFormatFlag(t *testing.T) {
@@ -128,6 +130,31 @@ func TestDefaultTTLFlag(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, f.opts.DefaultTTLAfterFinished)
+		})
+	}
+}
+
+// TestVerificationMaxAgeFlag: how long before the start the target disks
+// may have been read back (10m by default).
+func TestVerificationMaxAgeFlag(t *testing.T) {
+	cases := map[string]struct {
+		args    []string
+		want    time.Duration
+		wantErr string
+	}{
+		"10m by default": {want: statemachine.DefaultVerificationMaxAge},
+		"set":            {args: []string{"--verification-max-age=30m"}, want: 30 * time.Minute},
+		"too short":      {args: []string{"--verification-max-age=10s"}, wantErr: "--verification-max-age must be at least 1m"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f, err := parseFlags(tc.args)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, f.opts.Decisions.VerificationMaxAge)
 		})
 	}
 }

@@ -129,7 +129,7 @@ func describeDisks(w io.Writer, m *v1alpha1.VirtualMachineMigration, _ time.Time
 		fmt.Fprintf(tw, "    converted:\t%s\n", convertedEvidence(m, d))
 		fmt.Fprintf(tw, "    after import:\t%s\n", importEvidence(d))
 		fmt.Fprintf(tw, "    on the target:\t%s\n", targetEvidence(d))
-		fmt.Fprintf(tw, "    chain:\t%s\n", chainVerdict(d))
+		fmt.Fprintf(tw, "    chain:\t%s\n", chainVerdict(m, d))
 		_ = tw.Flush()
 	}
 }

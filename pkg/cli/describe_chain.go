@@ -2,6 +2,9 @@ package cli
 
 import (
 	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 )
@@ -40,12 +43,14 @@ func targetEvidence(d v1alpha1.DiskStatus) string {
 }
 
 // chainVerdict says whether the disk's bytes are accounted for from the
-// source to the target.
-func chainVerdict(d v1alpha1.DiskStatus) string {
+// source to the target, and, verified, when the target was read back
+// relative to the VM's start (a start later than the controller's bound
+// reads it back again first).
+func chainVerdict(m *v1alpha1.VirtualMachineMigration, d v1alpha1.DiskStatus) string {
 	sums := d.Checksums
 	switch {
 	case sums != nil && sums.VerifiedAt != nil:
-		return "verified: the target holds the converted bytes, which came from the transferred ones"
+		return "verified: the target holds the converted bytes, which came from the transferred ones, " + readBackWhen(m, sums.VerifiedAt)
 	case sums != nil && sums.Target != "" && sums.Target != sums.Converted:
 		return "BROKEN: the target's bytes are not the converted ones (the VM was not started)"
 	case d.SHA256 == "":
@@ -54,4 +59,23 @@ func chainVerdict(d v1alpha1.DiskStatus) string {
 		return "incomplete: no checksum of the converted image yet"
 	}
 	return "incomplete: the target not read back yet"
+}
+
+// readBackWhen says when a target was read back relative to the VM's
+// start (the time itself is on the "on the target" line), or that the VM
+// was not started (yet).
+func readBackWhen(m *v1alpha1.VirtualMachineMigration, at *metav1.Time) string {
+	if t := m.Status.Target; t != nil && t.StartRequestedAt != nil {
+		if before := t.StartRequestedAt.Sub(at.Time); before >= 0 {
+			return fmt.Sprintf("read back %s before the VM was started", before.Round(time.Second))
+		}
+		return fmt.Sprintf("read back %s after the VM was started", at.Sub(t.StartRequestedAt.Time).Round(time.Second))
+	}
+	switch m.Status.Phase {
+	case v1alpha1.PhaseImporting, v1alpha1.PhaseCreatingVM, v1alpha1.PhaseStarting:
+		if m.DeletionTimestamp == nil {
+			return "the VM not started yet (a start long after this reads the target back again)"
+		}
+	}
+	return "the VM was not started by the migration"
 }

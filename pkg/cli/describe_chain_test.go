@@ -78,3 +78,30 @@ func TestGoldenDescribeChain(t *testing.T) {
 		})
 	}
 }
+
+// TestChainVerdictSaysWhenReadBack: a verified chain says how long before
+// the VM's start the target was read back (a start much later would
+// have read it again), or that the VM was not started.
+func TestChainVerdictSaysWhenReadBack(t *testing.T) {
+	const verified = "verified: the target holds the converted bytes, which came from the transferred ones"
+	for name, tc := range map[string]struct {
+		phase   v1alpha1.Phase
+		startAt *metav1.Time
+		want    string
+	}{
+		"started 10s later": {phase: v1alpha1.PhaseSucceeded, startAt: atp(35*time.Minute + 30*time.Second),
+			want: verified + ", read back 10s before the VM was started"},
+		"started 12m later (a controller whose bound is longer)": {phase: v1alpha1.PhaseStarting, startAt: atp(47*time.Minute + 20*time.Second),
+			want: verified + ", read back 12m0s before the VM was started"},
+		"not started yet": {phase: v1alpha1.PhaseCreatingVM,
+			want: verified + ", the VM not started yet (a start long after this reads the target back again)"},
+		"left halted": {phase: v1alpha1.PhaseSucceeded,
+			want: verified + ", the VM was not started by the migration"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := inPhase("verdict", tc.phase, chained(false))
+			m.Status.Target.StartRequestedAt = tc.startAt
+			require.Equal(t, tc.want, chainVerdict(m, m.Status.Disks[0]))
+		})
+	}
+}

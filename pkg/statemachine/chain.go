@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
@@ -16,6 +17,9 @@ import (
 // before the VM is created, a verification Job reads each target claim
 // back (targetSHA256), which must be the converted one, or the migration
 // fails before the VM ever starts and its rollback restores the source.
+// The claim must hold when the VM starts: a start later than
+// VerificationMaxAge after the verification reads the targets back again
+// first (reverifyBeforeStart).
 
 // verificationAttempt is the status of a verification attempt.
 func verificationAttempt(migration string, attempt int32) *v1alpha1.JobStatus {
@@ -49,12 +53,19 @@ func (d *decider) convertedUnchanged() {
 // verifyTargets runs once every DataVolume is populated: a verification
 // Job reads each target claim, the chain is checked, the Job goes (its
 // pod no longer holds the claims the VM uses), and the migration moves
-// on to create the VM. A Job that fails is retried under a new name; a
-// target whose bytes are not the converted ones fails the migration.
+// on to create the VM.
 func (d *decider) verifyTargets() {
 	if d.st.Verification == nil {
 		d.st.Verification = verificationAttempt(d.m.Name, 1)
 	}
+	d.verify(func() { d.advance(v1alpha1.PhaseCreatingVM, d.chainEvidence()) })
+}
+
+// verify runs the verification attempt recorded in status.verification
+// and calls done once it is recorded and its Job gone. A Job that fails
+// is retried under a new name; a target whose bytes are not the converted
+// ones fails the migration.
+func (d *decider) verify(done func()) {
 	v := d.st.Verification
 	job := d.obs.VerificationJob
 	switch {
@@ -62,8 +73,11 @@ func (d *decider) verifyTargets() {
 		d.remove(ActionDeleteJob, job.Name, job.Ref)
 		d.working("removing verification job "+job.Name+": the VM will use the claims it read", d.cfg.PollInterval)
 	case v.CompletedAt != nil:
-		d.advance(v1alpha1.PhaseCreatingVM, d.chainEvidence())
+		done()
 	case job == nil:
+		if d.earlierAttemptRuns(v.JobName) {
+			return
+		}
 		d.act(ActionCreateVerificationJob, v.JobName, v.Attempt)
 		d.working(fmt.Sprintf("verifying the target disks (job %s, attempt %d)", v.JobName, v.Attempt), d.cfg.PollInterval)
 	case job.Failed:
@@ -156,4 +170,32 @@ func shortSum(s string) string {
 		return s[:12]
 	}
 	return s
+}
+
+// reverifyBeforeStart reads every target disk back again when the
+// recorded verification is older than VerificationMaxAge at the start
+// (the VM's creation was held by a quota, a webhook or a slow API, the
+// migration was paused): the claims may have been written since, and the
+// VM must start on the bytes the chain vouches for. It returns true
+// while that verification runs (a new attempt, its Job removed before
+// the start); bytes that differ fail the migration with the VM never
+// started. A status without a recorded verification (written by a
+// version before the chain) has nothing to renew.
+func (d *decider) reverifyBeforeStart() bool {
+	v := d.st.Verification
+	if v == nil {
+		return false
+	}
+	if v.CompletedAt != nil && d.obs.VerificationJob == nil {
+		age := d.now.Sub(v.CompletedAt.Time)
+		if age <= d.cfg.VerificationMaxAge {
+			return false
+		}
+		d.out.Events = append(d.out.Events, Event{Reason: ReasonVerificationAged, Message: fmt.Sprintf(
+			"the target disks were read back %s ago (job %s), more than %s: reading them back again before VirtualMachine %s starts",
+			age.Round(time.Second), v.JobName, d.cfg.VerificationMaxAge, d.targetName())})
+		*v = *verificationAttempt(d.m.Name, v.Attempt+1)
+	}
+	d.verify(func() {})
+	return true
 }

@@ -184,7 +184,9 @@ func (d *decider) notStarted(job *JobObservation) (string, bool) {
 // neverStarted reports whether job's pod did not start within the pod
 // start timeout (notStarted); then the attempt counts as failed: a retry
 // is spent and, while the budget allows, the Job is deleted and next
-// records the next attempt.
+// records the next attempt, whose Job is created only once the stuck
+// Job and its pod are gone (earlierAttemptRuns): its image pull may still
+// succeed.
 func (d *decider) neverStarted(job *JobObservation, next func()) bool {
 	msg, stuck := d.notStarted(job)
 	if !stuck {

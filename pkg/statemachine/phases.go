@@ -238,6 +238,9 @@ func (d *decider) transferringDisks() {
 	job := d.obs.TransferJob
 	switch {
 	case job == nil:
+		if d.earlierAttemptRuns(t.JobName) {
+			return
+		}
 		d.act(ActionCreateTransferJob, t.JobName, t.Attempt)
 		d.working("starting transfer job "+t.JobName, d.cfg.PollInterval)
 	case job.Failed:
@@ -410,6 +413,9 @@ func (d *decider) converting() {
 	job := d.obs.ConversionJob
 	switch {
 	case job == nil:
+		if d.earlierAttemptRuns(c.JobName) {
+			return
+		}
 		d.act(ActionCreateConversionJob, c.JobName, c.Attempt)
 		d.working("starting conversion job "+c.JobName, d.cfg.PollInterval)
 	case job.Failed:
@@ -722,7 +728,7 @@ func (d *decider) startRequestedAt() time.Time {
 // recorded first: from then on the target holds migrated data.
 func (d *decider) startTarget(name string) {
 	if d.st.Target.StartRequestedAt == nil {
-		if !d.sourceStaysOff(name) {
+		if d.reverifyBeforeStart() || !d.sourceStaysOff(name) {
 			return
 		}
 		now := d.now

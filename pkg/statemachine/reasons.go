@@ -94,6 +94,15 @@ const (
 	// within the pod start timeout for a reason a person must fix; the
 	// attempt counts as failed.
 	ReasonPodNotStarted = "PodNotStarted"
+	// ReasonEarlierAttemptRunning: a transfer, conversion or verification
+	// attempt waits to start until every Job and pod of the earlier
+	// attempts is gone (two pods never write the same claim); past the
+	// retry deadline the migration fails.
+	ReasonEarlierAttemptRunning = "EarlierAttemptRunning"
+	// ReasonVerificationAged: the target disks were read back longer
+	// before the start than the controller's --verification-max-age;
+	// they are read back again before the VM starts.
+	ReasonVerificationAged = "VerificationAged"
 )
 
 // Conversion failure reasons a conversion Job reports. Inspection failures

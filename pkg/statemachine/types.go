@@ -39,6 +39,12 @@ type Config struct {
 	// no node to run it, a container it cannot create) before the attempt
 	// counts as failed.
 	PodStartTimeout time.Duration
+	// VerificationMaxAge bounds how long before the target VM is started
+	// its disks may have been read back: a start that comes later (the
+	// VM's creation held by a quota, a webhook or a slow API, a pause)
+	// reads every target disk back again first, so that the chain holds
+	// for the bytes the VM starts on.
+	VerificationMaxAge time.Duration
 }
 
 // Default tunables.
@@ -47,6 +53,8 @@ const (
 	DefaultProgressInterval = 10 * time.Second
 	DefaultWaitInterval     = 30 * time.Second
 	DefaultPodStartTimeout  = 5 * time.Minute
+	// DefaultVerificationMaxAge is VerificationMaxAge's default.
+	DefaultVerificationMaxAge = 10 * time.Minute
 )
 
 func (c Config) withDefaults() Config {
@@ -61,6 +69,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PodStartTimeout <= 0 {
 		c.PodStartTimeout = DefaultPodStartTimeout
+	}
+	if c.VerificationMaxAge <= 0 {
+		c.VerificationMaxAge = DefaultVerificationMaxAge
 	}
 	return c
 }
@@ -123,6 +134,10 @@ type Observation struct {
 	ConversionJob *JobObservation
 	// VerificationJob is the Job named in status.verification, nil if absent.
 	VerificationJob *JobObservation
+	// Workers are what may still run of the migration's transfer,
+	// conversion and verification attempts (see WorkerObservation), read
+	// in the phases that start them; nil when nothing may.
+	Workers []WorkerObservation
 	// DataVolumes are the target DataVolumes that exist, by name.
 	DataVolumes map[string]DataVolumeObservation
 	// VM is the target VirtualMachine, nil if absent.
@@ -264,6 +279,7 @@ const (
 	KindRoleBinding           = "RoleBinding"
 	KindDataVolume            = "DataVolume"
 	KindVirtualMachine        = "VirtualMachine"
+	KindPod                   = "Pod"
 )
 
 // ObjectRef names one observed Kubernetes object in the migration's
@@ -377,6 +393,22 @@ type JobObservation struct {
 	// waits for something that comes by itself (its volumes, its image
 	// being pulled).
 	StartProblem *PodStartProblem
+}
+
+// WorkerObservation is one of the migration's transfer, conversion or
+// verification Jobs that has not finished or is being deleted, or one of
+// their pods that has not ended (Pending, Running or Unknown, being
+// deleted or not): while it exists, a container of its attempt may still
+// run (an image pull that succeeds late, a node that comes back) and
+// write the claims it mounts. No attempt starts while one of another
+// attempt exists: two pods never write the same claim.
+type WorkerObservation struct {
+	// Ref is the Job or the pod (Kind KindJob or KindPod).
+	Ref ObjectRef
+	// Job is the name of the Job it is, or whose pod it is.
+	Job string
+	// Deleting says its deletion was asked for (it runs until it is gone).
+	Deleting bool
 }
 
 // PodStartProblem is why a pod has not started, in the cluster's words.

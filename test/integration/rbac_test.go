@@ -284,8 +284,9 @@ func realRequests(t *testing.T, env *framework.Environment, saConfig *rest.Confi
 			_, err := sa.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 			return err
 		}, func() error {
-			bg := metav1.DeletePropagationBackground
-			return sa.BatchV1().Jobs(ns).Delete(ctx, "rbac-transfer-1", metav1.DeleteOptions{PropagationPolicy: &bg})
+			// As the pipeline step deletes a Job: its pods first.
+			fg := metav1.DeletePropagationForeground
+			return sa.BatchV1().Jobs(ns).Delete(ctx, "rbac-transfer-1", metav1.DeleteOptions{PropagationPolicy: &fg})
 		}},
 		{"DataVolume", func() error {
 			return createUnstructured(ctx, saDynamic, ns, schema.GroupVersionResource{Group: "cdi.kubevirt.io", Version: "v1beta1", Resource: "datavolumes"},

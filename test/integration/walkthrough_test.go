@@ -311,8 +311,10 @@ func (w *walkEnv) children(uid types.UID) []string {
 }
 
 // collectGarbage deletes what the garbage collector would: pods of Jobs
-// that are gone, DataVolumes and VMIs of VMs that are gone. (The Job
-// controller is not running, so the Jobs' pods are the test's.)
+// that are gone or deleted in the foreground (and then the Job, by
+// removing its foregroundDeletion finalizer), DataVolumes and VMIs of
+// VMs that are gone. (The Job controller is not running, so the Jobs'
+// pods are the test's.)
 func (w *walkEnv) collectGarbage() {
 	w.t.Helper()
 	ctx := testContext(w.t)
@@ -320,10 +322,18 @@ func (w *walkEnv) collectGarbage() {
 	require.NoError(w.t, err, "listing Jobs")
 	pods, err := w.kube.CoreV1().Pods(w.ns).List(ctx, metav1.ListOptions{})
 	require.NoError(w.t, err, "listing Pods")
+	live := func(uid types.UID) bool {
+		return slices.ContainsFunc(jobs.Items, func(j batchv1.Job) bool { return j.UID == uid && j.DeletionTimestamp == nil })
+	}
 	for _, p := range pods.Items {
-		if o := metav1.GetControllerOf(&p); o != nil && o.Kind == "Job" &&
-			!slices.ContainsFunc(jobs.Items, func(j batchv1.Job) bool { return j.UID == o.UID }) {
+		if o := metav1.GetControllerOf(&p); o != nil && o.Kind == "Job" && !live(o.UID) {
 			_ = w.kube.CoreV1().Pods(w.ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptrTo(int64(0))})
+		}
+	}
+	for _, j := range jobs.Items {
+		if j.DeletionTimestamp != nil && slices.Contains(j.Finalizers, metav1.FinalizerDeleteDependents) {
+			patch := []byte(`{"metadata":{"finalizers":null,"resourceVersion":"` + j.ResourceVersion + `"}}`)
+			_, _ = w.kube.BatchV1().Jobs(w.ns).Patch(ctx, j.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		}
 	}
 	vms, err := w.kv.KubevirtV1().VirtualMachines(w.ns).List(ctx, metav1.ListOptions{})

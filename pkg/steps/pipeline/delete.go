@@ -30,12 +30,18 @@ func (s *Step) Delete(ctx context.Context, m *v1alpha1.VirtualMachineMigration, 
 	return nil
 }
 
-// deleteOptions deletes exactly the observed object, its dependents in the
-// background.
+// deleteOptions deletes exactly the observed object. A Job's pods are
+// deleted in the foreground: the Job stays (being deleted) until its pods
+// are gone, so that while a pod of an attempt may still run its Job is
+// seen, and no next attempt starts beside it (statemachine's
+// earlierAttemptRuns). Other kinds' dependents go in the background.
 func deleteOptions(ref statemachine.ObjectRef) metav1.DeleteOptions {
-	background := metav1.DeletePropagationBackground
+	propagation := metav1.DeletePropagationBackground
+	if ref.Kind == statemachine.KindJob {
+		propagation = metav1.DeletePropagationForeground
+	}
 	uid := ref.UID
-	return metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}}
+	return metav1.DeleteOptions{PropagationPolicy: &propagation, Preconditions: &metav1.Preconditions{UID: &uid}}
 }
 
 // deleteOne sends the delete of one object through the client of its kind.

@@ -205,7 +205,85 @@ func (s *Step) Observe(m *v1alpha1.VirtualMachineMigration, obs *statemachine.Ob
 	if v := m.Status.Verification; v != nil && readsVerification(m) {
 		obs.VerificationJob = s.observeVerificationJob(m, v.JobName)
 	}
+	if startsAttempts(m) {
+		workers, err := s.observeWorkers(m)
+		if err != nil {
+			return err
+		}
+		obs.Workers = workers
+	}
 	return s.observeTarget(m, obs)
+}
+
+// startsAttempts reports whether the decision may start a transfer,
+// conversion or verification attempt, and so looks at what of the
+// earlier ones may still run.
+func startsAttempts(m *v1alpha1.VirtualMachineMigration) bool {
+	if m.DeletionTimestamp != nil {
+		return false
+	}
+	switch m.Status.Phase {
+	case v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting, v1alpha1.PhaseImporting, v1alpha1.PhaseStarting:
+		return true
+	}
+	return false
+}
+
+// workerComponents are the components whose pods mount the migration's
+// claims: the transfer and the conversion write the staging claims, the
+// verification reads the target claims (and staging claims).
+var workerComponents = []string{v1alpha1.ComponentTransfer, v1alpha1.ComponentConversion, v1alpha1.ComponentVerification}
+
+// observeWorkers lists what may still run of the migration's transfer,
+// conversion and verification attempts, from the caches: their Jobs that
+// have not finished or are being deleted (deleted in the foreground, a
+// Job stays until its pods are gone), and their pods that have not ended
+// (Pending, Running, Unknown), being deleted or not. Jobs first, then
+// pods, each by name.
+func (s *Step) observeWorkers(m *v1alpha1.VirtualMachineMigration) ([]statemachine.WorkerObservation, error) {
+	worker := func(o metav1.Object) bool {
+		return slices.Contains(workerComponents, o.GetLabels()[v1alpha1.LabelComponent])
+	}
+	jobs, err := owned[*batchv1.Job](s, "jobs", m)
+	if err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	var out, pods []statemachine.WorkerObservation
+	for _, job := range jobs {
+		deleting := job.DeletionTimestamp != nil
+		if o, _ := jobConditions(job); !worker(job) || ((o.Succeeded || o.Failed) && !deleting) {
+			continue
+		}
+		out = append(out, statemachine.WorkerObservation{Ref: refTo(statemachine.KindJob, job), Job: job.Name, Deleting: deleting})
+	}
+	list, err := owned[*corev1.Pod](s, "pods", m)
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	for _, p := range list {
+		if !worker(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		pods = append(pods, statemachine.WorkerObservation{Ref: refTo(statemachine.KindPod, p), Job: jobOfPod(p), Deleting: p.DeletionTimestamp != nil})
+	}
+	byName := func(a, b statemachine.WorkerObservation) int { return strings.Compare(a.Ref.Name, b.Ref.Name) }
+	slices.SortFunc(out, byName)
+	slices.SortFunc(pods, byName)
+	return append(out, pods...), nil
+}
+
+// jobOfPod is the name of the Job a pod belongs to: the Job controller's
+// label (current, else legacy), else its controller owner's name.
+func jobOfPod(p *corev1.Pod) string {
+	for _, key := range []string{labelJobName, labelLegacyJobName} {
+		if name := p.Labels[key]; name != "" {
+			return name
+		}
+	}
+	if c := metav1.GetControllerOf(p); c != nil && c.Kind == "Job" {
+		return c.Name
+	}
+	return ""
 }
 
 // observeChildren lists the staging objects and the per-attempt access
@@ -270,10 +348,20 @@ func readsJobs(m *v1alpha1.VirtualMachineMigration) bool {
 }
 
 // readsVerification reports whether the decision looks at the
-// verification Job: while it may run (Importing), and in a rollback that
-// stops it.
+// verification Job: while it may run (Importing, and Starting until the
+// start is requested: a start later than the verification's bound reads
+// the targets back again), and in a rollback that stops it.
 func readsVerification(m *v1alpha1.VirtualMachineMigration) bool {
-	return m.DeletionTimestamp == nil && (m.Status.Phase == v1alpha1.PhaseImporting || m.Status.Phase == v1alpha1.PhaseRollingBack)
+	if m.DeletionTimestamp != nil {
+		return false
+	}
+	switch m.Status.Phase {
+	case v1alpha1.PhaseImporting, v1alpha1.PhaseRollingBack:
+		return true
+	case v1alpha1.PhaseStarting:
+		return m.Status.Target == nil || m.Status.Target.StartRequestedAt == nil
+	}
+	return false
 }
 
 // observeVerificationJob observes the verification Job of this migration

@@ -73,17 +73,23 @@ func PrefixLength(a netip.Addr, n int32) error {
 }
 
 // Quote is s as a message may show it: in double quotes, in printable
-// ASCII (a newline shows as \n), at most MaxQuoted bytes of it ("..."
-// after the quote when cut).
+// ASCII (a newline shows as \n), at most MaxQuoted characters between
+// the quotes ("..." after them when s was cut).
 func Quote(s string) string {
-	if len(s) <= MaxQuoted {
-		return strconv.QuoteToASCII(s)
+	q := strconv.QuoteToASCII(s)
+	if len(q) <= MaxQuoted+2 {
+		return q
 	}
-	cut := MaxQuoted
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
+	cut := min(len(s), MaxQuoted)
+	for {
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		if q = strconv.QuoteToASCII(s[:cut]); len(q) <= MaxQuoted+2 {
+			return q + "..."
+		}
 		cut--
 	}
-	return strconv.QuoteToASCII(s[:cut]) + "..."
 }
 
 // Clean is s as status may keep it: every rune Text refuses replaced by

@@ -101,6 +101,7 @@ func TestQuoteAndClean(t *testing.T) {
 	assert.Equal(t, `"gr\u00f6\u00dfe"`, Quote("größe"), "printable ASCII only")
 	long := strings.Repeat("a", 63) + "ö"
 	assert.Equal(t, `"`+strings.Repeat("a", 63)+`"...`, Quote(long+"b"), "cut on a rune boundary")
+	assert.Equal(t, `"`+strings.Repeat(`\n`, 32)+`"...`, Quote(strings.Repeat("\n", 100)), "at most MaxQuoted characters quoted")
 
 	assert.Equal(t, "eth0\ufffd[2J", Clean("eth0\x1b[2J", 64))
 	assert.Equal(t, "a\ufffdb", Clean("a\xffb", 64), "a byte that is not UTF-8")

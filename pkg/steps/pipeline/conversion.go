@@ -16,6 +16,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/untrusted"
 )
 
 // Conversion Job layout.
@@ -416,10 +417,24 @@ func RenderConversionConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int3
 		return nil, err
 	}
 	data := map[string]string{DomainXMLKey: string(dom), ConvertScriptKey: convertScript, AcceleratorScriptKey: acceleratorScript}
-	if conf := networkConf(m); conf != "" {
+	conf, err := networkConf(m)
+	if err == nil {
+		err = checkLineFields(NetworkConfKey, conf)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rendering network.conf: %w", err)
+	}
+	if conf != "" {
 		data[NetworkConfKey], data[GuestNetworkScriptKey] = conf, guestNetworkScript
 	}
-	if args := v2vArgs(m); len(args) > 0 {
+	args, err := v2vArgs(m)
+	if err == nil {
+		err = checkArguments(args)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rendering virt-v2v's arguments: %w", err)
+	}
+	if len(args) > 0 {
 		data[V2VArgsKey] = strings.Join(args, "\n") + "\n"
 	}
 	return &corev1.ConfigMap{
@@ -427,6 +442,39 @@ func RenderConversionConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int3
 		ObjectMeta: childMeta(m, naming.ConversionConfigMap(m.Name, attempt), v1alpha1.ComponentConversion, true),
 		Data:       data,
 	}, nil
+}
+
+// maxConversionField bounds one field of network.conf or one argument
+// of virt-v2v.args (a --mac with its addresses is under 200 bytes).
+const maxConversionField = 512
+
+// checkLineFields checks, as the last word before a line-oriented file
+// of the conversion is written, that each of its space-separated fields
+// is an untrusted.Field: whatever came from the guest cannot have added
+// a field or a line.
+func checkLineFields(file, text string) error {
+	for n, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		if text == "" {
+			break
+		}
+		for _, f := range strings.Split(line, " ") {
+			if err := untrusted.Field(f, maxConversionField); err != nil {
+				return untrusted.Refuse(fmt.Sprintf("a field of line %d of %s", n+1, file), f, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkArguments checks that each argument virt-v2v.args lists is an
+// untrusted.Field: the conversion script reads one argument per line.
+func checkArguments(args []string) error {
+	for i, a := range args {
+		if err := untrusted.Field(a, maxConversionField); err != nil {
+			return untrusted.Refuse(fmt.Sprintf("virt-v2v argument %d", i+1), a, err)
+		}
+	}
+	return nil
 }
 
 // DefaultConversionApplianceMiB is libguestfs' appliance memory

@@ -1,0 +1,132 @@
+package pipeline
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+)
+
+// hostileZone is an address VMware Tools may report from inside a guest:
+// netip.ParseAddr takes an IPv6 zone of any bytes, a newline included.
+const hostileZone = "2001:db8::7%x\n--root=/dev/sdb9"
+
+// TestGuestAddressAddsNoConversionArgument: an address, gateway or DNS
+// server the guest reported with a zone holding a newline never becomes
+// an argument of its own for virt-v2v-in-place (Windows, with
+// preserveStaticIPs) nor a line of its own in network.conf (Linux):
+// rendering the conversion refuses it, naming the value.
+func TestGuestAddressAddsNoConversionArgument(t *testing.T) {
+	tests := map[string]struct {
+		migration func() *v1alpha1.VirtualMachineMigration
+		// injected is what must never reach virt-v2v or the guest script
+		// as a field or a line of its own.
+		injected string
+	}{
+		"a Windows static address": {
+			migration: func() *v1alpha1.VirtualMachineMigration {
+				m := windowsEFI()
+				g := m.Status.Source.NICs[0].Guest
+				g.IPAddresses = append(g.IPAddresses, v1alpha1.GuestIPAddress{IP: hostileZone, Origin: v1alpha1.OriginManual})
+				return m
+			},
+			injected: "--root=/dev/sdb9",
+		},
+		"a Windows gateway": {
+			migration: func() *v1alpha1.VirtualMachineMigration {
+				m := windowsEFI()
+				g := m.Status.Source.NICs[0].Guest
+				g.IPAddresses = []v1alpha1.GuestIPAddress{{IP: "2001:db8::40", PrefixLength: 64, Origin: v1alpha1.OriginManual}}
+				g.Gateway = "2001:db8::1%x\n-x"
+				return m
+			},
+			injected: "-x,64,2001:db8::53",
+		},
+		"a Windows DNS server": {
+			migration: func() *v1alpha1.VirtualMachineMigration {
+				m := windowsEFI()
+				m.Status.Source.NICs[0].Guest.DNSServers = []string{"10.20.0.53", "::ffff:10.20.0.54%x\n--machine-readable=file:/etc/passwd"}
+				m.Status.Source.NICs[0].Guest.Gateway = "::ffff:10.20.30.1"
+				m.Status.Source.NICs[0].Guest.IPAddresses = []v1alpha1.GuestIPAddress{{IP: "::ffff:10.20.30.40", PrefixLength: 120, Origin: v1alpha1.OriginManual}}
+				return m
+			},
+			injected: "--machine-readable=file:/etc/passwd",
+		},
+		"a Linux address": {
+			migration: func() *v1alpha1.VirtualMachineMigration {
+				m := linuxBIOS()
+				g := m.Status.Source.NICs[0].Guest
+				g.IPAddresses = append(g.IPAddresses, v1alpha1.GuestIPAddress{IP: "2001:db8::7%x\nnic 00:50:56:aa:bb:99 10.9.9.9 ens999"})
+				return m
+			},
+			injected: "nic 00:50:56:aa:bb:99 10.9.9.9 ens999",
+		},
+	}
+	bin := fakeV2VBin(t)
+	runs, err := filepath.Abs(v2vFixtures)
+	require.NoError(t, err, "locating the captured virt-v2v runs")
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m := tc.migration()
+			cm, err := RenderConversionConfigMap(m, 1)
+			if err == nil {
+				// What the conversion pod would make of it.
+				for _, line := range strings.Split(cm.Data[NetworkConfKey], "\n") {
+					assert.False(t, strings.HasPrefix(line, tc.injected), "network.conf got a line of the guest's making: %q", line)
+				}
+				for _, line := range strings.Split(strings.TrimSpace(cm.Data[V2VArgsKey]), "\n") {
+					assert.True(t, line == "" || strings.HasPrefix(line, "--mac="), "virt-v2v.args got an argument of the guest's making: %q", line)
+				}
+				run := runConvertScriptWith(t, bin, cm.Data,
+					"FAKE_V2V_RUN="+filepath.Join(runs, "debian-bios-with-O"), "FAKE_V2V_VERSION=with-O")
+				assert.NotContains(t, " "+run.args+" ", " "+tc.injected+" ", "virt-v2v-in-place got an argument of the guest's making")
+				t.Fatalf("rendering the conversion accepted the guest's value (virt-v2v.args %q, network.conf %q)",
+					cm.Data[V2VArgsKey], cm.Data[NetworkConfKey])
+			}
+			assert.ErrorContains(t, err, "newline", "the refusal says what is wrong with the value")
+			assert.NotContains(t, err.Error(), "\n", "the refusal quotes the value, it does not repeat it")
+		})
+	}
+}
+
+// TestConversionWritesCanonicalAddresses: the conversion's files hold
+// the guest's addresses in their canonical form only, and an address
+// with a zone is refused even when the zone is harmless-looking.
+func TestConversionWritesCanonicalAddresses(t *testing.T) {
+	win := windowsEFI()
+	g := win.Status.Source.NICs[0].Guest
+	g.IPAddresses = []v1alpha1.GuestIPAddress{{IP: "2001:0DB8:0:0::40", PrefixLength: 64, Origin: v1alpha1.OriginManual}}
+	g.Gateway, g.DNSServers = "2001:DB8::1", []string{"2001:db8:0::53"}
+	args, err := v2vArgs(win)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"--mac=00:50:56:9a:01:02:ip:2001:db8::40,2001:db8::1,64,2001:db8::53"}, args)
+
+	linux := linuxBIOS()
+	linux.Status.Source.NICs[0].Guest.IPAddresses[0].IP = "2001:DB8::21"
+	conf, err := networkConf(linux)
+	require.NoError(t, err)
+	assert.Equal(t, "mode pin\nnic 00:50:56:aa:bb:01 2001:db8::21 ens192\n", conf)
+
+	linux.Status.Source.NICs[0].Guest.IPAddresses[0].IP = "2001:db8::21%eth0"
+	_, err = RenderConversionConfigMap(linux, 1)
+	assert.EqualError(t, err, `rendering network.conf: VMware Tools' address (status.source.nics[0].guest.ipAddresses[0].ip) "2001:db8::21%eth0" has a zone (%eth0)`)
+
+	win.Status.Source.NICs[0].Guest.IPAddresses[0].PrefixLength = 200
+	_, err = RenderConversionConfigMap(win, 1)
+	assert.ErrorContains(t, err, "has prefix length 200, not within the 128 bits of the address")
+}
+
+func TestCheckLineFields(t *testing.T) {
+	assert.NoError(t, checkLineFields(NetworkConfKey, ""))
+	assert.NoError(t, checkLineFields(NetworkConfKey, "mode pin\nnic 00:50:56:aa:bb:01 - ens192\n"))
+	assert.EqualError(t, checkLineFields(NetworkConfKey, "mode pin\nnic 00:50:56:aa:bb:01  ens192\n"),
+		`a field of line 2 of network.conf "" is empty`, "two spaces make an empty field")
+	assert.EqualError(t, checkLineFields(NetworkConfKey, "mode pin\nnic 00:50:56:aa:bb:01 a\tb ens192\n"),
+		`a field of line 2 of network.conf "a\tb" holds a tab (byte 1)`)
+	assert.EqualError(t, checkArguments([]string{"--mac=00:50:56:9a:01:02:ip:10.0.0.1", "--mac=x\n-x"}),
+		`virt-v2v argument 2 "--mac=x\n-x" holds a newline (byte 7)`)
+}

@@ -11,6 +11,7 @@
 //     job spec, an annotation), where a space is no separator: no control
 //     or format characters, no line separators, valid UTF-8, bounded;
 //   - Addr: an IP address in its canonical form, without a zone;
+//   - InterfaceName: a network interface name as Linux and systemd take it;
 //   - Quote and Clean: the printable forms messages and status show.
 //
 // It is a leaf: it imports the standard library only.

@@ -63,6 +63,33 @@ func Addr(s string) (netip.Addr, error) {
 	return a, nil
 }
 
+// MaxInterfaceName is the longest interface name Linux takes (IFNAMSIZ
+// less its NUL).
+const MaxInterfaceName = 15
+
+// InterfaceName checks s as a network interface name a guest's
+// configuration gives, to be written into a systemd .link file's Name=
+// and kept in status: a Field of at most MaxInterfaceName bytes of
+// printable ASCII without '%', '/' or ':' (what systemd takes), and not
+// "." or "..".
+func InterfaceName(s string) error {
+	if err := Field(s, MaxInterfaceName); err != nil {
+		return err
+	}
+	if s == "." || s == ".." {
+		return fmt.Errorf("is not a name")
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c > '~':
+			return fmt.Errorf("holds a character beyond ASCII (byte %d), which no interface name has", i)
+		case c == '%' || c == '/' || c == ':':
+			return fmt.Errorf("holds %q (byte %d), which no interface name has", c, i)
+		}
+	}
+	return nil
+}
+
 // PrefixLength checks n as the prefix length of a: from 0 (unknown) to
 // the address's bits.
 func PrefixLength(a netip.Addr, n int32) error {

@@ -118,3 +118,21 @@ func TestRefuse(t *testing.T) {
 	assert.True(t, errors.As(err, &e))
 	assert.NotContains(t, err.Error(), "\n")
 }
+
+func TestInterfaceName(t *testing.T) {
+	for _, ok := range []string{"ens192", "eth0", "enp1s0f1", "br-lan.10", "wlan_0", "abcdefghijklmno"} {
+		assert.NoError(t, InterfaceName(ok), "%q", ok)
+	}
+	for name, want := range map[string]string{
+		"":                 "is empty",
+		"abcdefghijklmnop": "is 16 bytes long, more than 15",
+		"..":               "is not a name",
+		"../etc":           "holds '/' (byte 2), which no interface name has",
+		"eth0:1":           "holds ':' (byte 4), which no interface name has",
+		"eth%d":            "holds '%' (byte 3), which no interface name has",
+		"eth\x1b":          "holds a control character (U+001B) (byte 3)",
+		"größe":            "holds a character beyond ASCII (byte 2), which no interface name has",
+	} {
+		assert.EqualError(t, InterfaceName(name), want, "%q", name)
+	}
+}

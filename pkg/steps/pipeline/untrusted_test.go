@@ -130,3 +130,73 @@ func TestCheckLineFields(t *testing.T) {
 	assert.EqualError(t, checkArguments([]string{"--mac=00:50:56:9a:01:02:ip:10.0.0.1", "--mac=x\n-x"}),
 		`virt-v2v argument 2 "--mac=x\n-x" holds a newline (byte 7)`)
 }
+
+// TestGuestNetworkAnswerIsBounded: the "nic" lines of the conversion's
+// termination message are the guest network script's output, which ran
+// inside the guest with the guest's own shell, awk and sed: a guest may
+// print anything there. A line whose interface name, addresses or words
+// are not what the script prints is taken as a guest that could not be
+// read (nothing pinned, nothing of it in status but a quoted reason).
+func TestGuestNetworkAnswerIsBounded(t *testing.T) {
+	malformed := func(mac string) v1alpha1.InterfacePin {
+		return v1alpha1.InterfacePin{MAC: mac, GuestUnreadable: true}
+	}
+	tests := map[string]struct {
+		line string
+		want v1alpha1.InterfacePin
+	}{
+		"what the script prints": {
+			line: "nic 00:50:56:aa:bb:01 ens192 address pinned 192.168.10.21,2001:db8::21",
+			want: v1alpha1.InterfacePin{MAC: "00:50:56:aa:bb:01", Name: "ens192", Source: v1alpha1.PinSourceAddress, Pinned: true,
+				StaticAddresses: []string{"192.168.10.21", "2001:db8::21"}},
+		},
+		"an escape sequence in the name": {
+			line: "nic 00:50:56:aa:bb:01 eth0\x1b]0;owned\x07 address pinned 192.168.10.21",
+			want: malformed("00:50:56:aa:bb:01"),
+		},
+		"a name systemd would refuse": {
+			line: "nic 00:50:56:aa:bb:01 ../../etc/x address pinned 192.168.10.21",
+			want: malformed("00:50:56:aa:bb:01"),
+		},
+		"a name too long": {
+			line: "nic 00:50:56:aa:bb:01 averyveryverylongname address pinned -",
+			want: malformed("00:50:56:aa:bb:01"),
+		},
+		"an address with a zone": {
+			line: "nic 00:50:56:aa:bb:01 ens192 address pinned 2001:db8::21%ens192",
+			want: malformed("00:50:56:aa:bb:01"),
+		},
+		"an address that is not one": {
+			line: "nic 00:50:56:aa:bb:01 ens192 address pinned 192.168.10.21;reboot",
+			want: malformed("00:50:56:aa:bb:01"),
+		},
+		"an address not in canonical form": {
+			line: "nic 00:50:56:aa:bb:01 ens192 address pinned 2001:DB8::21",
+			want: v1alpha1.InterfacePin{MAC: "00:50:56:aa:bb:01", Name: "ens192", Source: v1alpha1.PinSourceAddress, Pinned: true,
+				StaticAddresses: []string{"2001:db8::21"}},
+		},
+		"a word the script does not print": {
+			line: "nic 00:50:56:aa:bb:01 ens192 registry owned -",
+			want: malformed("00:50:56:aa:bb:01"),
+		},
+		"a control character in the reason": {
+			line: "nic 00:50:56:aa:bb:01 - - - - no network configuration\x1b[2J names this NIC",
+			want: malformed("00:50:56:aa:bb:01"),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, _, pins := cutConversionChain(tc.line)
+			if !assert.Len(t, pins, 1) {
+				return
+			}
+			got := pins[0]
+			if tc.want.GuestUnreadable {
+				assert.Contains(t, got.Message, "the guest's answer for this NIC is not what the guest network script prints", "the reason says so")
+				assert.NotContains(t, got.Message, "\x1b", "the reason is quoted, never repeated")
+				got.Message = ""
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}

@@ -152,8 +152,13 @@ func RenderDomainXML(m *v1alpha1.VirtualMachineMigration) ([]byte, error) {
 	if err := setDomainFirmware(&dom.OS, inv); err != nil {
 		return nil, err
 	}
+	if err := sourceText("status.source.name", inv.Name, maxSourceName); err != nil {
+		return nil, err
+	}
 	dom.Devices.Disks = domainDisks(inv, m.Status.Disks)
-	dom.Devices.Interfaces = domainInterfaces(inv)
+	if dom.Devices.Interfaces, err = domainInterfaces(inv); err != nil {
+		return nil, err
+	}
 	out, err := xml.MarshalIndent(dom, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encoding the domain XML: %w", err)
@@ -442,6 +447,29 @@ func RenderConversionConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int3
 		ObjectMeta: childMeta(m, naming.ConversionConfigMap(m.Name, attempt), v1alpha1.ComponentConversion, true),
 		Data:       data,
 	}, nil
+}
+
+// Bounds of what vSphere names, as the renderers take it: a VM name with
+// escaped characters runs to hundreds of bytes, a datastore path to more.
+const (
+	maxSourceName = 1024
+	maxSourcePath = 4096
+	maxSourceID   = 128
+)
+
+// sourceText checks a value vSphere gave (status.source) that goes into
+// a structured document, where a space separates nothing: untrusted.Text.
+func sourceText(field, value string, max int) error {
+	return untrusted.Refuse("vSphere's "+field, value, untrusted.Text(value, max))
+}
+
+// sourceField checks an identifier vSphere gave (a reference, a UUID)
+// that is written whole: untrusted.Field; an empty one passes (it is left out).
+func sourceField(field, value string) error {
+	if value == "" {
+		return nil
+	}
+	return untrusted.Refuse("vSphere's "+field, value, untrusted.Field(value, maxSourceID))
 }
 
 // maxConversionField bounds one field of network.conf or one argument

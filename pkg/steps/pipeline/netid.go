@@ -239,13 +239,17 @@ type interfaceXML struct {
 var v2vModels = map[string]bool{"vmxnet3": true, "e1000": true, "e1000e": true, "rtl8139": true, "virtio": true}
 
 // domainInterfaces are the source NICs with a MAC address, in source
-// order, ignored ones included: virt-v2v describes the source VM.
-func domainInterfaces(inv *v1alpha1.SourceInventory) []interfaceXML {
+// order, ignored ones included: virt-v2v describes the source VM. A
+// network name with a control character is refused (sourceText).
+func domainInterfaces(inv *v1alpha1.SourceInventory) ([]interfaceXML, error) {
 	var out []interfaceXML
 	for i, nic := range inv.NICs {
 		mac, ok := canonicalMAC(nic.MAC)
 		if !ok {
 			continue
+		}
+		if err := sourceText(fmt.Sprintf("status.source.nics[%d].network", i), nic.Network, maxSourceName); err != nil {
+			return nil, err
 		}
 		x := interfaceXML{Type: "network"}
 		x.MAC.Address = mac
@@ -260,5 +264,5 @@ func domainInterfaces(inv *v1alpha1.SourceInventory) []interfaceXML {
 		}
 		out = append(out, x)
 	}
-	return out
+	return out, nil
 }

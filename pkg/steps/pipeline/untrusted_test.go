@@ -200,3 +200,44 @@ func TestGuestNetworkAnswerIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestVSphereStringsAreBounded: what vSphere names (the VM, its
+// networks, its disks' files, its datacenter, its UUIDs) reaches the
+// domain XML virt-v2v reads, the transfer's job spec and the migrated
+// VM's annotations: a control or format character in any of them fails
+// the rendering (RenderFailed, in Validating, before the source is
+// touched), naming the field and quoting the value.
+func TestVSphereStringsAreBounded(t *testing.T) {
+	tests := map[string]struct {
+		mod   func(*v1alpha1.VirtualMachineMigration)
+		field string
+	}{
+		"the VM's name": {func(m *v1alpha1.VirtualMachineMigration) { m.Status.Source.Name = "web-01\n</name><devices>" }, "status.source.name"},
+		"a network's name": {func(m *v1alpha1.VirtualMachineMigration) {
+			// the mapping names the network as vSphere does
+			m.Status.Source.NICs[0].Network, m.Spec.Target.Networks[0].Source = "VM Network\x1b[2J", "VM Network\x1b[2J"
+			m.Status.AppliedSpec = m.Spec.DeepCopy()
+		}, "status.source.nics[0].network"},
+		"a disk's file": {func(m *v1alpha1.VirtualMachineMigration) {
+			m.Status.Source.Disks[0].FileName = "[datastore1] web-01/web-01.vmdk\n"
+		}, "status.source.disks[0].fileName"},
+		"the datacenter":     {func(m *v1alpha1.VirtualMachineMigration) { m.Status.Source.Datacenter = "dc1\u202e" }, "status.source.datacenter"},
+		"the VM's reference": {func(m *v1alpha1.VirtualMachineMigration) { m.Status.Source.MoRef = "vm-42 vm-43" }, "status.source.moRef"},
+		"the BIOS UUID":      {func(m *v1alpha1.VirtualMachineMigration) { m.Status.Source.BIOSUUID = "421a2b3c\n" }, "status.source.biosUUID"},
+		"the server's UUID":  {func(m *v1alpha1.VirtualMachineMigration) { m.Status.Source.Server = "0f9e8d7c\x00" }, "status.source.server"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			m := linuxBIOS()
+			tc.mod(m)
+			_, err := RenderPlan(m, testConfig)
+			require.Error(t, err, "rendering took %s", tc.field)
+			assert.Contains(t, err.Error(), tc.field, "the refusal names the field")
+			for _, r := range err.Error() {
+				assert.False(t, r < ' ' || r == '\u202e', "the refusal quotes the value, it does not repeat it: %q", err.Error())
+			}
+		})
+	}
+	_, err := RenderPlan(windowsEFI(), testConfig)
+	assert.NoError(t, err, "spaces and parentheses in a VM's name are no control characters")
+}

@@ -7,8 +7,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
 )
 
 // hostileZone is an address VMware Tools may report from inside a guest:
@@ -240,4 +242,50 @@ func TestVSphereStringsAreBounded(t *testing.T) {
 	}
 	_, err := RenderPlan(windowsEFI(), testConfig)
 	assert.NoError(t, err, "spaces and parentheses in a VM's name are no control characters")
+}
+
+// TestConversionReportIsCleaned: virt-v2v reads the guest's product name
+// (its /etc/os-release, its registry) and words its warnings from the
+// guest's files: what of it reaches status and describe holds no control
+// or format characters (a terminal would act on an escape sequence).
+func TestConversionReportIsCleaned(t *testing.T) {
+	msg := strings.Join([]string{
+		"i_distro = debian",
+		"i_major_version = 12",
+		"i_minor_version = 15",
+		"i_product_name = Debian\x1b]0;owned\x07 GNU/Linux 12",
+		warningsHeading,
+		`{ "message": "could not update \u001b[2Jgrub\u202e", "timestamp": "2024-05-01T10:00:00Z", "type": "warning" }`,
+	}, "\n")
+	var o statemachine.JobObservation
+	o.Succeeded = true
+	observeConversion(&o, msg, true)
+	for _, s := range append([]string{o.OperatingSystem}, o.Warnings...) {
+		assert.NotEmpty(t, s)
+		for _, r := range s {
+			assert.False(t, r < ' ' || r == 0x7f || r == '\u202e', "%q holds %U", s, r)
+		}
+	}
+	assert.Contains(t, o.OperatingSystem, "debian 12.15")
+	assert.Len(t, o.Warnings, 1)
+
+	failed := statemachine.JobObservation{Failed: true}
+	observeConversion(&failed, `{ "message": "inspection could not detect the source guest\u001b[2J", "type": "error" }`, false)
+	assert.Equal(t, "virt-v2v: inspection could not detect the source guest\ufffd[2J", failed.Message)
+	assert.Equal(t, statemachine.ConversionInspectionFailed, failed.Reason, "classified as before")
+}
+
+// TestVMIInterfacesAreCleaned: the interfaces KubeVirt reports come from
+// the migrated guest's agent: status keeps them without control
+// characters, bounded, and its addresses in their canonical form (the
+// network identity check compares them with the source's).
+func TestVMIInterfacesAreCleaned(t *testing.T) {
+	got := vmiInterfaces([]kubevirtv1.VirtualMachineInstanceNetworkInterface{{
+		Name: "net-0", MAC: "00:50:56:aa:bb:01", InterfaceName: "eth0\x1b]0;owned\x07" + strings.Repeat("x", 300),
+		IPs: []string{"2001:DB8::21", "192.168.10.21\n", "10.0.0.9"}, InfoSource: "domain, guest-agent",
+	}})
+	assert.Equal(t, []v1alpha1.TargetInterface{{
+		Name: "net-0", MAC: "00:50:56:aa:bb:01", InterfaceName: "eth0\ufffd]0;owned\ufffd" + strings.Repeat("x", maxVMIString-len("eth0\ufffd]0;owned\ufffd")),
+		IPAddresses: []string{"2001:db8::21", "192.168.10.21\ufffd", "10.0.0.9"}, InfoSource: "domain, guest-agent",
+	}}, got)
 }

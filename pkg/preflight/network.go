@@ -17,6 +17,11 @@ const (
 	// that may be static lands on the pod network, where KubeVirt's
 	// masquerade gives the guest a private address.
 	ReasonStaticAddressOnPodNetwork = "StaticAddressOnPodNetwork"
+	// ReasonGuestAddressRejected: VMware Tools reported, from inside the
+	// guest, values of its network that are not addresses the controller
+	// writes anywhere (status.source.guestNetworkRejected): a guest that
+	// says so is misconfigured or hostile, and the migration is refused.
+	ReasonGuestAddressRejected = "GuestAddressRejected"
 	// ReasonStaticIPsNeedMACs: spec.target.preserveStaticIPs pins the
 	// guest's interface names to the source MACs, which
 	// preserveMACAddresses false gives away.
@@ -36,6 +41,7 @@ func (c *checker) guestNetwork() {
 	if len(c.inv.NICs) == 0 {
 		return
 	}
+	c.guestAddressRejected()
 	toolsDown := c.inv.ToolsRunningStatus != "" && c.inv.ToolsRunningStatus != toolsRunning
 	if !c.inv.GuestNetworkReported() && (toolsDown || c.inv.PowerState == poweredOff) {
 		c.add(warning(ReasonGuestNetworkUnknown, fmt.Sprintf("VMware Tools reported no address of the VM's NICs (tools %s, VM %s): "+
@@ -60,6 +66,21 @@ func (c *checker) guestNetwork() {
 		c.add(warning(ReasonStaticIPsNeedMACs, "spec.target.preserveStaticIPs keeps the guest's interface names by the source MAC addresses, "+
 			"which spec.target.preserveMACAddresses false gives away: the names, and the static addresses configured on them, will not be kept"))
 	}
+}
+
+// guestAddressRejected blocks a migration whose guest reported values of
+// its network the inventory refused: the guest's report decides what the
+// conversion configures (a Windows guest's static addresses) and what the
+// network identity check expects, and a report with a zone, control
+// characters or a prefix length no address has cannot be taken in part.
+func (c *checker) guestAddressRejected() {
+	if len(c.inv.GuestNetworkRejected) == 0 {
+		return
+	}
+	c.add(blocking(ReasonGuestAddressRejected, fmt.Sprintf("VMware Tools reported, from inside the guest, values of its network that are not IP addresses "+
+		"the migration could hand to the conversion: %s. None of them was kept, and the migration stops here with the source untouched. "+
+		"Check the guest (its network configuration, its VMware Tools) and correct what it reports, then create the migration again; "+
+		"a VM migrated powered off reports no addresses at all (GuestNetworkUnknown)", strings.Join(c.inv.GuestNetworkRejected, "; "))))
 }
 
 // candidateIPs are a NIC's addresses that may be static.

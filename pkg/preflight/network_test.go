@@ -78,3 +78,33 @@ func TestGuestNetworkRules(t *testing.T) {
 		})
 	}
 }
+
+// TestGuestAddressRejected: a value of VMware Tools' report the inventory
+// refused (it is recorded, quoted) blocks the migration, naming it,
+// whatever else the guest reported and whatever the spec keeps.
+func TestGuestAddressRejected(t *testing.T) {
+	for name, inv := range map[string]func(*v1alpha1.SourceInventory){
+		"with other addresses": func(inv *v1alpha1.SourceInventory) {
+			inv.NICs[1].Guest = &v1alpha1.GuestNICInfo{IPAddresses: []v1alpha1.GuestIPAddress{{IP: "192.168.10.21", PrefixLength: 24}}}
+		},
+		"alone":              func(*v1alpha1.SourceInventory) {},
+		"with the tools off": func(inv *v1alpha1.SourceInventory) { inv.ToolsRunningStatus = "guestToolsNotRunning" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec, in := cleanSpec(), cleanInventory()
+			spec.Target.PreserveStaticIPs = ptr.To(false)
+			inv(in)
+			in.GuestNetworkRejected = []string{`guest.net[0] (Network adapter 2) address "2001:db8::7%x\n--root=/dev/sdb9" holds a newline (byte 13)`}
+			var blocking []v1alpha1.PreflightFinding
+			for _, f := range Check(spec, in, cleanCluster()) {
+				if f.Severity == v1alpha1.SeverityBlocking {
+					blocking = append(blocking, f)
+				}
+			}
+			if assert.Len(t, blocking, 1) {
+				assert.Equal(t, ReasonGuestAddressRejected, blocking[0].Reason)
+				assert.Contains(t, blocking[0].Message, `address "2001:db8::7%x\n--root=/dev/sdb9" holds a newline`)
+			}
+		})
+	}
+}

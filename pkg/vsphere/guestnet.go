@@ -1,6 +1,7 @@
 package vsphere
 
 import (
+	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/untrusted"
 )
 
 // guestNetProperties are what VMware Tools reports of the guest's network
@@ -16,10 +18,13 @@ import (
 // a VM that is off, reports neither.
 var guestNetProperties = []string{"guest.net", "guest.ipStack"}
 
-// Bounds of what is kept of a guest NIC (the status schema's).
+// Bounds of what is kept of a guest NIC, and of the values refused (the
+// status schema's).
 const (
 	maxGuestAddresses  = 32
 	maxGuestDNSServers = 8
+	maxGuestRejected   = 16
+	maxRejectedEntry   = 256
 )
 
 // pciSlot is a device's PCI slot number, nil when vSphere gives none.
@@ -31,27 +36,57 @@ func pciSlot(info types.BaseVirtualDeviceBusSlotInfo) *int32 {
 	return nil
 }
 
+// guestReport collects what VMware Tools reported of the guest's network
+// that the inventory refuses: the report comes from inside the guest,
+// and only addresses in their canonical form, without zones, go on.
+type guestReport struct {
+	rejected []string
+}
+
+// reject records a refused value: where it was reported, the value
+// (quoted) and why.
+func (r *guestReport) reject(where, value string, problem error) {
+	if len(r.rejected) == maxGuestRejected {
+		return
+	}
+	r.rejected = append(r.rejected, untrusted.Clean(untrusted.Refuse(where, value, problem).Error(), maxRejectedEntry))
+}
+
+// addr parses an address the guest reported at where; ok is false (and
+// the value recorded) when it is refused.
+func (r *guestReport) addr(where, value string) (netip.Addr, bool) {
+	a, err := untrusted.Addr(value)
+	if err != nil {
+		r.reject(where, value, err)
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
 // addGuestNetwork fills each NIC's Guest from what VMware Tools reported:
 // a guest.net entry belongs to the NIC whose device key is its
 // deviceConfigId (else whose MAC address it has; an entry of the guest's
 // own, deviceConfigId -1, belongs to none), its addresses with their
 // prefix and origin, its DNS servers (else the guest's), and the default
 // gateway that lies on one of its subnets (else the one whose route names
-// its index in guest.net).
-func addGuestNetwork(nics []v1alpha1.SourceNIC, g *types.GuestInfo) {
+// its index in guest.net). It returns, quoted, the values it refused
+// (SourceInventory.GuestNetworkRejected).
+func addGuestNetwork(nics []v1alpha1.SourceNIC, g *types.GuestInfo) []string {
 	if g == nil {
-		return
+		return nil
 	}
-	gateways, dns := guestStack(g.IpStack)
+	var report guestReport
+	gateways, dns := guestStack(g.IpStack, &report)
 	for i, info := range g.Net {
 		n := nicFor(nics, info)
 		if n == nil {
 			continue
 		}
-		out := &v1alpha1.GuestNICInfo{IPAddresses: guestAddresses(info)}
+		where := fmt.Sprintf("guest.net[%d] (%s)", i, nicLabel(n))
+		out := &v1alpha1.GuestNICInfo{IPAddresses: guestAddresses(info, where, &report)}
 		out.DNSServers = dns
 		if info.DnsConfig != nil && len(info.DnsConfig.IpAddress) > 0 {
-			out.DNSServers = info.DnsConfig.IpAddress
+			out.DNSServers = report.addrs(where+" DNS server", info.DnsConfig.IpAddress)
 		}
 		out.DNSServers = boundedStrings(out.DNSServers, maxGuestDNSServers)
 		out.Gateway = gatewayFor(out.IPAddresses, gateways, i)
@@ -60,6 +95,27 @@ func addGuestNetwork(nics []v1alpha1.SourceNIC, g *types.GuestInfo) {
 		}
 		n.Guest = out
 	}
+	return report.rejected
+}
+
+// nicLabel names a NIC for a message.
+func nicLabel(n *v1alpha1.SourceNIC) string {
+	if n.Label != "" {
+		return n.Label
+	}
+	return fmt.Sprintf("NIC %d", n.Key)
+}
+
+// addrs are the canonical forms of the addresses the guest reported at
+// where, the refused ones left out (and recorded).
+func (r *guestReport) addrs(where string, values []string) []string {
+	var out []string
+	for _, v := range values {
+		if a, ok := r.addr(where, v); ok {
+			out = append(out, a.String())
+		}
+	}
+	return out
 }
 
 // nicFor finds the NIC a guest.net entry describes.
@@ -81,22 +137,49 @@ func nicFor(nics []v1alpha1.SourceNIC, info types.GuestNicInfo) *v1alpha1.Source
 }
 
 // guestAddresses are a guest.net entry's addresses: from ipConfig (with
-// prefix and origin) where the tools gave it, else the bare list.
-func guestAddresses(info types.GuestNicInfo) []v1alpha1.GuestIPAddress {
-	var out []v1alpha1.GuestIPAddress
+// prefix and origin) where the tools gave it, else the bare list; each in
+// its canonical form, with a prefix length within its bits and a known
+// origin (else other). The others are refused.
+func guestAddresses(info types.GuestNicInfo, where string, report *guestReport) []v1alpha1.GuestIPAddress {
+	var reported []v1alpha1.GuestIPAddress
 	if c := info.IpConfig; c != nil && len(c.IpAddress) > 0 {
 		for _, a := range c.IpAddress {
-			out = append(out, v1alpha1.GuestIPAddress{IP: a.IpAddress, PrefixLength: a.PrefixLength, Origin: a.Origin})
+			reported = append(reported, v1alpha1.GuestIPAddress{IP: a.IpAddress, PrefixLength: a.PrefixLength, Origin: a.Origin})
 		}
 	} else {
 		for _, ip := range info.IpAddress {
-			out = append(out, v1alpha1.GuestIPAddress{IP: ip})
+			reported = append(reported, v1alpha1.GuestIPAddress{IP: ip})
 		}
+	}
+	var out []v1alpha1.GuestIPAddress
+	for _, a := range reported {
+		ip, ok := report.addr(where+" address", a.IP)
+		if !ok {
+			continue
+		}
+		if err := untrusted.PrefixLength(ip, a.PrefixLength); err != nil {
+			report.reject(where+" address", fmt.Sprintf("%s/%d", ip, a.PrefixLength), err)
+			continue
+		}
+		out = append(out, v1alpha1.GuestIPAddress{IP: ip.String(), PrefixLength: a.PrefixLength, Origin: guestOrigin(a.Origin)})
 	}
 	if len(out) > maxGuestAddresses {
 		out = out[:maxGuestAddresses]
 	}
 	return out
+}
+
+// guestOrigin is an address's origin as the status keeps it: one of
+// vSphere's (NetIpConfigInfoIpAddressOrigin), lower case, other for an
+// origin it does not name, empty when the tools said none.
+func guestOrigin(o string) string {
+	switch l := strings.ToLower(o); l {
+	case "":
+		return ""
+	case v1alpha1.OriginManual, v1alpha1.OriginDHCP, v1alpha1.OriginLinkLayer, v1alpha1.OriginRandom, v1alpha1.OriginOther:
+		return l
+	}
+	return v1alpha1.OriginOther
 }
 
 // defaultRoute is a default route's gateway and the guest.net index its
@@ -106,23 +189,28 @@ type defaultRoute struct {
 	device  int
 }
 
-// guestStack reads the default gateways and the guest-wide DNS servers.
-func guestStack(stacks []types.GuestStackInfo) ([]defaultRoute, []string) {
+// guestStack reads the default gateways and the guest-wide DNS servers,
+// refusing (into report) those that are not addresses: a default route
+// without a gateway is no default gateway, and is left out quietly.
+func guestStack(stacks []types.GuestStackInfo, report *guestReport) ([]defaultRoute, []string) {
 	var routes []defaultRoute
 	var dns []string
-	for _, st := range stacks {
+	for j, st := range stacks {
 		if st.DnsConfig != nil && len(dns) == 0 {
-			dns = st.DnsConfig.IpAddress
+			dns = report.addrs(fmt.Sprintf("guest.ipStack[%d] DNS server", j), st.DnsConfig.IpAddress)
 		}
 		if st.IpRouteConfig == nil {
 			continue
 		}
 		for _, r := range st.IpRouteConfig.IpRoute {
-			gw, err := netip.ParseAddr(r.Gateway.IpAddress)
-			if err != nil || r.PrefixLength != 0 || gw.IsUnspecified() {
+			if r.PrefixLength != 0 || r.Gateway.IpAddress == "" {
 				continue
 			}
 			if nw, err := netip.ParseAddr(r.Network); err != nil || !nw.IsUnspecified() {
+				continue
+			}
+			gw, ok := report.addr(fmt.Sprintf("guest.ipStack[%d] default gateway", j), r.Gateway.IpAddress)
+			if !ok || gw.IsUnspecified() {
 				continue
 			}
 			device, err := strconv.Atoi(r.Gateway.Device)

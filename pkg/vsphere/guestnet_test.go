@@ -110,7 +110,7 @@ func TestGatewayFor(t *testing.T) {
 	gw := func(ip string, device int) defaultRoute {
 		r, _ := guestStack([]types.GuestStackInfo{{IpRouteConfig: &types.NetIpRouteConfigInfo{IpRoute: []types.NetIpRouteConfigInfoIpRoute{
 			{Network: "0.0.0.0", Gateway: types.NetIpRouteConfigInfoGateway{IpAddress: ip}},
-		}}}})
+		}}}}, &guestReport{})
 		r[0].device = device
 		return r[0]
 	}
@@ -129,5 +129,57 @@ func TestGatewayFor(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			assert.Equal(t, tc.want, gatewayFor(tc.addrs, tc.routes, tc.index))
 		})
+	}
+}
+
+// TestInventoryRefusesMalformedGuestNetwork: what VMware Tools report
+// comes from inside the guest. An address with a zone (of any bytes:
+// a newline too), a gateway or DNS server that is not an address, a
+// prefix length beyond the address's bits never reach the inventory's
+// NICs; every other value is kept in its canonical form.
+func TestInventoryRefusesMalformedGuestNetwork(t *testing.T) {
+	env := newSim(t, vpx, nil)
+	s := env.connect(t)
+	vm := buildVM(t, s, "hostile-vm", []diskSpec{{ctrl: "pvscsi", sizeMiB: 16, prov: ProvisioningThin}},
+		[]nicSpec{{adapter: "vmxnet3", network: "VM Network", mac: "00:50:56:aa:12:01"}})
+	key := readDevices(t, s, vm).SelectByType((*types.VirtualEthernetCard)(nil))[0].GetVirtualDevice().Key
+	setGuestNetwork(t, env, vm.Reference(), []types.GuestNicInfo{{
+		MacAddress: "00:50:56:aa:12:01", DeviceConfigId: key, Connected: true,
+		IpConfig: &types.NetIpConfigInfo{IpAddress: []types.NetIpConfigInfoIpAddress{
+			{IpAddress: "2001:DB8::21", PrefixLength: 64, Origin: "MANUAL"},
+			{IpAddress: "2001:db8::7%x\n--root=/dev/sdb9", PrefixLength: 64, Origin: "manual"},
+			{IpAddress: "fe80::1%eth0", PrefixLength: 64, Origin: "linklayer"},
+			{IpAddress: "192.168.12.21", PrefixLength: 200, Origin: "manual"},
+			{IpAddress: "192.168.12.22", PrefixLength: 24, Origin: "manual"},
+		}},
+		DnsConfig: &types.NetDnsConfigInfo{IpAddress: []string{"192.168.12.2", "192.168.12.3\n-x"}},
+	}}, []types.GuestStackInfo{{
+		IpRouteConfig: &types.NetIpRouteConfigInfo{IpRoute: []types.NetIpRouteConfigInfoIpRoute{
+			{Network: "::", PrefixLength: 0, Gateway: types.NetIpRouteConfigInfoGateway{IpAddress: "2001:db8::1%x\n-O /etc/shadow", Device: "0"}},
+			{Network: "0.0.0.0", PrefixLength: 0, Gateway: types.NetIpRouteConfigInfoGateway{IpAddress: "192.168.12.1", Device: "0"}},
+		}},
+	}})
+
+	inv, err := Inventory(testCtx(t), s, vm)
+	require.NoError(t, err)
+	require.Len(t, inv.NICs, 1)
+	assert.Equal(t, &v1alpha1.GuestNICInfo{
+		IPAddresses: []v1alpha1.GuestIPAddress{
+			{IP: "2001:db8::21", PrefixLength: 64, Origin: v1alpha1.OriginManual},
+			{IP: "192.168.12.22", PrefixLength: 24, Origin: v1alpha1.OriginManual},
+		},
+		Gateway:    "192.168.12.1",
+		DNSServers: []string{"192.168.12.2"},
+	}, inv.NICs[0].Guest, "only addresses, in their canonical form, without zones")
+	nic := "guest.net[0] (" + inv.NICs[0].Label + ")"
+	assert.Equal(t, []string{
+		`guest.ipStack[0] default gateway "2001:db8::1%x\n-O /etc/shadow" holds a newline (byte 13)`,
+		nic + ` address "2001:db8::7%x\n--root=/dev/sdb9" holds a newline (byte 13)`,
+		nic + ` address "fe80::1%eth0" has a zone (%eth0)`,
+		nic + ` address "192.168.12.21/200" has prefix length 200, not within the 32 bits of the address`,
+		nic + ` DNS server "192.168.12.3\n-x" holds a newline (byte 12)`,
+	}, inv.GuestNetworkRejected, "every value refused is recorded, quoted, for preflight to refuse the migration")
+	for _, r := range inv.GuestNetworkRejected {
+		assert.NotContains(t, r, "\n", "a refused value is quoted, never repeated")
 	}
 }

@@ -262,7 +262,7 @@ func (r *inventoryResult) inventory(serverUUID string) *v1alpha1.SourceInventory
 		// from the guest OS the VM was configured with.
 		inv.DetectedGuestID, inv.DetectedGuestFullName = g.GuestId, g.GuestFullName
 	}
-	addGuestNetwork(inv.NICs, vm.Guest)
+	inv.GuestNetworkRejected = addGuestNetwork(inv.NICs, vm.Guest)
 	if inv.GuestFamily == "" {
 		inv.GuestFamily = guestFamilyFromID(cmp.Or(inv.DetectedGuestID, inv.GuestID))
 	}

@@ -2,11 +2,13 @@ package pipeline
 
 import (
 	"encoding/hex"
+	"errors"
 	"strconv"
 	"strings"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/untrusted"
 )
 
 // Bounds of what a conversion's guest network lines put into status.
@@ -68,7 +70,11 @@ func isSHA256(s string) bool {
 // parseNICLine reads the guest network script's
 // "nic <mac> <name|-> <address|slot|-> <pinned|found|-> <addresses,|-> [why not]",
 // or the conversion script's "nic <mac> - - unreadable - <why>" for a
-// guest it could not look into.
+// guest it could not look into. The guest network script ran inside the
+// guest, with the guest's own shell and tools: a line that is not what it
+// prints (an interface name no interface has, an address that is not one
+// in its canonical form, a word it does not print, a control character)
+// reads as a guest that could not be read, with the reason quoted.
 func parseNICLine(line string) (v1alpha1.InterfacePin, bool) {
 	f := strings.Fields(line)
 	if len(f) < 6 {
@@ -78,21 +84,55 @@ func parseNICLine(line string) (v1alpha1.InterfacePin, bool) {
 	if !ok {
 		return v1alpha1.InterfacePin{}, false
 	}
+	p, err := readPin(mac, f)
+	if err != nil {
+		return v1alpha1.InterfacePin{MAC: mac, GuestUnreadable: true,
+			Message: truncate("the guest's answer for this NIC is not what the guest network script prints: "+err.Error(), maxPinMessage)}, true
+	}
+	return p, true
+}
+
+// readPin reads the fields of a "nic" line, refusing any that is not
+// what the guest network script prints.
+func readPin(mac string, f []string) (v1alpha1.InterfacePin, error) {
+	for _, word := range f[6:] {
+		if err := untrusted.Field(word, maxPinMessage); err != nil {
+			return v1alpha1.InterfacePin{}, untrusted.Refuse("the reason", word, err)
+		}
+	}
 	p := v1alpha1.InterfacePin{MAC: mac, Name: dashless(f[2]), Pinned: f[4] == "pinned", GuestUnreadable: f[4] == "unreadable",
 		Message: truncate(strings.Join(f[6:], " "), maxPinMessage)}
+	if p.Name != "" {
+		if err := untrusted.InterfaceName(p.Name); err != nil {
+			return v1alpha1.InterfacePin{}, untrusted.Refuse("interface name", f[2], err)
+		}
+	}
 	switch f[3] {
 	case "address":
 		p.Source = v1alpha1.PinSourceAddress
 	case "slot":
 		p.Source = v1alpha1.PinSourcePCISlot
+	case "-":
+	default:
+		return v1alpha1.InterfacePin{}, untrusted.Refuse("source", f[3], errors.New("is none of address, slot and -"))
+	}
+	switch f[4] {
+	case "pinned", "found", "unreadable", "-":
+	default:
+		return v1alpha1.InterfacePin{}, untrusted.Refuse("state", f[4], errors.New("is none of pinned, found, unreadable and -"))
 	}
 	if a := dashless(f[5]); a != "" {
-		p.StaticAddresses = strings.Split(a, ",")
-		if len(p.StaticAddresses) > maxPinAddresses {
-			p.StaticAddresses = p.StaticAddresses[:maxPinAddresses]
+		for _, s := range strings.Split(a, ",") {
+			ip, err := untrusted.Addr(s)
+			if err != nil {
+				return v1alpha1.InterfacePin{}, untrusted.Refuse("static address", s, err)
+			}
+			if len(p.StaticAddresses) < maxPinAddresses {
+				p.StaticAddresses = append(p.StaticAddresses, ip.String())
+			}
 		}
 	}
-	return p, true
+	return p, nil
 }
 
 func dashless(s string) string {

@@ -34,6 +34,12 @@ func TestCutConversionChain(t *testing.T) {
 }
 
 func TestNetworkConf(t *testing.T) {
+	networkConf := func(m *v1alpha1.VirtualMachineMigration) string {
+		t.Helper()
+		conf, err := networkConf(m)
+		assert.NoError(t, err)
+		return conf
+	}
 	m := linuxBIOS()
 	assert.Equal(t, "mode pin\nnic 00:50:56:aa:bb:01 192.168.10.21 ens192\n", networkConf(m))
 
@@ -53,6 +59,12 @@ func TestNetworkConf(t *testing.T) {
 }
 
 func TestV2VArgs(t *testing.T) {
+	v2vArgs := func(m *v1alpha1.VirtualMachineMigration) []string {
+		t.Helper()
+		args, err := v2vArgs(m)
+		assert.NoError(t, err)
+		return args
+	}
 	assert.Equal(t, []string{
 		"--mac=00:50:56:9a:01:02:ip:10.20.30.40,10.20.30.1,24,10.20.0.53,10.20.1.53",
 		"--mac=00:50:56:9a:01:02:ip:2001:db8::40",

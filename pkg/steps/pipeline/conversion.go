@@ -16,6 +16,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/untrusted"
 )
 
 // Conversion Job layout.
@@ -151,8 +152,13 @@ func RenderDomainXML(m *v1alpha1.VirtualMachineMigration) ([]byte, error) {
 	if err := setDomainFirmware(&dom.OS, inv); err != nil {
 		return nil, err
 	}
+	if err := sourceText("status.source.name", inv.Name, maxSourceName); err != nil {
+		return nil, err
+	}
 	dom.Devices.Disks = domainDisks(inv, m.Status.Disks)
-	dom.Devices.Interfaces = domainInterfaces(inv)
+	if dom.Devices.Interfaces, err = domainInterfaces(inv); err != nil {
+		return nil, err
+	}
 	out, err := xml.MarshalIndent(dom, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encoding the domain XML: %w", err)
@@ -416,10 +422,24 @@ func RenderConversionConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int3
 		return nil, err
 	}
 	data := map[string]string{DomainXMLKey: string(dom), ConvertScriptKey: convertScript, AcceleratorScriptKey: acceleratorScript}
-	if conf := networkConf(m); conf != "" {
+	conf, err := networkConf(m)
+	if err == nil {
+		err = checkLineFields(NetworkConfKey, conf)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rendering network.conf: %w", err)
+	}
+	if conf != "" {
 		data[NetworkConfKey], data[GuestNetworkScriptKey] = conf, guestNetworkScript
 	}
-	if args := v2vArgs(m); len(args) > 0 {
+	args, err := v2vArgs(m)
+	if err == nil {
+		err = checkArguments(args)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rendering virt-v2v's arguments: %w", err)
+	}
+	if len(args) > 0 {
 		data[V2VArgsKey] = strings.Join(args, "\n") + "\n"
 	}
 	return &corev1.ConfigMap{
@@ -427,6 +447,62 @@ func RenderConversionConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int3
 		ObjectMeta: childMeta(m, naming.ConversionConfigMap(m.Name, attempt), v1alpha1.ComponentConversion, true),
 		Data:       data,
 	}, nil
+}
+
+// Bounds of what vSphere names, as the renderers take it: a VM name with
+// escaped characters runs to hundreds of bytes, a datastore path to more.
+const (
+	maxSourceName = 1024
+	maxSourcePath = 4096
+	maxSourceID   = 128
+)
+
+// sourceText checks a value vSphere gave (status.source) that goes into
+// a structured document, where a space separates nothing: untrusted.Text.
+func sourceText(field, value string, max int) error {
+	return untrusted.Refuse("vSphere's "+field, value, untrusted.Text(value, max))
+}
+
+// sourceField checks an identifier vSphere gave (a reference, a UUID)
+// that is written whole: untrusted.Field; an empty one passes (it is left out).
+func sourceField(field, value string) error {
+	if value == "" {
+		return nil
+	}
+	return untrusted.Refuse("vSphere's "+field, value, untrusted.Field(value, maxSourceID))
+}
+
+// maxConversionField bounds one field of network.conf or one argument
+// of virt-v2v.args (a --mac with its addresses is under 200 bytes).
+const maxConversionField = 512
+
+// checkLineFields checks, as the last word before a line-oriented file
+// of the conversion is written, that each of its space-separated fields
+// is an untrusted.Field: whatever came from the guest cannot have added
+// a field or a line.
+func checkLineFields(file, text string) error {
+	for n, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		if text == "" {
+			break
+		}
+		for _, f := range strings.Split(line, " ") {
+			if err := untrusted.Field(f, maxConversionField); err != nil {
+				return untrusted.Refuse(fmt.Sprintf("a field of line %d of %s", n+1, file), f, err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkArguments checks that each argument virt-v2v.args lists is an
+// untrusted.Field: the conversion script reads one argument per line.
+func checkArguments(args []string) error {
+	for i, a := range args {
+		if err := untrusted.Field(a, maxConversionField); err != nil {
+			return untrusted.Refuse(fmt.Sprintf("virt-v2v argument %d", i+1), a, err)
+		}
+	}
+	return nil
 }
 
 // DefaultConversionApplianceMiB is libguestfs' appliance memory

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/untrusted"
 )
 
 // Keys of the conversion ConfigMap that keep the guest's network identity.
@@ -50,13 +51,15 @@ const (
 // networkConf is what the guest network script reads: the mode (pin, or
 // only inspect with preserveStaticIPs false), then one line per source NIC
 // that has a MAC address: "nic <mac> <addresses,|-> <ens<slot>|->", the
-// addresses being those VMware Tools reported that may be static. "" for
-// a guest that is not Linux (Windows gets virt-v2v's --mac instead) or
-// whose NICs give nothing to look for.
-func networkConf(m *v1alpha1.VirtualMachineMigration) string {
+// addresses being those VMware Tools reported that may be static, in
+// their canonical form. "" for a guest that is not Linux (Windows gets
+// virt-v2v's --mac instead) or whose NICs give nothing to look for. A
+// value of the guest's report that is not an address (guestNICOf) is
+// refused: it would be a field, or a line, of the guest's making.
+func networkConf(m *v1alpha1.VirtualMachineMigration) (string, error) {
 	inv := m.Status.Source
 	if inv == nil || isWindows(inv) {
-		return ""
+		return "", nil
 	}
 	spec := m.SpecInForce()
 	mode := pinModeInspect
@@ -64,14 +67,20 @@ func networkConf(m *v1alpha1.VirtualMachineMigration) string {
 		mode = pinModePin
 	}
 	var b strings.Builder
-	for _, nic := range inv.NICs {
+	for i, nic := range inv.NICs {
 		mac, ok := canonicalMAC(nic.MAC)
 		if !ok {
 			continue
 		}
+		g, err := guestNICOf(i, nic)
+		if err != nil {
+			return "", err
+		}
 		var addrs []string
-		for _, a := range nic.CandidateAddresses() {
-			addrs = append(addrs, a.IP)
+		for _, a := range g.addresses {
+			if a.candidate {
+				addrs = append(addrs, a.ip.String())
+			}
 		}
 		slot := "-"
 		if nic.PCISlotNumber != nil {
@@ -83,9 +92,9 @@ func networkConf(m *v1alpha1.VirtualMachineMigration) string {
 		fmt.Fprintf(&b, "nic %s %s %s\n", mac, orDash(strings.Join(addrs, ",")), slot)
 	}
 	if b.Len() == 0 {
-		return ""
+		return "", nil
 	}
-	return "mode " + mode + "\n" + b.String()
+	return "mode " + mode + "\n" + b.String(), nil
 }
 
 func orDash(s string) string {
@@ -104,47 +113,107 @@ func canonicalMAC(s string) (string, bool) {
 	return hw.String(), true
 }
 
+// guestNIC is what VMware Tools reported of a NIC, every value parsed by
+// untrusted.Addr: only their canonical forms are ever written.
+type guestNIC struct {
+	addresses []guestAddress
+	gateway   netip.Addr // invalid when none
+	dns       []netip.Addr
+}
+
+// guestAddress is one parsed address of a guest NIC.
+type guestAddress struct {
+	ip     netip.Addr
+	prefix int32
+	// candidate: it may be static (v1alpha1.GuestIPAddress.Dynamic);
+	// manual: VMware Tools say the guest sets it (Manual).
+	candidate, manual bool
+}
+
+// guestNICOf parses the guest information of the NIC at index i of the
+// inventory. The inventory keeps only addresses (vsphere.Inventory), so
+// a value that is not one, without a zone, with a prefix length within
+// its bits, is a status written otherwise (by hand, or by an older
+// release): it is refused, quoted, and the migration is not rendered.
+func guestNICOf(i int, nic v1alpha1.SourceNIC) (guestNIC, error) {
+	var out guestNIC
+	g := nic.Guest
+	if g == nil {
+		return out, nil
+	}
+	where := fmt.Sprintf("status.source.nics[%d].guest", i)
+	for j, a := range g.IPAddresses {
+		what := fmt.Sprintf("VMware Tools' address (%s.ipAddresses[%d].ip)", where, j)
+		ip, err := untrusted.Addr(a.IP)
+		if err == nil {
+			err = untrusted.PrefixLength(ip, a.PrefixLength)
+		}
+		if err != nil {
+			return guestNIC{}, untrusted.Refuse(what, a.IP, err)
+		}
+		out.addresses = append(out.addresses, guestAddress{ip: ip, prefix: a.PrefixLength, candidate: !a.Dynamic(), manual: a.Manual()})
+	}
+	if g.Gateway != "" {
+		gw, err := untrusted.Addr(g.Gateway)
+		if err != nil {
+			return guestNIC{}, untrusted.Refuse(fmt.Sprintf("VMware Tools' gateway (%s.gateway)", where), g.Gateway, err)
+		}
+		out.gateway = gw
+	}
+	for j, d := range g.DNSServers {
+		dns, err := untrusted.Addr(d)
+		if err != nil {
+			return guestNIC{}, untrusted.Refuse(fmt.Sprintf("VMware Tools' DNS server (%s.dnsServers[%d])", where, j), d, err)
+		}
+		out.dns = append(out.dns, dns)
+	}
+	return out, nil
+}
+
 // v2vArgs are the extra virt-v2v-in-place arguments of a migration: for
 // a Windows guest with spec.target.preserveStaticIPs, one
 // --mac=MAC:ip:IP[,GATEWAY,PREFIX[,DNS...]] per static address VMware
 // Tools reported (origin manual), which virt-v2v configures on the
-// interface with that MAC at first boot. virt-v2v refuses an empty
-// gateway, so an address without a known gateway goes alone (its
-// prefix then is virt-v2v's default).
-func v2vArgs(m *v1alpha1.VirtualMachineMigration) []string {
+// interface with that MAC at first boot, every address in its canonical
+// form. virt-v2v refuses an empty gateway, so an address without a known
+// gateway goes alone (its prefix then is virt-v2v's default). A value of
+// the guest's report that is not an address (guestNICOf) is refused: it
+// would be an argument of the guest's making.
+func v2vArgs(m *v1alpha1.VirtualMachineMigration) ([]string, error) {
 	inv := m.Status.Source
 	spec := m.SpecInForce()
 	if inv == nil || !isWindows(inv) || !spec.Target.PreserveStaticIPsEnabled() {
-		return nil
+		return nil, nil
 	}
 	var args []string
-	for _, nic := range inv.NICs {
+	for i, nic := range inv.NICs {
 		mac, ok := canonicalMAC(nic.MAC)
 		if !ok || nic.Guest == nil {
 			continue
 		}
-		for _, a := range nic.Guest.IPAddresses {
-			if !a.Manual() {
-				continue
+		g, err := guestNICOf(i, nic)
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range g.addresses {
+			if a.manual {
+				args = append(args, "--mac="+mac+":ip:"+staticIPSpec(a, g))
 			}
-			args = append(args, "--mac="+mac+":ip:"+staticIPSpec(a, nic.Guest))
 		}
 	}
-	return args
+	return args, nil
 }
 
 // staticIPSpec is virt-v2v's IP[,GATEWAY,PREFIX[,DNS...]] of an address:
 // the gateway of the address's family, and the DNS servers of its family.
-func staticIPSpec(a v1alpha1.GuestIPAddress, g *v1alpha1.GuestNICInfo) string {
-	ip, err := netip.ParseAddr(a.IP)
-	gw, gerr := netip.ParseAddr(g.Gateway)
-	if err != nil || gerr != nil || ip.Is4() != gw.Is4() || a.PrefixLength <= 0 {
-		return a.IP
+func staticIPSpec(a guestAddress, g guestNIC) string {
+	if !g.gateway.IsValid() || a.ip.Is4() != g.gateway.Is4() || a.prefix <= 0 {
+		return a.ip.String()
 	}
-	parts := []string{ip.String(), gw.String(), strconv.Itoa(int(a.PrefixLength))}
-	for _, d := range g.DNSServers {
-		if dns, err := netip.ParseAddr(d); err == nil && dns.Is4() == ip.Is4() {
-			parts = append(parts, dns.String())
+	parts := []string{a.ip.String(), g.gateway.String(), strconv.Itoa(int(a.prefix))}
+	for _, d := range g.dns {
+		if d.Is4() == a.ip.Is4() {
+			parts = append(parts, d.String())
 		}
 	}
 	return strings.Join(parts, ",")
@@ -170,13 +239,17 @@ type interfaceXML struct {
 var v2vModels = map[string]bool{"vmxnet3": true, "e1000": true, "e1000e": true, "rtl8139": true, "virtio": true}
 
 // domainInterfaces are the source NICs with a MAC address, in source
-// order, ignored ones included: virt-v2v describes the source VM.
-func domainInterfaces(inv *v1alpha1.SourceInventory) []interfaceXML {
+// order, ignored ones included: virt-v2v describes the source VM. A
+// network name with a control character is refused (sourceText).
+func domainInterfaces(inv *v1alpha1.SourceInventory) ([]interfaceXML, error) {
 	var out []interfaceXML
 	for i, nic := range inv.NICs {
 		mac, ok := canonicalMAC(nic.MAC)
 		if !ok {
 			continue
+		}
+		if err := sourceText(fmt.Sprintf("status.source.nics[%d].network", i), nic.Network, maxSourceName); err != nil {
+			return nil, err
 		}
 		x := interfaceXML{Type: "network"}
 		x.MAC.Address = mac
@@ -191,5 +264,5 @@ func domainInterfaces(inv *v1alpha1.SourceInventory) []interfaceXML {
 		}
 		out = append(out, x)
 	}
-	return out
+	return out, nil
 }

@@ -42,7 +42,9 @@ func TestRealV2VReadsTheNetworkIdentity(t *testing.T) {
 	domain := filepath.Join(t.TempDir(), DomainXMLKey)
 	require.NoError(t, os.WriteFile(domain, []byte(strings.ReplaceAll(string(dom), disksRoot+"/", staged+"/")), 0o644))
 
-	args := append(v2vArgs(m), "-i", "libvirtxml", domain, "--print-source")
+	extra, err := v2vArgs(m)
+	require.NoError(t, err)
+	args := append(extra, "-i", "libvirtxml", domain, "--print-source")
 	cmd := exec.Command("virt-v2v-in-place", args...)
 	cmd.Env = append(os.Environ(), tcg...)
 	out, err := cmd.CombinedOutput()

@@ -27,6 +27,7 @@ import (
 	cdilisters "platform.example/vm-migration/pkg/generated/cdi/listers/core/v1beta1"
 	kvlisters "platform.example/vm-migration/pkg/generated/kubevirt/listers/core/v1"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/untrusted"
 )
 
 // Listers are the informer caches the step observes its children through.
@@ -537,10 +538,14 @@ func dataVolumeMessage(dv *cdiv1.DataVolume) string {
 const (
 	maxVMIInterfaces = 64
 	maxVMIAddresses  = 32
+	maxVMIString     = 256
 )
 
 // vmiInterfaces are a VMI's status.interfaces as KubeVirt reports them
-// (the addresses its ipAddresses list, else its ipAddress), bounded.
+// (the addresses its ipAddresses list, else its ipAddress), bounded. The
+// guest agent reports them from inside the migrated guest: every string
+// is kept without control characters (untrusted.Clean), and an address
+// in its canonical form where it is one.
 func vmiInterfaces(in []kubevirtv1.VirtualMachineInstanceNetworkInterface) []v1alpha1.TargetInterface {
 	var out []v1alpha1.TargetInterface
 	for _, i := range in {
@@ -554,8 +559,20 @@ func vmiInterfaces(in []kubevirtv1.VirtualMachineInstanceNetworkInterface) []v1a
 		if len(ips) > maxVMIAddresses {
 			ips = ips[:maxVMIAddresses]
 		}
-		out = append(out, v1alpha1.TargetInterface{Name: i.Name, MAC: i.MAC, InterfaceName: i.InterfaceName,
-			IPAddresses: slices.Clone(ips), InfoSource: i.InfoSource})
+		kept := make([]string, 0, len(ips))
+		for _, ip := range ips {
+			if a, err := untrusted.Addr(ip); err == nil {
+				kept = append(kept, a.String())
+			} else {
+				kept = append(kept, untrusted.Clean(ip, maxVMIString))
+			}
+		}
+		if len(kept) == 0 {
+			kept = nil
+		}
+		clean := func(s string) string { return untrusted.Clean(s, maxVMIString) }
+		out = append(out, v1alpha1.TargetInterface{Name: clean(i.Name), MAC: clean(i.MAC), InterfaceName: clean(i.InterfaceName),
+			IPAddresses: kept, InfoSource: clean(i.InfoSource)})
 	}
 	return out
 }

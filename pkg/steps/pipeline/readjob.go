@@ -15,6 +15,7 @@ import (
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/pkg/untrusted"
 )
 
 // Pod labels the Job controller sets: the current one and the legacy one.
@@ -135,6 +136,17 @@ func observeTransfer(o *statemachine.JobObservation, msg string, cm map[string]s
 func observeConversion(o *statemachine.JobObservation, msg string, exitedZero bool) {
 	msg, sums, pins := cutConversionChain(msg)
 	r := parseConversionReport(msg)
+	// virt-v2v words the guest's product name and its warnings from the
+	// guest's own files: status keeps them without control characters.
+	r.os = untrusted.Clean(r.os, maxOSLength)
+	for i, w := range r.warnings {
+		r.warnings[i] = untrusted.Clean(w, maxWarningLength)
+	}
+	lines := strings.Split(r.errors, "\n")
+	for i, l := range lines {
+		lines[i] = untrusted.Clean(l, len(l)*3)
+	}
+	r.errors = strings.Join(lines, "\n")
 	o.Warnings = r.warnings
 	if o.Succeeded || exitedZero {
 		o.OperatingSystem = r.os
@@ -170,6 +182,7 @@ const warningsHeading = "# virt-v2v warnings"
 const (
 	maxWarnings      = 8
 	maxWarningLength = 512
+	maxOSLength      = 256
 )
 
 // v2vMessage is one line of virt-v2v's --machine-readable output.

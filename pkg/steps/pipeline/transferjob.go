@@ -49,6 +49,17 @@ func RenderTransferSpec(m *v1alpha1.VirtualMachineMigration) (*wire.JobSpec, err
 	if _, err := recordedDisks(m, false); err != nil {
 		return nil, err
 	}
+	if err := sourceField("status.source.moRef", inv.MoRef); err != nil {
+		return nil, err
+	}
+	if err := sourceText("status.source.datacenter", inv.Datacenter, maxSourceName); err != nil {
+		return nil, err
+	}
+	for i, d := range inv.Disks {
+		if err := sourceText(fmt.Sprintf("status.source.disks[%d].fileName", i), d.FileName, maxSourcePath); err != nil {
+			return nil, err
+		}
+	}
 	spec := m.SpecInForce()
 	dc := inv.Datacenter
 	if dc == "" {

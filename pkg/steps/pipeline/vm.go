@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -94,10 +95,14 @@ func RenderVirtualMachine(m *v1alpha1.VirtualMachineMigration) (*kubevirtv1.Virt
 	if err != nil {
 		return nil, err
 	}
+	meta, err := vmMeta(m, name, inv)
+	if err != nil {
+		return nil, err
+	}
 	halted := kubevirtv1.RunStrategyHalted
 	return &kubevirtv1.VirtualMachine{
 		TypeMeta:   metav1.TypeMeta{APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine"},
-		ObjectMeta: vmMeta(m, name, inv),
+		ObjectMeta: meta,
 		Spec: kubevirtv1.VirtualMachineSpec{
 			RunStrategy: &halted,
 			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
@@ -109,9 +114,15 @@ func RenderVirtualMachine(m *v1alpha1.VirtualMachineMigration) (*kubevirtv1.Virt
 }
 
 // vmMeta is the VM's metadata: a child of m that m does not own (it
-// outlives the migration), annotated with its source.
-func vmMeta(m *v1alpha1.VirtualMachineMigration, name string, inv *v1alpha1.SourceInventory) metav1.ObjectMeta {
+// outlives the migration), annotated with its source: its name, as
+// vSphere gives it (without control characters), its BIOS UUID and its
+// server's UUID (identifiers, written whole).
+func vmMeta(m *v1alpha1.VirtualMachineMigration, name string, inv *v1alpha1.SourceInventory) (metav1.ObjectMeta, error) {
 	meta := childMeta(m, name, v1alpha1.ComponentVM, false)
+	if err := cmp.Or(sourceText("status.source.name", inv.Name, maxSourceName),
+		sourceField("status.source.biosUUID", inv.BIOSUUID), sourceField("status.source.server", inv.Server)); err != nil {
+		return meta, err
+	}
 	meta.Annotations = map[string]string{}
 	for k, v := range map[string]string{
 		v1alpha1.AnnotationSourceVM:     inv.Name,
@@ -122,7 +133,7 @@ func vmMeta(m *v1alpha1.VirtualMachineMigration, name string, inv *v1alpha1.Sour
 			meta.Annotations[k] = v
 		}
 	}
-	return meta
+	return meta, nil
 }
 
 // renderDomain is the domain's CPU topology, memory, firmware and, for

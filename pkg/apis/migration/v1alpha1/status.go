@@ -391,6 +391,18 @@ type SourceInventory struct {
 	// +listType=map
 	// +listMapKey=key
 	NICs []SourceNIC `json:"nics,omitempty"`
+	// GuestNetworkRejected lists, quoted, what VMware Tools reported of
+	// the guest's network that is not an address the controller would
+	// write anywhere: an address with a zone, whitespace or control
+	// characters, or a prefix length beyond its bits; a gateway or DNS
+	// server that is not an address. VMware Tools report what the guest
+	// says: none of it reaches the NICs' guest information, and preflight
+	// refuses the migration (GuestAddressRejected).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=256
+	GuestNetworkRejected []string `json:"guestNetworkRejected,omitempty"`
 	// InventoriedAt is when the inventory was read.
 	// +optional
 	InventoriedAt *metav1.Time `json:"inventoriedAt,omitempty"`
@@ -503,27 +515,38 @@ type GuestNICInfo struct {
 	// +kubebuilder:validation:MaxItems=32
 	IPAddresses []GuestIPAddress `json:"ipAddresses,omitempty"`
 	// Gateway is the default route's gateway that lies on one of the
-	// NIC's subnets.
+	// NIC's subnets, in its canonical form.
 	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:Pattern=`^[0-9a-f.:]+$`
 	Gateway string `json:"gateway,omitempty"`
 	// DNSServers the guest resolves names with over this NIC (the NIC's
-	// own, else the guest's).
+	// own, else the guest's), in their canonical form.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=45
+	// +kubebuilder:validation:items:Pattern=`^[0-9a-f.:]+$`
 	DNSServers []string `json:"dnsServers,omitempty"`
 }
 
 // GuestIPAddress is one address of a guest's NIC.
 type GuestIPAddress struct {
-	// IP address, IPv4 or IPv6.
+	// IP address, IPv4 or IPv6, in its canonical form (lower-case hex,
+	// zeros compressed) and without a zone.
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:Pattern=`^[0-9a-f.:]+$`
 	IP string `json:"ip"`
-	// PrefixLength of the address's subnet.
+	// PrefixLength of the address's subnet; 0 when VMware Tools did not say.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=128
 	PrefixLength int32 `json:"prefixLength,omitempty"`
 	// Origin as VMware Tools reports it: manual (configured statically),
-	// dhcp, linklayer, random or other; empty when it did not say.
+	// dhcp, linklayer, random or other (also for an origin it names
+	// otherwise); empty when it did not say.
 	// +optional
+	// +kubebuilder:validation:Enum=manual;dhcp;linklayer;random;other
 	Origin string `json:"origin,omitempty"`
 }
 
@@ -751,11 +774,15 @@ const (
 // InterfacePin is what the conversion found and did for one source NIC
 // in the guest's network configuration.
 type InterfacePin struct {
-	// MAC address of the source NIC.
+	// MAC address of the source NIC, lower case with colons.
+	// +kubebuilder:validation:Pattern=`^([0-9a-f]{2}:){5}[0-9a-f]{2}$`
 	MAC string `json:"mac"`
 	// Name the guest's network configuration gives the NIC; empty when
-	// none of it could be tied to the NIC.
+	// none of it could be tied to the NIC. An interface name as systemd
+	// takes it: printable ASCII but for space, '%', '/' and ':'.
 	// +optional
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[!-$&-.0-9;-~]+$`
 	Name string `json:"name,omitempty"`
 	// Source says how Name was found: Address or PCISlot.
 	// +optional
@@ -771,6 +798,8 @@ type InterfacePin struct {
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=45
+	// +kubebuilder:validation:items:Pattern=`^[0-9a-f.:]+$`
 	StaticAddresses []string `json:"staticAddresses,omitempty"`
 	// GuestUnreadable says the conversion could not read the guest's
 	// network configuration (Message says why): whether the NIC's
@@ -779,6 +808,7 @@ type InterfacePin struct {
 	GuestUnreadable bool `json:"guestUnreadable,omitempty"`
 	// Message says why the NIC was not pinned.
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	Message string `json:"message,omitempty"`
 }
 

@@ -650,6 +650,11 @@ func (in *SourceInventory) DeepCopyInto(out *SourceInventory) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.GuestNetworkRejected != nil {
+		in, out := &in.GuestNetworkRejected, &out.GuestNetworkRejected
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.InventoriedAt != nil {
 		in, out := &in.InventoriedAt, &out.InventoriedAt
 		*out = (*in).DeepCopy()

@@ -44,6 +44,11 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 			obs.NamespaceTerminating = c.namespaceTerminating(ctx, m.Namespace)
 		}
 	}
+	if statemachine.NeedsLiveTargetInstance(m, &obs) {
+		// The instance cache can lag behind KubeVirt: before the source
+		// may be powered on again, the API server itself is asked.
+		obs.LiveVMI = c.steps.Pipeline.ReadTargetInstance(ctx, m)
+	}
 	inv := m.Status.Source
 	if need == statemachine.SourceNeedInventory {
 		inv = nil

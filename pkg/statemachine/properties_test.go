@@ -509,6 +509,7 @@ func (w *world) observe(m *v1alpha1.VirtualMachineMigration) Observation {
 	if w.vm != nil && w.vm.RunStrategy == RunStrategyAlways {
 		o.VMI = &VMIObservation{Phase: VMIRunning}
 	}
+	readLive(m, &o, o.VMI)
 	return o
 }
 

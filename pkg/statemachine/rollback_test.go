@@ -57,11 +57,11 @@ func TestRollingBack(t *testing.T) {
 			phase: v1alpha1.PhaseRollingBack, action: ActionHaltVM, name: builders.DefaultTarget,
 		},
 		"somebody else's VM is left alone": {
-			m: m(), obs: newObs(sourceOff, targetVM(false, RunStrategyAlways)),
+			m: m(), obs: newObs(sourceOff, targetVM(false, RunStrategyAlways), liveVMI(nil)),
 			phase: v1alpha1.PhaseRollingBack, action: ActionPowerOnSource,
 		},
 		"source stopped by us and was on: power it on, intent first": {
-			m: m(), obs: newObs(sourceOff),
+			m: m(), obs: newObs(sourceOff, liveVMI(nil)),
 			phase: v1alpha1.PhaseRollingBack, action: ActionPowerOnSource, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
 				wantTime(t, "restoreRequestedAt", d.Status.SourceControl.RestoreRequestedAt, 0)
@@ -70,7 +70,7 @@ func TestRollingBack(t *testing.T) {
 		},
 		"power-on requested a moment ago: wait": {
 			m:     m(builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.RestoreRequestedAt = builders.TP(-4 * time.Second) })),
-			obs:   newObs(sourceOff),
+			obs:   newObs(sourceOff, liveVMI(nil)),
 			phase: v1alpha1.PhaseRollingBack, requeue: 6 * time.Second,
 		},
 		"source seen on again: RestoredAt": {
@@ -197,7 +197,7 @@ func TestDeletion(t *testing.T) {
 			phase: v1alpha1.PhaseCancelling, action: ActionDeleteChildren,
 		},
 		"Cancelling: the source is powered on again": {
-			m: cancelling(), obs: newObs(sourceOff),
+			m: cancelling(), obs: newObs(sourceOff, liveVMI(nil)),
 			phase: v1alpha1.PhaseCancelling, action: ActionPowerOnSource,
 			check: func(t *testing.T, d Decision) {
 				wantTime(t, "restoreRequestedAt", d.Status.SourceControl.RestoreRequestedAt, 0)

@@ -356,7 +356,7 @@ func TestRestoreWaitsForAPendingStop(t *testing.T) {
 			},
 		},
 		"off now: power it on": {
-			m: cancelling(), obs: newObs(sourceOff),
+			m: cancelling(), obs: newObs(sourceOff, liveVMI(nil)),
 			phase: v1alpha1.PhaseCancelling, action: ActionPowerOnSource,
 		},
 		"still on after the shutdown timeout: the guest ignored it, restored": {

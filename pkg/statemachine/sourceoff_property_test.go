@@ -138,12 +138,22 @@ func (w *offWorld) observe(m *v1alpha1.VirtualMachineMigration) Observation {
 			o.Children.DataVolumes = append(o.Children.DataVolumes, ref(KindDataVolume, n))
 		}
 	}
+	var vmi *VMIObservation
+	if w.vmi != "" {
+		vmi = &VMIObservation{Phase: w.vmi, Deleting: w.vm != RunStrategyAlways}
+	}
 	if w.vm != "" {
 		o.VM = &VMObservation{Ours: true, UID: builders.TargetUID, RunStrategy: w.vm, Ref: ref(KindVirtualMachine, builders.DefaultTarget)}
+		if vmi != nil && w.g.chance(0.5) {
+			// KubeVirt's report of the instance on the VM, when it is not behind.
+			o.VM.Created, o.VM.PrintableStatus = true, "Stopping"
+		}
 	}
-	if w.vmi != "" {
-		o.VMI = &VMIObservation{Phase: w.vmi, Deleting: w.vm != RunStrategyAlways}
+	// The instance cache lags behind the API server now and then.
+	if vmi != nil && !w.g.chance(0.3) {
+		o.VMI = vmi
 	}
+	readLive(m, &o, vmi)
 	return o
 }
 

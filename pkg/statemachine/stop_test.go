@@ -63,7 +63,7 @@ func TestRestoreWaitsUntilTheStopCanNoLongerLand(t *testing.T) {
 			phase: v1alpha1.PhaseCancelling, action: ActionNone, check: notRestored,
 		},
 		"off, its power-off task ended: power on": {
-			m: cancelling(poweringOff), obs: newObs(sourceOff, powerOffTasks(TaskObservation{Ref: "task-7", State: TaskSucceeded})),
+			m: cancelling(poweringOff), obs: newObs(sourceOff, powerOffTasks(TaskObservation{Ref: "task-7", State: TaskSucceeded}), liveVMI(nil)),
 			phase: v1alpha1.PhaseCancelling, action: ActionPowerOnSource,
 		},
 		"on, its power-off task failed long ago: restored": {
@@ -81,7 +81,7 @@ func TestRestoreWaitsUntilTheStopCanNoLongerLand(t *testing.T) {
 			check: func(t *testing.T, d Decision) { wantTime(t, "restoredAt", d.Status.SourceControl.RestoredAt, 0) },
 		},
 		"off after the guest shutdown: power on": {
-			m: cancelling(shuttingDown), obs: newObs(sourceOff),
+			m: cancelling(shuttingDown), obs: newObs(sourceOff, liveVMI(nil)),
 			phase: v1alpha1.PhaseCancelling, action: ActionPowerOnSource,
 		},
 	})

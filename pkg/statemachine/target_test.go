@@ -38,7 +38,7 @@ func TestSourceStaysOffUntilTheTargetInstanceIsGone(t *testing.T) {
 			m: rollingBack, obs: halting, phase: v1alpha1.PhaseRollingBack, action: ActionNone, check: waits,
 		},
 		"rolling back, the instance gone: power the source on": {
-			m: rollingBack, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted)),
+			m: rollingBack, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), liveVMI(nil)),
 			phase: v1alpha1.PhaseRollingBack, action: ActionPowerOnSource,
 		},
 		"cancelling, the halted target's instance still runs: wait": {
@@ -67,8 +67,144 @@ func TestSourceStaysOffUntilTheTargetInstanceIsGone(t *testing.T) {
 			obs: halting, phase: v1alpha1.PhaseFailed,
 		},
 		"cancelling, the instance gone: power the source on": {
-			m: cancelling, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted)),
+			m: cancelling, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), liveVMI(nil)),
 			phase: v1alpha1.PhaseCancelling, action: ActionPowerOnSource,
 		},
 	})
+}
+
+// readLive adds to o, as the controller does, the target's instance read
+// live from the API server (vmi, nil when there is none) when the
+// decision needs it.
+func readLive(m *v1alpha1.VirtualMachineMigration, o *Observation, vmi *VMIObservation) {
+	if NeedsLiveTargetInstance(m, o) {
+		o.LiveVMI = &LiveVMIObservation{VMI: vmi}
+	}
+}
+
+// liveVMI is the target's instance as the API server answered for it:
+// vmi, nil when there is none.
+func liveVMI(vmi *VMIObservation) obsOpt {
+	return func(o *Observation) { o.LiveVMI = &LiveVMIObservation{VMI: vmi} }
+}
+
+// vmReports sets what the target VM reports of its instance.
+func vmReports(created bool, printable string) obsOpt {
+	return func(o *Observation) { o.VM.Created, o.VM.PrintableStatus = created, printable }
+}
+
+// TestNoCacheLagPowersTheSourceOn: the instance cache can lag behind
+// KubeVirt (the instance created just before the halt, the VM's informer
+// already showing Halted while the instance's has not delivered it yet).
+// The source is powered on again only when the cache, the instance read
+// live from the API server and what the VM itself reports (status.created,
+// printableStatus) all say there is no instance; a live read that failed
+// or was not made keeps the source off and tries again a poll later.
+func TestNoCacheLagPowersTheSourceOn(t *testing.T) {
+	rollingBack := newMigration(builders.Reached(v1alpha1.PhaseRollingBack), startedTarget)
+	cancelling := newMigration(builders.Reached(v1alpha1.PhaseCancelling), builders.Deleted, startedTarget)
+	running := &VMIObservation{Phase: VMIRunning, NodeName: "worker-2"}
+	keepsOff := func(what string) func(t *testing.T, d Decision) {
+		return func(t *testing.T, d Decision) {
+			assert.Nil(t, d.Status.SourceControl.RestoreRequestedAt, "power-on requested: %s", what)
+			c := wantCond(t, d, ConditionProgressing, metav1.ConditionFalse, ReasonWaitingForTargetInstance)
+			assert.Contains(t, c.Message, what, "the condition says why the source stays off")
+			assert.Equal(t, DefaultPollInterval, d.RequeueAfter, "looked at again a poll later")
+		}
+	}
+	runCases(t, map[string]decideCase{
+		"the cache has no instance, the API server has one: keep the source off": {
+			m: rollingBack, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), liveVMI(running)),
+			phase: v1alpha1.PhaseRollingBack, check: keepsOff("worker-2"),
+		},
+		"cancelling, the cache has no instance, the API server has one: keep the source off": {
+			m: cancelling, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), liveVMI(running)),
+			phase: v1alpha1.PhaseCancelling, check: keepsOff("worker-2"),
+		},
+		"the VM reports its instance created, none seen: keep the source off": {
+			m: rollingBack, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), vmReports(true, "Stopping"), liveVMI(nil)),
+			phase: v1alpha1.PhaseRollingBack, check: keepsOff("Stopping"),
+		},
+		"the VM reports Running, none seen: keep the source off": {
+			m: rollingBack, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), vmReports(false, "Running"), liveVMI(nil)),
+			phase: v1alpha1.PhaseRollingBack, check: keepsOff("Running"),
+		},
+		"cancelling, the VM reports Starting, none seen: keep the source off": {
+			m: cancelling, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), vmReports(false, "Starting"), liveVMI(nil)),
+			phase: v1alpha1.PhaseCancelling, check: keepsOff("Starting"),
+		},
+		"the live read failed: keep the source off, try again": {
+			m: rollingBack, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), func(o *Observation) {
+				o.LiveVMI = &LiveVMIObservation{Error: &ObservedError{Class: ErrorTransient, Reason: "APIUnavailable", Message: "the server is currently unable to handle the request"}}
+			}),
+			phase: v1alpha1.PhaseRollingBack, check: keepsOff("unable to handle the request"),
+		},
+		"no live read was made: keep the source off": {
+			m: rollingBack, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted)),
+			phase: v1alpha1.PhaseRollingBack, check: keepsOff("read from the API server"),
+		},
+		"nothing anywhere says there is an instance: power the source on": {
+			m: rollingBack, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), vmReports(false, "Stopped"), liveVMI(nil)),
+			phase: v1alpha1.PhaseRollingBack, action: ActionPowerOnSource,
+		},
+		"cancelling, the target VM gone, no instance live: power the source on": {
+			m: cancelling, obs: newObs(sourceOff, liveVMI(nil)),
+			phase: v1alpha1.PhaseCancelling, action: ActionPowerOnSource,
+		},
+		"the live instance's node declared lost: power the source on, and say so": {
+			m: rollingBack, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), vmReports(true, "Unknown"),
+				liveVMI(&VMIObservation{Phase: VMIFailed, Reason: VMINodeLost, NodeName: "worker-3"})),
+			phase: v1alpha1.PhaseRollingBack, action: ActionPowerOnSource,
+			check: func(t *testing.T, d Decision) {
+				wantCond(t, d, ConditionTargetNodeLost, metav1.ConditionTrue, ReasonTargetNodeLost)
+			},
+		},
+		"the source is already on: no read is needed, it is restored": {
+			m: rollingBack, obs: newObs(sourceOn(true), targetVM(true, RunStrategyHalted)),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) { assert.NotNil(t, d.Status.SourceControl.RestoredAt) },
+		},
+	})
+}
+
+// TestNeedsLiveTargetInstance: the controller reads the target's instance
+// from the API server only when the decision may power the source on
+// again (rolling back or cancelling, the source stopped by the controller,
+// not restored, seen not running) and the cache shows no instance; never
+// otherwise, so that a reconcile elsewhere reads nothing live.
+func TestNeedsLiveTargetInstance(t *testing.T) {
+	rollingBack := newMigration(builders.Reached(v1alpha1.PhaseRollingBack), startedTarget)
+	tests := map[string]struct {
+		m    *v1alpha1.VirtualMachineMigration
+		obs  Observation
+		want bool
+	}{
+		"rolling back, source off, no instance cached": {m: rollingBack, obs: newObs(sourceOff), want: true},
+		"cancelling, source off, no instance cached": {
+			m: newMigration(builders.Reached(v1alpha1.PhaseCancelling), builders.Deleted), obs: newObs(sourceOff), want: true,
+		},
+		"an instance cached: the decision waits anyway":  {m: rollingBack, obs: newObs(sourceOff, targetVMI(VMIRunning, false))},
+		"the source seen on: nothing to power on":        {m: rollingBack, obs: newObs(sourceOn(true))},
+		"the source not readable: nothing is powered on": {m: rollingBack, obs: newObs(sourceError(ErrorTransient, "VCenterUnreachable"))},
+		"restored already": {
+			m: newMigration(builders.Reached(v1alpha1.PhaseRollingBack), builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) {
+				sc.RestoredAt = builders.TP(-time.Second)
+			})), obs: newObs(sourceOff),
+		},
+		"the source was off when found": {
+			m: newMigration(builders.Reached(v1alpha1.PhaseRollingBack),
+				builders.WithSourceControl(func(sc *v1alpha1.SourceControlStatus) { sc.OriginalPowerState = PowerStateOff })),
+			obs: newObs(sourceOff),
+		},
+		"transferring: no power-on": {m: newMigration(builders.Reached(v1alpha1.PhaseTransferringDisks)), obs: newObs(sourceOff)},
+		"no target named yet": {
+			m:   newMigration(builders.Reached(v1alpha1.PhaseRollingBack), builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.Target = nil })),
+			obs: newObs(sourceOff),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.want, NeedsLiveTargetInstance(tc.m, &tc.obs))
+		})
+	}
 }

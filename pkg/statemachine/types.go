@@ -144,6 +144,10 @@ type Observation struct {
 	VM *VMObservation
 	// VMI is the target VirtualMachineInstance, nil if absent.
 	VMI *VMIObservation
+	// LiveVMI is the target's instance read from the API server itself,
+	// not the cache, when NeedsLiveTargetInstance says the decision may
+	// power the source on again; nil when it was not read.
+	LiveVMI *LiveVMIObservation
 	// Plan is the stored dry-run plan (ConfigMap), nil if absent.
 	Plan *PlanObservation
 	// NamespaceTerminating says the migration's namespace is being deleted:
@@ -520,6 +524,11 @@ type VMObservation struct {
 	Ref ObjectRef
 	// RunStrategy is spec.runStrategy.
 	RunStrategy string
+	// Created is status.created: KubeVirt says the VM's instance exists.
+	Created bool
+	// PrintableStatus is status.printableStatus (Stopped, Starting,
+	// Running, Stopping...).
+	PrintableStatus string
 }
 
 // KubeVirt run strategies the decisions use.
@@ -546,6 +555,17 @@ type VMIObservation struct {
 	// VM's net-<index>), MAC, name in the guest and addresses, and where
 	// KubeVirt took them from (domain, guest-agent).
 	Interfaces []v1alpha1.TargetInterface
+}
+
+// LiveVMIObservation is the target VirtualMachineInstance as the API
+// server itself answered for it, right before the source may be powered
+// on again: an instance cache can lag behind KubeVirt.
+type LiveVMIObservation struct {
+	// VMI is the instance; nil when the API server has none (or only
+	// one that provably belongs to something else).
+	VMI *VMIObservation
+	// Error says why it could not be read; VMI is then nil.
+	Error *ObservedError
 }
 
 // VMI phases the decisions look at.

@@ -54,7 +54,7 @@ func TestTerminalConditions(t *testing.T) {
 			},
 		},
 		"rolling back: Failed not set yet, Ready carries the failure": {
-			m: newMigration(builders.Reached(v1alpha1.PhaseRollingBack)), obs: newObs(sourceOff),
+			m: newMigration(builders.Reached(v1alpha1.PhaseRollingBack)), obs: newObs(sourceOff, liveVMI(nil)),
 			phase: v1alpha1.PhaseRollingBack, action: ActionPowerOnSource,
 			check: func(t *testing.T, d Decision) {
 				wantNoCond(t, d, ConditionFailed)
@@ -66,7 +66,7 @@ func TestTerminalConditions(t *testing.T) {
 			m: newMigration(builders.Reached(v1alpha1.PhaseRollingBack), builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
 				s.Conditions = []metav1.Condition{{Type: ConditionFailed, Status: metav1.ConditionTrue, Reason: ReasonTransferFailed, Message: "old", LastTransitionTime: builders.At(-time.Minute)}}
 			})),
-			obs: newObs(sourceOff), phase: v1alpha1.PhaseRollingBack, action: ActionPowerOnSource,
+			obs: newObs(sourceOff, liveVMI(nil)), phase: v1alpha1.PhaseRollingBack, action: ActionPowerOnSource,
 			check: func(t *testing.T, d Decision) {
 				wantCond(t, d, ConditionFailed, metav1.ConditionFalse, ReasonRollingBack)
 			},
@@ -373,7 +373,7 @@ func TestKeptTargetReleased(t *testing.T) {
 		},
 		"cancelled after the start, halted: the source is restored first": {
 			m:     newMigration(builders.Reached(v1alpha1.PhaseCancelling), builders.Deleted, started),
-			obs:   newObs(sourceOff, targetVM(true, RunStrategyHalted)),
+			obs:   newObs(sourceOff, targetVM(true, RunStrategyHalted), liveVMI(nil)),
 			phase: v1alpha1.PhaseCancelling, action: ActionPowerOnSource,
 		},
 		"cancelled after the start, source restored: released, then the finalizer goes": {

@@ -35,6 +35,11 @@ type PipelineStep interface {
 	// Observe fills in the children, the Jobs with their pods and progress,
 	// the target DataVolumes, VM and VMI, from the informer caches only.
 	Observe(m *v1alpha1.VirtualMachineMigration, obs *statemachine.Observation) error
+	// ReadTargetInstance reads the target's VirtualMachineInstance from
+	// the API server itself, not the cache, right before a rolled-back
+	// source may be powered on again (statemachine.NeedsLiveTargetInstance).
+	// It changes nothing; a failed read is returned inside, classified.
+	ReadTargetInstance(ctx context.Context, m *v1alpha1.VirtualMachineMigration) *statemachine.LiveVMIObservation
 	// CreateStagingClaims creates the missing staging volumes.
 	CreateStagingClaims(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error
 	// CreateTransferJob creates the transfer Job of an attempt.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/vmware/govmomi/vim25/mo"
@@ -57,8 +58,8 @@ func (p *Planner) readAreas(ctx context.Context, spec *wire.JobSpec, vm *mo.Virt
 	used, known := usedBytes(vm, plan.Extents)
 	switch {
 	case !known:
-		plan.FullCopyReason = "the datastore reports no space in use for the disk's extents to check vSphere's map against"
-	case allocated+usedSlack < used:
+		plan.FullCopyReason = "the datastore reports no usable figure of the space in use for the disk's extents to check vSphere's map against"
+	case allocated < used-usedSlack: // both at least 0 (AllocatedAreas, usedBytes): neither side can wrap
 		plan.FullCopyReason = fmt.Sprintf("vSphere's map of the disk's allocated areas covers %d bytes, less than the %d bytes the datastore reports in use", allocated, used)
 	default:
 		plan.Areas = areas
@@ -69,7 +70,9 @@ func (p *Planner) readAreas(ctx context.Context, spec *wire.JobSpec, vm *mo.Virt
 
 // usedBytes is the space the datastore reports in use for a disk's
 // extents: the sizes of their layoutEx entries (for a thin disk, what it
-// allocated). It is not known when an extent has no entry.
+// allocated). It is not known when an extent has no entry, or one of
+// negative size, or when the sizes add up past the largest int64: a sum
+// that wrapped could fall below any map.
 func usedBytes(vm *mo.VirtualMachine, extents []ExtentPlan) (int64, bool) {
 	if vm.LayoutEx == nil {
 		return 0, false
@@ -83,6 +86,9 @@ func usedBytes(vm *mo.VirtualMachine, extents []ExtentPlan) (int64, bool) {
 		found := false
 		for _, lf := range vm.LayoutEx.File {
 			if lf.Name == f.Name {
+				if lf.Size < 0 || lf.Size > math.MaxInt64-used {
+					return 0, false // no figure: negative, or the sum would wrap
+				}
 				used, found = used+lf.Size, true
 				break
 			}

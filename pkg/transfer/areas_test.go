@@ -3,13 +3,16 @@ package transfer_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"platform.example/vm-migration/pkg/transfer"
@@ -159,4 +162,72 @@ func TestAllocatedOnlyResume(t *testing.T) {
 			checkThinImage(t, d.Destination, data, allocated)
 		})
 	}
+}
+
+// TestAHostileMapIsNeverTrusted copies a thin disk while the answers of
+// QueryChangedDiskAreas are rewritten as a faulty or hostile vCenter, ESXi
+// host or proxy could: areas whose ends wrap past 2^63, that go backwards
+// or overlap, whose lengths add up (wrapping) to exactly the space the
+// datastore reports in use, so that the coverage guard alone would trust
+// them. The map is refused, the whole disk is read, every byte reaches
+// the image and the result says why: never a Succeeded copy of holes.
+func TestAHostileMapIsNeverTrusted(t *testing.T) {
+	const half = int64(1) << 62
+	tests := map[string]func(capacity, used int64) []types.DiskChangeExtent{
+		"areas wrap past 2^63 and add up to the space in use": func(_, used int64) []types.DiskChangeExtent {
+			return []types.DiskChangeExtent{
+				{Start: half, Length: half},                       // ends at -2^63
+				{Start: math.MinInt64 + 1, Length: math.MaxInt64}, // backwards, ends at 0
+				{Start: half, Length: half + 1 + used},            // overlaps the first; the lengths add up to used
+			}
+		},
+		"an area starts past the disk and its end wraps": func(capacity, used int64) []types.DiskChangeExtent {
+			return []types.DiskChangeExtent{
+				{Start: capacity + 4096, Length: -(math.MinInt64 + capacity + 4096)}, // past the disk, ends at -2^63
+				{Start: math.MinInt64 + 1, Length: math.MaxInt64},                    // backwards, ends at 0
+				{Start: math.MaxInt64 - capacity, Length: used + capacity + 4097},    // past the disk again; the lengths add up to used
+			}
+		},
+	}
+	for name, forge := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newSim(t)
+			data, written, d := e.thinDisk(t, "thin", thinSize, 74, 25)
+			used := usedOfExtent(t, e, "thin")
+			require.GreaterOrEqual(t, used, written)
+			hostile := forge(d.CapacityBytes, used)
+			e.cbt.Tamper(e.vm.Reference(), func(info *types.DiskChangeInfo) {
+				info.Length = d.CapacityBytes - info.StartOffset
+				info.ChangedArea = hostile
+			})
+			plans := e.plan(t, e.jobSpec(d))
+			res := transfer.Run(context.Background(), plans, testOptions(t))
+			e.waitRunServed(t)
+			require.True(t, res.Succeeded, res.Error)
+			r := res.Disks[0]
+			require.Equal(t, sha(data), r.SHA256, "the image holds every byte of the disk (allocated only: %v, %v bytes read)", r.AllocatedOnly, r.BytesRead)
+			assert.False(t, r.AllocatedOnly)
+			assert.Contains(t, r.FullCopyReason, "inconsistent allocated-area map")
+			assert.Equal(t, int64(thinSize), r.BytesRead)
+			got, err := os.ReadFile(d.Destination)
+			require.NoError(t, err)
+			require.True(t, string(data) == string(got), "image content differs")
+			t.Logf("full copy: %s", r.FullCopyReason)
+		})
+	}
+}
+
+// usedOfExtent is the space the datastore reports in use for a disk's
+// flat extent (its layoutEx entry's size).
+func usedOfExtent(t *testing.T, e *simEnv, name string) int64 {
+	t.Helper()
+	var vm mo.VirtualMachine
+	require.NoError(t, e.vm.Properties(context.Background(), e.vm.Reference(), []string{"layoutEx.file"}, &vm))
+	for _, f := range vm.LayoutEx.File {
+		if strings.HasSuffix(f.Name, "/"+name+"-flat.vmdk") {
+			return f.Size
+		}
+	}
+	t.Fatalf("no layoutEx entry for the flat extent of %s", name)
+	return 0
 }

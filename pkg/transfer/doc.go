@@ -19,9 +19,13 @@
 // (vsphere.AllocatedAreas: QueryChangedDiskAreas with changeId "*"), and
 // the copy reads only those: the rest of the image stays a hole (its
 // size is still the capacity; a device gets zeros there), and is hashed
-// as zeros without being read. The map is not
-// trusted when it covers less than the space the datastore reports in
-// use for the disk's extents (layoutEx); then, as when tracking is off,
+// as zeros without being read. Every answer is checked against the
+// disk's capacity without a sum that could overflow (each area starts
+// inside the disk and its span, ends within them, after the one before),
+// so a map that wraps around 2^63 is refused, not trusted. The map is not
+// trusted either when it covers less than the space the datastore reports
+// in use for the disk's extents (layoutEx), or when that figure is
+// negative or its sum would overflow; then, as when tracking is off,
 // the query faults, the VM is not powered off or the job spec asks for
 // fullCopy, the whole disk is read and the result says why. A checkpoint
 // names the map it was made with (the disk's change ID and a digest of

@@ -46,6 +46,7 @@ type ChangeTracking struct {
 	calls     int
 	faults    map[string]types.BaseMethodFault // by VM moref value
 	sparse    map[string]bool                  // VMs whose answers leave areas out
+	tampered  map[string]func(*types.DiskChangeInfo)
 }
 
 // ServeChangeTracking installs the QueryChangedDiskAreas handler on a
@@ -58,7 +59,8 @@ type ChangeTracking struct {
 // registry, which the rest of the simulator reads (and type-asserts),
 // keeps the VM itself.
 func ServeChangeTracking(m *simulator.Model) *ChangeTracking {
-	ct := &ChangeTracking{model: m, pageAreas: DefaultPageAreas, faults: map[string]types.BaseMethodFault{}, sparse: map[string]bool{}}
+	ct := &ChangeTracking{model: m, pageAreas: DefaultPageAreas, faults: map[string]types.BaseMethodFault{}, sparse: map[string]bool{},
+		tampered: map[string]func(*types.DiskChangeInfo){}}
 	m.Map().Handler = func(ctx *simulator.Context, method *simulator.Method) (mo.Reference, types.BaseMethodFault) {
 		if ctx.Session == nil || method.This.Type != "VirtualMachine" {
 			return nil, nil
@@ -107,6 +109,19 @@ func (ct *ChangeTracking) Underreport(vm types.ManagedObjectReference, on bool) 
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	ct.sparse[vm.Value] = on
+}
+
+// Tamper passes every answer about a VM through rewrite before it is
+// sent, as a faulty or hostile vCenter, ESXi host or proxy could change
+// it: a client must refuse what does not describe the disk. nil stops.
+func (ct *ChangeTracking) Tamper(vm types.ManagedObjectReference, rewrite func(*types.DiskChangeInfo)) {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if rewrite == nil {
+		delete(ct.tampered, vm.Value)
+		return
+	}
+	ct.tampered[vm.Value] = rewrite
 }
 
 // Calls is how many queries were answered (with areas or a fault).
@@ -222,7 +237,7 @@ func (vm *trackedVM) QueryChangedDiskAreas(req *types.QueryChangedDiskAreas) soa
 func (ct *ChangeTracking) answer(vm *simulator.VirtualMachine, req *types.QueryChangedDiskAreas) (*types.DiskChangeInfo, string, types.BaseMethodFault) {
 	ct.mu.Lock()
 	ct.calls++
-	forced, pageAreas, sparse := ct.faults[vm.Self.Value], ct.pageAreas, ct.sparse[vm.Self.Value]
+	forced, pageAreas, sparse, rewrite := ct.faults[vm.Self.Value], ct.pageAreas, ct.sparse[vm.Self.Value], ct.tampered[vm.Self.Value]
 	ct.mu.Unlock()
 	if forced != nil {
 		return nil, "injected fault", forced
@@ -250,6 +265,9 @@ func (ct *ChangeTracking) answer(vm *simulator.VirtualMachine, req *types.QueryC
 		return nil, err.Error(), &types.FileFault{File: backing.FileName}
 	}
 	page(info, areas, pageAreas, sparse)
+	if rewrite != nil {
+		rewrite(info)
+	}
 	return info, "", nil
 }
 

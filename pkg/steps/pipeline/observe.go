@@ -466,7 +466,8 @@ func (s *Step) observeTarget(m *v1alpha1.VirtualMachineMigration, obs *statemach
 		}
 		obs.VM = &statemachine.VMObservation{
 			Ours: ours(vm, m.UID), UID: string(vm.UID), RunStrategy: strategy,
-			Ref: refTo(statemachine.KindVirtualMachine, vm),
+			Ref:     refTo(statemachine.KindVirtualMachine, vm),
+			Created: vm.Status.Created, PrintableStatus: string(vm.Status.PrintableStatus),
 		}
 	}
 	vmi, err := s.Listers.VMIs.VirtualMachineInstances(m.Namespace).Get(name)
@@ -475,9 +476,7 @@ func (s *Step) observeTarget(m *v1alpha1.VirtualMachineMigration, obs *statemach
 	case err != nil:
 		return fmt.Errorf("reading virtual machine instance %s: %w", name, err)
 	default:
-		obs.VMI = &statemachine.VMIObservation{Phase: string(vmi.Status.Phase), AgentConnected: agentConnected(vmi.Status.Conditions),
-			Reason: vmi.Status.Reason, NodeName: vmi.Status.NodeName, Deleting: vmi.DeletionTimestamp != nil,
-			Interfaces: vmiInterfaces(vmi.Status.Interfaces)}
+		obs.VMI = vmiObservation(vmi)
 	}
 	return nil
 }

@@ -13,7 +13,8 @@ import (
 // migration leaves behind for good, its target VirtualMachine and instance,
 // their DataVolumes and claims (which carry the migration's labels), keep
 // only what the step reads of them: their metadata without annotations
-// (KubeVirt's and CDI's), a VM's run strategy, an instance's phase, reason,
+// (KubeVirt's and CDI's), a VM's run strategy and what it reports of its
+// instance (status.created, printableStatus), an instance's phase, reason,
 // node, interfaces (name, MAC, name in the guest, addresses, info source)
 // and whether its guest agent connected (agentConnected), a
 // DataVolume's phase, progress and conditions (their messages say why an
@@ -27,6 +28,7 @@ func cacheTransform(obj any) (any, error) {
 	case *kubevirtv1.VirtualMachine:
 		t := &kubevirtv1.VirtualMachine{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
 		t.Spec.RunStrategy, t.Spec.Running = o.Spec.RunStrategy, o.Spec.Running
+		t.Status.Created, t.Status.PrintableStatus = o.Status.Created, o.Status.PrintableStatus
 		obj = t
 	case *kubevirtv1.VirtualMachineInstance:
 		t := &kubevirtv1.VirtualMachineInstance{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}

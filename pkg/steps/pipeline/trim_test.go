@@ -27,7 +27,8 @@ func fullChildren(m *v1alpha1.VirtualMachineMigration, vmName string, phase kube
 	vm.ManagedFields = managed
 	vm.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{Spec: kubevirtv1.VirtualMachineInstanceSpec{
 		Domain: kubevirtv1.DomainSpec{CPU: &kubevirtv1.CPU{Cores: 4}}}}
-	vm.Status.PrintableStatus = kubevirtv1.VirtualMachineStatusRunning
+	vm.Status.PrintableStatus, vm.Status.Created, vm.Status.Ready = kubevirtv1.VirtualMachineStatusRunning, true, true
+	vm.Status.Conditions = []kubevirtv1.VirtualMachineCondition{{Type: kubevirtv1.VirtualMachineReady, Status: corev1.ConditionTrue}}
 	vmi := builders.VirtualMachineInstance(m, vmName, phase)
 	vmi.Spec.Domain.CPU = &kubevirtv1.CPU{Cores: 4}
 	vmi.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: "AgentConnected", Status: corev1.ConditionTrue,
@@ -120,7 +121,9 @@ func TestCacheTransformKeepsLittle(t *testing.T) {
 		switch x := o.(type) {
 		case *kubevirtv1.VirtualMachine:
 			assert.Nil(t, x.Spec.Template)
-			assert.Empty(t, x.Status.PrintableStatus)
+			assert.Empty(t, x.Status.Conditions, "the VM's conditions are dropped")
+			assert.Equal(t, kubevirtv1.VirtualMachineStatusRunning, x.Status.PrintableStatus, "what the VM reports of its instance is kept: the restore reads it")
+			assert.True(t, x.Status.Created)
 			assert.Equal(t, kubevirtv1.RunStrategyAlways, *x.Spec.RunStrategy)
 		case *kubevirtv1.VirtualMachineInstance:
 			assert.Nil(t, x.Spec.Domain.CPU)

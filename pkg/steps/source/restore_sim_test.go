@@ -140,6 +140,11 @@ func (d *driver) step() statemachine.Decision {
 	if need := statemachine.NeedsSource(d.m); need != statemachine.SourceNeedNothing {
 		obs.Source = d.e.step.Observe(ctx, d.m, need)
 	}
+	if statemachine.NeedsLiveTargetInstance(d.m, &obs) {
+		// As the controller reads it: there is no cluster here, so the
+		// API server has no instance of the target.
+		obs.LiveVMI = &statemachine.LiveVMIObservation{}
+	}
 	in := statemachine.Input{Migration: d.m, Observation: obs, Now: builders.At(d.now)}
 	dec := statemachine.Decide(in)
 	d.m = d.m.DeepCopy()

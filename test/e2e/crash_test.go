@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -136,7 +137,6 @@ func (s *stack) verifyNothingRedone(names []string, vms map[string]*vcsimlocal.V
 		m := s.get(n)
 		require.NotNil(t, m.Status.Transfer, "%s: no transfer status after it succeeded", n)
 		require.NotNil(t, m.Status.Conversion, "%s: no conversion status after it succeeded", n)
-		got := creations.of(string(m.UID))
 		want := map[string]int{"VirtualMachine/" + n: 1}
 		for _, d := range m.Status.Disks {
 			want["PersistentVolumeClaim/"+d.StagingClaim] = 1
@@ -145,6 +145,9 @@ func (s *stack) verifyNothingRedone(names []string, vms map[string]*vcsimlocal.V
 		}
 		want["Job/"+m.Status.Transfer.JobName] = 1
 		want["Job/"+m.Status.Conversion.JobName] = 1
+		// The watches deliver the creations asynchronously: wait until
+		// they saw every expected child, then count.
+		got := creations.waitSeen(s, string(m.UID), n, want)
 		for key, count := range got {
 			assert.Equal(t, 1, count, "%s: times %s was created, want once", n, key)
 		}
@@ -214,6 +217,28 @@ func (c *creationCounter) created(uid, key string) runtime.Object {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.first[uid][key]
+}
+
+// waitSeen waits until the watches saw the creation of every key of want
+// for the migration uid (named name), failing after 30s with the keys
+// never seen, and returns the counts seen then.
+func (c *creationCounter) waitSeen(s *stack, uid, name string, want map[string]int) map[string]int {
+	s.t.Helper()
+	var got map[string]int
+	var missing []string
+	s.eventually(30*time.Second, name+": the watches saw every child created", func() bool {
+		got, missing = c.of(uid), missing[:0]
+		for key := range want {
+			if got[key] == 0 {
+				missing = append(missing, key)
+			}
+		}
+		return len(missing) == 0
+	}, func() string {
+		sort.Strings(missing)
+		return fmt.Sprintf("never seen created: %v; seen: %v", missing, got)
+	})
+	return got
 }
 
 func (c *creationCounter) of(uid string) map[string]int {

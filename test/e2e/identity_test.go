@@ -32,7 +32,7 @@ func TestPodsRunAsThePlatformsUID(t *testing.T) {
 	m := s.create(s.newMigration(vm, vm))
 	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 3*time.Minute)
 	s.verifyTargetDisks(m, src)
-	seen := pods.of(string(m.UID))
+	seen := pods.waitEnded(s, string(m.UID), 5) // both proofs, the transfer, the conversion and the verification
 	require.Len(t, seen, 5, "both proofs, the transfer, the conversion and the verification")
 	for _, p := range seen {
 		assert.Equal(t, platformUID, p.uid, "pod %s (%s) ran as", p.name, p.kind)

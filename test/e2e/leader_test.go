@@ -104,6 +104,7 @@ func TestLeaderElection(t *testing.T) {
 	for _, n := range names {
 		s.verifyTargetDisks(s.waitPhase(n, v1alpha1.PhaseSucceeded, 4*time.Minute), vms[n])
 	}
+	a.waitHealthy() // it may still be starting: the migrations can end first
 	a.expectHealthy("restarted standby")
 	b.expectHealthy("new leader")
 	w := a.work()

@@ -5,14 +5,13 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 )
@@ -35,34 +34,53 @@ func TestMetrics(t *testing.T) {
 	s.waitPhase(m.Name, v1alpha1.PhaseTransferringDisks, 2*time.Minute)
 	this := map[string]string{"namespace": s.ns, "migration": m.Name}
 
-	during := scrape(t, s.controllerMetricsURL())
-	expectMetric(t, during, "vm_migration_migrations", map[string]string{"phase": "TransferringDisks"}, eq(1))
-	expectMetric(t, during, "vm_migration_capacity_bytes", this, eq(capacity))
-	expectMetric(t, during, "vm_migration_transferred_bytes", this, below(capacity))
-	expectMetric(t, during, "vm_migration_phase_start_time_seconds", with(this, "phase", "TransferringDisks"), above(0))
-	expectMetric(t, during, "vm_migration_source_power_operations_total", nil, above(0))
+	// The controller's metrics come from its caches, which may lag behind
+	// what the API shows: each scrape is polled until it holds.
+	url := s.controllerMetricsURL()
+	s.waitMetrics(url, time.Minute, "the metrics during the transfer",
+		metric("vm_migration_migrations", map[string]string{"phase": "TransferringDisks"}, eq(1)),
+		metric("vm_migration_capacity_bytes", this, eq(capacity)),
+		metric("vm_migration_transferred_bytes", this, below(capacity)),
+		metric("vm_migration_phase_start_time_seconds", with(this, "phase", "TransferringDisks"), above(0)),
+		metric("vm_migration_source_power_operations_total", nil, above(0)))
 
 	release()
 	s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 3*time.Minute)
-	after := scrape(t, s.controllerMetricsURL())
-	expectMetric(t, after, "vm_migration_migrations", map[string]string{"phase": "Succeeded"}, eq(1))
-	expectMetric(t, after, "vm_migration_transferred_bytes", this, eq(capacity))
-	expectMetric(t, after, "vm_migration_transfer_throughput_bytes_per_second", this, eq(0))
-	expectMetric(t, after, "vm_migration_phase_start_time_seconds", with(this, "phase", "Succeeded"), above(0))
-	expectMetric(t, after, "vm_migration_condition", with(this, "condition", "Ready"), eq(1))
-	expectMetric(t, after, "vm_migration_source_left_off", this, eq(0))
-	for _, phase := range []string{"Pending", "Validating", "StoppingSource", "TransferringDisks", "Converting", "Importing", "CleaningUp"} {
-		expectMetric(t, after, "vm_migration_phase_duration_seconds", map[string]string{"phase": phase}, above(0))
+	after := []metricWant{
+		metric("vm_migration_migrations", map[string]string{"phase": "Succeeded"}, eq(1)),
+		metric("vm_migration_transferred_bytes", this, eq(capacity)),
+		metric("vm_migration_transfer_throughput_bytes_per_second", this, eq(0)),
+		metric("vm_migration_phase_start_time_seconds", with(this, "phase", "Succeeded"), above(0)),
+		metric("vm_migration_condition", with(this, "condition", "Ready"), eq(1)),
+		metric("vm_migration_source_left_off", this, eq(0)),
 	}
-	expectMetric(t, after, "vm_migration_reconcile_duration_seconds", nil, above(0))
+	for _, phase := range []string{"Pending", "Validating", "StoppingSource", "TransferringDisks", "Converting", "Importing", "CleaningUp"} {
+		after = append(after, metric("vm_migration_phase_duration_seconds", map[string]string{"phase": phase}, above(0)))
+	}
+	after = append(after, metric("vm_migration_reconcile_duration_seconds", nil, above(0)))
+	s.waitMetrics(url, time.Minute, "the metrics after the migration succeeded", after...)
 }
 
-// scrape reads the controller's /metrics as Prometheus does.
-func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
-	t.Helper()
-	families, err := readMetrics(url + "/metrics")
-	require.NoError(t, err, "scraping %s/metrics", url)
-	return families
+// waitMetrics scrapes url's /metrics until every want holds, and fails
+// the test after timeout with what the last scrape showed of each want
+// that did not hold.
+func (s *stack) waitMetrics(url string, timeout time.Duration, what string, wants ...metricWant) {
+	s.t.Helper()
+	var problems []string
+	s.eventually(timeout, what, func() bool {
+		problems = problems[:0]
+		families, err := readMetrics(url + "/metrics")
+		if err != nil {
+			problems = append(problems, "scraping: "+err.Error())
+			return false
+		}
+		for _, w := range wants {
+			if p := w.problem(families); p != "" {
+				problems = append(problems, p)
+			}
+		}
+		return len(problems) == 0
+	}, func() string { return "the last scrape of " + url + "/metrics:\n  " + strings.Join(problems, "\n  ") })
 }
 
 // readMetrics reads and parses the metrics served at url.
@@ -106,18 +124,29 @@ func with(labels map[string]string, k, v string) map[string]string {
 	return out
 }
 
-// expectMetric checks the series of a family whose labels include want:
-// its value (a histogram's sample count, a counter's sum over matching
-// series) must pass the check.
-func expectMetric(t *testing.T, families map[string]*dto.MetricFamily, name string, want map[string]string, c check) {
-	t.Helper()
-	f := families[name]
-	if !assert.NotNil(t, f, "/metrics has no %s", name) {
-		return
+// metricWant is a series /metrics must hold: the family's name, labels
+// the series include (nil: every series of the family) and the check of
+// its value (a histogram's sample count, a sum over matching series).
+type metricWant struct {
+	name   string
+	labels map[string]string
+	check  check
+}
+
+func metric(name string, labels map[string]string, c check) metricWant {
+	return metricWant{name: name, labels: labels, check: c}
+}
+
+// problem says how families fail the want, naming the value seen; "" when
+// they meet it.
+func (w metricWant) problem(families map[string]*dto.MetricFamily) string {
+	f := families[w.name]
+	if f == nil {
+		return "/metrics has no " + w.name
 	}
 	found, sum := false, 0.0
 	for _, m := range f.Metric {
-		if !hasLabels(m, want) {
+		if !hasLabels(m, w.labels) {
 			continue
 		}
 		found = true
@@ -130,9 +159,13 @@ func expectMetric(t *testing.T, families map[string]*dto.MetricFamily, name stri
 			sum += float64(m.Histogram.GetSampleCount())
 		}
 	}
-	if assert.True(t, found, "/metrics has no %s series with the labels %v", name, want) {
-		assert.True(t, c.ok(sum), "%s%v = %g, want %s", name, want, sum, c.want)
+	if !found {
+		return fmt.Sprintf("/metrics has no %s series with the labels %v", w.name, w.labels)
 	}
+	if !w.check.ok(sum) {
+		return fmt.Sprintf("%s%v = %g, want %s", w.name, w.labels, sum, w.check.want)
+	}
+	return ""
 }
 
 func hasLabels(m *dto.Metric, want map[string]string) bool {

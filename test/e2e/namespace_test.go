@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -80,22 +81,32 @@ func TestDeleteNamespaceWhileTheControllerIsDown(t *testing.T) {
 	require.NoError(t, err, "namespace %s is still there 4 minutes after its deletion", s.ns)
 	assert.Equal(t, "poweredOff", s.powerState("web-04"), "the source was powered on without credentials?")
 
-	var found bool
-	if f := scrape(t, s.controllerMetricsURL())["vm_migration_source_restore_abandoned"]; f != nil {
-		for _, metric := range f.GetMetric() {
+	// The controller gives the restore up before it releases its
+	// finalizer, but its metrics are read from its caches: poll.
+	url := s.controllerMetricsURL()
+	var seen string
+	s.eventually(time.Minute, "a vm_migration_source_restore_abandoned series for "+s.ns+"/"+m.Name, func() bool {
+		families, err := readMetrics(url + "/metrics")
+		if err != nil {
+			seen = "scraping: " + err.Error()
+			return false
+		}
+		seen = "no series"
+		for _, metric := range families["vm_migration_source_restore_abandoned"].GetMetric() {
 			labels := map[string]string{}
 			for _, l := range metric.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
 			if labels["namespace"] == s.ns && labels["migration"] == m.Name {
-				found = true
+				seen = fmt.Sprintf("series %v = %g", labels, metric.GetGauge().GetValue())
 				assert.Equal(t, "web-04", labels["source_vm"])
 				assert.Equal(t, s.vc.URL, labels["endpoint"])
 				assert.InDelta(t, float64(time.Now().Unix()), metric.GetGauge().GetValue(), 300)
+				return true
 			}
 		}
-	}
-	assert.True(t, found, "no vm_migration_source_restore_abandoned series for %s/%s", s.ns, m.Name)
+		return false
+	}, func() string { return "the last scrape of " + url + "/metrics: " + seen })
 }
 
 // transferring migrates a new VM named name until its transfer runs, held

@@ -42,7 +42,10 @@ func TestPlanThenMigrate(t *testing.T) {
 	assert.Equal(t, "poweredOn", s.powerState("plan-01"), "a plan never touches the source")
 	assert.Nil(t, m.Status.SourceControl, "a plan records no power intent")
 	planKey := "ConfigMap/" + m.Status.Plan.ConfigMapName
-	assert.Equal(t, map[string]int{planKey: 1}, withoutProofs(creations.of(string(m.UID)), m.Name), "a plan creates nothing but itself (and its image proofs, gone once read)")
+	// The watches deliver creations asynchronously: wait until they saw
+	// the plan's, then nothing else may be there.
+	seen := creations.waitSeen(s, string(m.UID), m.Name, map[string]int{planKey: 1})
+	assert.Equal(t, map[string]int{planKey: 1}, withoutProofs(seen, m.Name), "a plan creates nothing but itself (and its image proofs, gone once read)")
 	cm, err := s.kube.CoreV1().ConfigMaps(s.ns).Get(s.ctx, m.Status.Plan.ConfigMapName, metav1.GetOptions{})
 	require.NoError(t, err)
 	planned := decodePlan(t, cm.Data[v1alpha1.PlanKeyObjects])
@@ -53,7 +56,11 @@ func TestPlanThenMigrate(t *testing.T) {
 	require.NoError(t, err)
 	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 3*time.Minute)
 
-	created := withoutProofs(creations.of(string(m.UID)), m.Name)
+	every := map[string]int{planKey: 1}
+	for key := range planned {
+		every[key] = 1
+	}
+	created := withoutProofs(creations.waitSeen(s, string(m.UID), m.Name, every), m.Name)
 	for key := range planned {
 		// CDI creates each DataVolume's claim (named as it, carrying its
 		// labels): not the controller's.

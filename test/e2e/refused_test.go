@@ -177,18 +177,6 @@ func (s *stack) waitNoProofObjects(m *v1alpha1.VirtualMachineMigration) {
 	}, func() string { return strings.Join(left, ", ") })
 }
 
-// eventually polls cond until it holds, failing with what() after timeout.
-func (s *stack) eventually(timeout time.Duration, what string, cond func() bool, left func() string) {
-	s.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			require.FailNow(s.t, what+": not within "+timeout.String(), left())
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // setGuestID reconfigures a vcsim VM's guest OS (config.guestId; vcsim
 // derives the guest family from it), as vSphere shows a Windows guest.
 func (s *stack) setGuestID(vm, guestID string) {

@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -76,8 +78,14 @@ func TestRollbackAfterStopIsFast(t *testing.T) {
 	c := condition(m, statemachine.ConditionFailed)
 	require.NotNil(t, c)
 	t.Logf("Failed condition: %s", c.Message)
-	s.eventually(time.Minute, "no transfer pod left waiting", func() bool { return len(s.transferPods(m)) == 0 },
-		func() string { return describe(m) })
+	var left []string
+	s.eventually(time.Minute, "no transfer pod left waiting", func() bool {
+		left = left[:0]
+		for _, p := range s.transferPods(m) {
+			left = append(left, fmt.Sprintf("%s (%s)", p.Name, p.Status.Phase))
+		}
+		return len(left) == 0
+	}, func() string { return "transfer pods left: " + strings.Join(left, ", ") })
 }
 
 // proofOf is the migration's recorded proof of a component's image.
@@ -118,7 +126,7 @@ func TestPullSecretsReachThePods(t *testing.T) {
 	if took, ok := checkpointGap(m, v1alpha1.PhasePending, v1alpha1.PhaseValidating); ok {
 		t.Logf("Validating took %s (inventory, dry run of every object, both image proofs)", took)
 	}
-	seen := pods.of(string(m.UID))
+	seen := pods.waitEnded(s, string(m.UID), 5)
 	var kinds []string
 	want := []corev1.LocalObjectReference{{Name: "team-registry"}, {Name: "platform-registry"}}
 	for _, p := range seen {
@@ -165,6 +173,34 @@ func (r *podRecorder) of(uid string) []seenPod {
 		out = append(out, *p)
 	}
 	return out
+}
+
+// waitEnded waits until the watch saw n pods of the migration uid, each
+// in a final phase (Succeeded or Failed), and returns them: the watch
+// delivers pod updates asynchronously, after the Jobs' status that the
+// controller reads. It fails after 30s naming each pod's last phase.
+func (r *podRecorder) waitEnded(s *stack, uid string, n int) []seenPod {
+	s.t.Helper()
+	var seen []seenPod
+	s.eventually(30*time.Second, fmt.Sprintf("the pod watch saw %d pods of the migration end", n), func() bool {
+		seen = r.of(uid)
+		if len(seen) != n {
+			return false
+		}
+		for _, p := range seen {
+			if p.phase != corev1.PodSucceeded && p.phase != corev1.PodFailed {
+				return false
+			}
+		}
+		return true
+	}, func() string {
+		var last []string
+		for _, p := range seen {
+			last = append(last, fmt.Sprintf("%s (%s): %q", p.name, p.kind, p.phase))
+		}
+		return fmt.Sprintf("%d pods seen: %s", len(seen), strings.Join(last, ", "))
+	})
+	return seen
 }
 
 // recordPods watches the namespace's pods of migrations until the test

@@ -52,19 +52,33 @@ func TestTwentyAtOnceWithTransferLimit(t *testing.T) {
 	s.waitFor("vm-00", 2*time.Minute, "4 transfers in flight", func(*v1alpha1.VirtualMachineMigration) bool {
 		return counter.current() == limit
 	})
-	time.Sleep(3 * time.Second) // let the queued ones try
-	list, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).List(s.ctx, metav1.ListOptions{})
-	require.NoError(t, err, "listing the migrations")
-	holding, queued := 0, 0
-	for _, m := range list.Items {
-		switch m.Status.Phase {
-		case v1alpha1.PhaseStoppingSource, v1alpha1.PhaseTransferringDisks:
-			holding++
-		case v1alpha1.PhaseQueued:
-			queued++
+	// The others may still be validating on a loaded machine: wait until
+	// every migration holds a slot or is queued for one, then let the
+	// queued ones try a while.
+	slots := func() (holding, queued int, phases map[v1alpha1.Phase]int) {
+		list, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).List(s.ctx, metav1.ListOptions{})
+		require.NoError(t, err, "listing the migrations")
+		phases = map[v1alpha1.Phase]int{}
+		for _, m := range list.Items {
+			phases[m.Status.Phase]++
+			switch m.Status.Phase {
+			case v1alpha1.PhaseStoppingSource, v1alpha1.PhaseTransferringDisks:
+				holding++
+			case v1alpha1.PhaseQueued:
+				queued++
+			}
 		}
+		return holding, queued, phases
 	}
-	assert.Equal(t, limit, holding, "migrations holding a transfer slot (%d queued)", queued)
+	var phases map[v1alpha1.Phase]int
+	s.eventually(2*time.Minute, "every migration holds a transfer slot or is queued for one", func() bool {
+		holding, queued, seen := slots()
+		phases = seen
+		return holding+queued == n
+	}, func() string { return fmt.Sprintf("migrations by phase: %v", phases) })
+	time.Sleep(3 * time.Second) // let the queued ones try
+	holding, queued, phases := slots()
+	assert.Equal(t, limit, holding, "migrations holding a transfer slot (%d queued; by phase: %v)", queued, phases)
 	assert.Equal(t, n-limit, queued, "migrations queued for a transfer slot (%d holding one)", holding)
 
 	releaseAll()

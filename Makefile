@@ -51,7 +51,7 @@ image: ## the controller's OCI image without Docker (go-containerregistry): $(IM
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./hack/image --bin-dir $(IMAGE_OUT)/bin --out $(IMAGE_OUT) \
 	  --image $(IMAGE) --version $(VERSION) --revision "$$(git rev-parse --short HEAD 2>/dev/null)"
 
-conversion-image: ## the conversion Jobs' virt-v2v image from Debian packages, without Docker (as root; cached by content, seconds when nothing changed): _output/conversion-image/{oci,vm-migration-conversion.tar,sbom.spdx.json}; CONVERSION_IMAGE=repo:tag; prints the reference last
+conversion-image: ## the conversion Jobs' virt-v2v image from Debian packages, without Docker (as root; installs mmdebstrap when missing; cached by content, seconds when nothing changed): _output/conversion-image/{oci,vm-migration-conversion.tar,sbom.spdx.json}; CONVERSION_IMAGE=repo:tag; prints the reference last
 	IMAGE=$(CONVERSION_IMAGE) VERSION=$(VERSION) hack/conversion-image/build.sh
 
 install-plugin: ## install kubectl-vmm into GOBIN (default GOPATH/bin); with it on PATH, run kubectl vmm
@@ -63,7 +63,7 @@ test-conversion: ## real guests: installs the Debian packages it needs (as root)
 run-local: ## the product as it ships on a real local node (as root) with a sample migration, live progress; ONCE=1: no terminal, exit 0 only on success; GUEST=bios|efi: a real guest and the real conversion
 	ONCE=$(ONCE) GUEST=$(GUEST) hack/run-local.sh
 
-bench-transfer: ## vm-transfer vs curl, curl -o file and curl|tee|openssl on a 2 GiB vcsim disk (throughput, CPU/GiB, RSS), and 1-8 streams over capped connections
+bench-transfer: ## (installs curl, openssl and time when missing) vm-transfer vs curl, curl -o file and curl|tee|openssl on a 2 GiB vcsim disk (throughput, CPU/GiB, RSS), and 1-8 streams over capped connections
 	hack/bench-transfer.sh
 
 bench-scale: ## control-plane benchmark: N migrations (N=1000; HOSTS=10, QUIET=1m) on a real control plane, light stand-ins and a pod completer (no node), the controller as a process; API requests, status writes, RSS, reconcile latency, vSphere calls

@@ -43,7 +43,7 @@ case $guest in
   *) die "GUEST=$guest: want bios or efi" ;;
 esac
 [ "$(id -u)" = 0 ] || die "the real node needs root"
-for tool in go curl; do
+for tool in go; do
   command -v "$tool" >/dev/null || die "$tool is needed"
 done
 

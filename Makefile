@@ -8,7 +8,7 @@ IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
 CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local bench-transfer bench-scale generate verify manifests test-crds testbin fmt vet
+.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -62,6 +62,12 @@ test-conversion: ## real guests: installs the Debian packages it needs (as root)
 
 run-local: ## the product as it ships on a real local node (as root) with a sample migration, live progress; ONCE=1: no terminal, exit 0 only on success; GUEST=bios|efi: a real guest and the real conversion
 	ONCE=$(ONCE) GUEST=$(GUEST) hack/run-local.sh
+
+local-import: ## import image tarballs into the node of a running make run-local: TARBALL=file (several, space-separated); the node pulls from no registry
+	hack/local-node.sh import $(TARBALL)
+
+local-remove: ## remove images from the node of a running make run-local: REF=repo:tag (hack/local-node.sh list lists them)
+	hack/local-node.sh remove $(REF)
 
 bench-transfer: ## (installs curl, openssl and time when missing) vm-transfer vs curl, curl -o file and curl|tee|openssl on a 2 GiB vcsim disk (throughput, CPU/GiB, RSS), and 1-8 streams over capped connections
 	hack/bench-transfer.sh

@@ -60,8 +60,8 @@ install-plugin: ## install kubectl-vmm into GOBIN (default GOPATH/bin); with it 
 test-conversion: ## real guests: installs the Debian packages it needs (as root), builds the guest images (cached), converts a BIOS and an EFI Debian guest with the real virt-v2v end to end and boots them; fails if any step is simulated
 	GUESTS="$(GUESTS)" FAILING_DISKS="$(FAILING_DISKS)" hack/test-conversion.sh
 
-run-local: ## the product as it ships on a real local node (as root) with a sample migration, live progress; ONCE=1: no terminal, exit 0 only on success; GUEST=bios|efi: a real guest and the real conversion
-	ONCE=$(ONCE) GUEST=$(GUEST) hack/run-local.sh
+run-local: ## the product as it ships on a real local node (as root) with a sample migration, live progress, then its own time and downtime; ONCE=1: no terminal, exit 0 only on success; GUEST=bios|efi: real guests and the real conversion; VMS=a,b: the source VMs (the first is the example's)
+	ONCE=$(ONCE) GUEST=$(GUEST) VMS=$(VMS) hack/run-local.sh
 
 local-import: ## import image tarballs into the node of a running make run-local: TARBALL=file (several, space-separated); the node pulls from no registry
 	hack/local-node.sh import $(TARBALL)

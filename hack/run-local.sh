@@ -23,7 +23,7 @@
 #                                hack/build-guest-images.sh, 8-10 min once) converted
 #                                by the real virt-v2v in the conversion image
 #                                (make conversion-image); about 15 minutes
-#   VMS="web-01 db-01" ...       the source VMs vcsim serves (vcsim-local --vm each;
+#   VMS=web-01,db-01 ...         the source VMs vcsim serves (vcsim-local --vm each;
 #                                default web-01, with GUEST $GUEST-guest); the first
 #                                is the example's, each gets a migration manifest
 #                                in migrations/<name>.yaml to apply
@@ -54,7 +54,8 @@ case $guest in
   "" | bios | efi) ;;
   *) die "GUEST=$guest: want bios or efi" ;;
 esac
-read -r -a vms <<<"${VMS:-}"
+vms_list=${VMS:-}
+read -r -a vms <<<"${vms_list//,/ }"
 if [ ${#vms[@]} -eq 0 ]; then
   vms=(web-01)
   [ -z "$guest" ] || vms=("$guest-guest")

@@ -51,10 +51,10 @@ func Hints(s Stack) string {
 	p("  kubectl logs -n vm-migration-system deployment/migration-controller")
 	p("")
 	what := "sample VMs: EFI, 3 disks of random bytes, 2 NICs; only the simulated virt-v2v takes them"
-	more := `make run-local VMS="web-01 db-01 app-01"   # the first is the example's; with GUEST=bios each is a real Debian guest the real virt-v2v converts`
+	more := `make run-local VMS=web-01,db-01,app-01   # the first is the example's; with GUEST=bios each is a real Debian guest the real virt-v2v converts`
 	if s.Guest != "" {
 		what = fmt.Sprintf("real %s Debian guests, one disk and one NIC each, which the real virt-v2v converts", s.Guest)
-		more = fmt.Sprintf(`make run-local GUEST=%s VMS="%s-guest app-01 app-02"   # the first is the example's`, s.Guest, s.Guest)
+		more = fmt.Sprintf("make run-local GUEST=%s VMS=%s-guest,app-01,app-02   # the first is the example's", s.Guest, s.Guest)
 	}
 	p("Source VMs: vcsim (%s, datacenter DC0) serves %s (%s); the Secret %s/vcsim-credentials holds its credentials.",
 		s.VcsimURL, strings.Join(s.VMs, ", "), what, s.Namespace)

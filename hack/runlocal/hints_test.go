@@ -26,7 +26,7 @@ func TestHintsExplainTheLocalStack(t *testing.T) {
 		"hack/local-node.sh list",
 		"vcsim (https://10.42.0.1:40123/sdk, datacenter DC0) serves web-01, db-01",
 		"kubectl apply -f _output/run-local/migrations/db-01.yaml",
-		`make run-local VMS="web-01 db-01 app-01"`,
+		"make run-local VMS=web-01,db-01,app-01",
 		"GUEST=bios",
 		"Ctrl-C stops everything",
 	} {

@@ -8,7 +8,7 @@ IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
 CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local bench-transfer bench-scale generate verify manifests test-crds testbin fmt vet
+.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -51,7 +51,7 @@ image: ## the controller's OCI image without Docker (go-containerregistry): $(IM
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./hack/image --bin-dir $(IMAGE_OUT)/bin --out $(IMAGE_OUT) \
 	  --image $(IMAGE) --version $(VERSION) --revision "$$(git rev-parse --short HEAD 2>/dev/null)"
 
-conversion-image: ## the conversion Jobs' virt-v2v image from Debian packages, without Docker (as root; cached by content, seconds when nothing changed): _output/conversion-image/{oci,vm-migration-conversion.tar,sbom.spdx.json}; CONVERSION_IMAGE=repo:tag; prints the reference last
+conversion-image: ## the conversion Jobs' virt-v2v image from Debian packages, without Docker (as root; installs mmdebstrap when missing; cached by content, seconds when nothing changed): _output/conversion-image/{oci,vm-migration-conversion.tar,sbom.spdx.json}; CONVERSION_IMAGE=repo:tag; prints the reference last
 	IMAGE=$(CONVERSION_IMAGE) VERSION=$(VERSION) hack/conversion-image/build.sh
 
 install-plugin: ## install kubectl-vmm into GOBIN (default GOPATH/bin); with it on PATH, run kubectl vmm
@@ -60,10 +60,16 @@ install-plugin: ## install kubectl-vmm into GOBIN (default GOPATH/bin); with it 
 test-conversion: ## real guests: installs the Debian packages it needs (as root), builds the guest images (cached), converts a BIOS and an EFI Debian guest with the real virt-v2v end to end and boots them; fails if any step is simulated
 	GUESTS="$(GUESTS)" FAILING_DISKS="$(FAILING_DISKS)" hack/test-conversion.sh
 
-run-local: ## the product as it ships on a real local node (as root) with a sample migration, live progress; ONCE=1: no terminal, exit 0 only on success; GUEST=bios|efi: a real guest and the real conversion
-	ONCE=$(ONCE) GUEST=$(GUEST) hack/run-local.sh
+run-local: ## the product as it ships on a real local node (as root) with a sample migration, live progress, then its own time and downtime; ONCE=1: no terminal, exit 0 only on success; GUEST=bios|efi: real guests and the real conversion; VMS=a,b: the source VMs (the first is the example's)
+	ONCE=$(ONCE) GUEST=$(GUEST) VMS=$(VMS) hack/run-local.sh
 
-bench-transfer: ## vm-transfer vs curl, curl -o file and curl|tee|openssl on a 2 GiB vcsim disk (throughput, CPU/GiB, RSS), and 1-8 streams over capped connections
+local-import: ## import image tarballs into the node of a running make run-local: TARBALL=file (several, space-separated); the node pulls from no registry
+	hack/local-node.sh import $(TARBALL)
+
+local-remove: ## remove images from the node of a running make run-local: REF=repo:tag (hack/local-node.sh list lists them)
+	hack/local-node.sh remove $(REF)
+
+bench-transfer: ## (installs curl, openssl and time when missing) vm-transfer vs curl, curl -o file and curl|tee|openssl on a 2 GiB vcsim disk (throughput, CPU/GiB, RSS), and 1-8 streams over capped connections
 	hack/bench-transfer.sh
 
 bench-scale: ## control-plane benchmark: N migrations (N=1000; HOSTS=10, QUIET=1m) on a real control plane, light stand-ins and a pod completer (no node), the controller as a process; API requests, status writes, RSS, reconcile latency, vSphere calls

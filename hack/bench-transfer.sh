@@ -51,19 +51,7 @@ THIN_FLAGS=${THIN_FLAGS:---streams 2}
 THIN_CAP_MIB=${THIN_CAP_MIB:-0}
 
 # Debian packages: curl, openssl, coreutils (tee, sha256sum), time.
-missing=()
-for tool in curl:curl openssl:openssl tee:coreutils sha256sum:coreutils /usr/bin/time:time; do
-	command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	echo "installing ${missing[*]}..."
-	if ! command -v apt-get >/dev/null || [ "$(id -u)" != 0 ]; then
-		echo "bench-transfer: missing ${missing[*]} (apt-get install -y ${missing[*]})" >&2
-		exit 1
-	fi
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null ||
-		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null; }
-fi
+hack/install-debian-packages.sh curl openssl coreutils time
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-transfer.XXXXXX")
 sim_pid=

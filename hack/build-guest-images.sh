@@ -31,8 +31,8 @@
 # image's checksum.
 #
 # Needs root (mmdebstrap in root mode) and the packages mmdebstrap,
-# libguestfs-tools and a kernel in /boot for libguestfs' appliance
-# (hack/install-conversion-deps.sh installs them).
+# libguestfs-tools and a kernel in /boot for libguestfs' appliance, which
+# it installs when missing (hack/install-conversion-deps.sh).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -56,10 +56,9 @@ link() {
 
 if complete; then link; exit 0; fi
 
-for tool in mmdebstrap guestfish; do
-  command -v "$tool" >/dev/null || { echo "$tool is missing: run hack/install-conversion-deps.sh (as root)" >&2; exit 1; }
-done
 [ "$(id -u)" = 0 ] || { echo "building the guest images needs root (mmdebstrap in root mode)" >&2; exit 1; }
+# mmdebstrap, guestfish and the kernel libguestfs' appliance boots.
+"$root/hack/install-conversion-deps.sh"
 
 # One build at a time per cache: a second caller waits, then finds the images.
 mkdir -p "$cache_root"

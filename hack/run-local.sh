@@ -6,23 +6,35 @@
 # namespaces of its own); the controller's image built as make image builds
 # it and imported into the node; the controller's Deployment applied with
 # kubectl apply -k from a local overlay of manifests/ that changes only
-# image references; vcsim with a sample VM whose disks hold real bytes
-# (test/vcsimlocal); and the SIMULATED storage provisioner, CDI and KubeVirt
-# of test/standins. It then applies an example migration in a namespace
-# that enforces PodSecurity restricted and shows its phase, per-disk
-# progress and the pods of its Jobs until it succeeds.
+# image references; vcsim with sample VMs whose disks hold real bytes
+# (test/vcsimlocal, test/vcsimlocal/cmd/vcsim-local); and the SIMULATED
+# storage provisioner, CDI and KubeVirt of test/standins. It then applies an
+# example migration in a namespace that enforces PodSecurity restricted and
+# shows its phase, per-disk progress and the pods of its Jobs until it
+# succeeds, then the migration's own time, its downtime and which
+# virt-v2v converted it (the simulated one of test/images, or with GUEST
+# the real one).
 #
 #   hack/run-local.sh            leaves the stack up (prints export KUBECONFIG=...);
 #                                Ctrl-C stops everything
 #   ONCE=1 hack/run-local.sh     no terminal needed: tears down and exits 0 only
 #                                if the example migration succeeded
-#   GUEST=bios|efi ...           the example is a real Debian guest (built by
+#   GUEST=bios|efi ...           the VMs are real Debian guests (built by
 #                                hack/build-guest-images.sh, 8-10 min once) converted
 #                                by the real virt-v2v in the conversion image
 #                                (make conversion-image); about 15 minutes
+#   VMS=web-01,db-01 ...         the source VMs vcsim serves (vcsim-local --vm each;
+#                                default web-01, with GUEST $GUEST-guest); the first
+#                                is the example's, each gets a migration manifest
+#                                in migrations/<name>.yaml to apply
 #
-# Needs root (the node). State, logs and the kubeconfig live in
-# _output/run-local (RUN_LOCAL_DIR). Binaries are built into
+# While the stack is up, in another terminal:
+#   . _output/run-local/env      KUBECONFIG, and on PATH kubectl-vmm and the
+#                                testbin's kubectl (the server's version)
+#   make local-import TARBALL=...  make local-remove REF=...  (hack/local-node.sh)
+#
+# Needs root (the node). State, logs, the env file and the migration
+# manifests live in _output/run-local (RUN_LOCAL_DIR). Binaries are built into
 # _output/local/bin; a second run reuses them, the images and Go's build cache.
 set -euo pipefail
 
@@ -42,8 +54,18 @@ case $guest in
   "" | bios | efi) ;;
   *) die "GUEST=$guest: want bios or efi" ;;
 esac
+vms_list=${VMS:-}
+read -r -a vms <<<"${vms_list//,/ }"
+if [ ${#vms[@]} -eq 0 ]; then
+  vms=(web-01)
+  [ -z "$guest" ] || vms=("$guest-guest")
+fi
+for v in "${vms[@]}"; do
+  [[ $v =~ ^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$ ]] || die "VMS: $v is not a lowercase DNS label (it names the migration and the target VM too)"
+done
+vm=${vms[0]}
 [ "$(id -u)" = 0 ] || die "the real node needs root"
-for tool in go curl; do
+for tool in go; do
   command -v "$tool" >/dev/null || die "$tool is needed"
 done
 
@@ -121,7 +143,7 @@ kubectl() { "$testbin/kubectl" "$@"; }
 say "building testnode, vcsim-local, the stand-ins and the images into $bin"
 mkdir -p "$bin"
 (cd "$root" && go build -o "$bin/" ./test/framework/cmd/testnode ./test/vcsimlocal/cmd/vcsim-local \
-  ./test/standins/cmd/standins ./test/images/cmd/build-images)
+  ./test/standins/cmd/standins ./test/images/cmd/build-images ./hack/runlocal ./cmd/kubectl-vmm)
 imports=()
 controller_image=
 conversion_image=
@@ -135,19 +157,22 @@ while read -r ref tarball; do
   esac
 done < <(cd "$root" && "$bin/build-images")
 [ -n "$controller_image" ] && [ -n "$conversion_image" ] && [ -n "$launcher_image" ] || die "building the images failed (run $bin/build-images to see why)"
-guest_args=()
+vcsim_args=()
+for v in "${vms[@]}"; do vcsim_args+=(--vm "$v"); done
+conversion="SIMULATED virt-v2v (test/images: it converts nothing; the sample VMs' disks hold random bytes, which the real one refuses)"
 if [ -n "$guest" ]; then
   say "building (or reusing) the real guest images and the conversion image"
   "$root/hack/install-conversion-deps.sh"
   images=$("$root/hack/build-guest-images.sh" | tail -n 1)
-  guest_args=(--vm "$guest-guest" --guest-image "$images/$guest.img" --guest-firmware "$guest")
+  vcsim_args+=(--guest-image "$images/$guest.img" --guest-firmware "$guest")
   conversion_image=$(cd "$root" && make --no-print-directory conversion-image | tail -n 1)
   imports+=(--import "$root/_output/conversion-image/vm-migration-conversion.tar")
+  conversion="the real virt-v2v (make conversion-image)"
 fi
-say "images: $controller_image (controller and transfer), $conversion_image (conversion)"
+say "images: $controller_image (controller and transfer), $conversion_image (conversion: $conversion)"
 
 rm -rf "$state"
-mkdir -p "$state/logs" "$state/vcsim" "$state/standins" "$state/overlay"
+mkdir -p "$state/logs" "$state/vcsim" "$state/standins" "$state/overlay" "$state/migrations" "$state/bin"
 # The pods' non-root users (65532, 107) reach the volumes under standins/.
 chmod 755 "$state" "$state/standins"
 
@@ -158,19 +183,22 @@ wait_until "the control plane and the node" 300 test -s "$state/node.env"
 # shellcheck source=/dev/null
 . "$state/node.env"
 export KUBECONFIG
+# The env file puts the testbin's kubectl (the server's version; the
+# machine's own may be older) and kubectl-vmm first on PATH.
+ln -sfn "$testbin/kubectl" "$state/bin/kubectl"
+ln -sfn "$bin/kubectl-vmm" "$state/bin/kubectl-vmm"
+printf 'export KUBECONFIG=%q\nexport PATH=%q:"$PATH"\n' "$KUBECONFIG" "$state/bin" >"$state/env"
 say "$(grep -m1 '^real node:' "$state/logs/node.log")"
 say "API server and vcsim reachable from pods at $HOST_ADDRESS; images imported into the node"
 
 # --- vcsim --------------------------------------------------------------------
-vm=${guest:+$guest-guest}
-vm=${vm:-web-01}
-start vcsim "$bin/vcsim-local" --address="$HOST_ADDRESS:0" --state-dir="$state/vcsim" "${guest_args[@]}"
+start vcsim "$bin/vcsim-local" --address="$HOST_ADDRESS:0" --state-dir="$state/vcsim" "${vcsim_args[@]}"
 wait_until "vcsim" 60 test -s "$state/vcsim/vms.json"
 vcsim_url=$(cat "$state/vcsim/url")
 if [ -n "$guest" ]; then
-  say "vcsim on $vcsim_url (VM $vm: the real $guest guest)"
+  say "vcsim on $vcsim_url (VMs ${vms[*]}: the real $guest Debian guest, one disk, one NIC)"
 else
-  say "vcsim on $vcsim_url (VM $vm: EFI, 3 disks with real bytes, 2 NICs)"
+  say "vcsim on $vcsim_url (VMs ${vms[*]}: EFI, 3 disks of random bytes, 2 NICs)"
 fi
 
 # --- the stand-ins ------------------------------------------------------------
@@ -196,8 +224,11 @@ patches:
       kind: Deployment
       name: migration-controller
     patch: |-
-      - op: add
-        path: /spec/template/spec/containers/0/args/-
+      - op: test
+        path: /spec/template/spec/containers/0/args/5
+        value: --conversion-image=platform.example/vm-migration-conversion:dev
+      - op: replace
+        path: /spec/template/spec/containers/0/args/5
         value: --conversion-image=$conversion_image
 EOF
 kubectl apply -k "$state/overlay" >"$state/logs/kubectl.log" 2>&1 || { cat "$state/logs/kubectl.log" >&2; die "kubectl apply -k $state/overlay failed"; }
@@ -231,11 +262,13 @@ if [ -z "$guest" ]; then
         type: Multus
         multusNetworkName: default/backend'
 fi
-cat >"$state/example.yaml" <<EOF
+# migration NAME: the migration of source VM NAME, as the example's.
+migration() {
+  cat <<EOF
 apiVersion: migration.platform.example/v1alpha1
 kind: VirtualMachineMigration
 metadata:
-  name: $vm
+  name: $1
   namespace: $namespace
 spec:
   source:
@@ -244,9 +277,9 @@ spec:
       name: vcsim-credentials
     datacenter: DC0
     vm:
-      name: $vm
+      name: $1
   target:
-    name: $vm
+    name: $1
     storage:
       default:
         storageClassName: standard
@@ -259,6 +292,9 @@ $networks
       mode: GuestThenPowerOff
       timeout: 10s
 EOF
+}
+for v in "${vms[@]}"; do migration "$v" >"$state/migrations/$v.yaml"; done
+cp "$state/migrations/$vm.yaml" "$state/example.yaml"
 kubectl apply -f "$state/example.yaml" >/dev/null
 say "applied $state/example.yaml (namespace $namespace enforces PodSecurity restricted); following it:"
 
@@ -292,26 +328,33 @@ while :; do
   show_pods
   case $phase in
     Succeeded) break ;;
-    Failed) kubectl describe vmm "$vm" -n "$namespace" >&2 || true; die "the example migration failed" ;;
+    Failed)
+      kubectl describe vmm "$vm" -n "$namespace" >&2 || true
+      kubectl get vmm "$vm" -n "$namespace" -o json | "$bin/runlocal" summary --since-start "$((SECONDS - started))s" >&2 || true
+      die "the example migration failed"
+      ;;
   esac
   ((SECONDS < deadline)) || die "the example migration did not succeed within ${timeout}s"
   sleep 0.5
 done
-say "the example migration succeeded in $((SECONDS - started))s in all"
+summary=$(kubectl get vmm "$vm" -n "$namespace" -o json | "$bin/runlocal" summary --since-start "$((SECONDS - started))s") ||
+  die "summing up the example migration failed"
+while IFS= read -r l; do say "$l"; done <<<"$summary"
 kubectl get vmm,vm,vmi,dv -n "$namespace" 2>/dev/null || true
 
 if [ -n "$once" ]; then
   exit 0
 fi
-cat >&2 <<EOF
-
-The stack stays up. In another terminal:
-
-  export KUBECONFIG=$KUBECONFIG
-  kubectl get vmm,vm,vmi,dv,pvc,pods -A
-  kubectl describe vmm $vm -n $namespace
-  kubectl logs -n vm-migration-system deployment/migration-controller
-
-Logs: $state/logs   Ctrl-C stops everything.
-EOF
+# The state folder as the reader types it, from the clone, when inside it.
+shown=$(realpath --relative-to="$root" "$state")
+[[ $shown == ../* ]] && shown=$state
+machine_kubectl=
+if machine=$(type -P kubectl); then
+  machine_kubectl=$("$machine" version --client -o json 2>/dev/null | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p' | head -n 1)
+  machine_kubectl=${machine_kubectl:-unknown}
+fi
+hint_vms=()
+for v in "${vms[@]}"; do hint_vms+=(--vm "$v"); done
+"$bin/runlocal" hints --state "$shown" --namespace "$namespace" --example "$vm" "${hint_vms[@]}" \
+  --vcsim-url "$vcsim_url" --server-version "$KUBELET_VERSION" --machine-kubectl "$machine_kubectl" --guest "$guest" >&2
 while :; do sleep 1; done

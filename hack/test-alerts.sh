@@ -10,12 +10,7 @@ dir=$root/manifests/monitoring
 
 if ! command -v promtool >/dev/null; then
   echo "test-alerts: installing promtool (Debian package prometheus)" >&2
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "test-alerts: promtool is missing: apt-get install -y prometheus (as root)" >&2
-    exit 1
-  fi
-  apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  "$root/hack/install-debian-packages.sh" prometheus >&2
 fi
 
 tmp=$(mktemp -d)

@@ -31,8 +31,9 @@
 # A second run with the same key takes about a second. One build at a time
 # (a lock); entries unused for 14 days are removed.
 #
-# Needs root (mmdebstrap in root mode, a chroot to build the appliance) and
-# mmdebstrap; 5-7 minutes cold on 2 busy cores (mostly mmdebstrap, then
+# Needs root (mmdebstrap in root mode, a chroot to build the appliance); it
+# installs mmdebstrap when missing (hack/install-debian-packages.sh) and,
+# when the machine has no apt lists, runs apt-get update first; 5-7 minutes cold on 2 busy cores (mostly mmdebstrap, then
 # about 2 minutes of packaging), a second or less warm.
 set -euo pipefail
 
@@ -64,15 +65,26 @@ apt_indices() {
     done
 }
 
-mapfile -t indices < <(apt_indices)
-[ ${#indices[@]} -gt 0 ] || fail "no Debian package index for $suite/$arch in the machine's apt lists: run apt-get update"
-lists=() sources=()
-for line in "${indices[@]}"; do
-  read -r file release entry <<<"$line"
-  [ -f "$file" ] && [ -f "$release" ] || fail "the apt list $file or $release is missing: run apt-get update"
-  lists+=("$file" "$release")
-  [[ " ${sources[*]} " == *" $entry "* ]] || sources+=("$entry")
-done
+# read_indices fills lists and sources from the machine's apt lists; it
+# fails when they are missing (a fresh machine or container has none).
+read_indices() {
+  local line file release entry
+  lists=() sources=()
+  mapfile -t indices < <(apt_indices)
+  [ ${#indices[@]} -gt 0 ] || return 1
+  for line in "${indices[@]}"; do
+    read -r file release entry <<<"$line"
+    [ -f "$file" ] && [ -f "$release" ] || return 1
+    lists+=("$file" "$release")
+    [[ " ${sources[*]} " == *" $entry "* ]] || sources+=("$entry")
+  done
+}
+if ! read_indices; then
+  [ "$(id -u)" = 0 ] || fail "the machine's apt lists have no complete Debian package index for $suite/$arch; as root this script runs apt-get update itself"
+  say "the machine's apt lists have no complete index for $suite/$arch: apt-get update"
+  apt-get update -q >&2
+  read_indices || fail "no Debian package index for $suite/$arch in the machine's apt lists after apt-get update (check /etc/apt/sources.list*)"
+fi
 
 # SOURCE_DATE_EPOCH: the newest Date of the releases (a property of the
 # package versions, not of the machine or the hour).
@@ -105,7 +117,7 @@ finish() {
 [ -f "$image_dir/build.env" ] && { finish; exit 0; }
 
 [ "$(id -u)" = 0 ] || fail "building the conversion image needs root (mmdebstrap in root mode); the cache has no image for key $image_key"
-command -v mmdebstrap >/dev/null || fail "mmdebstrap is missing: apt-get install -y mmdebstrap"
+"$root/hack/install-debian-packages.sh" mmdebstrap >&2
 mkdir -p "$cache"
 exec 9>"$cache/.lock"
 say "waiting for the build lock $cache/.lock"

@@ -25,10 +25,7 @@ rm -rf "$out"
 mkdir -p "$out"
 
 hack/install-conversion-deps.sh
-if ! command -v runc >/dev/null; then
-  [ "$(id -u)" = 0 ] || { echo "runc is missing: apt-get install -y runc (as root)" >&2; exit 1; }
-  apt-get install -y -q runc >&2
-fi
+hack/install-debian-packages.sh runc >&2
 guests=$(hack/build-guest-images.sh | tail -n 1)
 image=$(hack/conversion-image/build.sh | tail -n 1)
 

@@ -423,6 +423,16 @@ func (e *Environment) ContainerdVersion() string {
 	return e.node.containerdVersion
 }
 
+// ContainerdAddress is the socket of the node's containerd, which the
+// machine's ctr reaches (ctr --address ADDRESS --namespace k8s.io images
+// import/remove, as ImportImage and RemoveImage do); empty without a node.
+func (e *Environment) ContainerdAddress() string {
+	if e.node == nil || e.node.containerd == nil {
+		return ""
+	}
+	return e.node.containerd.socket
+}
+
 // NodeLine is the one-line summary commands print:
 // "real node: <node> kubelet <version> containerd <version>".
 func (e *Environment) NodeLine() string {

@@ -327,7 +327,12 @@ type ConversionSpec struct {
 	// +optional
 	Skip bool `json:"skip,omitempty"`
 	// Image of the virt-v2v conversion container; empty means the
-	// controller's default.
+	// controller's default (its --conversion-image). Any other image must
+	// match one of the patterns of the controller's
+	// --allowed-conversion-images (path.Match, e.g.
+	// registry.example.com/v2v/*): the conversion runs with access to the
+	// staged disks, so a migration naming an image that matches none is
+	// refused before its source is touched (ConversionImageNotAllowed).
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^[^\s]+$`

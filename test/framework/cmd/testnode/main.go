@@ -14,8 +14,10 @@
 //
 // and, with --env-file, writes the same facts as shell variables
 // (KUBECONFIG, NODE_NAME, NODE_IP, HOST_ADDRESS, KUBELET_VERSION,
-// CONTAINERD_VERSION, RUNTIME_CLASS_KVM, TESTNODE_DIR) for a script to
-// source. --import imports image tarballs into the node's containerd.
+// CONTAINERD_VERSION, RUNTIME_CLASS_KVM, TESTNODE_DIR, CONTAINERD_ADDRESS:
+// the node's containerd socket, for ctr) for a script to source. --import
+// imports image tarballs into the node's containerd; while it runs,
+// hack/local-node.sh imports and removes more.
 //
 //	go run ./test/framework/cmd/testnode --env-file /tmp/node.env --import _output/image/vm-migration-controller.tar
 package main
@@ -98,6 +100,7 @@ func writeEnvFile(path string, env *framework.Environment) error {
 		{"CONTAINERD_VERSION", env.ContainerdVersion()},
 		{"RUNTIME_CLASS_KVM", env.RuntimeClassKVM()},
 		{"TESTNODE_DIR", env.Dir()},
+		{"CONTAINERD_ADDRESS", env.ContainerdAddress()},
 	}
 	var b strings.Builder
 	for _, v := range vars {

@@ -1,14 +1,20 @@
 // Command vcsim-local serves the sample vSphere inventory of package
-// vcsimlocal (govmomi's simulator; VMs whose disks hold real bytes) on
-// 127.0.0.1 or the test node's link, for hack/run-local.sh.
+// vcsimlocal (govmomi's simulator) on 127.0.0.1 or the test node's link,
+// for hack/run-local.sh.
 //
 //	vcsim-local --address 127.0.0.1:8989 --state-dir DIR [--vm web-01 --vm db-01]
-//	vcsim-local --address ... --state-dir DIR --vm web-01 --guest-image bios.img --guest-firmware bios
+//	vcsim-local --address ... --state-dir DIR --vm bios-guest [--vm app-01] --guest-image bios.img --guest-firmware bios
 //
-// With --guest-image, the (single) VM is a real guest: one vCPU, 1 GiB,
-// the given firmware, one disk served from the raw image (laid out as an
-// ESXi host keeps it, a descriptor and the image as its flat extent), one
-// NIC on the VM Network.
+// Each --vm (repeatable; default web-01) is one source VM, in datacenter
+// DC0. Without --guest-image it is a sample VM: EFI, 2 sockets of 2
+// cores, 2 GiB, 3 small disks of pseudo-random bytes (their own per VM),
+// NICs on the VM Network and DC0_DVPG0; its disks are no guest, so only
+// a simulated conversion takes them. With --guest-image each is a real
+// guest: one vCPU, 1 GiB, the given firmware, one disk served from the
+// raw image (laid out as an ESXi host keeps it, a descriptor and the
+// image as its flat extent, linked, never copied: the simulator only
+// reads it, so several VMs share it), one NIC on the VM Network with a
+// MAC of its own. make run-local passes its VMS and GUEST as these flags.
 //
 // Into DIR it writes url, thumbprint, username and password (mode 0600),
 // the files a credentials Secret is made from, and vms.json (each VM's
@@ -68,8 +74,9 @@ func run() error {
 	if len(vms) == 0 {
 		vms = vmList{"web-01"}
 	}
-	if guestImage != "" && len(vms) != 1 {
-		return errors.New("--guest-image makes one VM: give one --vm")
+	specs, err := vmSpecs(vms, guestImage, guestFirmware)
+	if err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -79,13 +86,7 @@ func run() error {
 	}
 	defer s.Close()
 	var created []*vcsimlocal.VM
-	for i, name := range vms {
-		spec := vcsimlocal.SampleVM(name, uint64(1000+100*i))
-		if guestImage != "" {
-			if spec, err = guestVM(name, guestImage, guestFirmware); err != nil {
-				return err
-			}
-		}
+	for _, spec := range specs {
 		vm, err := s.AddVM(ctx, spec)
 		if err != nil {
 			return err
@@ -113,11 +114,31 @@ func run() error {
 	return nil
 }
 
-// guestVM is a VM of one vCPU and 1 GiB whose only disk is a real guest's
-// raw image.
-func guestVM(name, image, firmware string) (vcsimlocal.VMSpec, error) {
+// vmSpecs are the VMs of the given names: sample VMs, or, with
+// guestImage, real guests of that image and firmware.
+func vmSpecs(names []string, guestImage, guestFirmware string) ([]vcsimlocal.VMSpec, error) {
+	var specs []vcsimlocal.VMSpec
+	for i, name := range names {
+		spec := vcsimlocal.SampleVM(name, uint64(1000+100*i))
+		if guestImage != "" {
+			var err error
+			if spec, err = guestVM(name, guestImage, guestFirmware, i); err != nil {
+				return nil, err
+			}
+		}
+		specs = append(specs, spec)
+	}
+	return specs, nil
+}
+
+// guestVM is the i-th VM of one vCPU and 1 GiB whose only disk is a real
+// guest's raw image.
+func guestVM(name, image, firmware string, i int) (vcsimlocal.VMSpec, error) {
 	if firmware != "bios" && firmware != "efi" {
 		return vcsimlocal.VMSpec{}, fmt.Errorf("--guest-firmware %q: want bios or efi", firmware)
+	}
+	if i > 0xff-0x0c {
+		return vcsimlocal.VMSpec{}, fmt.Errorf("--guest-image: at most %d VMs", 0xff-0x0c+1)
 	}
 	disk, err := vcsimlocal.ImageDisk(image)
 	if err != nil {
@@ -126,7 +147,7 @@ func guestVM(name, image, firmware string) (vcsimlocal.VMSpec, error) {
 	return vcsimlocal.VMSpec{
 		Name: name, Sockets: 1, CoresPerSocket: 1, MemoryMiB: 1024,
 		Firmware: firmware, SecureBoot: firmware == "efi",
-		Disks: []vcsimlocal.DiskSpec{disk}, NICs: []vcsimlocal.NICSpec{{Network: vcsimlocal.NetworkVM, MAC: "00:50:56:2a:0b:0c"}},
+		Disks: []vcsimlocal.DiskSpec{disk}, NICs: []vcsimlocal.NICSpec{{Network: vcsimlocal.NetworkVM, MAC: fmt.Sprintf("00:50:56:2a:0b:%02x", 0x0c+i)}},
 		PoweredOn: true,
 	}, nil
 }

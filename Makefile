@@ -41,7 +41,7 @@ node-deps: ## install, when missing, the Debian packages the real node needs (ru
 	hack/install-node-deps.sh
 
 test-e2e: testbin node-deps ## whole migrations on a real control plane and node: the controller's Deployment and image as shipped, transfer and conversion pods as containers, vcsim; simulated storage, CDI, KubeVirt (test/standins) and virt-v2v (test/images)
-	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags e2e -timeout 45m ./test/e2e/...
+	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags e2e -timeout 75m ./test/e2e/...
 
 test-alerts: ## promtool check and unit tests of the alerts in manifests/monitoring (installs the Debian package prometheus when missing)
 	hack/test-alerts.sh

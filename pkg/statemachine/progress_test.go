@@ -33,7 +33,7 @@ func TestFailedProgressIsNotDone(t *testing.T) {
 			},
 		},
 		"rolling back: no percentage": {
-			m: newMigration(builders.Reached(v1alpha1.PhaseRollingBack), withProgress("45%")), obs: newObs(sourceOff),
+			m: newMigration(builders.Reached(v1alpha1.PhaseRollingBack), withProgress("45%")), obs: newObs(sourceOff, liveVMI(nil)),
 			phase: v1alpha1.PhaseRollingBack, action: ActionPowerOnSource,
 			check: func(t *testing.T, d Decision) { assert.Empty(t, d.Status.Progress) },
 		},

@@ -362,3 +362,17 @@ func TestProofOfAPeerServes(t *testing.T) {
 	require.NotNil(t, obs.Proofs[0].Result, "web-01's passed proof serves web-02")
 	assert.Equal(t, v1alpha1.ProofPassed, obs.Proofs[0].Result.Result)
 }
+
+// TestProofThatCannotBeRenderedIsNotRun: without a conversion image the
+// conversion pod cannot be rendered; its proof says why it is not made,
+// so that a validation failing on that refuses without waiting for it.
+func TestProofThatCannotBeRenderedIsNotRun(t *testing.T) {
+	f := newFakeStep(t)
+	f.step.Clock, f.step.Config.ImageProofs, f.step.Config.ConversionImage = clocktesting.NewFakePassiveClock(t0), true, ""
+	var obs statemachine.Observation
+	require.NoError(t, f.step.Observe(validating("web-01"), &obs))
+	require.Len(t, obs.Proofs, 2)
+	assert.Empty(t, obs.Proofs[0].NotRun, "the transfer image's proof")
+	assert.Contains(t, obs.Proofs[1].NotRun, "its pod cannot be rendered")
+	assert.Contains(t, obs.Proofs[1].NotRun, "no conversion image")
+}

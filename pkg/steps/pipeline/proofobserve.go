@@ -90,8 +90,9 @@ func (s *Step) observeProof(m *v1alpha1.VirtualMachineMigration, component strin
 	if m.Status.Source != nil {
 		j, _, err := RenderProof(m, component, s.Config)
 		if err != nil {
-			// Nothing to prove yet: the render's own failure shows in
-			// the dry run and the preflight rules.
+			// Nothing to prove: the render's own failure shows in the
+			// dry run and the preflight rules.
+			p.NotRun = fmt.Sprintf("its pod cannot be rendered: %v", err)
 			return p, nil
 		}
 		key = j.Annotations[annotationProofKey]

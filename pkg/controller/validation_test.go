@@ -79,7 +79,7 @@ func (f *fixture) proofPod(name string, state corev1.ContainerState) {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name + "-p0d", Namespace: builders.Namespace, Labels: podLabels},
-		Spec: job.Spec.Template.Spec,
+		Spec:       job.Spec.Template.Spec,
 		Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
 			Name: job.Spec.Template.Spec.Containers[0].Name, State: state}}},
 	}

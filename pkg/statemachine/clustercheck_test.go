@@ -138,7 +138,9 @@ func TestValidatingAsksTheCluster(t *testing.T) {
 // findings (a conversion image without virtio-win for a Windows guest)
 // join it in the one failure.
 func TestValidatingReportsEveryBlockingFinding(t *testing.T) {
-	m := func() *v1alpha1.VirtualMachineMigration { return newMigration(builders.Reached(v1alpha1.PhaseValidating)) }
+	m := func() *v1alpha1.VirtualMachineMigration {
+		return newMigration(builders.Reached(v1alpha1.PhaseValidating))
+	}
 	convJob := ref(KindJob, naming.ProofJob(builders.Name, v1alpha1.ComponentConversion))
 	transferFailed := proof(v1alpha1.ComponentTransfer, false, proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofFailed, "ErrImageNeverPull", "not present"))
 	transferRefused := preflight(v1alpha1.SeverityBlocking, "TransferImageNotRunnable")

@@ -58,7 +58,7 @@ func TestValidatingAsksTheCluster(t *testing.T) {
 				dryRunObject("PersistentVolumeClaim", "c", v1alpha1.DryRunRefused, "exceeded quota: no-claims")),
 				proof(v1alpha1.ComponentTransfer, false, passed),
 				preflight(v1alpha1.SeverityBlocking, "DryRunRefused")),
-			phase: v1alpha1.PhaseRollingBack, requeue: ms,
+			phase: v1alpha1.PhaseFailed, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
 				assert.Contains(t, d.Status.LastError.Message, "DryRunRefused")
@@ -120,7 +120,7 @@ func TestValidatingAsksTheCluster(t *testing.T) {
 			m: m(), obs: newObs(sourceInventory, accepted,
 				proof(v1alpha1.ComponentTransfer, false, proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofFailed, "ErrImageNeverPull", "not present")),
 				preflight(v1alpha1.SeverityBlocking, "TransferImageNotRunnable")),
-			phase: v1alpha1.PhaseRollingBack,
+			phase: v1alpha1.PhaseFailed,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
 				assert.Contains(t, d.Status.LastError.Message, "TransferImageNotRunnable")
@@ -165,7 +165,7 @@ func TestValidatingReportsEveryBlockingFinding(t *testing.T) {
 			m: m(), obs: newObs(sourceInventory, transferFailed,
 				proof(v1alpha1.ComponentConversion, false, proofResult(v1alpha1.ComponentConversion, v1alpha1.ProofPassed, "", "")),
 				transferRefused, preflight(v1alpha1.SeverityBlocking, "WindowsWithoutVirtioDrivers")),
-			phase: v1alpha1.PhaseRollingBack,
+			phase: v1alpha1.PhaseFailed,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
 				assert.Equal(t, "TransferImageNotRunnable: TransferImageNotRunnable found; WindowsWithoutVirtioDrivers: WindowsWithoutVirtioDrivers found",
@@ -177,7 +177,7 @@ func TestValidatingReportsEveryBlockingFinding(t *testing.T) {
 				proof(v1alpha1.ComponentConversion, false, nil), func(o *Observation) {
 					o.Proofs[1].NotRun = "ConversionImageNotAllowed: spec.conversion.image is not allowed"
 				}, preflight(v1alpha1.SeverityBlocking, "ConversionImageNotAllowed")),
-			phase: v1alpha1.PhaseRollingBack,
+			phase: v1alpha1.PhaseFailed,
 			check: func(t *testing.T, d Decision) {
 				assert.NotEqual(t, ActionCreateProofJob, d.Action.Type, "ran the proof of an image a finding forbids")
 				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
@@ -189,7 +189,7 @@ func TestValidatingReportsEveryBlockingFinding(t *testing.T) {
 				o.DryRun = &DryRunObservation{Error: &ObservedError{Class: ErrorPermanent, Reason: "RenderFailed", Message: "rendering the objects: no image"}}
 			}, proof(v1alpha1.ComponentTransfer, false, proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofPassed, "", "")),
 				preflight(v1alpha1.SeverityBlocking, "NoConversionImage")),
-			phase: v1alpha1.PhaseRollingBack,
+			phase: v1alpha1.PhaseFailed,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
 				assert.Equal(t, "NoConversionImage: NoConversionImage found; RenderFailed: the dry run could not be made: rendering the objects: no image",
@@ -206,7 +206,7 @@ func TestQueuedDryRunsAgainBeforeTheStop(t *testing.T) {
 			m: m, obs: newObs(slot(true), sourceOn(true),
 				dryRun(v1alpha1.PhaseQueued, dryRunObject("VirtualMachine", "vm", v1alpha1.DryRunRefused, "admission webhook denied")),
 				preflight(v1alpha1.SeverityBlocking, "DryRunRefused")),
-			phase: v1alpha1.PhaseRollingBack, requeue: ms,
+			phase: v1alpha1.PhaseFailed, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseQueued, ReasonPreflightFailed)
 				assert.Nil(t, d.Status.SourceControl, "a power intent recorded though the dry run refused")

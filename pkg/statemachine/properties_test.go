@@ -373,6 +373,11 @@ func TestPropertyNoCheckpointSkipped(t *testing.T) {
 		case to == v1alpha1.PhaseRollingBack:
 			assert.False(t, IsTerminal(from), "terminal %s moved to RollingBack", from)
 			assert.NotEqual(t, v1alpha1.PhaseCancelling, from, "%s moved to RollingBack", from)
+		case to == v1alpha1.PhaseFailed && from != v1alpha1.PhaseRollingBack:
+			// Refused before the stop: nothing to roll back.
+			assert.True(t, beforeTheStop(from), "%s moved to Failed without a rollback", from)
+			assert.True(t, SourceUntouched(&in.Migration.Status), "%s moved to Failed without a rollback, its source touched: %+v", from, in.Migration.Status.SourceControl)
+			assert.NotNil(t, d.Status.LastError, "%s -> Failed without lastError", from)
 		default:
 			assert.Contains(t, allowedNext[from], to, "%s moved to %s, not a phase allowed next", from, to)
 		}

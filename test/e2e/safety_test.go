@@ -198,7 +198,7 @@ func TestSecondMigrationOfSameSourceRefused(t *testing.T) {
 	assert.True(t, hasCondition(second, statemachine.ConditionFailed, metav1.ConditionTrue, statemachine.ReasonSourceVMClaimed), describe(second))
 	assert.Nil(t, second.Status.SourceControl, "the refused migration recorded a power intent")
 	s.waitEvent(second, corev1.EventTypeWarning, statemachine.ReasonSourceVMClaimed, s.ns+"/"+first.Name)
-	s.waitEvent(second, corev1.EventTypeWarning, statemachine.PhaseChangedReason(v1alpha1.PhaseFailed), "RollingBack -> Failed", "the source VM was not touched")
+	s.waitEvent(second, corev1.EventTypeWarning, statemachine.PhaseChangedReason(v1alpha1.PhaseFailed), "Validating -> Failed", "before the source VM was touched: nothing to roll back")
 	assert.Equal(t, stopped, s.vc.PowerOps(vm), "power operations after the refusal")
 	assert.Empty(t, s.leftovers(second), "children of the refused migration")
 	_, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, vm+"-b", metav1.GetOptions{})

@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
@@ -46,8 +47,8 @@ func proofFixture(t *testing.T, inv *v1alpha1.SourceInventory, m *v1alpha1.Virtu
 	return f
 }
 
-// syncUntil syncs m until done holds (at most 20 reconciles) and returns it.
-func (f *fixture) syncUntil(m *v1alpha1.VirtualMachineMigration, what string, done func(*v1alpha1.VirtualMachineMigration) bool) *v1alpha1.VirtualMachineMigration {
+// syncUntilTrue syncs m until done holds (at most 20 reconciles) and returns it.
+func (f *fixture) syncUntilTrue(m *v1alpha1.VirtualMachineMigration, what string, done func(*v1alpha1.VirtualMachineMigration) bool) *v1alpha1.VirtualMachineMigration {
 	f.t.Helper()
 	for range 20 {
 		f.sync(m)
@@ -107,11 +108,11 @@ func TestValidationReportsEveryRefusalTogether(t *testing.T) {
 	f := proofFixture(t, windowsInventory(), m)
 	transfer, conversion := naming.ProofJob(m.Name, v1alpha1.ComponentTransfer), naming.ProofJob(m.Name, v1alpha1.ComponentConversion)
 
-	f.syncUntil(m, "started the transfer image's proof", func(*v1alpha1.VirtualMachineMigration) bool { return f.jobExists(transfer) })
+	f.syncUntilTrue(m, "started the transfer image's proof", func(*v1alpha1.VirtualMachineMigration) bool { return f.jobExists(transfer) })
 	f.proofPod(transfer, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull",
 		Message: `Container image "registry.example/vm-migration:1" is not present with pull policy of Never`}})
 
-	cur := f.syncUntil(m, "started the conversion image's proof", func(cur *v1alpha1.VirtualMachineMigration) bool {
+	cur := f.syncUntilTrue(m, "started the conversion image's proof", func(cur *v1alpha1.VirtualMachineMigration) bool {
 		return f.jobExists(conversion) || cur.Status.Phase != v1alpha1.PhaseValidating
 	})
 	require.Equal(t, v1alpha1.PhaseValidating, cur.Status.Phase, "failed before the conversion image's proof ran; lastError %+v", cur.Status.LastError)
@@ -119,7 +120,7 @@ func TestValidationReportsEveryRefusalTogether(t *testing.T) {
 	require.NotNil(t, c)
 	f.proofPod(conversion, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: noVirtioWin}})
 
-	cur = f.syncUntil(m, "ended its validation", func(cur *v1alpha1.VirtualMachineMigration) bool {
+	cur = f.syncUntilTrue(m, "ended its validation", func(cur *v1alpha1.VirtualMachineMigration) bool {
 		return cur.Status.Phase != v1alpha1.PhaseValidating
 	})
 	require.NotNil(t, cur.Status.LastError)
@@ -161,4 +162,30 @@ func TestImageNotAllowedIsNeverProven(t *testing.T) {
 	require.True(t, ranProof, "the transfer image's proof never ran")
 	require.NotNil(t, cur.Status.LastError, "phase %s", cur.Status.Phase)
 	assert.Contains(t, cur.Status.LastError.Message, preflight.ReasonConversionImageNotAllowed+": ")
+}
+
+// TestRefusedMigrationIsFixedInPlace: a migration refused before the stop
+// (a DataVolume of its name is somebody else's) is fixed by editing its
+// spec: the new generation validates it again, the failure reset, and it
+// goes on to the cutover's approval; the source was never touched.
+func TestRefusedMigrationIsFixedInPlace(t *testing.T) {
+	f := newWalkFixture(t, walkOptions{})
+	target := naming.TargetName(f.srcVM)
+	f.add(&cdiv1.DataVolume{ObjectMeta: builders.Foreign(walkNamespace, naming.DataVolume(target, 0))})
+	m := f.syncUntil(f.m, "", v1alpha1.PhasePending, v1alpha1.PhaseValidating)
+	require.Equal(t, v1alpha1.PhaseFailed, m.Status.Phase)
+	require.NotNil(t, condition(m, statemachine.ConditionFailed))
+	f.unchangedSyncWritesNothing("refused, its spec unchanged")
+
+	f.updateMigration(func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Target.Name = "web-01-fixed" })
+	m = f.syncUntil(f.m, v1alpha1.PhaseFailed, v1alpha1.PhaseValidating)
+	require.Equal(t, v1alpha1.PhaseAwaitingApproval, m.Status.Phase, "after the fix; conditions %s", conditionSummary(m))
+	assert.Nil(t, m.Status.LastError, "the refusal's error, kept past the new validation")
+	assert.Nil(t, m.Status.CompletionTime)
+	assert.Nil(t, condition(m, statemachine.ConditionFailed), "the Failed condition of the refusal, kept")
+	assert.Nil(t, condition(m, statemachine.ConditionSucceeded), "the Succeeded condition of the refusal, kept")
+	assert.Equal(t, "web-01-fixed", m.Status.Target.Name)
+	assert.Equal(t, m.Generation, m.Status.ObservedGeneration)
+	assert.Contains(t, f.events, "Normal Validating Failed -> Validating: the spec changed (generation 2) after the migration was refused (PreflightFailed) before its source VM was touched: validating again")
+	assert.Equal(t, vsphereOn, f.powerState())
 }

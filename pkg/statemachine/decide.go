@@ -20,7 +20,11 @@ func Decide(in Input) Decision {
 	case d.m.DeletionTimestamp != nil:
 		d.cancel()
 	case IsTerminal(d.st.Phase):
-		// Terminal phases stay terminal; only deletion acts on them.
+		// Terminal phases stay terminal; only deletion acts on them, and
+		// a change of the spec of a migration refused before the stop.
+		if d.m.Generation != d.st.ObservedGeneration && RefusedBeforeCutover(d.st) {
+			d.validateAgain()
+		}
 	case d.m.Spec.Policy.Paused:
 		d.paused = true
 		d.progressWhilePaused()

@@ -85,3 +85,72 @@ func TestRefusedBeforeTheStopEndsFailedAtOnce(t *testing.T) {
 		},
 	})
 }
+
+// refusedInValidating is a migration that failed in Validating, its
+// source never touched, with the conditions the failure set; its spec
+// then changed generation times (1: never).
+func refusedInValidating(generation int64, mods ...builders.MigrationMod) *v1alpha1.VirtualMachineMigration {
+	m := newMigration(builders.Reached(v1alpha1.PhaseValidating))
+	d := decide(m, newObs(sourceInventory, preflight(v1alpha1.SeverityBlocking, "ChildNameTaken"),
+		proof(v1alpha1.ComponentTransfer, false, proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofFailed, "ErrImagePull", "no registry")),
+		proof(v1alpha1.ComponentConversion, false, proofResult(v1alpha1.ComponentConversion, v1alpha1.ProofPassed, "", ""))))
+	m = after(m, d)
+	m.Generation = generation
+	for _, mod := range mods {
+		mod(m)
+	}
+	return m
+}
+
+// TestRefusedBeforeTheStopValidatesAgainOnASpecChange: a migration
+// refused before its source was touched is fixed in place: a change of
+// its spec (a new generation) validates it again, the failure reset. A
+// migration that failed after the stop, or once its cutover was
+// committed, stays Failed.
+func TestRefusedBeforeTheStopValidatesAgainOnASpecChange(t *testing.T) {
+	require.Equal(t, v1alpha1.PhaseFailed, refusedInValidating(1).Status.Phase, "the fixture")
+	require.True(t, RefusedBeforeCutover(&refusedInValidating(1).Status), "the fixture")
+	committed := newMigration(builders.Reached(v1alpha1.PhaseStoppingSource))
+	committed = after(committed, decide(committed, newObs(func(o *Observation) { o.Source.Observed, o.Source.PowerState = true, PowerStateSuspended })))
+	require.Equal(t, v1alpha1.PhaseFailed, committed.Status.Phase, "the committed fixture")
+	committed.Generation = 2
+	runCases(t, map[string]decideCase{
+		"a new generation: validating again, the failure reset": {
+			m: refusedInValidating(2), obs: newObs(),
+			phase: v1alpha1.PhaseValidating, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				assert.Nil(t, d.Status.LastError, "the failure of the last validation, kept")
+				assert.Nil(t, d.Status.CompletionTime)
+				wantTime(t, "startTime (the retry deadline counts from it)", d.Status.StartTime, 0)
+				wantTime(t, "phaseStartTime", d.Status.PhaseStartTime, 0)
+				wantNoCond(t, d, ConditionFailed)
+				wantNoCond(t, d, ConditionSucceeded)
+				wantCond(t, d, ConditionReady, metav1.ConditionFalse, string(v1alpha1.PhaseValidating))
+				require.Len(t, d.Status.ImageProofs, 1, "the failed proof is forgotten, the passed one kept")
+				assert.Equal(t, v1alpha1.ProofPassed, d.Status.ImageProofs[0].Result)
+				require.Len(t, d.Events, 1)
+				assert.False(t, d.Events[0].Warning)
+				assert.Equal(t, PhaseChangedReason(v1alpha1.PhaseValidating), d.Events[0].Reason)
+				assert.Equal(t, "Failed -> Validating: the spec changed (generation 2) after the migration was refused (PreflightFailed) before its source VM was touched: validating again",
+					d.Events[0].Message)
+			},
+		},
+		"the same generation: stays Failed": {
+			m: refusedInValidating(1), obs: newObs(),
+			phase: v1alpha1.PhaseFailed,
+			check: func(t *testing.T, d Decision) { assert.Empty(t, d.Events) },
+		},
+		"failed after the stop: stays Failed, whatever the spec": {
+			m: newMigration(builders.Reached(v1alpha1.PhaseFailed), builders.WithGeneration(2)), obs: newObs(),
+			phase: v1alpha1.PhaseFailed,
+		},
+		"failed once the cutover was committed: stays Failed": {
+			m: committed, obs: newObs(),
+			phase: v1alpha1.PhaseFailed,
+		},
+		"being deleted: cancelled, not validated again": {
+			m: refusedInValidating(2, builders.Deleted), obs: newObs(),
+			phase: v1alpha1.PhaseFailed, action: ActionRemoveFinalizer,
+		},
+	})
+}

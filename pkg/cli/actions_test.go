@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -161,11 +162,18 @@ func TestCancel(t *testing.T) {
 		{name: "before the cutover", migration: "approval", args: []string{"-y"}, wantDeleted: true, wantOut: []string{"nothing was done to the source VM yet"}},
 		{name: "succeeded", migration: "succeeded", args: []string{"-y"}, wantDeleted: true, wantOut: []string{"VirtualMachine web-01 and its disks stay, handed over to you (the migration's labels removed, annotation migration.platform.example/migrated-by naming this migration)"}},
 		{name: "already cancelling", migration: "cancelling", args: []string{"-y"}, wantOut: []string{"already being cancelled"}},
+		{name: "refused before the stop", migration: "failed", args: []string{"-y"}, wantDeleted: true,
+			wantOut:    []string{"it was refused before its source VM was touched: there is nothing to restore"},
+			wantNotOut: []string{"restored when", "rollback"}},
+		{name: "failed after the stop", migration: "rolled-back", args: []string{"-y"}, wantDeleted: true,
+			wantOut: []string{"its rollback already powered the source VM back on, as it was found"}},
 		{name: "missing", migration: "nope", args: []string{"-y"}, wantCode: 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, objects(all["transferring"], all["starting"], all["approval"], all["succeeded"], all["cancelling"]))
+			rolledBack := inPhase("rolled-back", v1alpha1.PhaseRollingBack, lastError(v1alpha1.PhaseTransferringDisks, "TransferFailed", "transfer job failed"))
+			rolledBack.Status.Phase, rolledBack.Status.SourceControl.RestoredAt = v1alpha1.PhaseFailed, atp(41*time.Minute)
+			h := newHarness(t, objects(all["transferring"], all["starting"], all["approval"], all["succeeded"], all["cancelling"], all["failed"], rolledBack))
 			h.in.WriteString(tc.input)
 			code := h.run(context.Background(), append([]string{"cancel", tc.migration}, tc.args...)...)
 			require.Equal(t, tc.wantCode, code, "exit code (stderr %q)", h.errOut)

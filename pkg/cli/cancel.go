@@ -16,7 +16,10 @@ func cancelEffect(m *v1alpha1.VirtualMachineMigration) string {
 	case v1alpha1.PhaseSucceeded:
 		return fmt.Sprintf("the migration succeeded, so only its leftover staging objects are deleted; VirtualMachine %s and its disks stay, %s, and the source VM stays powered off.", target, handedOver)
 	case v1alpha1.PhaseFailed:
-		return "the source was already restored when it failed; the staging objects kept for inspection are deleted, and " + targetEffect(m, target) + "."
+		if statemachine.SourceUntouched(&m.Status) {
+			return "it was refused before its source VM was touched: there is nothing to restore; the migration (and a proof Job or plan it left) is deleted."
+		}
+		return failedSource(m) + "; the staging objects kept for inspection are deleted, and " + targetEffect(m, target) + "."
 	case v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhasePlanned, v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseQueued:
 		return "nothing was done to the source VM yet; the migration (and its stored plan, if any) is deleted."
 	case v1alpha1.PhaseStoppingSource:
@@ -57,4 +60,22 @@ func restoreEffect(m *v1alpha1.VirtualMachineMigration) string {
 	default:
 		return fmt.Sprintf("leaves the source VM %s, as it was found, and removes any snapshot it made", orNone(sc.OriginalPowerState))
 	}
+}
+
+// failedSource says what the rollback of a migration that failed after
+// the stop left of the source VM: deleting it changes nothing there.
+func failedSource(m *v1alpha1.VirtualMachineMigration) string {
+	st := &m.Status
+	sc := st.SourceControl
+	switch {
+	case statemachine.SourceLeftOff(st):
+		return "its rollback could not power the source VM back on, and deleting the migration does not either: power it on in vSphere yourself"
+	case sc == nil:
+		return "the source VM was not stopped and is left as it is"
+	case sc.RestoredAt != nil:
+		return "its rollback already powered the source VM back on, as it was found"
+	case sc.SourceGoneAt != nil:
+		return "the source VM no longer exists"
+	}
+	return fmt.Sprintf("the source VM stays %s, as it was found", orNone(sc.OriginalPowerState))
 }

@@ -160,6 +160,10 @@ func terminalStep(m *v1alpha1.VirtualMachineMigration) string {
 		return fmt.Sprintf("Nothing left to wait for: the VM now lives in VirtualMachine %s/%s; deleting this migration keeps it.",
 			m.Namespace, orNone(targetNameOf(m)))
 	}
+	if statemachine.RefusedBeforeCutover(&m.Status) {
+		return fmt.Sprintf("Refused before its source VM was touched: fix the spec (kubectl edit vmm %s -n %s) and the controller validates it again; "+
+			"after a fix outside the spec, create it again (kubectl vmm cancel %s -n %s deletes this one).", m.Name, m.Namespace, m.Name, m.Namespace)
+	}
 	return fmt.Sprintf("Nothing left to wait for: fix the cause of the error and create a new migration; kubectl vmm cancel %s -n %s deletes this one and the staging objects kept for inspection.",
 		m.Name, m.Namespace)
 }

@@ -70,6 +70,11 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 		}
 		facts.DryRun, facts.Proofs, facts.ConversionVirtioWin, facts.Launcher = seen.DryRun, seen.Proofs, seen.ConversionVirtioWin, seen.Launcher
 		obs.Preflight = preflight.Check(m.SpecInForce(), inv, facts)
+		for i := range obs.Proofs {
+			if why := preflight.ImageRefused(obs.Preflight, obs.Proofs[i].Component); why != "" {
+				obs.Proofs[i].NotRun = why
+			}
+		}
 		if obs.Claims, err = c.lookClaims(m, inv); err != nil {
 			return obs, err
 		}

@@ -1053,13 +1053,18 @@ func TestForeignNameBlocksBeforeTheSourceStops(t *testing.T) {
 	target := naming.TargetName(f.srcVM)
 	f.add(&cdiv1.DataVolume{ObjectMeta: builders.Foreign(walkNamespace, naming.DataVolume(target, 0))})
 	m := f.syncUntil(f.m, "", v1alpha1.PhasePending, v1alpha1.PhaseValidating)
-	require.Equal(t, v1alpha1.PhaseRollingBack, m.Status.Phase)
+	require.Equal(t, v1alpha1.PhaseFailed, m.Status.Phase)
 	require.NotNil(t, m.Status.LastError)
 	assert.Equal(t, statemachine.ReasonPreflightFailed, m.Status.LastError.Reason)
 	assert.Contains(t, m.Status.LastError.Message, "ChildNameTaken")
 	assert.Contains(t, m.Status.LastError.Message, "DataVolume/"+naming.DataVolume(target, 0))
 	assert.Nil(t, m.Status.SourceControl, "the source was never touched")
 	assert.Equal(t, vsphereOn, f.powerState())
+	// Nothing was rolled back, and no event says otherwise.
+	assert.Contains(t, f.events, "Warning Failed Validating -> Failed: refused (PreflightFailed) before the source VM was touched: nothing to roll back")
+	for _, e := range f.events {
+		assert.NotContains(t, e, "RollingBack", "an event of a refusal before the stop")
+	}
 }
 
 // TestSecondMigrationOfTheSameVMIsRefused: while one migration of a VM is
@@ -1076,7 +1081,7 @@ func TestSecondMigrationOfTheSameVMIsRefused(t *testing.T) {
 	second.Spec.Target.Name = "another-name"
 	f.add(second)
 	got := f.syncUntil(second, "", v1alpha1.PhasePending, v1alpha1.PhaseValidating)
-	require.Equal(t, v1alpha1.PhaseRollingBack, got.Status.Phase)
+	require.Equal(t, v1alpha1.PhaseFailed, got.Status.Phase)
 	require.NotNil(t, got.Status.LastError)
 	assert.Equal(t, statemachine.ReasonSourceVMClaimed, got.Status.LastError.Reason)
 	assert.Contains(t, got.Status.LastError.Message, walkNamespace+"/"+walkName)

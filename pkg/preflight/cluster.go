@@ -113,3 +113,19 @@ func (c *checker) proofOf(component string) *v1alpha1.ImageProof {
 	}
 	return nil
 }
+
+// ImageRefused says why the blocking findings forbid running component's
+// image at all ("" when none does): an image that is not allowed, or
+// none known. Its proof is then not made: a validation that goes on to
+// report every finding runs only the images the migration may run.
+func ImageRefused(findings []v1alpha1.PreflightFinding, component string) string {
+	if component != v1alpha1.ComponentConversion {
+		return ""
+	}
+	for _, f := range findings {
+		if f.Severity == v1alpha1.SeverityBlocking && (f.Reason == ReasonConversionImageNotAllowed || f.Reason == ReasonNoConversionImage) {
+			return f.Reason + ": " + f.Message
+		}
+	}
+	return ""
+}

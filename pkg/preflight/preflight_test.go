@@ -407,3 +407,20 @@ func reasons(fs []v1alpha1.PreflightFinding) []string {
 	}
 	return out
 }
+
+// TestImageRefused: only a finding that forbids running the conversion
+// image keeps its proof from being made.
+func TestImageRefused(t *testing.T) {
+	spec := cleanSpec()
+	spec.Conversion.Image = "evil.example/v2v:1"
+	findings := Check(spec, cleanInventory(), ClusterFacts{StorageClasses: map[string]bool{"fast": true}, DefaultConversionImage: "registry.example/v2v:1"})
+	assert.Contains(t, ImageRefused(findings, v1alpha1.ComponentConversion), ReasonConversionImageNotAllowed+": ")
+	assert.Empty(t, ImageRefused(findings, v1alpha1.ComponentTransfer), "the transfer image is the controller's own")
+
+	spec.Conversion.Image = ""
+	findings = Check(spec, cleanInventory(), ClusterFacts{StorageClasses: map[string]bool{"fast": true}})
+	assert.Contains(t, ImageRefused(findings, v1alpha1.ComponentConversion), ReasonNoConversionImage+": ")
+
+	findings = Check(spec, cleanInventory(), ClusterFacts{StorageClasses: map[string]bool{"fast": true}, DefaultConversionImage: "registry.example/v2v:1"})
+	assert.Empty(t, ImageRefused(findings, v1alpha1.ComponentConversion), "an allowed image, findings %+v", findings)
+}

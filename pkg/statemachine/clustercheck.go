@@ -75,17 +75,49 @@ func (d *decider) preflightLines() (warnings, blocking []string) {
 	return warnings, blocking
 }
 
-// blockedByPreflight fails the migration when a finding blocks it, once
-// no proof object is left, and otherwise returns the warnings.
+// blockedByPreflight fails the migration when a finding blocks it, and
+// otherwise returns the warnings. As a compiler reports every error, one
+// validation pass reports every blocking finding it can determine: a
+// refusal found early waits for the image proofs still to run or running
+// (their findings join it: a conversion image without virtio-win for a
+// Windows guest), then, once no proof object is left, fails with all of
+// them. A proof a finding forbids (ProofObservation.NotRun) is not waited
+// for, and a dry run that could not be made is named, not waited for.
 func (d *decider) blockedByPreflight() ([]string, bool) {
 	warnings, blocking := d.preflightLines()
 	if len(blocking) == 0 {
 		return warnings, false
 	}
+	if d.awaitProofs(true, fmt.Sprintf("; then failing with the %s so far (%s) and those it finds",
+		plural(len(blocking), "blocking finding"), strings.Join(d.blockingReasons(), ", "))) {
+		return nil, true
+	}
+	if dr := d.obs.DryRun; dr != nil && dr.Error != nil {
+		blocking = append(blocking, fmt.Sprintf("%s: the dry run could not be made: %s", dr.Error.Reason, dr.Error.Message))
+	}
 	if !d.removeFinishedProofs(true) {
 		d.fail(ReasonPreflightFailed, strings.Join(blocking, "; "))
 	}
 	return nil, true
+}
+
+// blockingReasons are the reasons of the blocking findings, each once.
+func (d *decider) blockingReasons() []string {
+	var reasons []string
+	for _, f := range d.obs.Preflight {
+		if f.Severity == v1alpha1.SeverityBlocking && !slices.Contains(reasons, f.Reason) {
+			reasons = append(reasons, f.Reason)
+		}
+	}
+	return reasons
+}
+
+// plural is "1 thing" or "n things".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // awaitClusterChecks waits for the dry run and starts and waits for the
@@ -95,20 +127,29 @@ func (d *decider) awaitClusterChecks() bool {
 		d.observedError(dr.Error)
 		return true
 	}
+	return d.awaitProofs(false, "")
+}
+
+// awaitProofs starts the image proofs not started yet, one per decision,
+// then waits for those running; it returns false once every proof has its
+// result. Failing (a finding blocks already), it skips the proofs that
+// must not run (NotRun). then ends the message of the wait.
+func (d *decider) awaitProofs(failing bool, then string) bool {
+	waitFor := func(p ProofObservation) bool { return p.Result == nil && (!failing || p.NotRun == "") }
 	for _, p := range d.obs.Proofs {
-		if p.Result == nil && !p.Running {
+		if waitFor(p) && !p.Running {
 			d.act(ActionCreateProofJob, p.Component, 0)
-			d.working(fmt.Sprintf("proving that the %s image runs in namespace %s (job %s)", p.Component, d.m.Namespace, p.JobName), d.cfg.PollInterval)
+			d.working(fmt.Sprintf("proving that the %s image runs in namespace %s (job %s)%s", p.Component, d.m.Namespace, p.JobName, then), d.cfg.PollInterval)
 			return true
 		}
 	}
 	for _, p := range d.obs.Proofs {
-		if p.Result == nil {
+		if waitFor(p) {
 			what := fmt.Sprintf("proving that the %s image runs in namespace %s (job %s)", p.Component, d.m.Namespace, p.JobName)
 			if p.Waiting != "" {
 				what += ": " + p.Waiting
 			}
-			d.working(what, d.cfg.PollInterval)
+			d.working(what+then, d.cfg.PollInterval)
 			return true
 		}
 	}

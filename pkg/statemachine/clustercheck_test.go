@@ -53,12 +53,12 @@ func TestValidatingAsksTheCluster(t *testing.T) {
 	transferJob := ref(KindJob, naming.ProofJob(builders.Name, v1alpha1.ComponentTransfer))
 	passed := proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofPassed, "", "")
 	runCases(t, map[string]decideCase{
-		"a dry-run refusal fails in Validating before any proof, the source untouched": {
+		"a dry-run refusal fails in Validating once the proofs answered, the source untouched": {
 			m: m(), obs: newObs(sourceInventory, dryRun(v1alpha1.PhaseValidating,
 				dryRunObject("PersistentVolumeClaim", "c", v1alpha1.DryRunRefused, "exceeded quota: no-claims")),
-				proof(v1alpha1.ComponentTransfer, false, nil),
+				proof(v1alpha1.ComponentTransfer, false, passed),
 				preflight(v1alpha1.SeverityBlocking, "DryRunRefused")),
-			phase: v1alpha1.PhaseRollingBack, requeue: ms,
+			phase: v1alpha1.PhaseFailed, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
 				assert.Contains(t, d.Status.LastError.Message, "DryRunRefused")
@@ -116,27 +116,84 @@ func TestValidatingAsksTheCluster(t *testing.T) {
 				assert.Contains(t, ev.Observed, "images run here: transfer (registry.example/transfer:1)")
 			},
 		},
-		"a blocking finding while another proof runs: its objects go first, then the failure": {
-			m: m(), obs: newObs(sourceInventory, accepted,
-				proof(v1alpha1.ComponentTransfer, false, proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofFailed, "ErrImagePull", "no registry")),
-				proof(v1alpha1.ComponentConversion, true, nil, ref(KindJob, naming.ProofJob(builders.Name, v1alpha1.ComponentConversion))),
-				preflight(v1alpha1.SeverityBlocking, "TransferImageNotRunnable")),
-			phase: v1alpha1.PhaseValidating, action: ActionDeleteProofs,
-			check: func(t *testing.T, d Decision) {
-				assert.Equal(t, []string{naming.ProofJob(builders.Name, v1alpha1.ComponentConversion)}, Names(d.Action.Objects))
-				assert.Nil(t, d.Status.LastError, "failed before its proofs were deleted")
-			},
-		},
 		"a failed proof blocks, in the cluster's words": {
 			m: m(), obs: newObs(sourceInventory, accepted,
 				proof(v1alpha1.ComponentTransfer, false, proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofFailed, "ErrImageNeverPull", "not present")),
 				preflight(v1alpha1.SeverityBlocking, "TransferImageNotRunnable")),
-			phase: v1alpha1.PhaseRollingBack,
+			phase: v1alpha1.PhaseFailed,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
 				assert.Contains(t, d.Status.LastError.Message, "TransferImageNotRunnable")
 				require.Len(t, d.Status.ImageProofs, 1)
 				assert.Equal(t, "ErrImageNeverPull", d.Status.ImageProofs[0].Reason)
+			},
+		},
+	})
+}
+
+// TestValidatingReportsEveryBlockingFinding: one validation pass reports
+// every blocking finding it can determine, as a compiler reports every
+// error: a refusal found early (a failed proof, a dry-run refusal, a
+// preflight rule) waits for the proofs still to run or running, whose
+// findings (a conversion image without virtio-win for a Windows guest)
+// join it in the one failure.
+func TestValidatingReportsEveryBlockingFinding(t *testing.T) {
+	m := func() *v1alpha1.VirtualMachineMigration {
+		return newMigration(builders.Reached(v1alpha1.PhaseValidating))
+	}
+	convJob := ref(KindJob, naming.ProofJob(builders.Name, v1alpha1.ComponentConversion))
+	transferFailed := proof(v1alpha1.ComponentTransfer, false, proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofFailed, "ErrImageNeverPull", "not present"))
+	transferRefused := preflight(v1alpha1.SeverityBlocking, "TransferImageNotRunnable")
+	notFailedYet := func(t *testing.T, d Decision) {
+		assert.Nil(t, d.Status.LastError, "failed before every check that can answer did")
+		c := wantCond(t, d, ConditionProgressing, metav1.ConditionTrue, ReasonWorking)
+		assert.Contains(t, c.Message, "proving that the conversion image runs")
+		assert.Contains(t, c.Message, "1 blocking finding so far (TransferImageNotRunnable)")
+	}
+	runCases(t, map[string]decideCase{
+		"the transfer image's proof failed, the conversion's is still to run: run it": {
+			m: m(), obs: newObs(sourceInventory, transferFailed, proof(v1alpha1.ComponentConversion, false, nil), transferRefused),
+			phase: v1alpha1.PhaseValidating, action: ActionCreateProofJob, name: v1alpha1.ComponentConversion, requeue: DefaultPollInterval,
+			check: notFailedYet,
+		},
+		"the transfer image's proof failed, the conversion's runs: wait for it, keeping its Job": {
+			m: m(), obs: newObs(sourceInventory, transferFailed, proof(v1alpha1.ComponentConversion, true, nil, convJob), transferRefused),
+			phase: v1alpha1.PhaseValidating, requeue: DefaultPollInterval,
+			check: notFailedYet,
+		},
+		"every proof answered: one failure with every finding": {
+			m: m(), obs: newObs(sourceInventory, transferFailed,
+				proof(v1alpha1.ComponentConversion, false, proofResult(v1alpha1.ComponentConversion, v1alpha1.ProofPassed, "", "")),
+				transferRefused, preflight(v1alpha1.SeverityBlocking, "WindowsWithoutVirtioDrivers")),
+			phase: v1alpha1.PhaseFailed,
+			check: func(t *testing.T, d Decision) {
+				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
+				assert.Equal(t, "TransferImageNotRunnable: TransferImageNotRunnable found; WindowsWithoutVirtioDrivers: WindowsWithoutVirtioDrivers found",
+					d.Status.LastError.Message)
+			},
+		},
+		"a proof a finding forbids is not run: the failure does not wait for it": {
+			m: m(), obs: newObs(sourceInventory, proof(v1alpha1.ComponentTransfer, false, proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofPassed, "", "")),
+				proof(v1alpha1.ComponentConversion, false, nil), func(o *Observation) {
+					o.Proofs[1].NotRun = "ConversionImageNotAllowed: spec.conversion.image is not allowed"
+				}, preflight(v1alpha1.SeverityBlocking, "ConversionImageNotAllowed")),
+			phase: v1alpha1.PhaseFailed,
+			check: func(t *testing.T, d Decision) {
+				assert.NotEqual(t, ActionCreateProofJob, d.Action.Type, "ran the proof of an image a finding forbids")
+				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
+				assert.Contains(t, d.Status.LastError.Message, "ConversionImageNotAllowed")
+			},
+		},
+		"the dry run could not be made beside a finding: fail with the finding, saying so": {
+			m: m(), obs: newObs(sourceInventory, func(o *Observation) {
+				o.DryRun = &DryRunObservation{Error: &ObservedError{Class: ErrorPermanent, Reason: "RenderFailed", Message: "rendering the objects: no image"}}
+			}, proof(v1alpha1.ComponentTransfer, false, proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofPassed, "", "")),
+				preflight(v1alpha1.SeverityBlocking, "NoConversionImage")),
+			phase: v1alpha1.PhaseFailed,
+			check: func(t *testing.T, d Decision) {
+				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
+				assert.Equal(t, "NoConversionImage: NoConversionImage found; RenderFailed: the dry run could not be made: rendering the objects: no image",
+					d.Status.LastError.Message)
 			},
 		},
 	})
@@ -149,7 +206,7 @@ func TestQueuedDryRunsAgainBeforeTheStop(t *testing.T) {
 			m: m, obs: newObs(slot(true), sourceOn(true),
 				dryRun(v1alpha1.PhaseQueued, dryRunObject("VirtualMachine", "vm", v1alpha1.DryRunRefused, "admission webhook denied")),
 				preflight(v1alpha1.SeverityBlocking, "DryRunRefused")),
-			phase: v1alpha1.PhaseRollingBack, requeue: ms,
+			phase: v1alpha1.PhaseFailed, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseQueued, ReasonPreflightFailed)
 				assert.Nil(t, d.Status.SourceControl, "a power intent recorded though the dry run refused")

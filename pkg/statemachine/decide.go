@@ -20,7 +20,11 @@ func Decide(in Input) Decision {
 	case d.m.DeletionTimestamp != nil:
 		d.cancel()
 	case IsTerminal(d.st.Phase):
-		// Terminal phases stay terminal; only deletion acts on them.
+		// Terminal phases stay terminal; only deletion acts on them, and
+		// a change of the spec of a migration refused before the stop.
+		if d.m.Generation != d.st.ObservedGeneration && RefusedBeforeCutover(d.st) {
+			d.validateAgain()
+		}
 	case d.m.Spec.Policy.Paused:
 		d.paused = true
 		d.progressWhilePaused()
@@ -191,11 +195,53 @@ func (d *decider) recordEvidence(phase v1alpha1.Phase, observed string) {
 	d.st.Evidence = append(d.st.Evidence, ev)
 }
 
-// fail records the failure and starts the rollback of the source.
+// fail records the failure and starts the rollback of the source. A
+// migration refused before its source VM was touched (in a phase before
+// the stop, SourceUntouched, nothing of its own seen) has nothing to roll back: it ends
+// Failed at once, and says so.
 func (d *decider) fail(reason, message string) {
 	d.recordError(reason, message)
 	d.out.Events = append(d.out.Events, Event{Warning: true, Reason: reason, Message: message})
+	if beforeTheStop(d.st.Phase) && SourceUntouched(d.st) && !d.ownSeen() {
+		d.setPhase(v1alpha1.PhaseFailed, fmt.Sprintf("refused (%s) before the source VM was touched: nothing to roll back", reason))
+		return
+	}
 	d.setPhase(v1alpha1.PhaseRollingBack, fmt.Sprintf("%s: %s", reason, message))
+}
+
+// SourceUntouched reports whether nothing a migration did reached its
+// source VM or came after the stop: no guest shutdown or power-off was
+// requested (the intent is recorded before the call), no snapshot made,
+// no disk, transfer, conversion, verification or target VM recorded.
+// Failing so, it has nothing to roll back.
+func SourceUntouched(st *v1alpha1.VirtualMachineMigrationStatus) bool {
+	if sc := st.SourceControl; sc != nil && (sc.ShutdownRequestedAt != nil || sc.PowerOffRequestedAt != nil || len(sc.Snapshots) > 0) {
+		return false
+	}
+	if st.Transfer != nil || st.Conversion != nil || st.Verification != nil || len(st.Disks) > 0 {
+		return false
+	}
+	t := st.Target
+	return t == nil || (t.UID == "" && t.StartRequestedAt == nil)
+}
+
+// beforeTheStop reports whether a phase comes before the source is
+// stopped (an unknown one, from another version, does not: its failure
+// rolls back, which looks at the source).
+func beforeTheStop(p v1alpha1.Phase) bool {
+	switch p {
+	case v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhasePlanned, v1alpha1.PhaseAwaitingApproval,
+		v1alpha1.PhaseQueued, v1alpha1.PhaseStoppingSource:
+		return true
+	}
+	return false
+}
+
+// ownSeen reports whether the observation holds a Job of the run or a
+// target VM of this migration: the rollback stops and halts them.
+func (d *decider) ownSeen() bool {
+	o := d.obs
+	return o.TransferJob != nil || o.ConversionJob != nil || o.VerificationJob != nil || (o.VM != nil && o.VM.Ours)
 }
 
 // recordError keeps the last error; an identical error keeps its first time

@@ -86,7 +86,7 @@ func (d *decider) claimed(inv *v1alpha1.SourceInventory, target string) bool {
 		d.fail(ReasonSourceVMClaimed, fmt.Sprintf("migration %s already migrates the source VM %s (instance UUID %s): one migration per source VM at a time; delete this migration, or wait for that one to end and create it again",
 			c.SourceHeldBy, inv.Name, inv.InstanceUUID))
 	case c.TargetHeldBy != "":
-		d.fail(ReasonTargetNameClaimed, fmt.Sprintf("migration %s already creates a VirtualMachine named %s in this namespace: set spec.target.name to another name in a new migration",
+		d.fail(ReasonTargetNameClaimed, fmt.Sprintf("migration %s already creates a VirtualMachine named %s in this namespace: set spec.target.name to another name: this migration then validates again",
 			c.TargetHeldBy, target))
 	default:
 		return false

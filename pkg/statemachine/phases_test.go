@@ -61,10 +61,11 @@ func TestValidating(t *testing.T) {
 	runCases(t, map[string]decideCase{
 		"permanent source error fails at once": {
 			m: m(), obs: newObs(sourceError(ErrorPermanent, ReasonSourceVMNotFound)),
-			phase: v1alpha1.PhaseRollingBack, requeue: ms,
+			phase: v1alpha1.PhaseFailed, requeue: ms,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonSourceVMNotFound)
-				wantNoCond(t, d, ConditionFailed) // set once the rollback ends
+				// Nothing to roll back: Failed at once.
+				wantCond(t, d, ConditionFailed, metav1.ConditionTrue, ReasonSourceVMNotFound)
 				wantCond(t, d, ConditionReady, metav1.ConditionFalse, ReasonSourceVMNotFound)
 				assert.Contains(t, eventReasons(d), ReasonSourceVMNotFound, "want a warning event for the failure: %+v", d.Events)
 			},
@@ -82,7 +83,7 @@ func TestValidating(t *testing.T) {
 		"needs-user error past the retry deadline fails": {
 			m:     m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) { s.StartTime = builders.TP(-25 * time.Hour) })),
 			obs:   newObs(sourceError(ErrorNeedsUser, "CredentialsSecretMissing")),
-			phase: v1alpha1.PhaseRollingBack,
+			phase: v1alpha1.PhaseFailed,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, "CredentialsSecretMissing")
 				assert.Contains(t, d.Status.LastError.Message, "retry deadline", "the lastError message says the deadline passed")
@@ -98,7 +99,7 @@ func TestValidating(t *testing.T) {
 		"transient error past a custom retry deadline fails": {
 			m:     m(builders.RetryDeadline(30 * time.Minute)),
 			obs:   newObs(sourceError(ErrorTransient, "VCenterBusy")),
-			phase: v1alpha1.PhaseRollingBack,
+			phase: v1alpha1.PhaseFailed,
 		},
 		"inventory not read yet": {
 			m: m(), obs: newObs(),
@@ -133,7 +134,7 @@ func TestValidating(t *testing.T) {
 		"blocking preflight finding fails": {
 			m:     m(),
 			obs:   newObs(sourceInventory, preflight(v1alpha1.SeverityWarning, "CBTDisabled"), preflight(v1alpha1.SeverityBlocking, "RDMDisk")),
-			phase: v1alpha1.PhaseRollingBack,
+			phase: v1alpha1.PhaseFailed,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
 				assert.Contains(t, d.Status.LastError.Message, "RDMDisk", "lastError should name the blocking finding")
@@ -340,7 +341,7 @@ func TestStoppingSource(t *testing.T) {
 		},
 		"suspended right before the stop: fail, never power it off": {
 			m: m(), obs: newObs(func(o *Observation) { o.Source.Observed, o.Source.PowerState = true, PowerStateSuspended }),
-			phase: v1alpha1.PhaseRollingBack,
+			phase: v1alpha1.PhaseFailed,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseStoppingSource, ReasonSourceSuspended)
 			},
@@ -365,7 +366,7 @@ func TestStoppingSource(t *testing.T) {
 		},
 		"source gone": {
 			m: m(), obs: newObs(sourceError(ErrorPermanent, ReasonSourceVMNotFound)),
-			phase: v1alpha1.PhaseRollingBack,
+			phase: v1alpha1.PhaseFailed,
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseStoppingSource, ReasonSourceVMNotFound)
 			},

@@ -133,6 +133,15 @@ func (g gen) migration() *v1alpha1.VirtualMachineMigration {
 				s.Disks[i].ImportPhase = pick(g, "", DataVolumeFailed, "ImportInProgress")
 			}
 		})},
+		// A refusal before the stop, as it leaves a Failed status.
+		{0.3, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+			if s.Phase != v1alpha1.PhaseFailed || s.LastError == nil {
+				return
+			}
+			s.LastError.Phase = pick(g, v1alpha1.PhaseValidating, v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseQueued)
+			s.AppliedSpec, s.SourceControl, s.Transfer, s.Conversion, s.Disks = nil, nil, nil, nil, nil
+			s.Target = &v1alpha1.TargetStatus{Name: builders.DefaultTarget}
+		})},
 	} {
 		if g.chance(o.p) {
 			afterOpts = append(afterOpts, o.opt)
@@ -373,6 +382,16 @@ func TestPropertyNoCheckpointSkipped(t *testing.T) {
 		case to == v1alpha1.PhaseRollingBack:
 			assert.False(t, IsTerminal(from), "terminal %s moved to RollingBack", from)
 			assert.NotEqual(t, v1alpha1.PhaseCancelling, from, "%s moved to RollingBack", from)
+		case from == v1alpha1.PhaseFailed:
+			// Only a refusal before the stop, its spec changed, moves on.
+			assert.Equal(t, v1alpha1.PhaseValidating, to, "Failed moved to %s", to)
+			assert.True(t, RefusedBeforeCutover(&in.Migration.Status), "Failed moved to %s though not refused before the stop", to)
+			assert.NotEqual(t, in.Migration.Generation, in.Migration.Status.ObservedGeneration, "Failed moved to %s with no new spec", to)
+		case to == v1alpha1.PhaseFailed && from != v1alpha1.PhaseRollingBack:
+			// Refused before the stop: nothing to roll back.
+			assert.True(t, beforeTheStop(from), "%s moved to Failed without a rollback", from)
+			assert.True(t, SourceUntouched(&in.Migration.Status), "%s moved to Failed without a rollback, its source touched: %+v", from, in.Migration.Status.SourceControl)
+			assert.NotNil(t, d.Status.LastError, "%s -> Failed without lastError", from)
 		default:
 			assert.Contains(t, allowedNext[from], to, "%s moved to %s, not a phase allowed next", from, to)
 		}
@@ -391,7 +410,9 @@ func TestPropertyNoCheckpointSkipped(t *testing.T) {
 }
 
 // (c) Terminal phases stay terminal: without deletion nothing changes phase
-// and no action is asked for; with deletion only cleanup actions.
+// and no action is asked for; with deletion only cleanup actions. The one
+// exception: a migration refused before its source was touched validates
+// again when its spec changes.
 func TestPropertyTerminalStaysTerminal(t *testing.T) {
 	forEachInput(t, func(t *testing.T, i int, in Input) {
 		from := in.Migration.Status.Phase
@@ -399,6 +420,15 @@ func TestPropertyTerminalStaysTerminal(t *testing.T) {
 			return
 		}
 		d := Decide(in)
+		refused := in.Migration.DeletionTimestamp == nil && RefusedBeforeCutover(&in.Migration.Status) &&
+			in.Migration.Generation != in.Migration.Status.ObservedGeneration
+		if refused {
+			// Refused before the stop, its spec changed: validated again,
+			// nothing asked of the world yet.
+			assert.Equal(t, v1alpha1.PhaseValidating, d.Status.Phase, "refused %s with a new spec", from)
+			assert.Equal(t, ActionNone, d.Action.Type, "refused %s with a new spec asked for %+v", from, d.Action)
+			return
+		}
 		assert.Equal(t, from, d.Status.Phase, "terminal %s moved", from)
 		if in.Migration.DeletionTimestamp == nil {
 			assert.Equal(t, ActionNone, d.Action.Type, "terminal %s asked for %+v", from, d.Action)

@@ -193,6 +193,11 @@ type ProofObservation struct {
 	Objects []ObjectRef
 	// Waiting says what a running proof's pod waits on.
 	Waiting string
+	// NotRun says why the proof is not made, when it must not or cannot
+	// be: a blocking finding refuses its image (one not allowed, none
+	// known), or its pod cannot be rendered. A validation that fails does
+	// not wait for it.
+	NotRun string
 }
 
 // PlanObservation is what was seen of a stored plan.

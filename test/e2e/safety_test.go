@@ -199,7 +199,7 @@ func TestSecondMigrationOfSameSourceRefused(t *testing.T) {
 	assert.True(t, hasCondition(second, statemachine.ConditionFailed, metav1.ConditionTrue, statemachine.ReasonSourceVMClaimed), describe(second))
 	assert.Nil(t, second.Status.SourceControl, "the refused migration recorded a power intent")
 	s.waitEvent(second, corev1.EventTypeWarning, statemachine.ReasonSourceVMClaimed, s.ns+"/"+first.Name)
-	s.waitEvent(second, corev1.EventTypeWarning, statemachine.PhaseChangedReason(v1alpha1.PhaseFailed), "RollingBack -> Failed", "the source VM was not touched")
+	s.waitEvent(second, corev1.EventTypeWarning, statemachine.PhaseChangedReason(v1alpha1.PhaseFailed), "Validating -> Failed", "before the source VM was touched: nothing to roll back")
 	assert.Equal(t, stopped, s.vc.PowerOps(vm), "power operations after the refusal")
 	// Its image proofs' pods, if any, go with the garbage collector.
 	s.waitNoLeftovers(second, time.Minute)

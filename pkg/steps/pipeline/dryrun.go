@@ -67,7 +67,7 @@ var dryRunOptions = metav1.CreateOptions{FieldValidation: metav1.FieldValidation
 
 // DryRun answers, for m with its inventory inv, what the API server says
 // of each object m creates, asking it again only when the rendered
-// objects, the phase or DryRunTTL changed.
+// objects, the phase, the generation or DryRunTTL changed.
 func (s *Step) DryRun(ctx context.Context, m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) *statemachine.DryRunObservation {
 	mp := m.DeepCopy()
 	mp.Status.Source = inv
@@ -102,13 +102,16 @@ func (s *Step) DryRun(ctx context.Context, m *v1alpha1.VirtualMachineMigration, 
 	return &statemachine.DryRunObservation{Status: st}
 }
 
-// dryRunKey identifies what was dry-run: the phase and the rendered objects.
+// dryRunKey identifies what was dry-run: the phase, the spec's generation
+// (a changed spec is asked about again, even where its objects render the
+// same: a migration refused before the stop and edited validates again
+// with the cluster's answer of now) and the rendered objects.
 func dryRunKey(m *v1alpha1.VirtualMachineMigration, objs []runtime.Object) (string, error) {
 	data, err := json.Marshal(objs)
 	if err != nil {
 		return "", fmt.Errorf("encoding the objects for their dry run: %w", err)
 	}
-	sum := sha256.Sum256(append([]byte(m.Status.Phase+"\n"), data...))
+	sum := sha256.Sum256(append(fmt.Appendf(nil, "%s\n%d\n", m.Status.Phase, m.Generation), data...))
 	return hex.EncodeToString(sum[:]), nil
 }
 

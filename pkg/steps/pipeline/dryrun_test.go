@@ -160,3 +160,23 @@ func TestDryRunServesValidatingLonger(t *testing.T) {
 	f.step.DryRun(context.Background(), m, inv)
 	assert.Len(t, *sent, 2*once, "after ValidatingDryRunTTL: sent again")
 }
+
+// TestDryRunAskedAgainForANewSpec: a change of the spec (a new
+// generation) is asked about again, even where its objects render the
+// same: a migration refused before the stop and edited validates again,
+// and the answer it gets is the cluster's of now (a quota since raised).
+func TestDryRunAskedAgainForANewSpec(t *testing.T) {
+	m := validating("web-01")
+	inv := m.Status.Source
+	f := newFakeStep(t)
+	f.step.Clock = clocktesting.NewFakePassiveClock(t0)
+	sent := dryRunAnswers(t, f, func(string, string) error { return nil })
+	f.step.DryRun(context.Background(), m, inv)
+	once := len(*sent)
+	require.NotZero(t, once)
+	m.Generation++
+	obs := f.step.DryRun(context.Background(), m, inv)
+	assert.Len(t, *sent, 2*once, "the new generation: sent again")
+	require.NotNil(t, obs.Status)
+	assert.Equal(t, m.Generation, obs.Status.ObservedGeneration)
+}

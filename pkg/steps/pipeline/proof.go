@@ -44,6 +44,10 @@ const (
 	proofJobTTL = time.Hour
 	// annotationProofKey holds a proof Job's key.
 	annotationProofKey = "migration.platform.example/proof-key"
+	// annotationProofValidation names the validation a proof Job was
+	// made for (when it began): a migration validating again (refused
+	// before the stop, its spec changed) does not read an earlier one.
+	annotationProofValidation = "migration.platform.example/proof-validation"
 	// ConversionSelfCheck is the conversion image's self-check
 	// (docs/operators/conversion-image.md).
 	ConversionSelfCheck = "/usr/local/bin/v2v-self-check"
@@ -105,6 +109,9 @@ func RenderProof(m *v1alpha1.VirtualMachineMigration, component string, cfg Conf
 	}
 	meta := proofMeta(m, naming.ProofJob(m.Name, component), component)
 	meta.Annotations = map[string]string{annotationProofKey: key}
+	if v := validationStart(m); v != "" {
+		meta.Annotations[annotationProofValidation] = v
+	}
 	job := runOnce(meta, metav1.ObjectMeta{Labels: meta.Labels}, cfg.proofTimeout()+proofJobGrace, *pod)
 	job.Spec.TTLSecondsAfterFinished = ptr.To(int32(proofJobTTL / time.Second))
 	return job, sa, nil

@@ -362,3 +362,67 @@ func TestProofOfAPeerServes(t *testing.T) {
 	require.NotNil(t, obs.Proofs[0].Result, "web-01's passed proof serves web-02")
 	assert.Equal(t, v1alpha1.ProofPassed, obs.Proofs[0].Result.Result)
 }
+
+// TestProofThatCannotBeRenderedIsNotRun: without a conversion image the
+// conversion pod cannot be rendered; its proof says why it is not made,
+// so that a validation failing on that refuses without waiting for it.
+func TestProofThatCannotBeRenderedIsNotRun(t *testing.T) {
+	f := newFakeStep(t)
+	f.step.Clock, f.step.Config.ImageProofs, f.step.Config.ConversionImage = clocktesting.NewFakePassiveClock(t0), true, ""
+	var obs statemachine.Observation
+	require.NoError(t, f.step.Observe(validating("web-01"), &obs))
+	require.Len(t, obs.Proofs, 2)
+	assert.Empty(t, obs.Proofs[0].NotRun, "the transfer image's proof")
+	assert.Contains(t, obs.Proofs[1].NotRun, "its pod cannot be rendered")
+	assert.Contains(t, obs.Proofs[1].NotRun, "no conversion image")
+}
+
+// TestFailedProofServesOnlyItsValidation: a proof that failed serves the
+// validation it was made in; a migration validating again (refused
+// before the stop, its spec changed: a later status.phaseStartTime)
+// proves the image again: its earlier proof Job goes as stale, and its
+// earlier failure, in status or in the step's memory, is not served. A
+// passed proof still serves for its TTL.
+func TestFailedProofServesOnlyItsValidation(t *testing.T) {
+	job := proofJob(t, v1alpha1.ComponentTransfer)
+	job.Annotations[annotationProofValidation] = t0.Format(time.RFC3339)
+	pull := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "no registry"}}
+	p := proofPodIn(job, pull)
+	f := newFakeStep(t, job, &p)
+	clock := clocktesting.NewFakePassiveClock(t0.Add(10 * time.Second))
+	f.step.Clock, f.step.Config.ImageProofs = clock, true
+	skip := func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Conversion.Skip = true }
+	first := validating("web-01", skip, func(m *v1alpha1.VirtualMachineMigration) { m.Status.PhaseStartTime = ptr.To(metav1.NewTime(t0)) })
+
+	var obs statemachine.Observation
+	require.NoError(t, f.step.Observe(first, &obs))
+	require.NotNil(t, obs.Proofs[0].Result, "waiting: %s", obs.Proofs[0].Waiting)
+	failed := *obs.Proofs[0].Result
+	require.Equal(t, v1alpha1.ProofFailed, failed.Result)
+
+	again := validating("web-01", skip, func(m *v1alpha1.VirtualMachineMigration) {
+		m.Status.PhaseStartTime = ptr.To(metav1.NewTime(t0.Add(20 * time.Second)))
+		m.Status.ImageProofs = []v1alpha1.ImageProof{failed}
+	})
+	clock.SetTime(t0.Add(30 * time.Second))
+	obs = statemachine.Observation{}
+	require.NoError(t, f.step.Observe(again, &obs))
+	got := obs.Proofs[0]
+	assert.Nil(t, got.Result, "the failure of the last validation served the new one")
+	assert.True(t, got.Stale, "the last validation's proof Job, want it deleted as stale")
+
+	rendered, _, err := RenderProof(again, v1alpha1.ComponentTransfer, testConfig)
+	require.NoError(t, err)
+	assert.Equal(t, "2026-03-01T10:00:20Z", rendered.Annotations[annotationProofValidation], "a proof Job names its validation")
+	assert.Equal(t, []string{job.Name}, statemachine.Names(got.Objects))
+
+	passed := failed
+	passed.Result, passed.Reason, passed.Message = v1alpha1.ProofPassed, "", ""
+	again.Status.ImageProofs = []v1alpha1.ImageProof{passed}
+	f = newFakeStep(t)
+	f.step.Clock, f.step.Config.ImageProofs = clock, true
+	obs = statemachine.Observation{}
+	require.NoError(t, f.step.Observe(again, &obs))
+	require.NotNil(t, obs.Proofs[0].Result, "a passed proof of the last validation, within its TTL")
+	assert.Equal(t, v1alpha1.ProofPassed, obs.Proofs[0].Result.Result)
+}

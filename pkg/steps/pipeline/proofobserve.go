@@ -90,8 +90,9 @@ func (s *Step) observeProof(m *v1alpha1.VirtualMachineMigration, component strin
 	if m.Status.Source != nil {
 		j, _, err := RenderProof(m, component, s.Config)
 		if err != nil {
-			// Nothing to prove yet: the render's own failure shows in
-			// the dry run and the preflight rules.
+			// Nothing to prove: the render's own failure shows in the
+			// dry run and the preflight rules.
+			p.NotRun = fmt.Sprintf("its pod cannot be rendered: %v", err)
 			return p, nil
 		}
 		key = j.Annotations[annotationProofKey]
@@ -105,8 +106,10 @@ func (s *Step) observeProof(m *v1alpha1.VirtualMachineMigration, component strin
 		s.peerProof(m, component, key, &p)
 		return p, nil
 	}
-	if key != "" && job.Annotations[annotationProofKey] != key {
-		// A proof of another shape (the spec changed since): it goes.
+	if key != "" && job.Annotations[annotationProofKey] != key || ofAnotherValidation(job, m) {
+		// A proof of another shape (the spec changed since), or of an
+		// earlier validation (the migration was refused, then its spec
+		// changed): it goes, and the image is proven again.
 		p.Stale = true
 		return p, nil
 	}
@@ -158,16 +161,22 @@ func (s *Step) peerProof(m *v1alpha1.VirtualMachineMigration, component, key str
 }
 
 // knownProof is a recent result for key: the step's, or m's own in status.
+// A failure serves only the validation it was made in (a migration
+// refused before the stop whose spec changed proves its images again); a
+// pass serves for the TTL.
 func (s *Step) knownProof(m *v1alpha1.VirtualMachineMigration, component, key string, now time.Time, ttl time.Duration) *v1alpha1.ImageProof {
 	if key == "" {
 		return nil
 	}
-	if r := s.proofs.get(key, string(m.UID), now, ttl); r != nil {
+	serves := func(r *v1alpha1.ImageProof) bool {
+		return r.Result == v1alpha1.ProofPassed || !madeBefore(r.CheckedAt.Time, m)
+	}
+	if r := s.proofs.get(key, string(m.UID), now, ttl); r != nil && serves(r) {
 		r.Component, r.JobName = component, naming.ProofJob(m.Name, component)
 		return r
 	}
 	for _, r := range m.Status.ImageProofs {
-		if r.Component == component && r.Key == key && now.Sub(r.CheckedAt.Time) < ttl {
+		if r.Component == component && r.Key == key && now.Sub(r.CheckedAt.Time) < ttl && serves(&r) {
 			r := r
 			return &r
 		}
@@ -317,4 +326,30 @@ func ParseConversionSelfCheck(out string) (*ConversionSelfCheckReport, error) {
 		return nil, fmt.Errorf("reading the self-check's line %q: %w", line, err)
 	}
 	return &r, nil
+}
+
+// madeBefore says whether a proof's result, checked at t by this
+// controller's clock, comes from before m's current validation began (its
+// status.phaseStartTime in Validating); an unknown time does not.
+func madeBefore(t time.Time, m *v1alpha1.VirtualMachineMigration) bool {
+	start := m.Status.PhaseStartTime
+	return m.Status.Phase == v1alpha1.PhaseValidating && start != nil && !t.IsZero() && t.Before(start.Time)
+}
+
+// ofAnotherValidation says whether a proof Job of m was made for an
+// earlier validation than its current one (annotationProofValidation;
+// a Job without the annotation says nothing). The annotation, not the
+// Job's creation time, is compared: that is the API server's clock.
+func ofAnotherValidation(job *batchv1.Job, m *v1alpha1.VirtualMachineMigration) bool {
+	made, ok := job.Annotations[annotationProofValidation]
+	return ok && m.Status.Phase == v1alpha1.PhaseValidating && made != validationStart(m)
+}
+
+// validationStart names m's current validation: when it began, as
+// status.phaseStartTime says ("" when unknown).
+func validationStart(m *v1alpha1.VirtualMachineMigration) string {
+	if t := m.Status.PhaseStartTime; t != nil && m.Status.Phase == v1alpha1.PhaseValidating {
+		return t.UTC().Format(time.RFC3339)
+	}
+	return ""
 }

@@ -1,0 +1,46 @@
+package statemachine
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+)
+
+// A migration refused before its source VM was touched is fixed in
+// place: nothing of it reached the source or came after the stop, so a
+// change of its spec (a new generation) validates it again, from the
+// start, as a new migration of that spec would be. One that failed after
+// the stop, or once its cutover was committed (status.appliedSpec), stays
+// Failed: what it did is on record and its rollback has run.
+
+// RefusedBeforeCutover reports whether a Failed migration was refused
+// before its cutover was committed: it failed in a phase before the stop,
+// its spec was never applied, and its source is untouched
+// (SourceUntouched). Such a migration validates again when its spec
+// changes.
+func RefusedBeforeCutover(st *v1alpha1.VirtualMachineMigrationStatus) bool {
+	return st.Phase == v1alpha1.PhaseFailed && st.AppliedSpec == nil && st.LastError != nil &&
+		beforeTheStop(st.LastError.Phase) && SourceUntouched(st)
+}
+
+// validateAgain sends a migration refused before the stop back to
+// Validating after a change of its spec: the failure is reset (its
+// error, its end, its Succeeded and Failed conditions, the proofs that
+// failed; a passed proof serves for its TTL), and the retry deadline
+// counts from now.
+func (d *decider) validateAgain() {
+	reason := d.st.LastError.Reason
+	now := d.now
+	d.st.LastError, d.st.CompletionTime, d.st.StartTime = nil, nil, &now
+	d.st.ImageProofs = slices.DeleteFunc(d.st.ImageProofs, func(p v1alpha1.ImageProof) bool { return p.Result != v1alpha1.ProofPassed })
+	if len(d.st.ImageProofs) == 0 {
+		d.st.ImageProofs = nil
+	}
+	meta.RemoveStatusCondition(&d.st.Conditions, ConditionSucceeded)
+	meta.RemoveStatusCondition(&d.st.Conditions, ConditionFailed)
+	d.setPhase(v1alpha1.PhaseValidating, fmt.Sprintf("the spec changed (generation %d) after the migration was refused (%s) before its source VM was touched: validating again",
+		d.m.Generation, reason))
+}

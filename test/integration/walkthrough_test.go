@@ -642,8 +642,12 @@ func TestWalkthroughAgainstAPIServer(t *testing.T) {
 			assert.NotNil(t, d.Checksums.VerifiedAt, "disk %d", d.Key)
 		}
 	}
-	_, err = w.kube.BatchV1().Jobs(w.ns).Get(ctx, vjob, metav1.GetOptions{})
-	assert.True(t, apierrors.IsNotFound(err), "the verification job is gone before the VM starts: %v", err)
+	// Deleted in the foreground: the Job stays, with its deletion
+	// timestamp, until the garbage collector removed its pods.
+	job, err = w.kube.BatchV1().Jobs(w.ns).Get(ctx, vjob, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err) || (err == nil && job.DeletionTimestamp != nil),
+		"the verification job is gone or being deleted before the VM starts: %v", err)
+	w.collectGarbage()
 	vm, err := w.kv.KubevirtV1().VirtualMachines(w.ns).Get(ctx, target, metav1.GetOptions{})
 	require.NoError(t, err, "getting the target VM %s", target)
 	assert.Empty(t, vm.OwnerReferences, "the VM has owners")

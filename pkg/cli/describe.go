@@ -23,8 +23,24 @@ func printDescribe(w io.Writer, m *v1alpha1.VirtualMachineMigration, events []co
 	} {
 		section(w, m, now)
 	}
-	describeEvents(w, events, now)
+	describeEvents(w, m, events, now)
 	return nil
+}
+
+// lastErrorRef stands for the last error's message where describe would
+// say it again: it says it once, on the Last Error line.
+const lastErrorRef = "(the Last Error above)"
+
+// referToLastError replaces the last error's message in text (a
+// condition's, an event's: an older controller repeated it in four
+// conditions and two events) by lastErrorRef. A short message is kept:
+// it costs little and could be part of other words.
+func referToLastError(m *v1alpha1.VirtualMachineMigration, text string) string {
+	e := m.Status.LastError
+	if e == nil || len(e.Message) < 32 {
+		return text
+	}
+	return strings.ReplaceAll(text, e.Message, lastErrorRef)
 }
 
 func describeHeader(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time.Time) {
@@ -96,7 +112,7 @@ func describeTimeline(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time
 		if m.Status.PhaseStartTime != nil {
 			since = "since " + timestamp(m.Status.PhaseStartTime)
 		}
-		fmt.Fprintf(tw, "  (not yet)\t%s\t%s\tworking toward it: %s\n", since, phaseOf(m), clean(progressingMessage(m)))
+		fmt.Fprintf(tw, "  (not yet)\t%s\t%s\tworking toward it: %s\n", since, phaseOf(m), clean(referToLastError(m, progressingMessage(m))))
 	}
 	_ = tw.Flush()
 }
@@ -267,14 +283,14 @@ func describeConditions(w io.Writer, m *v1alpha1.VirtualMachineMigration, now ti
 	tw := printers.GetNewTabWriter(w)
 	fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tSINCE\tMESSAGE")
 	for _, c := range m.Status.Conditions {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, clean(c.Reason), age(&c.LastTransitionTime, now), clean(c.Message))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, clean(c.Reason), age(&c.LastTransitionTime, now), clean(referToLastError(m, c.Message)))
 	}
 	_ = tw.Flush()
 }
 
 // describeEvents lists the migration's events, oldest first, as kubectl
-// describe does.
-func describeEvents(w io.Writer, events []corev1.Event, now time.Time) {
+// describe does, the last error's message said only on its own line.
+func describeEvents(w io.Writer, m *v1alpha1.VirtualMachineMigration, events []corev1.Event, now time.Time) {
 	fmt.Fprintln(w, "\nEvents:")
 	if len(events) == 0 {
 		fmt.Fprintln(w, "  <none>")
@@ -289,7 +305,7 @@ func describeEvents(w io.Writer, events []corev1.Event, now time.Time) {
 		if e.Count > 1 {
 			count = fmt.Sprintf(" (x%d)", e.Count)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s%s\t%s\n", e.Type, clean(e.Reason), age(&t, now), count, clean(e.Message))
+		fmt.Fprintf(tw, "  %s\t%s\t%s%s\t%s\n", e.Type, clean(e.Reason), age(&t, now), count, clean(referToLastError(m, e.Message)))
 	}
 	_ = tw.Flush()
 }

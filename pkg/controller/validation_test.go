@@ -189,3 +189,27 @@ func TestRefusedMigrationIsFixedInPlace(t *testing.T) {
 	assert.Contains(t, f.events, "Normal Validating Failed -> Validating: the spec changed (generation 2) after the migration was refused (PreflightFailed) before its source VM was touched: validating again")
 	assert.Equal(t, vsphereOn, f.powerState())
 }
+
+// TestRefusalSaidOnce: the message of a refusal is said once in the
+// conditions (Failed) and once in the events the controller records.
+func TestRefusalSaidOnce(t *testing.T) {
+	f := newWalkFixture(t, walkOptions{})
+	f.add(&cdiv1.DataVolume{ObjectMeta: builders.Foreign(walkNamespace, naming.DataVolume(naming.TargetName(f.srcVM), 0))})
+	m := f.syncUntil(f.m, "", v1alpha1.PhasePending, v1alpha1.PhaseValidating)
+	require.Equal(t, v1alpha1.PhaseFailed, m.Status.Phase)
+	require.NotNil(t, m.Status.LastError)
+	msg := m.Status.LastError.Message
+	var conds, events []string
+	for _, c := range m.Status.Conditions {
+		if strings.Contains(c.Message, msg) {
+			conds = append(conds, c.Type)
+		}
+	}
+	for _, e := range f.events {
+		if strings.Contains(e, msg) {
+			events = append(events, e[:strings.Index(e, msg)])
+		}
+	}
+	assert.Equal(t, []string{statemachine.ConditionFailed}, conds, "the conditions that say the refusal's message")
+	assert.Equal(t, []string{"Warning PreflightFailed "}, events, "the events that say it")
+}

@@ -58,8 +58,11 @@ func (d *decider) readyCondition() {
 	switch d.st.Phase {
 	case v1alpha1.PhaseSucceeded:
 		d.setCondition(ConditionReady, metav1.ConditionTrue, ReasonSucceeded, "the VM was migrated: "+d.targetSummary())
-	case v1alpha1.PhaseFailed, v1alpha1.PhaseRollingBack:
+	case v1alpha1.PhaseRollingBack:
+		// The one condition that says why while the source is restored.
 		d.setCondition(ConditionReady, metav1.ConditionFalse, d.failureReason(), d.failureMessage())
+	case v1alpha1.PhaseFailed:
+		d.setCondition(ConditionReady, metav1.ConditionFalse, d.failureReason(), d.failureReference())
 	default:
 		d.setCondition(ConditionReady, metav1.ConditionFalse, string(d.st.Phase), d.statusMessage())
 	}
@@ -70,7 +73,7 @@ func (d *decider) progressingCondition() {
 	case d.st.Phase == v1alpha1.PhaseSucceeded:
 		d.setCondition(ConditionProgressing, metav1.ConditionFalse, d.successReason(), d.successMessage())
 	case d.st.Phase == v1alpha1.PhaseFailed:
-		d.setCondition(ConditionProgressing, metav1.ConditionFalse, d.failureReason(), d.failureMessage())
+		d.setCondition(ConditionProgressing, metav1.ConditionFalse, d.failureReason(), d.failureReference())
 	case d.paused:
 		d.setCondition(ConditionProgressing, metav1.ConditionFalse, ReasonPaused, "held by spec.policy.paused")
 	case d.waitReason != "":
@@ -93,7 +96,7 @@ func (d *decider) terminalConditions() {
 		d.setCondition(ConditionSucceeded, metav1.ConditionTrue, d.successReason(), d.successMessage())
 		d.setCondition(ConditionFailed, metav1.ConditionFalse, ReasonSucceeded, "the migration succeeded")
 	case v1alpha1.PhaseFailed:
-		d.setCondition(ConditionSucceeded, metav1.ConditionFalse, d.failureReason(), d.failureMessage())
+		d.setCondition(ConditionSucceeded, metav1.ConditionFalse, d.failureReason(), d.failureReference())
 		d.setCondition(ConditionFailed, metav1.ConditionTrue, d.failureReason(), d.failureMessage())
 	case v1alpha1.PhaseRollingBack:
 		d.clearCondition(ConditionFailed, ReasonRollingBack, "failing: the source VM is restored before the migration ends Failed")
@@ -229,11 +232,23 @@ func (d *decider) failureReason() string {
 	return ReasonFailed
 }
 
+// failureMessage says why the migration failed. It is said once: in the
+// Failed condition once the migration ended, in Ready while it rolls
+// back; the other conditions refer to it (failureReference).
 func (d *decider) failureMessage() string {
 	if e := d.st.LastError; e != nil {
 		return fmt.Sprintf("failed in %s: %s", e.Phase, e.Message)
 	}
 	return "the migration failed"
+}
+
+// failureReference is what the other conditions of a failed migration
+// say: where it failed, and where the message is.
+func (d *decider) failureReference() string {
+	if e := d.st.LastError; e != nil {
+		return fmt.Sprintf("failed in %s: the Failed condition (and status.lastError) says why", e.Phase)
+	}
+	return "the migration failed: see the Failed condition"
 }
 
 // successReason says how the migration ended well: with the target VM

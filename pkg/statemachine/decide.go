@@ -201,12 +201,15 @@ func (d *decider) recordEvidence(phase v1alpha1.Phase, observed string) {
 // Failed at once, and says so.
 func (d *decider) fail(reason, message string) {
 	d.recordError(reason, message)
-	d.out.Events = append(d.out.Events, Event{Warning: true, Reason: reason, Message: message})
+	// The message is said in one event (a failed action's says it already).
+	if !slices.ContainsFunc(d.out.Events, func(e Event) bool { return e.Message == message }) {
+		d.out.Events = append(d.out.Events, Event{Warning: true, Reason: reason, Message: message})
+	}
 	if beforeTheStop(d.st.Phase) && SourceUntouched(d.st) && !d.ownSeen() {
 		d.setPhase(v1alpha1.PhaseFailed, fmt.Sprintf("refused (%s) before the source VM was touched: nothing to roll back", reason))
 		return
 	}
-	d.setPhase(v1alpha1.PhaseRollingBack, fmt.Sprintf("%s: %s", reason, message))
+	d.setPhase(v1alpha1.PhaseRollingBack, fmt.Sprintf("failed (%s; status.lastError says why): rolling back", reason))
 }
 
 // SourceUntouched reports whether nothing a migration did reached its

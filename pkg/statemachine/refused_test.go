@@ -154,3 +154,72 @@ func TestRefusedBeforeTheStopValidatesAgainOnASpecChange(t *testing.T) {
 		},
 	})
 }
+
+// occurrences counts the conditions and the events of a decision whose
+// message holds text.
+func occurrences(d Decision, text string) (conditions, events []string) {
+	for _, c := range d.Status.Conditions {
+		if strings.Contains(c.Message, text) {
+			conditions = append(conditions, c.Type)
+		}
+	}
+	for _, e := range d.Events {
+		if strings.Contains(e.Message, text) {
+			events = append(events, e.Reason)
+		}
+	}
+	return conditions, events
+}
+
+// TestFailureSaidOnce: a failure's message is said once where it belongs,
+// beside status.lastError: in the Failed condition once the migration
+// ended (the one scripts wait on), in Ready while it rolls back, and in
+// one event of its reason; the other conditions and the phase change
+// name the reason and refer to it.
+func TestFailureSaidOnce(t *testing.T) {
+	const msg = "ChildNameTaken: DataVolume/web-01-prod-disk-0 already exists in this namespace and does not belong to this migration"
+	refusal := newObs(sourceInventory, func(o *Observation) {
+		o.Preflight = append(o.Preflight, v1alpha1.PreflightFinding{Reason: "ChildNameTaken", Severity: v1alpha1.SeverityBlocking,
+			Message: strings.TrimPrefix(msg, "ChildNameTaken: ")})
+	})
+	d := decide(newMigration(builders.Reached(v1alpha1.PhaseValidating)), refusal)
+	require.Equal(t, v1alpha1.PhaseFailed, d.Status.Phase)
+	conds, events := occurrences(d, msg)
+	assert.Equal(t, []string{ConditionFailed}, conds, "the conditions that say the failure's message")
+	assert.Equal(t, []string{ReasonPreflightFailed}, events, "the events that say it")
+	for _, typ := range []string{ConditionReady, ConditionProgressing, ConditionSucceeded} {
+		c := cond(t, d, typ)
+		assert.Equal(t, ReasonPreflightFailed, c.Reason, "%s names the failure's reason", typ)
+		assert.Contains(t, c.Message, "the Failed condition", "%s refers to the message", typ)
+	}
+
+	late := newMigration(builders.Reached(v1alpha1.PhaseTransferringDisks), builders.RetryLimit(0), builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		s.Transfer = &v1alpha1.JobStatus{JobName: "j", Attempt: 1}
+	}))
+	const jobMsg = "pod web01-mig-transfer-1-x: vm-transfer: reading disk 2000 from esxi-01.example.com: connection reset by peer"
+	d = decide(late, newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: "j", Failed: true, Message: jobMsg})))
+	require.Equal(t, v1alpha1.PhaseRollingBack, d.Status.Phase)
+	conds, events = occurrences(d, jobMsg)
+	assert.Equal(t, []string{ConditionReady}, conds, "while rolling back, the conditions that say the failure's message")
+	assert.Equal(t, []string{ReasonTransferFailed}, events, "the events that say it")
+	assert.Equal(t, []string{"TransferringDisks -> RollingBack: failed (TransferFailed; status.lastError says why): rolling back"}, phaseEvents(d))
+
+	for m := after(late, d); m.Status.Phase == v1alpha1.PhaseRollingBack; m = after(m, d) {
+		d = decide(m, newObs(sourceOn(true)))
+	}
+	require.Equal(t, v1alpha1.PhaseFailed, d.Status.Phase, "the rollback ends")
+	conds, _ = occurrences(d, jobMsg)
+	assert.Equal(t, []string{ConditionFailed}, conds, "once Failed, the conditions that say the failure's message")
+}
+
+// TestFailedActionSaidOnce: an action whose failure fails the migration
+// says the message in one event, not in its ActionFailed event and again
+// in the failure's.
+func TestFailedActionSaidOnce(t *testing.T) {
+	m := newMigration(builders.Reached(v1alpha1.PhaseValidating))
+	d := ActionFailed(Input{Migration: m, Now: builders.At(0)}, Action{Type: ActionCreateProofJob, Name: v1alpha1.ComponentTransfer},
+		ObservedError{Class: ErrorPermanent, Reason: "Invalid", Message: `Job.batch "x" is invalid: spec.template.spec.containers[0].image: Required value`})
+	require.Equal(t, v1alpha1.PhaseFailed, d.Status.Phase)
+	_, events := occurrences(d, "is invalid: spec.template")
+	assert.Len(t, events, 1, "the events that say the failed action's message: %v", events)
+}

@@ -164,7 +164,19 @@ func NewEventBroadcaster(ctx context.Context) record.EventBroadcaster {
 			key, message := record.EventAggregatorByReasonFunc(e)
 			return key + "\x00" + message, message
 		},
+		SpamKeyFunc: spamKeyByReason,
 	}))
+}
+
+// spamKeyByReason gives each event reason of one object its own budget
+// in client-go's spam filter (25 events, then one per five minutes): its
+// default key leaves the reason out, so a failed action retried until its
+// deadline (an ActionFailed Warning per retry) spent the migration's
+// budget and the failure, RollingBack and Failed Warnings that followed
+// were dropped.
+func spamKeyByReason(e *corev1.Event) string {
+	o := e.InvolvedObject
+	return strings.Join([]string{e.Source.Component, e.Source.Host, o.Kind, o.Namespace, o.Name, string(o.UID), o.APIVersion, e.Type, e.Reason}, "\x00")
 }
 
 // operationsPerEndpoint is VSphereOperationsPerEndpoint, or the workers

@@ -112,40 +112,37 @@ func TestProfilingOnlyWhenAsked(t *testing.T) {
 }
 
 func TestDefaultTTLFlag(t *testing.T) {
-	cases := map[string]struct {
-		args    []string
-		want    time.Duration
-		wantErr string
-	}{
+	cases := map[string]durationFlagCase{
 		"off unless set": {},
 		"set":            {args: []string{"--default-ttl-after-finished=720h"}, want: 720 * time.Hour},
 		"negative":       {args: []string{"--default-ttl-after-finished=-1s"}, wantErr: "--default-ttl-after-finished must not be negative"},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			f, err := parseFlags(tc.args)
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, f.opts.DefaultTTLAfterFinished)
-		})
-	}
+	testDurationFlag(t, cases, func(f *flags) time.Duration { return f.opts.DefaultTTLAfterFinished })
 }
 
 // TestVerificationMaxAgeFlag: how long before the start the target disks
 // may have been read back (10m by default).
 func TestVerificationMaxAgeFlag(t *testing.T) {
-	cases := map[string]struct {
-		args    []string
-		want    time.Duration
-		wantErr string
-	}{
+	cases := map[string]durationFlagCase{
 		"10m by default": {want: statemachine.DefaultVerificationMaxAge},
 		"set":            {args: []string{"--verification-max-age=30m"}, want: 30 * time.Minute},
 		"too short":      {args: []string{"--verification-max-age=10s"}, wantErr: "--verification-max-age must be at least 1m"},
 	}
+	testDurationFlag(t, cases, func(f *flags) time.Duration { return f.opts.Decisions.VerificationMaxAge })
+}
+
+// durationFlagCase is one case of a duration flag: its arguments, and the
+// value parsed or the error's words.
+type durationFlagCase struct {
+	args    []string
+	want    time.Duration
+	wantErr string
+}
+
+// testDurationFlag parses each case's arguments and checks the value get
+// reads from the flags, or the error.
+func testDurationFlag(t *testing.T, cases map[string]durationFlagCase, get func(*flags) time.Duration) {
+	t.Helper()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			f, err := parseFlags(tc.args)
@@ -154,7 +151,7 @@ func TestVerificationMaxAgeFlag(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tc.want, f.opts.Decisions.VerificationMaxAge)
+			assert.Equal(t, tc.want, get(f))
 		})
 	}
 }

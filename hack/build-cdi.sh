@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Builds the Containerized Data Importer (CDI) from the Go module proxy, from
+# the tools module hack/tools/cdi (kubevirt.io/containerized-data-importer
+# and its api at the same version, upstream's replaces, our libnbd stub):
+#   - cdi-controller, cdi-apiserver, cdi-uploadproxy, cdi-importer,
+#     cdi-cloner and cdi-uploadserver, static (CGO_ENABLED=0), -trimpath;
+#   - crds/*.yaml: CDI's CustomResourceDefinitions, which CDI ships as YAML
+#     strings in pkg/operator/resources/crds_generated.go, written out by
+#     hack/cdicrds (reads that file with go/ast; never compiles CDI).
+# A separate tools module keeps the project's own go.mod free of CDI and of
+# the older Kubernetes libraries it pins.
+#
+# The output is cached outside the clone in one folder, keyed by the tools
+# module (go.mod, go.sum, the libnbd stub), hack/cdicrds and the Go version,
+# so a second run takes seconds. The script prints the cache folder on its
+# last line and points the git-ignored ./_output/cdi link at it. The folder
+# also holds BUILD-INFO: the versions and each binary's build time.
+#
+# With a cold Go build cache this takes many minutes (cdi-controller and
+# cdi-importer the longest); on a shared machine run it as
+# `nice -n 19 hack/build-cdi.sh`.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tools="$root/hack/tools/cdi"
+module=kubevirt.io/containerized-data-importer
+# required_version <go.mod> <module> prints the version go.mod requires
+# (in a require block or on a one-line require).
+required_version() {
+  awk -v m="$2" '$1=="require" {$1=""; $0=$0} $1==m {print $2; exit}' "$1"
+}
+cdi_version=$(required_version "$tools/go.mod" "$module")
+[ -n "$cdi_version" ] || { echo "hack/tools/cdi/go.mod requires no $module" >&2; exit 1; }
+key=$(cat "$tools/go.mod" "$tools/go.sum" "$tools"/libnbd/go.mod "$tools"/libnbd/*.go \
+  "$root"/hack/cdicrds/*.go <(go env GOVERSION) | sha256sum | cut -c1-16)
+cache_root=${CDI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vm-migration/cdi}
+dir="$cache_root/${cdi_version}-${key}"
+binaries=(cdi-controller cdi-apiserver cdi-uploadproxy cdi-importer cdi-cloner cdi-uploadserver)
+
+complete() {
+  for b in "${binaries[@]}"; do [ -x "$dir/$b" ] || return 1; done
+  [ -s "$dir/crds/datavolume.yaml" ] && [ -s "$dir/BUILD-INFO" ]
+}
+
+if ! complete; then
+  # One build at a time per cache: a second caller waits here and then
+  # finds the binaries in place.
+  mkdir -p "$cache_root"
+  if command -v flock >/dev/null; then
+    exec 9>"$cache_root/.lock"
+    echo "waiting for the CDI build lock $cache_root/.lock" >&2
+    flock 9
+  fi
+fi
+
+# build <binary> builds cmd/<binary> into $dir.tmp unless an earlier,
+# interrupted run already did, and records its time in $dir.tmp/times.
+build() {
+  local bin=$1
+  [ -x "$dir.tmp/$bin" ] && return 0
+  local t=$SECONDS
+  (cd "$tools" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" \
+    -o "$dir.tmp/$bin" "$module/cmd/$bin")
+  echo "built $bin in $((SECONDS - t))s" >&2
+  echo "$bin $((SECONDS - t))s $(stat -c %s "$dir.tmp/$bin") bytes" >>"$dir.tmp/times"
+}
+
+# check_module <binary> removes a binary whose embedded build information
+# does not name CDI at $cdi_version (truncated by a full disk, a stale
+# leftover), so it never enters the cache.
+check_module() {
+  local bin=$1
+  if ! go version -m "$dir.tmp/$bin" 2>/dev/null | grep -qE "^[[:space:]]+mod[[:space:]]+$module[[:space:]]+$cdi_version[[:space:]]"; then
+    echo "$bin is not a build of $module $cdi_version: removed, run again" >&2
+    rm -f "$dir.tmp/$bin"
+    exit 1
+  fi
+}
+
+if ! complete; then
+  start=$SECONDS
+  mkdir -p "$dir.tmp"
+  vpkg=$module/pkg/version
+  ldflags="-s -w -X $vpkg.gitVersion=$cdi_version -X $vpkg.gitTreeState=clean"
+  echo "building ${binaries[*]} of CDI $cdi_version (tens of minutes with a cold Go build cache, a few minutes warm)" >&2
+  for b in "${binaries[@]}"; do
+    build "$b"
+  done
+  for b in "${binaries[@]}"; do
+    check_module "$b"
+  done
+
+  # The CRDs, from the same module version the binaries were built from.
+  src=$(cd "$tools" && go list -mod=readonly -m -f '{{.Dir}}' "$module")
+  rm -rf "$dir.tmp/crds"
+  (cd "$root" && go run ./hack/cdicrds -src "$src/pkg/operator/resources/crds_generated.go" -out "$dir.tmp/crds")
+
+  {
+    echo "cdi $cdi_version"
+    echo "api $(required_version "$tools/go.mod" "$module-api")"
+    echo "go $(go env GOVERSION)"
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $((SECONDS - start))s (per binary, when this run built it:)"
+    cat "$dir.tmp/times" 2>/dev/null || true
+    echo "crds $(ls "$dir.tmp/crds" | tr '\n' ' ')"
+  } >"$dir.tmp/BUILD-INFO"
+  rm -rf "$dir"
+  mv "$dir.tmp" "$dir"
+  echo "built in $((SECONDS - start))s" >&2
+fi
+
+mkdir -p "$root/_output"
+ln -sfn "$dir" "$root/_output/cdi"
+echo "$dir"

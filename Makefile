@@ -8,7 +8,7 @@ IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
 CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin fmt vet
+.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin cdi coredns fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -77,6 +77,12 @@ bench-scale: ## control-plane benchmark: N migrations (N=1000; HOSTS=10, QUIET=1
 
 testbin: ## build (or reuse the cached) kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl, etcd and containerd (with its shim and ctr)
 	hack/build-testbin.sh
+
+cdi: ## build (or reuse the cached) CDI v1.65.0 from its modules: cdi-controller, cdi-apiserver, cdi-uploadproxy, cdi-importer, cdi-cloner, cdi-uploadserver and its CRDs (_output/cdi; not part of make test yet)
+	hack/build-cdi.sh
+
+coredns: ## build (or reuse the cached) CoreDNS from its module for the test node's cluster DNS (_output/coredns; not part of make test yet)
+	hack/build-coredns.sh
 
 generate: ## regenerate deepcopy, clients, listers, informers, the CRD and the test CRDs' schemas
 	hack/update-codegen.sh

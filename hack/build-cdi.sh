@@ -89,6 +89,13 @@ if ! complete; then
   for b in "${binaries[@]}"; do
     check_module "$b"
   done
+  # cdi-apiserver reports the version stamped into pkg/version.
+  out=$("$dir.tmp/cdi-apiserver" --version 2>&1) || true
+  if ! grep -qxF "Containerized Data Importer $cdi_version" <<<"$out"; then
+    echo "cdi-apiserver does not report $cdi_version (it said: $out): removed, run again" >&2
+    rm -f "$dir.tmp/cdi-apiserver"
+    exit 1
+  fi
 
   # The CRDs, from the same module version the binaries were built from.
   src=$(cd "$tools" && go list -mod=readonly -m -f '{{.Dir}}' "$module")

@@ -57,7 +57,7 @@ if ! complete; then
     echo "coredns $version"
     echo "go $(go env GOVERSION)"
     echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in ${took}s, $(stat -c %s "$dir.tmp/coredns") bytes"
-    echo "plugins $("$dir.tmp/coredns" -plugins 2>/dev/null | grep -c '^  dns\.' || true) dns plugins"
+    echo "plugins $("$dir.tmp/coredns" -plugins | tr '\n' ' ')"
   } >"$dir.tmp/BUILD-INFO"
   rm -rf "$dir"
   mv "$dir.tmp" "$dir"

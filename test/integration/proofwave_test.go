@@ -4,6 +4,7 @@ package integration
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,7 +111,20 @@ func TestAWaveProvesEachImageOnce(t *testing.T) {
 		}, 30*time.Second, 100*time.Millisecond, "%s validated by the wave's proofs", name)
 	}
 	assert.Equal(t, 2, w.createdCount("jobs"), "proof Jobs once the wave validated, want 2")
-	assert.Len(t, w.proofJobs(), 2, "the proof Jobs stay for their TTL: no migration deletes them")
+	jobs := w.proofJobs()
+	assert.Len(t, jobs, 2, "the proof Jobs stay for their TTL: no migration deletes them")
+	sas, err := w.kube.CoreV1().ServiceAccounts(w.ns).List(testContext(t), metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelComponent: v1alpha1.ComponentProof}).String()})
+	require.NoError(t, err, "listing the proof ServiceAccounts")
+	require.Len(t, sas.Items, 1, "the transfer image's proof ServiceAccount")
+	owners := sas.Items[0].OwnerReferences
+	require.Len(t, owners, 1, "the proof ServiceAccount goes with its Job (garbage collector)")
+	assert.Equal(t, "Job", owners[0].Kind)
+	assert.True(t, slices.ContainsFunc(jobs, func(j batchv1.Job) bool { return j.UID == owners[0].UID && j.Name == owners[0].Name }),
+		"owned by the transfer image's proof Job: %+v", owners[0])
+	for _, l := range w.writesSince(0) {
+		assert.NotContains(t, l, "-> 403", "a request the controller's RBAC refused")
+	}
 	for _, l := range w.writesSince(0) {
 		assert.NotContains(t, l, "DELETE", "a migration of the wave deleted a proof object")
 	}

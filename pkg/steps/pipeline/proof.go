@@ -274,7 +274,7 @@ func (s *Step) CreateProofJob(ctx context.Context, m *v1alpha1.VirtualMachineMig
 	if err != nil {
 		return err
 	}
-	s.proofs.created(key, component, s.now())
+	s.proofs.created(key, s.now())
 	if account == nil {
 		return nil
 	}

@@ -99,7 +99,7 @@ func (c *proofCache) forget(key string, jobUID types.UID) {
 
 // created notes that this controller created (or found) the proof Job of
 // key at now.
-func (c *proofCache) created(key, _ string, now time.Time) {
+func (c *proofCache) created(key string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.started == nil {

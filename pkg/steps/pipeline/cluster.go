@@ -65,7 +65,7 @@ func (s *Step) proofRefusals(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 			continue
 		}
 		job, err := s.Listers.Jobs.Jobs(m.Namespace).Get(p.JobName)
-		if err != nil || !isProofObject(job, job.Labels[v1alpha1.LabelProofKey]) {
+		if err != nil || !isProofObject(job, job.Labels[v1alpha1.LabelProofKey]) || job.DeletionTimestamp != nil {
 			continue
 		}
 		now := s.now()

@@ -325,6 +325,17 @@ func TestProofsObservedAndShared(t *testing.T) {
 	require.NotNil(t, obs3.Proofs[0].Stale, "its Job outlived the TTL: stale")
 	assert.Equal(t, job.UID, obs3.Proofs[0].Stale.UID)
 	assert.Empty(t, obs3.Proofs[0].Stale.MigrationUID, "no migration's")
+
+	deleting := job.DeepCopy()
+	deleting.DeletionTimestamp = ptr.To(metav1.NewTime(clock.Now()))
+	deleting.Finalizers = []string{metav1.FinalizerDeleteDependents}
+	f = newFakeStep(t, deleting)
+	f.step.Clock, f.step.Config.ImageProofs = clock, true
+	var obs4 statemachine.Observation
+	require.NoError(t, f.step.Observe(other, &obs4))
+	assert.True(t, obs4.Proofs[0].Running, "the stale Job on its way out: waited for, not created again beside it")
+	assert.Contains(t, obs4.Proofs[0].Waiting, "being deleted")
+	assert.Nil(t, obs4.Proofs[0].Stale, "deleted once")
 }
 
 // TestAFailedProofRefusesThoseWaitingOnIt: a failed proof refuses every

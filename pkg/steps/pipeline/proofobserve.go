@@ -160,13 +160,19 @@ func (s *Step) observeProof(m *v1alpha1.VirtualMachineMigration, component strin
 		return p
 	}
 	job, err := s.Listers.Jobs.Jobs(m.Namespace).Get(rendered.Name)
-	if err != nil || !isProofObject(job, key) || job.DeletionTimestamp != nil {
-		// None yet (or one on its way out): the first migration of the
-		// key that needs it creates it; one this controller just
-		// created is waited for.
+	if err != nil || !isProofObject(job, key) {
+		// None yet: the first migration of the key that needs it
+		// creates it; one this controller just created is waited for.
+		// (A foreign object of the name: creating it says so.)
 		if s.proofs.justCreated(key, now) {
 			p.Running, p.Waiting = true, "its Job was just created"
 		}
+		return p
+	}
+	if job.DeletionTimestamp != nil {
+		// A stale one on its way out: proven again once it is gone (its
+		// deletion wakes the migrations waiting here).
+		p.Running, p.Waiting = true, "its stale Job is being deleted; proving again once it is gone"
 		return p
 	}
 	p.Running = true

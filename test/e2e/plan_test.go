@@ -157,4 +157,3 @@ func notIn(planned, created any, path string) string {
 	}
 	return ""
 }
-

@@ -52,9 +52,10 @@ func (c *Controller) execute(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 	case statemachine.ActionRemoveSnapshot:
 		return src.RemoveSnapshot(ctx, m, a.Name)
 	case statemachine.ActionDeleteJob, statemachine.ActionDeleteDataVolume, statemachine.ActionDeleteVM,
-		statemachine.ActionDeleteStaging, statemachine.ActionDeleteChildren, statemachine.ActionDeletePlan,
-		statemachine.ActionDeleteProofs:
+		statemachine.ActionDeleteStaging, statemachine.ActionDeleteChildren, statemachine.ActionDeletePlan:
 		return p.Delete(ctx, m, a.Objects)
+	case statemachine.ActionDeleteStaleProof:
+		return p.DeleteStaleProof(ctx, m, a.Objects)
 	}
 	return c.executeCreate(ctx, m, a)
 }

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
@@ -138,9 +140,43 @@ func (c *Controller) enqueueLabelledOwner(obj any) {
 	}
 	name := o.GetLabels()[v1alpha1.LabelMigrationName]
 	if name == "" {
+		c.enqueueProofWaiters(obj)
 		return
 	}
 	c.enqueueUnlessFinished(cache.NewObjectName(o.GetNamespace(), name))
+}
+
+// enqueueProofWaiters maps the event of a shared proof Job (no
+// migration's: it names none) that has its outcome, or is gone, to the
+// migrations of its namespace in Validating, which may wait on it; while
+// it runs, they look at it at their next poll.
+func (c *Controller) enqueueProofWaiters(obj any) {
+	job, ok := unwrapTombstone(obj).(*batchv1.Job)
+	if !ok || job.Labels[v1alpha1.LabelComponent] != v1alpha1.ComponentProof {
+		return
+	}
+	if _, gone := obj.(cache.DeletedFinalStateUnknown); !gone && job.DeletionTimestamp == nil && !jobEnded(job) {
+		return
+	}
+	all, err := c.migrations.VirtualMachineMigrations(job.Namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, m := range all {
+		if m.Status.Phase == v1alpha1.PhaseValidating {
+			c.enqueueMigration(m)
+		}
+	}
+}
+
+// jobEnded reports whether a Job has its Complete or Failed condition.
+func jobEnded(job *batchv1.Job) bool {
+	for _, cond := range job.Status.Conditions {
+		if (cond.Type == batchv1.JobComplete || cond.Type == batchv1.JobFailed) && cond.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // enqueueCredentialUsers maps a credentials Secret's event to the

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -146,6 +148,41 @@ func TestSlotReleaseWakesTheOldestWaiter(t *testing.T) {
 				want = append(want, cache.NewObjectName(builders.Namespace, name).String())
 			}
 			assert.Equal(t, want, queued(f.c))
+		})
+	}
+}
+
+// TestProofOutcomeWakesTheValidatingMigrations: a shared proof Job names
+// no migration; once it has its outcome (or is gone) it wakes the
+// migrations of its namespace in Validating, which may wait on it, and no
+// other; while it runs, they look at it at their own polls.
+func TestProofOutcomeWakesTheValidatingMigrations(t *testing.T) {
+	a := builders.Migration(builders.Named("a"), builders.WithFinalizer, builders.InPhase(v1alpha1.PhaseValidating))
+	b := builders.Migration(builders.Named("b"), builders.WithFinalizer, builders.InPhase(v1alpha1.PhaseValidating))
+	queuedOne := builders.Migration(builders.Named("c"), builders.WithFinalizer, builders.InPhase(v1alpha1.PhaseQueued))
+	proof := func(conds ...batchv1.JobCondition) *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "vmm-proof-transfer-0123456789abcdef", Namespace: a.Namespace,
+			Labels: map[string]string{v1alpha1.LabelMigrationUID: "", v1alpha1.LabelComponent: v1alpha1.ComponentProof}},
+			Status: batchv1.JobStatus{Conditions: conds}}
+	}
+	complete := batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}
+	failed := batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue}
+	validating := []string{key(a).String(), key(b).String()}
+	for name, tc := range map[string]struct {
+		event any
+		want  []string
+	}{
+		"running":          {proof(), nil},
+		"passed":           {proof(complete), validating},
+		"failed":           {proof(failed), validating},
+		"gone (tombstone)": {cache.DeletedFinalStateUnknown{Key: "x", Obj: proof()}, validating},
+		"not a proof Job": {&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: a.Namespace,
+			Labels: map[string]string{v1alpha1.LabelMigrationUID: ""}}, Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{complete}}}, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, &fakeSource{}, a, b, queuedOne)
+			f.c.enqueueLabelledOwner(tc.event)
+			assert.ElementsMatch(t, tc.want, queued(f.c))
 		})
 	}
 }

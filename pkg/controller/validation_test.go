@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -67,6 +68,20 @@ func (f *fixture) jobExists(name string) bool {
 	return err == nil
 }
 
+// proofJobOf is the name of the shared proof Job of a component's image
+// in the fake cluster, "" while there is none.
+func (f *fixture) proofJobOf(component string) string {
+	f.t.Helper()
+	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelComponent: v1alpha1.ComponentProof, v1alpha1.LabelProofOf: component}).String()
+	jobs, err := f.kube.BatchV1().Jobs(builders.Namespace).List(f.ctx, metav1.ListOptions{LabelSelector: sel})
+	require.NoError(f.t, err)
+	if len(jobs.Items) == 0 {
+		return ""
+	}
+	require.Len(f.t, jobs.Items, 1, "one proof Job per image")
+	return jobs.Items[0].Name
+}
+
 // proofPod plays the kubelet for a proof Job: its pod in state, and the
 // Job complete once the pod terminated with code 0.
 func (f *fixture) proofPod(name string, state corev1.ContainerState) {
@@ -106,15 +121,17 @@ const noVirtioWin = `{"virtV2V":"2.7.1","outputXMLOption":true,"virtioWin":{"pat
 func TestValidationReportsEveryRefusalTogether(t *testing.T) {
 	m := validatingMigration()
 	f := proofFixture(t, windowsInventory(), m)
-	transfer, conversion := naming.ProofJob(m.Name, v1alpha1.ComponentTransfer), naming.ProofJob(m.Name, v1alpha1.ComponentConversion)
-
-	f.syncUntilTrue(m, "started the transfer image's proof", func(*v1alpha1.VirtualMachineMigration) bool { return f.jobExists(transfer) })
+	f.syncUntilTrue(m, "started the transfer image's proof", func(*v1alpha1.VirtualMachineMigration) bool {
+		return f.proofJobOf(v1alpha1.ComponentTransfer) != ""
+	})
+	transfer := f.proofJobOf(v1alpha1.ComponentTransfer)
 	f.proofPod(transfer, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull",
 		Message: `Container image "registry.example/vm-migration:1" is not present with pull policy of Never`}})
 
 	cur := f.syncUntilTrue(m, "started the conversion image's proof", func(cur *v1alpha1.VirtualMachineMigration) bool {
-		return f.jobExists(conversion) || cur.Status.Phase != v1alpha1.PhaseValidating
+		return f.proofJobOf(v1alpha1.ComponentConversion) != "" || cur.Status.Phase != v1alpha1.PhaseValidating
 	})
+	conversion := f.proofJobOf(v1alpha1.ComponentConversion)
 	require.Equal(t, v1alpha1.PhaseValidating, cur.Status.Phase, "failed before the conversion image's proof ran; lastError %+v", cur.Status.LastError)
 	c := condition(cur, statemachine.ConditionProgressing)
 	require.NotNil(t, c)
@@ -128,7 +145,8 @@ func TestValidationReportsEveryRefusalTogether(t *testing.T) {
 	assert.Contains(t, cur.Status.LastError.Message, preflight.ReasonTransferImageNotRunnable+": ")
 	assert.Contains(t, cur.Status.LastError.Message, "ErrImageNeverPull")
 	assert.Contains(t, cur.Status.LastError.Message, preflight.ReasonWindowsWithoutVirtioDrivers+": ")
-	assert.False(t, f.jobExists(transfer) || f.jobExists(conversion), "a proof Job outlived the failed validation")
+	assert.True(t, f.jobExists(transfer) && f.jobExists(conversion),
+		"the shared proof Jobs stay after the failed validation (for the other migrations of their key; their TTL removes them)")
 	var refusals []string
 	for _, e := range f.events {
 		if strings.Contains(e, " "+statemachine.ReasonPreflightFailed+" ") {
@@ -144,16 +162,15 @@ func TestValidationReportsEveryRefusalTogether(t *testing.T) {
 func TestImageNotAllowedIsNeverProven(t *testing.T) {
 	m := validatingMigration(builders.WithSpec(func(s *v1alpha1.VirtualMachineMigrationSpec) { s.Conversion.Image = "evil.example/v2v:1" }))
 	f := proofFixture(t, builders.Inventory(), m)
-	transfer, conversion := naming.ProofJob(m.Name, v1alpha1.ComponentTransfer), naming.ProofJob(m.Name, v1alpha1.ComponentConversion)
 	ranProof := false
 	for range 20 {
 		f.sync(m)
-		if f.jobExists(transfer) && !ranProof {
+		if transfer := f.proofJobOf(v1alpha1.ComponentTransfer); transfer != "" && !ranProof {
 			f.proofPod(transfer, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0,
 				Message: `{"command":"vm-transfer","version":"v1","specVersion":"` + wire.SpecVersion + `"}`}})
 			ranProof = true
 		}
-		require.False(t, f.jobExists(conversion), "the proof of a conversion image that is not allowed was created")
+		require.Empty(t, f.proofJobOf(v1alpha1.ComponentConversion), "the proof of a conversion image that is not allowed was created")
 		if f.get(m).Status.Phase != v1alpha1.PhaseValidating {
 			break
 		}

@@ -67,16 +67,22 @@ func ConversionConfigMap(migration string, attempt int32) string {
 	return Child(migration, "convert", fmt.Sprint(attempt), "domain")
 }
 
+// proofPrefix begins the names of the image proofs' objects, which are
+// no migration's: a proof is shared by every migration of its key.
+const proofPrefix = "vmm-proof"
+
 // ProofJob is the Job that proves the image of one component (transfer
-// or conversion) runs in the migration's namespace.
-func ProofJob(migration, component string) string {
-	return Child(migration, "proof", component)
+// or conversion) runs in a namespace for the pods of one shape (key, the
+// proof key: a short hash of the pod's shape). Every migration of the
+// namespace whose pods have that shape reads the same Job.
+func ProofJob(component, key string) string {
+	return Child(proofPrefix, component, key)
 }
 
-// ProofAccess is the ServiceAccount the transfer image's proof pod runs
-// as, of the kind the transfer pods run as.
-func ProofAccess(migration string) string {
-	return Child(migration, "proof")
+// ProofAccess is the ServiceAccount the transfer image's proof pod of key
+// runs as, of the kind the transfer pods run as.
+func ProofAccess(key string) string {
+	return Child(proofPrefix, key)
 }
 
 // VerificationJob is the Job of one attempt at reading the target disks

@@ -42,23 +42,22 @@ func (d *decider) setProof(p v1alpha1.ImageProof) {
 	slices.SortFunc(d.st.ImageProofs, func(a, b v1alpha1.ImageProof) int { return strings.Compare(a.Component, b.Component) })
 }
 
-// removeFinishedProofs deletes the objects of the proofs whose result is
-// recorded (or that prove a pod of another shape): a proof's pod lives
-// only as long as it takes to read it. With all, it deletes the running
-// ones too: a migration that fails in Validating leaves none.
-func (d *decider) removeFinishedProofs(all bool) bool {
-	var done []ObjectRef
+// replaceStaleProofs deletes a stale proof Job (ProofObservation.Stale),
+// one per decision, so that its image is proven again. The proof objects
+// are shared by the migrations of a namespace and key and owned by none:
+// a migration deletes none of them otherwise (not once its result is in,
+// not when it fails, is rolled back, cancelled or deleted); the Job's TTL
+// removes it, and its ServiceAccount with it.
+func (d *decider) replaceStaleProofs() bool {
 	for _, p := range d.obs.Proofs {
-		if all || p.Result != nil || p.Stale {
-			done = append(done, p.Objects...)
+		if p.Stale == nil {
+			continue
 		}
+		d.out.Action = Action{Type: ActionDeleteStaleProof, Name: p.Component, Objects: []ObjectRef{*p.Stale}}
+		d.working(fmt.Sprintf("deleting the stale proof job %s of the %s image, to prove it again", p.Stale.Name, p.Component), d.cfg.PollInterval)
+		return true
 	}
-	if len(done) == 0 {
-		return false
-	}
-	d.remove(ActionDeleteProofs, "", done...)
-	d.working(fmt.Sprintf("deleting %d image proof objects", len(done)), d.cfg.PollInterval)
-	return true
+	return false
 }
 
 // preflightLines are the findings as "Reason: message", warnings and
@@ -80,8 +79,8 @@ func (d *decider) preflightLines() (warnings, blocking []string) {
 // validation pass reports every blocking finding it can determine: a
 // refusal found early waits for the image proofs still to run or running
 // (their findings join it: a conversion image without virtio-win for a
-// Windows guest), then, once no proof object is left, fails with all of
-// them. A proof a finding forbids (ProofObservation.NotRun) is not waited
+// Windows guest), then fails with all of them (the proofs' objects stay,
+// for the other migrations of their key). A proof a finding forbids (ProofObservation.NotRun) is not waited
 // for, and a dry run that could not be made is named, not waited for.
 func (d *decider) blockedByPreflight() ([]string, bool) {
 	warnings, blocking := d.preflightLines()
@@ -95,9 +94,7 @@ func (d *decider) blockedByPreflight() ([]string, bool) {
 	if dr := d.obs.DryRun; dr != nil && dr.Error != nil {
 		blocking = append(blocking, fmt.Sprintf("%s: the dry run could not be made: %s", dr.Error.Reason, dr.Error.Message))
 	}
-	if !d.removeFinishedProofs(true) {
-		d.fail(ReasonPreflightFailed, strings.Join(blocking, "; "))
-	}
+	d.fail(ReasonPreflightFailed, strings.Join(blocking, "; "))
 	return nil, true
 }
 

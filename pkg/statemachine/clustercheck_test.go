@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
@@ -30,18 +31,33 @@ func dryRunObject(kind, name string, outcome v1alpha1.DryRunOutcome, message str
 	return v1alpha1.DryRunObject{APIVersion: "v1", Kind: kind, Name: name, Outcome: outcome, Message: message}
 }
 
-// proof is one image's proof: running (a Job, no result), or with a
-// result (passed or failed), its objects still there or not.
-func proof(component string, running bool, result *v1alpha1.ImageProof, objects ...ObjectRef) obsOpt {
+// proofJobName is the shared proof Job of a component in these tests.
+func proofJobName(component string) string { return naming.ProofJob(component, "k-"+component) }
+
+// proof is one image's proof: running (its shared Job, no result), or
+// with a result (passed or failed).
+func proof(component string, running bool, result *v1alpha1.ImageProof) obsOpt {
 	return func(o *Observation) {
-		o.Proofs = append(o.Proofs, ProofObservation{Component: component, JobName: naming.ProofJob(builders.Name, component),
-			Running: running, Result: result, Objects: objects, Waiting: "pod Pending"})
+		o.Proofs = append(o.Proofs, ProofObservation{Component: component, JobName: proofJobName(component),
+			Running: running, Result: result, Waiting: "pod Pending"})
 	}
+}
+
+// staleProof is one image's proof whose shared Job serves no longer.
+func staleProof(component string, job ObjectRef) obsOpt {
+	return func(o *Observation) {
+		o.Proofs = append(o.Proofs, ProofObservation{Component: component, JobName: proofJobName(component), Stale: &job})
+	}
+}
+
+// sharedProofJob is the ref of a shared proof Job: no migration's.
+func sharedProofJob(component string) ObjectRef {
+	return ObjectRef{Kind: KindJob, Name: proofJobName(component), UID: "uid-proof-" + types.UID(component)}
 }
 
 func proofResult(component string, result v1alpha1.ProofResult, reason, message string) *v1alpha1.ImageProof {
 	return &v1alpha1.ImageProof{Component: component, Image: "registry.example/" + component + ":1", Key: "k-" + component,
-		JobName: naming.ProofJob(builders.Name, component), CheckedAt: builders.At(-time.Second), Result: result, Reason: reason, Message: message}
+		JobName: proofJobName(component), CheckedAt: builders.At(-time.Second), Result: result, Reason: reason, Message: message}
 }
 
 func TestValidatingAsksTheCluster(t *testing.T) {
@@ -50,7 +66,6 @@ func TestValidatingAsksTheCluster(t *testing.T) {
 	}
 	accepted := dryRun(v1alpha1.PhaseValidating, dryRunObject("PersistentVolumeClaim", "c", v1alpha1.DryRunAccepted, ""),
 		dryRunObject("Job", "j", v1alpha1.DryRunWarned, `would violate PodSecurity "restricted:latest"`))
-	transferJob := ref(KindJob, naming.ProofJob(builders.Name, v1alpha1.ComponentTransfer))
 	passed := proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofPassed, "", "")
 	runCases(t, map[string]decideCase{
 		"a dry-run refusal fails in Validating once the proofs answered, the source untouched": {
@@ -85,11 +100,11 @@ func TestValidatingAsksTheCluster(t *testing.T) {
 			},
 		},
 		"one proof running: start the other beside it": {
-			m: m(), obs: newObs(sourceInventory, accepted, proof(v1alpha1.ComponentTransfer, true, nil, transferJob), proof(v1alpha1.ComponentConversion, false, nil)),
+			m: m(), obs: newObs(sourceInventory, accepted, proof(v1alpha1.ComponentTransfer, true, nil), proof(v1alpha1.ComponentConversion, false, nil)),
 			phase: v1alpha1.PhaseValidating, action: ActionCreateProofJob, name: v1alpha1.ComponentConversion,
 		},
 		"proofs running: wait for them": {
-			m: m(), obs: newObs(sourceInventory, accepted, proof(v1alpha1.ComponentTransfer, true, nil, transferJob)),
+			m: m(), obs: newObs(sourceInventory, accepted, proof(v1alpha1.ComponentTransfer, true, nil)),
 			phase: v1alpha1.PhaseValidating, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
 				c := wantCond(t, d, ConditionProgressing, metav1.ConditionTrue, ReasonWorking)
@@ -97,13 +112,23 @@ func TestValidatingAsksTheCluster(t *testing.T) {
 				assert.Contains(t, c.Message, "pod Pending")
 			},
 		},
-		"a result is in: record it, delete the proof's objects": {
-			m: m(), obs: newObs(sourceInventory, accepted, proof(v1alpha1.ComponentTransfer, true, passed, transferJob)),
-			phase: v1alpha1.PhaseValidating, action: ActionDeleteProofs,
+		"a result is in: record it and go on; the shared proof stays for the others": {
+			m: m(), obs: newObs(sourceInventory, accepted, proof(v1alpha1.ComponentTransfer, false, passed), proof(v1alpha1.ComponentConversion, true, nil)),
+			phase: v1alpha1.PhaseValidating, requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
-				assert.Equal(t, []ObjectRef{transferJob}, d.Action.Objects)
 				require.Len(t, d.Status.ImageProofs, 1)
 				assert.Equal(t, v1alpha1.ProofPassed, d.Status.ImageProofs[0].Result)
+				assert.Contains(t, wantCond(t, d, ConditionProgressing, metav1.ConditionTrue, ReasonWorking).Message,
+					"proving that the conversion image runs in namespace apps (job "+proofJobName(v1alpha1.ComponentConversion)+")")
+			},
+		},
+		"a stale proof (a pass older than the TTL, a failure before this validation): delete its shared Job first": {
+			m: m(), obs: newObs(sourceInventory, accepted, staleProof(v1alpha1.ComponentTransfer, sharedProofJob(v1alpha1.ComponentTransfer)),
+				proof(v1alpha1.ComponentConversion, false, nil)),
+			phase: v1alpha1.PhaseValidating, action: ActionDeleteStaleProof, name: v1alpha1.ComponentTransfer, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				assert.Equal(t, []ObjectRef{sharedProofJob(v1alpha1.ComponentTransfer)}, d.Action.Objects,
+					"the shared proof Job, though no migration's: the pipeline deletes only a proof-labelled Job of that UID")
 			},
 		},
 		"every check answered, nothing blocks: on to Queued with the evidence": {
@@ -124,6 +149,7 @@ func TestValidatingAsksTheCluster(t *testing.T) {
 			check: func(t *testing.T, d Decision) {
 				wantLastError(t, d, v1alpha1.PhaseValidating, ReasonPreflightFailed)
 				assert.Contains(t, d.Status.LastError.Message, "TransferImageNotRunnable")
+				assert.Equal(t, ActionNone, d.Action.Type, "the failed proof refuses the others of its key too: it stays")
 				require.Len(t, d.Status.ImageProofs, 1)
 				assert.Equal(t, "ErrImageNeverPull", d.Status.ImageProofs[0].Reason)
 			},
@@ -141,7 +167,6 @@ func TestValidatingReportsEveryBlockingFinding(t *testing.T) {
 	m := func() *v1alpha1.VirtualMachineMigration {
 		return newMigration(builders.Reached(v1alpha1.PhaseValidating))
 	}
-	convJob := ref(KindJob, naming.ProofJob(builders.Name, v1alpha1.ComponentConversion))
 	transferFailed := proof(v1alpha1.ComponentTransfer, false, proofResult(v1alpha1.ComponentTransfer, v1alpha1.ProofFailed, "ErrImageNeverPull", "not present"))
 	transferRefused := preflight(v1alpha1.SeverityBlocking, "TransferImageNotRunnable")
 	notFailedYet := func(t *testing.T, d Decision) {
@@ -157,7 +182,7 @@ func TestValidatingReportsEveryBlockingFinding(t *testing.T) {
 			check: notFailedYet,
 		},
 		"the transfer image's proof failed, the conversion's runs: wait for it, keeping its Job": {
-			m: m(), obs: newObs(sourceInventory, transferFailed, proof(v1alpha1.ComponentConversion, true, nil, convJob), transferRefused),
+			m: m(), obs: newObs(sourceInventory, transferFailed, proof(v1alpha1.ComponentConversion, true, nil), transferRefused),
 			phase: v1alpha1.PhaseValidating, requeue: DefaultPollInterval,
 			check: notFailedYet,
 		},

@@ -48,7 +48,7 @@ func (d *decider) validating() {
 		return
 	}
 	d.recordClusterChecks()
-	if d.removeFinishedProofs(false) {
+	if d.replaceStaleProofs() {
 		return
 	}
 	warnings, blocked := d.blockedByPreflight()

@@ -183,14 +183,17 @@ type ProofObservation struct {
 	// Result is the proof's outcome once known: from the proof Job, or a
 	// recent proof of the same key (same namespace, image and pod shape).
 	Result *v1alpha1.ImageProof
-	// Running says the proof Job exists.
+	// Running says the proof Job exists (or was just created), without a
+	// result yet. The Job is shared by every migration of its namespace
+	// and key, owned by none of them: no migration deletes it, its TTL
+	// does.
 	Running bool
-	// Stale says the proof Job that exists proves a pod of another shape
-	// (the spec changed since it was made): it is deleted.
-	Stale bool
-	// Objects are the proof's objects that exist (its Job, and for the
-	// transfer image its ServiceAccount), deleted once the result is in.
-	Objects []ObjectRef
+	// Stale is the proof Job that exists but serves no longer: its pass
+	// is older than the proof TTL, or its failure came before this
+	// validation began (a person fixed the cause and changed the spec).
+	// It is deleted (as the proof object it is, with its UID as a
+	// precondition) and the image proven again.
+	Stale *ObjectRef
 	// Waiting says what a running proof's pod waits on.
 	Waiting string
 	// NotRun says why the proof is not made, when it must not or cannot
@@ -611,8 +614,10 @@ const (
 	// ActionCreateProofJob starts the proof of one component's image
 	// (Action.Name is the component).
 	ActionCreateProofJob ActionType = "CreateProofJob"
-	// ActionDeleteProofs deletes the proof objects whose result is in.
-	ActionDeleteProofs ActionType = "DeleteProofs"
+	// ActionDeleteStaleProof deletes a stale proof Job (Action.Objects,
+	// a shared proof object: no migration's; Action.Name is the
+	// component), so that the image is proven again.
+	ActionDeleteStaleProof ActionType = "DeleteStaleProof"
 	// ActionReleaseTarget hands a target VM that outlives its deleted
 	// migration over to its owner: the migration's labels leave it, its
 	// DataVolumes and their claims, an annotation says where it came from.

@@ -71,8 +71,13 @@ type PipelineStep interface {
 	// changes nothing in the cluster.
 	ObserveCluster(ctx context.Context, m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory, obs *statemachine.Observation) (preflight.ClusterFacts, error)
 	// CreateProofJob starts the proof that a component's image runs in
-	// the migration's namespace (component: transfer or conversion).
+	// the migration's namespace (component: transfer or conversion),
+	// unless a migration of the same proof key started it: the proof Job
+	// is shared, and no migration's.
 	CreateProofJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, component string) error
+	// DeleteStaleProof deletes stale shared proof Jobs, each only when it
+	// carries the proof labels, with a UID precondition.
+	DeleteStaleProof(ctx context.Context, m *v1alpha1.VirtualMachineMigration, objects []statemachine.ObjectRef) error
 	// Delete deletes observed objects of this migration, each with a UID
 	// precondition; it refuses any ref that does not carry the migration's UID.
 	Delete(ctx context.Context, m *v1alpha1.VirtualMachineMigration, objects []statemachine.ObjectRef) error

@@ -117,7 +117,9 @@ func TestRefusedBeforeStop(t *testing.T) {
 
 // refusedBeforeStop waits for the migration to end Failed in Validating
 // on the blocking finding, its condition quoting the cluster's words, and
-// checks that the source was never touched and no proof object is left.
+// checks that the source was never touched and that the image proofs'
+// objects are no migration's: the refusal deleted none of them (they serve
+// the namespace's other migrations of their key until their TTL).
 func (s *stack) refusedBeforeStop(m *v1alpha1.VirtualMachineMigration, vm, finding string, words [][]string) {
 	t := s.t
 	t.Helper()
@@ -137,7 +139,7 @@ func (s *stack) refusedBeforeStop(m *v1alpha1.VirtualMachineMigration, vm, findi
 	assert.Empty(t, opNames(s.vc.PowerOps(vm)), "vcsim recorded power operations on the source")
 	assert.Equal(t, "poweredOn", s.powerState(vm))
 	assert.Nil(t, m.Status.SourceControl, "a power intent was recorded")
-	s.waitNoProofObjects(m)
+	s.proofObjectsShared(m)
 }
 
 // containsAny reports whether s holds one of the fragments.
@@ -150,31 +152,36 @@ func containsAny(s string, fragments ...string) bool {
 	return false
 }
 
-// waitNoProofObjects waits until the migration's proof Jobs, their pods
-// and its proof ServiceAccount are gone.
-func (s *stack) waitNoProofObjects(m *v1alpha1.VirtualMachineMigration) {
+// proofObjectsShared checks that no proof object carries the migration's
+// UID, and that the namespace's proof Jobs and ServiceAccounts are shared
+// ones (an empty migration UID label, no owner but, for an account, its
+// Job) that the refused migration did not delete.
+func (s *stack) proofObjectsShared(m *v1alpha1.VirtualMachineMigration) {
 	s.t.Helper()
-	sel := metav1.ListOptions{LabelSelector: v1alpha1.LabelMigrationUID + "=" + string(m.UID) + "," + v1alpha1.LabelComponent + "=" + v1alpha1.ComponentProof}
-	var left []string
-	s.eventually(time.Minute, "the proof objects are deleted", func() bool {
-		left = left[:0]
-		jobs, err := s.kube.BatchV1().Jobs(s.ns).List(s.ctx, sel)
-		require.NoError(s.t, err)
-		for _, j := range jobs.Items {
-			left = append(left, "job/"+j.Name)
+	own := metav1.ListOptions{LabelSelector: v1alpha1.LabelMigrationUID + "=" + string(m.UID) + "," + v1alpha1.LabelComponent + "=" + v1alpha1.ComponentProof}
+	jobs, err := s.kube.BatchV1().Jobs(s.ns).List(s.ctx, own)
+	require.NoError(s.t, err)
+	assert.Empty(s.t, jobs.Items, "proof Jobs of the migration's own")
+	sas, err := s.kube.CoreV1().ServiceAccounts(s.ns).List(s.ctx, own)
+	require.NoError(s.t, err)
+	assert.Empty(s.t, sas.Items, "proof ServiceAccounts of the migration's own")
+
+	shared := metav1.ListOptions{LabelSelector: v1alpha1.LabelComponent + "=" + v1alpha1.ComponentProof}
+	jobs, err = s.kube.BatchV1().Jobs(s.ns).List(s.ctx, shared)
+	require.NoError(s.t, err)
+	for _, j := range jobs.Items {
+		assert.Empty(s.t, j.Labels[v1alpha1.LabelMigrationUID], "proof job %s: no migration's", j.Name)
+		assert.Empty(s.t, j.OwnerReferences, "proof job %s: owned by none", j.Name)
+		assert.Nil(s.t, j.DeletionTimestamp, "proof job %s: deleted with the refusal; its TTL removes it", j.Name)
+		assert.NotNil(s.t, j.Spec.TTLSecondsAfterFinished, "proof job %s: removed by its TTL", j.Name)
+	}
+	sas, err = s.kube.CoreV1().ServiceAccounts(s.ns).List(s.ctx, shared)
+	require.NoError(s.t, err)
+	for _, a := range sas.Items {
+		for _, o := range a.OwnerReferences {
+			assert.Equal(s.t, "Job", o.Kind, "proof service account %s: owned by its proof Job only", a.Name)
 		}
-		pods, err := s.kube.CoreV1().Pods(s.ns).List(s.ctx, sel)
-		require.NoError(s.t, err)
-		for _, p := range pods.Items {
-			left = append(left, "pod/"+p.Name)
-		}
-		sas, err := s.kube.CoreV1().ServiceAccounts(s.ns).List(s.ctx, sel)
-		require.NoError(s.t, err)
-		for _, a := range sas.Items {
-			left = append(left, "serviceaccount/"+a.Name)
-		}
-		return len(left) == 0
-	}, func() string { return strings.Join(left, ", ") })
+	}
 }
 
 // setGuestID reconfigures a vcsim VM's guest OS (config.guestId; vcsim

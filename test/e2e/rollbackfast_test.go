@@ -175,7 +175,8 @@ func (r *podRecorder) of(uid string) []seenPod {
 	return out
 }
 
-// waitEnded waits until the watch saw n pods of the migration uid, each
+// waitEnded waits until the watch saw n pods of the migration uid (and
+// of the image proofs of its namespace, shared, no migration's), each
 // in a final phase (Succeeded or Failed), and returns them: the watch
 // delivers pod updates asynchronously, after the Jobs' status that the
 // controller reads. It fails after 30s naming each pod's last phase.
@@ -183,7 +184,7 @@ func (r *podRecorder) waitEnded(s *stack, uid string, n int) []seenPod {
 	s.t.Helper()
 	var seen []seenPod
 	s.eventually(30*time.Second, fmt.Sprintf("the pod watch saw %d pods of the migration end", n), func() bool {
-		seen = r.of(uid)
+		seen = append(r.of(uid), r.of("")...)
 		if len(seen) != n {
 			return false
 		}

@@ -66,7 +66,7 @@ func TestCancelWhileGuestShutsDown(t *testing.T) {
 	assert.Equal(t, "poweredOff", ops[2].State, "powered on only once the guest was off")
 	s.waitEvent(m, corev1.EventTypeNormal, statemachine.ReasonCancelled, "cancelling")
 	s.waitEvent(m, corev1.EventTypeNormal, statemachine.ReasonSourceRestored, "powered on again")
-	// Pods of deleted Jobs (the image proofs') go with the garbage collector.
+	// The image proofs are shared by the namespace, no migration's: not its leftovers.
 	s.waitNoLeftovers(m, time.Minute)
 }
 

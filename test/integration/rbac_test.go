@@ -94,6 +94,7 @@ func TestControllerRBAC(t *testing.T) {
 		{resource: "secrets", verb: "watch", clusterWide: true},
 		{resource: "pods", verb: "watch", clusterWide: true},
 		{resource: "serviceaccounts", verb: "watch", clusterWide: true},
+		{resource: "serviceaccounts", verb: "patch"},
 		{group: "rbac.authorization.k8s.io", resource: "roles", verb: "watch", clusterWide: true},
 		{group: "rbac.authorization.k8s.io", resource: "rolebindings", verb: "watch", clusterWide: true},
 		{group: "storage.k8s.io", resource: "storageclasses", verb: "watch", clusterWide: true},

@@ -122,6 +122,13 @@ func (w *walkEnv) writeCount() int {
 
 func newWalkEnv(t *testing.T) *walkEnv {
 	t.Helper()
+	return newWalkEnvWith(t, nil)
+}
+
+// newWalkEnvWith is newWalkEnv with the controller's options changed by
+// tune (nil: as they are).
+func newWalkEnvWith(t *testing.T, tune func(*manager.Options)) *walkEnv {
+	t.Helper()
 	env := framework.Env(t)
 	saConfig, _ := controllerIdentity(t, env)
 	w := &walkEnv{t: t, ns: env.Namespace(t), kube: env.Kubernetes(t), counter: &requestCounter{}}
@@ -162,7 +169,7 @@ func newWalkEnv(t *testing.T) *walkEnv {
 	cfg.Wrap(w.counter.wrap)
 	cfg.Wrap(w.recordWrites)
 	cfg.UserAgent = "vm-migration-controller-walkthrough"
-	runController(t, cfg, manager.Options{
+	opts := manager.Options{
 		Namespace:          w.ns,
 		Workers:            2,
 		VSphereCallTimeout: 20 * time.Second,
@@ -171,7 +178,11 @@ func newWalkEnv(t *testing.T) *walkEnv {
 			TransferImage: "registry.example/vm-migration:test", ConversionImage: "registry.example/virt-v2v:test",
 			TransferProgress: true,
 		},
-	})
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	runController(t, cfg, opts)
 	return w
 }
 
@@ -180,8 +191,15 @@ func newWalkEnv(t *testing.T) *walkEnv {
 // class, waiting for approval.
 func (w *walkEnv) newWalkMigration() *v1alpha1.VirtualMachineMigration {
 	w.t.Helper()
-	m := builders.Migration(builders.Named(walkMigration), builders.InNamespace(w.ns), builders.WithoutUID,
-		builders.SourceAt("https://"+w.vcURL.Host+"/sdk"), builders.Credentials(w.secret.Name), builders.SourceVM(walkSourceVM),
+	return w.newMigrationOf(walkMigration, walkSourceVM)
+}
+
+// newMigrationOf is newWalkMigration's migration named name, of the
+// simulator's VM sourceVM.
+func (w *walkEnv) newMigrationOf(name, sourceVM string) *v1alpha1.VirtualMachineMigration {
+	w.t.Helper()
+	m := builders.Migration(builders.Named(name), builders.InNamespace(w.ns), builders.WithoutUID,
+		builders.SourceAt("https://"+w.vcURL.Host+"/sdk"), builders.Credentials(w.secret.Name), builders.SourceVM(sourceVM),
 		builders.DefaultStorage(w.ns+"-standard"), builders.StagingClass(w.ns+"-standard"), builders.RequireApproval)
 	// The networks are read with the source step itself, as the test's
 	// own read-only look at the simulator.

@@ -32,6 +32,13 @@ func (s *Step) ObserveCluster(ctx context.Context, m *v1alpha1.VirtualMachineMig
 		if s.Config.DryRun {
 			obs.DryRun = s.DryRun(ctx, m, inv)
 		}
+		if m.Status.Source == nil {
+			// Its first look: the proofs' keys come from the pods of
+			// the inventory just read.
+			withInv := m.DeepCopy()
+			withInv.Status.Source = inv
+			s.observeProofs(withInv, obs)
+		}
 		if err = s.proofRefusals(ctx, m, obs); err == nil && s.Config.ClusterFacts {
 			facts.Launcher, err = s.LauncherFacts(ctx, m.Namespace)
 		}
@@ -48,26 +55,42 @@ func (s *Step) ObserveCluster(ctx context.Context, m *v1alpha1.VirtualMachineMig
 	return facts, err
 }
 
-// proofRefusals fails the running proofs whose pod the API server refused.
+// proofRefusals fails the running proofs whose pod the API server refused
+// (the shared Job's FailedCreate events, read once per Job for every
+// migration of its key).
 func (s *Step) proofRefusals(ctx context.Context, m *v1alpha1.VirtualMachineMigration, obs *statemachine.Observation) error {
 	for i := range obs.Proofs {
 		p := &obs.Proofs[i]
-		if p.Result != nil || !p.Running || p.Stale {
+		if p.Result != nil || !p.Running || p.Stale != nil {
 			continue
 		}
 		job, err := s.Listers.Jobs.Jobs(m.Namespace).Get(p.JobName)
-		if err != nil {
+		if err != nil || !isProofObject(job, job.Labels[v1alpha1.LabelProofKey]) || job.DeletionTimestamp != nil {
 			continue
 		}
 		now := s.now()
 		problem, err := s.failedCreate(ctx, job, now)
-		if err != nil || problem == nil {
+		if err != nil {
 			return err
 		}
-		res := &v1alpha1.ImageProof{Component: p.Component, Image: jobImage(job), JobName: job.Name, Key: job.Annotations[annotationProofKey],
-			CheckedAt: metav1.NewTime(now), Result: v1alpha1.ProofFailed, Reason: problem.Reason, Message: problem.Message}
-		s.proofs.put(*res, string(m.UID), now, s.Config.proofTTL())
-		p.Result, p.Waiting = res, ""
+		if problem == nil {
+			continue
+		}
+		key := job.Labels[v1alpha1.LabelProofKey]
+		at := now
+		if t, ok := s.proofs.failedAt(key, job.UID); ok {
+			at = t
+		}
+		res := &v1alpha1.ImageProof{Component: p.Component, Image: jobImage(job), JobName: job.Name, Key: key,
+			CheckedAt: metav1.NewTime(at), Result: v1alpha1.ProofFailed, Reason: problem.Reason, Message: problem.Message}
+		if madeBefore(at, m) {
+			// Refused before this validation began: proven again.
+			ref := refTo(statemachine.KindJob, job)
+			p.Running, p.Stale, p.Waiting = false, &ref, ""
+			continue
+		}
+		s.proofs.put(*res, job.UID, now, s.Config.proofTTL())
+		p.Result, p.Running, p.Waiting = res, false, ""
 	}
 	return nil
 }

@@ -192,9 +192,7 @@ func (s *Step) Observe(m *v1alpha1.VirtualMachineMigration, obs *statemachine.Ob
 		return err
 	}
 	obs.Plan = s.observePlan(m)
-	if err := s.observeProofs(m, obs); err != nil {
-		return err
-	}
+	s.observeProofs(m, obs)
 	if readsJobs(m) {
 		if t := m.Status.Transfer; t != nil {
 			obs.TransferJob = s.observeJob(m, t.JobName)

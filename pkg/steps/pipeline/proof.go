@@ -7,16 +7,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps"
 )
 
 // An image proof is a short Job whose pod is the pod of a component's
@@ -35,19 +39,15 @@ const (
 	// without a result, the proof fails with what its pod waits on.
 	DefaultProofTimeout = 2 * time.Minute
 	// DefaultProofTTL is how long a passed proof serves a namespace.
+	// A proof's Job lives as long (ttlSecondsAfterFinished), then the
+	// Job controller deletes it.
 	DefaultProofTTL = 10 * time.Minute
 	// proofJobGrace is how much longer than the proof timeout the Job's
 	// own active deadline is: the controller reads the pod's problem
 	// before the Job controller deletes the pod.
 	proofJobGrace = 30 * time.Second
-	// proofJobTTL removes a proof Job the controller could not delete.
-	proofJobTTL = time.Hour
-	// annotationProofKey holds a proof Job's key.
+	// annotationProofKey holds a proof Job's key (as LabelProofKey does).
 	annotationProofKey = "migration.platform.example/proof-key"
-	// annotationProofValidation names the validation a proof Job was
-	// made for (when it began): a migration validating again (refused
-	// before the stop, its spec changed) does not read an earlier one.
-	annotationProofValidation = "migration.platform.example/proof-validation"
 	// ConversionSelfCheck is the conversion image's self-check
 	// (docs/operators/conversion-image.md).
 	ConversionSelfCheck = "/usr/local/bin/v2v-self-check"
@@ -87,9 +87,18 @@ func ProofComponents(m *v1alpha1.VirtualMachineMigration) []string {
 // RenderProof renders the proof of one component's image: its Job and,
 // where that component's pods run as a ServiceAccount of their own (the
 // transfer's, with the progress channel on), one of the same kind. m must
-// be validated (status.source).
+// be validated (status.source). The objects are named by the proof's key
+// (the namespace and the pod's shape), not by m: every migration of that
+// key renders the same ones, and the first to need them creates them.
+// They are no migration's (an empty migration UID label, no owner
+// reference): the Job's TTL removes it once its result is older than the
+// proof TTL, and the ServiceAccount with it (owned by the Job).
 func RenderProof(m *v1alpha1.VirtualMachineMigration, component string, cfg Config) (*batchv1.Job, *corev1.ServiceAccount, error) {
 	pod, err := proofPod(m, component, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := proofKey(m.Namespace, pod)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -97,31 +106,40 @@ func RenderProof(m *v1alpha1.VirtualMachineMigration, component string, cfg Conf
 	if pod.ServiceAccountName != "" {
 		sa = &corev1.ServiceAccount{
 			TypeMeta:                     metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-			ObjectMeta:                   proofMeta(m, naming.ProofAccess(m.Name), component),
+			ObjectMeta:                   proofMeta(m.Namespace, naming.ProofAccess(key), component, key),
 			AutomountServiceAccountToken: ptr.To(false),
 			ImagePullSecrets:             PullSecrets(m, cfg),
 		}
 		pod.ServiceAccountName = sa.Name
 	}
-	key, err := proofKey(m.Namespace, pod)
-	if err != nil {
-		return nil, nil, err
-	}
-	meta := proofMeta(m, naming.ProofJob(m.Name, component), component)
-	meta.Annotations = map[string]string{annotationProofKey: key}
-	if v := validationStart(m); v != "" {
-		meta.Annotations[annotationProofValidation] = v
-	}
+	meta := proofMeta(m.Namespace, naming.ProofJob(component, key), component, key)
 	job := runOnce(meta, metav1.ObjectMeta{Labels: meta.Labels}, cfg.proofTimeout()+proofJobGrace, *pod)
-	job.Spec.TTLSecondsAfterFinished = ptr.To(int32(proofJobTTL / time.Second))
+	job.Spec.TTLSecondsAfterFinished = ptr.To(int32(cfg.proofTTL() / time.Second))
 	return job, sa, nil
 }
 
-// proofMeta is the metadata of a proof object, controlled by m.
-func proofMeta(m *v1alpha1.VirtualMachineMigration, name, component string) metav1.ObjectMeta {
-	meta := childMeta(m, name, v1alpha1.ComponentProof, true)
-	meta.Labels[v1alpha1.LabelProofOf] = component
-	return meta
+// proofMeta is the metadata of a shared proof object: the proof labels,
+// an empty migration UID label (the controller's caches hold the objects
+// that carry the label; an empty one is no migration's), no owner.
+func proofMeta(namespace, name, component, key string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: namespace,
+		Labels: map[string]string{
+			v1alpha1.LabelMigrationUID: "",
+			v1alpha1.LabelComponent:    v1alpha1.ComponentProof,
+			v1alpha1.LabelProofOf:      component,
+			v1alpha1.LabelProofKey:     key,
+		},
+		Annotations: map[string]string{annotationProofKey: key},
+	}
+}
+
+// isProofObject reports whether o is a shared proof object of key: its
+// labels say so, and no migration's UID is on it.
+func isProofObject(o metav1.Object, key string) bool {
+	l := o.GetLabels()
+	uid, labelled := l[v1alpha1.LabelMigrationUID]
+	return labelled && uid == "" && l[v1alpha1.LabelComponent] == v1alpha1.ComponentProof &&
+		key != "" && l[v1alpha1.LabelProofKey] == key
 }
 
 // proofPod is the pod of a component's first attempt, rendered by the
@@ -233,17 +251,111 @@ func (c Config) proofTTL() time.Duration {
 	return DefaultProofTTL
 }
 
-// CreateProofJob creates the proof of a component's image: its
-// ServiceAccount first, where it has one, then its Job.
+// CreateProofJob creates the proof of a component's image where it is
+// absent: its ServiceAccount first, where it has one, then its Job, then
+// the ServiceAccount is made the Job's (an owner reference), so that the
+// garbage collector removes it with the Job. Another migration of the key
+// that created them first is no failure (AlreadyExists): the objects are
+// shared. An object of the same name that is not a proof object of the
+// key is not taken over.
 func (s *Step) CreateProofJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, component string) error {
 	job, sa, err := RenderProof(m, component, s.Config)
 	if err != nil {
 		return err
 	}
+	key := job.Labels[v1alpha1.LabelProofKey]
+	var account *corev1.ServiceAccount
 	if sa != nil {
-		if err := createIfAbsent(ctx, m, "service account", s.Kube.CoreV1().ServiceAccounts(m.Namespace), sa); err != nil {
+		if account, err = createShared(ctx, "service account", s.Kube.CoreV1().ServiceAccounts(m.Namespace), sa, key); err != nil {
 			return err
 		}
 	}
-	return createIfAbsent(ctx, m, "job", s.Kube.BatchV1().Jobs(m.Namespace), job)
+	created, err := createShared(ctx, "job", s.Kube.BatchV1().Jobs(m.Namespace), job, key)
+	if err != nil {
+		return err
+	}
+	s.proofs.created(key, s.now())
+	if account == nil {
+		return nil
+	}
+	return s.ownProofAccess(ctx, account, created)
+}
+
+// createShared creates a shared proof object, or reads the one of the
+// same name a peer created, and returns it; one that is not a proof
+// object of key is an error naming it.
+func createShared[T metav1.Object](ctx context.Context, kind string, api creator[T], obj T, key string) (T, error) {
+	name := obj.GetName()
+	out, err := api.Create(ctx, obj, strictCreate)
+	if err == nil {
+		return out, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return out, fmt.Errorf("creating %s %s/%s: %w", kind, obj.GetNamespace(), name, err)
+	}
+	existing, err := api.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return existing, fmt.Errorf("creating %s %s/%s: it exists but reading it failed: %w", kind, obj.GetNamespace(), name, err)
+	}
+	if !isProofObject(existing, key) {
+		return existing, &statemachine.ObservedError{Class: statemachine.ErrorPermanent, Reason: steps.ReasonNameTaken,
+			Message: fmt.Sprintf("%s %s/%s exists and is not the image proof of key %s (labels %s=%q, %s=%q): delete or rename it",
+				kind, obj.GetNamespace(), name, key, v1alpha1.LabelComponent, existing.GetLabels()[v1alpha1.LabelComponent],
+				v1alpha1.LabelProofKey, existing.GetLabels()[v1alpha1.LabelProofKey])}
+	}
+	return existing, nil
+}
+
+// ownProofAccess makes the proof Job the owner of its ServiceAccount
+// (unless it is already), so that the garbage collector removes the
+// account once the Job is gone. A ServiceAccount left by an earlier Job
+// of the key (deleted as stale) is handed to the new one.
+func (s *Step) ownProofAccess(ctx context.Context, sa *corev1.ServiceAccount, job *batchv1.Job) error {
+	if slices.ContainsFunc(sa.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == job.UID }) {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": sa.ResourceVersion,
+		"ownerReferences": []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID}},
+	}})
+	if err != nil {
+		return fmt.Errorf("encoding the owner of service account %s/%s: %w", sa.Namespace, sa.Name, err)
+	}
+	_, err = s.Kube.CoreV1().ServiceAccounts(sa.Namespace).Patch(ctx, sa.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		// A peer handed it over meanwhile, or it went: the next
+		// creation of the key's proof sees to it.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("making job %s/%s the owner of service account %s: %w", job.Namespace, job.Name, sa.Name, err)
+	}
+	return nil
+}
+
+// DeleteStaleProof deletes the stale proof Jobs objects name (a decision's
+// ActionDeleteStaleProof): each only when the cache holds it with the
+// observed UID and the proof labels (a shared proof object, no
+// migration's and nothing else), with that UID as a precondition, its pods
+// and its ServiceAccount in the foreground. One already gone or replaced
+// is skipped.
+func (s *Step) DeleteStaleProof(ctx context.Context, m *v1alpha1.VirtualMachineMigration, objects []statemachine.ObjectRef) error {
+	for _, ref := range objects {
+		job, err := s.Listers.Jobs.Jobs(m.Namespace).Get(ref.Name)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("reading proof job %s/%s: %w", m.Namespace, ref.Name, err)
+		}
+		if ref.Kind != statemachine.KindJob || ref.UID == "" || job.UID != ref.UID || !isProofObject(job, job.Labels[v1alpha1.LabelProofKey]) {
+			return fmt.Errorf("refusing to delete %s %s/%s: it was not observed as an image proof Job", ref.Kind, m.Namespace, ref.Name)
+		}
+		s.proofs.forget(job.Labels[v1alpha1.LabelProofKey], job.UID)
+		err = s.Kube.BatchV1().Jobs(m.Namespace).Delete(ctx, ref.Name, deleteOptions(ref))
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting proof job %s/%s: %w", m.Namespace, ref.Name, err)
+		}
+	}
+	return nil
 }

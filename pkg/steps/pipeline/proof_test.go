@@ -21,7 +21,9 @@ import (
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps"
 	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/test/builders"
 )
 
 // validating is linuxBIOS as it is in Validating: inventoried, nothing made.
@@ -106,11 +108,19 @@ func TestRenderProof(t *testing.T) {
 	real, err := RenderTransferJob(plannedFor(m), 1, cfg)
 	require.NoError(t, err)
 	pod, realPod := tj.Spec.Template.Spec, real.Spec.Template.Spec
-	assert.Equal(t, naming.ProofJob("web-01", v1alpha1.ComponentTransfer), tj.Name)
+	key := tj.Labels[v1alpha1.LabelProofKey]
+	require.Len(t, key, 16, "the key: a short hash of the namespace and the pod's shape")
+	assert.Equal(t, naming.ProofJob(v1alpha1.ComponentTransfer, key), tj.Name, "named by its key, not by a migration")
+	assert.Equal(t, "vmm-proof-transfer-"+key, tj.Name)
 	assert.Equal(t, v1alpha1.ComponentProof, tj.Labels[v1alpha1.LabelComponent])
 	assert.Equal(t, v1alpha1.ComponentTransfer, tj.Labels[v1alpha1.LabelProofOf])
-	assert.Equal(t, m.UID, tj.OwnerReferences[0].UID, "controlled by the migration")
-	assert.Equal(t, tj.Labels, tj.Spec.Template.Labels, "its pod carries the migration's labels")
+	uid, labelled := tj.Labels[v1alpha1.LabelMigrationUID]
+	assert.True(t, labelled && uid == "", "an empty migration UID label: cached by the controller, no migration's")
+	assert.NotContains(t, tj.Labels, v1alpha1.LabelMigrationName, "no migration's")
+	assert.Empty(t, tj.OwnerReferences, "controlled by no migration: one migration's deletion must not take the proof others wait on")
+	assert.True(t, isProofObject(tj, key))
+	assert.Equal(t, tj.Labels, tj.Spec.Template.Labels, "its pod carries the proof's labels")
+	assert.Equal(t, ptr.To(int32(DefaultProofTTL/time.Second)), tj.Spec.TTLSecondsAfterFinished, "removed by the Job controller once its result is older than the proof TTL")
 	assert.Equal(t, []string{"--version", "--termination-log=/dev/termination-log"}, pod.Containers[0].Args)
 	assert.Equal(t, realPod.Containers[0].Image, pod.Containers[0].Image)
 	assert.Equal(t, realPod.Containers[0].Command, pod.Containers[0].Command)
@@ -118,6 +128,9 @@ func TestRenderProof(t *testing.T) {
 	assert.Equal(t, realPod.Containers[0].SecurityContext, pod.Containers[0].SecurityContext)
 	assert.Equal(t, realPod.Containers[0].Resources, pod.Containers[0].Resources)
 	require.NotNil(t, sa, "the transfer pods run as an account of their own: so does its proof")
+	assert.Equal(t, naming.ProofAccess(key), sa.Name, "one ServiceAccount per key")
+	assert.Empty(t, sa.OwnerReferences, "made the Job's once the Job exists (CreateProofJob)")
+	assert.True(t, isProofObject(sa, key))
 	assert.Equal(t, sa.Name, pod.ServiceAccountName)
 	assert.Equal(t, ptr.To(false), pod.AutomountServiceAccountToken)
 	for _, v := range pod.Volumes {
@@ -138,6 +151,7 @@ func TestRenderProof(t *testing.T) {
 	again, _, err := RenderProof(validating("web-02"), v1alpha1.ComponentTransfer, cfg)
 	require.NoError(t, err)
 	assert.Equal(t, tj.Annotations[annotationProofKey], again.Annotations[annotationProofKey], "another migration of the namespace, same pods: same key")
+	assert.Equal(t, tj.Name, again.Name, "and the same Job")
 	other := cfg
 	other.ImagePullSecrets = []string{"registry"}
 	changed, _, err := RenderProof(m, v1alpha1.ComponentTransfer, other)
@@ -270,11 +284,14 @@ func TestStartProblem(t *testing.T) {
 	assert.Nil(t, StartProblem(nil))
 }
 
-// TestProofsObservedAndShared: a proof's result is read from its Job and
-// pod, kept, and serves another migration of the namespace with pods of
-// the same shape without a Job of its own; a failure serves only its own.
+// TestProofsObservedAndShared: a proof's result is read from its shared
+// Job and pod, kept, and serves every migration of the namespace with
+// pods of the same shape, under the one Job's name; no migration deletes
+// the Job. Once its pass is older than the TTL, a Job still there is
+// stale: deleted, and the image proven again.
 func TestProofsObservedAndShared(t *testing.T) {
-	m := validating("web-01", func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Conversion.Skip = true })
+	skip := func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Conversion.Skip = true }
+	m := validating("web-01", skip)
 	job := proofJob(t, v1alpha1.ComponentTransfer, batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue})
 	version := `{"command":"vm-transfer","version":"v1","specVersion":"` + wire.SpecVersion + `"}`
 	p := proofPodIn(job, terminated(0, "Completed", version))
@@ -289,25 +306,175 @@ func TestProofsObservedAndShared(t *testing.T) {
 	require.NotNil(t, got.Result, "waiting: %s", got.Waiting)
 	assert.Equal(t, v1alpha1.ProofPassed, got.Result.Result)
 	assert.Equal(t, version, got.Result.Output)
-	assert.Equal(t, job.Annotations[annotationProofKey], got.Result.Key)
-	assert.True(t, got.Running)
-	assert.Equal(t, []string{job.Name}, statemachine.Names(got.Objects), "the Job to delete")
+	assert.Equal(t, job.Labels[v1alpha1.LabelProofKey], got.Result.Key)
+	assert.Equal(t, job.Name, got.Result.JobName)
+	assert.Equal(t, *job.Status.CompletionTime, got.Result.CheckedAt, "as old as the Job's run")
+	assert.Nil(t, got.Stale, "a fresh pass: nothing to delete")
 
-	other := validating("web-02", func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Conversion.Skip = true })
+	other := validating("web-02", skip)
 	var obs2 statemachine.Observation
 	require.NoError(t, f.step.Observe(other, &obs2))
-	require.NotNil(t, obs2.Proofs[0].Result, "the namespace's recent proof serves it")
-	assert.False(t, obs2.Proofs[0].Running, "without a Job of its own")
-	assert.Equal(t, naming.ProofJob("web-02", v1alpha1.ComponentTransfer), obs2.Proofs[0].Result.JobName)
+	require.NotNil(t, obs2.Proofs[0].Result, "the namespace's proof serves it")
+	assert.Equal(t, job.Name, obs2.Proofs[0].Result.JobName, "the one shared Job")
+	assert.Equal(t, job.Name, obs2.Proofs[0].JobName)
 
 	clock.SetTime(t0.Add(DefaultProofTTL + time.Minute))
 	var obs3 statemachine.Observation
 	require.NoError(t, f.step.Observe(other, &obs3))
 	assert.Nil(t, obs3.Proofs[0].Result, "an old proof serves nobody")
+	require.NotNil(t, obs3.Proofs[0].Stale, "its Job outlived the TTL: stale")
+	assert.Equal(t, job.UID, obs3.Proofs[0].Stale.UID)
+	assert.Empty(t, obs3.Proofs[0].Stale.MigrationUID, "no migration's")
 
-	f.step.proofs.put(v1alpha1.ImageProof{Key: "k", Result: v1alpha1.ProofFailed, CheckedAt: metav1.NewTime(clock.Now())}, "uid-a", clock.Now(), time.Hour)
-	assert.NotNil(t, f.step.proofs.get("k", "uid-a", clock.Now(), time.Hour), "a failure serves its own migration")
-	assert.Nil(t, f.step.proofs.get("k", "uid-b", clock.Now(), time.Hour), "and no other")
+	deleting := job.DeepCopy()
+	deleting.DeletionTimestamp = ptr.To(metav1.NewTime(clock.Now()))
+	deleting.Finalizers = []string{metav1.FinalizerDeleteDependents}
+	f = newFakeStep(t, deleting)
+	f.step.Clock, f.step.Config.ImageProofs = clock, true
+	var obs4 statemachine.Observation
+	require.NoError(t, f.step.Observe(other, &obs4))
+	assert.True(t, obs4.Proofs[0].Running, "the stale Job on its way out: waited for, not created again beside it")
+	assert.Contains(t, obs4.Proofs[0].Waiting, "being deleted")
+	assert.Nil(t, obs4.Proofs[0].Stale, "deleted once")
+}
+
+// TestAFailedProofRefusesThoseWaitingOnIt: a failed proof refuses every
+// migration of its key whose validation began before the failure was
+// known, with the same result; one whose validation began after (a
+// person fixed the cause and changed the spec, or a new migration) finds
+// the Job stale and proves again. The failure's time is the one this
+// controller first knew, whichever migration read it.
+func TestAFailedProofRefusesThoseWaitingOnIt(t *testing.T) {
+	job := proofJob(t, v1alpha1.ComponentTransfer)
+	pull := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "no registry"}}
+	p := proofPodIn(job, pull)
+	f := newFakeStep(t, job, &p)
+	clock := clocktesting.NewFakePassiveClock(t0.Add(10 * time.Second))
+	f.step.Clock, f.step.Config.ImageProofs = clock, true
+	began := func(name string, at time.Duration) *v1alpha1.VirtualMachineMigration {
+		return validating(name, func(m *v1alpha1.VirtualMachineMigration) {
+			m.Spec.Conversion.Skip = true
+			m.Status.PhaseStartTime = ptr.To(metav1.NewTime(t0.Add(at)))
+		})
+	}
+	observe := func(m *v1alpha1.VirtualMachineMigration) statemachine.ProofObservation {
+		t.Helper()
+		var obs statemachine.Observation
+		require.NoError(t, f.step.Observe(m, &obs))
+		return obs.Proofs[0]
+	}
+
+	first := observe(began("web-01", 0))
+	require.NotNil(t, first.Result, "waiting: %s", first.Waiting)
+	require.Equal(t, v1alpha1.ProofFailed, first.Result.Result)
+	assert.Equal(t, t0.Add(10*time.Second), first.Result.CheckedAt.Time, "known at the first look")
+
+	clock.SetTime(t0.Add(30 * time.Second))
+	waiting := observe(began("web-02", 5*time.Second))
+	require.NotNil(t, waiting.Result, "a migration that waited on the proof is refused by it")
+	assert.Equal(t, *first.Result, *waiting.Result, "with the same result, message and time")
+	assert.Nil(t, waiting.Stale)
+
+	fresh := observe(began("web-03", 20*time.Second))
+	assert.Nil(t, fresh.Result, "a validation that began after the failure was served it")
+	require.NotNil(t, fresh.Stale, "the failed Job, want it deleted as stale")
+	assert.Equal(t, job.UID, fresh.Stale.UID)
+
+	again := began("web-01", 20*time.Second)
+	again.Status.ImageProofs = []v1alpha1.ImageProof{*first.Result}
+	assert.Nil(t, observe(again).Result, "its own earlier failure, in status, serves no later validation")
+
+	passed := *first.Result
+	passed.Result, passed.Reason, passed.Message = v1alpha1.ProofPassed, "", ""
+	again.Status.ImageProofs = []v1alpha1.ImageProof{passed}
+	f = newFakeStep(t)
+	f.step.Clock, f.step.Config.ImageProofs = clock, true
+	got := observe(again)
+	require.NotNil(t, got.Result, "a passed proof in status, within its TTL")
+	assert.Equal(t, v1alpha1.ProofPassed, got.Result.Result)
+}
+
+// TestAWaveCreatesOneProof: migrations of a key reconciled together
+// create its proof once: the first creates the ServiceAccount, the Job,
+// and makes the Job the account's owner; the others, before the informer
+// shows the Job, wait for it; one that creates it anyway meets
+// AlreadyExists, which is no failure. A Job of the name that is no proof
+// object is not taken over.
+func TestAWaveCreatesOneProof(t *testing.T) {
+	cfg := testConfig
+	cfg.TransferProgress, cfg.ImageProofs = true, true
+	f := newFakeStep(t)
+	f.step.Config = cfg
+	f.step.Clock = clocktesting.NewFakePassiveClock(t0)
+	skip := func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Conversion.Skip = true }
+	first, second := validating("web-01", skip), validating("web-02", skip)
+
+	require.NoError(t, f.step.CreateProofJob(context.Background(), first, v1alpha1.ComponentTransfer))
+	var verbs []string
+	for _, a := range f.Actions() {
+		verbs = append(verbs, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	assert.Equal(t, []string{"create serviceaccounts", "create jobs", "patch serviceaccounts"}, verbs)
+	job, sa, err := RenderProof(first, v1alpha1.ComponentTransfer, cfg)
+	require.NoError(t, err)
+	got, err := f.Kube.CoreV1().ServiceAccounts(sa.Namespace).Get(context.Background(), sa.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Len(t, got.OwnerReferences, 1, "the account goes with the Job")
+	assert.Equal(t, "Job", got.OwnerReferences[0].Kind)
+	assert.Equal(t, job.Name, got.OwnerReferences[0].Name)
+
+	var obs statemachine.Observation
+	require.NoError(t, f.step.Observe(second, &obs), "before the informer shows the Job")
+	assert.True(t, obs.Proofs[0].Running, "waits for the Job just created instead of creating it")
+	assert.Contains(t, obs.Proofs[0].Waiting, "just created")
+
+	f.Clear()
+	require.NoError(t, f.step.CreateProofJob(context.Background(), second, v1alpha1.ComponentTransfer), "AlreadyExists: shared")
+	for _, a := range f.Actions() {
+		assert.NotEqual(t, "delete", a.GetVerb(), "no migration deletes a shared proof")
+	}
+
+	f.sync()
+	obs = statemachine.Observation{}
+	require.NoError(t, f.step.Observe(second, &obs))
+	assert.True(t, obs.Proofs[0].Running)
+	assert.Contains(t, obs.Proofs[0].Waiting, "no pod yet", "the Job, from the cache")
+
+	taken := newFakeStep(t, builders.Job(first, job.Name, v1alpha1.ComponentTransfer))
+	taken.step.Config, taken.step.Clock = cfg, clocktesting.NewFakePassiveClock(t0)
+	err = taken.step.CreateProofJob(context.Background(), first, v1alpha1.ComponentTransfer)
+	var oe *statemachine.ObservedError
+	require.ErrorAs(t, err, &oe, "a migration's Job under the proof's name")
+	assert.Equal(t, steps.ReasonNameTaken, oe.Reason)
+}
+
+// TestDeleteStaleProof deletes a shared proof Job only as the proof
+// object it was observed as: the proof labels, the same UID (as a
+// precondition); never a migration's Job of the name.
+func TestDeleteStaleProof(t *testing.T) {
+	job := proofJob(t, v1alpha1.ComponentTransfer)
+	f := newFakeStep(t, job)
+	m := validating("web-01")
+	ref := refTo(statemachine.KindJob, job)
+	require.NoError(t, f.step.DeleteStaleProof(context.Background(), m, []statemachine.ObjectRef{ref}))
+	var deletes []k8stesting.DeleteActionImpl
+	for _, a := range f.Actions() {
+		if d, ok := a.(k8stesting.DeleteActionImpl); ok {
+			deletes = append(deletes, d)
+		}
+	}
+	require.Len(t, deletes, 1)
+	assert.Equal(t, job.Name, deletes[0].Name)
+	require.NotNil(t, deletes[0].DeleteOptions.Preconditions)
+	assert.Equal(t, job.UID, *deletes[0].DeleteOptions.Preconditions.UID)
+
+	theirs := builders.Job(m, job.Name, v1alpha1.ComponentTransfer)
+	theirs.UID = job.UID
+	f = newFakeStep(t, theirs)
+	assert.ErrorContains(t, f.step.DeleteStaleProof(context.Background(), m, []statemachine.ObjectRef{ref}), "not observed as an image proof Job")
+	for _, a := range f.Actions() {
+		assert.NotEqual(t, "delete", a.GetVerb(), "deleted a migration's Job as a proof")
+	}
 }
 
 // TestFailedCreateReadFromTheJobsEvents: a Job whose pod the API server
@@ -335,34 +502,6 @@ func TestFailedCreateReadFromTheJobsEvents(t *testing.T) {
 	assert.Error(t, err, "an unreadable answer is not a refusal")
 }
 
-// TestProofOfAPeerServes: migrations of a namespace created together
-// prove their pods once: while another migration's proof of the same key
-// runs, a migration waits for it instead of starting its own, and its
-// passing serves it.
-func TestProofOfAPeerServes(t *testing.T) {
-	skip := func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Conversion.Skip = true }
-	running := proofJob(t, v1alpha1.ComponentTransfer)
-	f := newFakeStep(t, running)
-	f.step.Clock, f.step.Config.ImageProofs = clocktesting.NewFakePassiveClock(t0.Add(time.Second)), true
-	peer := validating("web-02", skip)
-	var obs statemachine.Observation
-	require.NoError(t, f.step.Observe(peer, &obs))
-	p := obs.Proofs[0]
-	assert.True(t, p.Running, "waits for web-01's proof instead of starting its own")
-	assert.Empty(t, p.Objects, "and never deletes it")
-	assert.Contains(t, p.Waiting, "waiting for the proof of migration web-01")
-
-	done := proofJob(t, v1alpha1.ComponentTransfer, batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue})
-	version := `{"command":"vm-transfer","version":"v1","specVersion":"` + wire.SpecVersion + `"}`
-	pod := proofPodIn(done, terminated(0, "Completed", version))
-	f = newFakeStep(t, done, &pod)
-	f.step.Clock, f.step.Config.ImageProofs = clocktesting.NewFakePassiveClock(t0.Add(10*time.Second)), true
-	obs = statemachine.Observation{}
-	require.NoError(t, f.step.Observe(peer, &obs))
-	require.NotNil(t, obs.Proofs[0].Result, "web-01's passed proof serves web-02")
-	assert.Equal(t, v1alpha1.ProofPassed, obs.Proofs[0].Result.Result)
-}
-
 // TestProofThatCannotBeRenderedIsNotRun: without a conversion image the
 // conversion pod cannot be rendered; its proof says why it is not made,
 // so that a validation failing on that refuses without waiting for it.
@@ -375,54 +514,4 @@ func TestProofThatCannotBeRenderedIsNotRun(t *testing.T) {
 	assert.Empty(t, obs.Proofs[0].NotRun, "the transfer image's proof")
 	assert.Contains(t, obs.Proofs[1].NotRun, "its pod cannot be rendered")
 	assert.Contains(t, obs.Proofs[1].NotRun, "no conversion image")
-}
-
-// TestFailedProofServesOnlyItsValidation: a proof that failed serves the
-// validation it was made in; a migration validating again (refused
-// before the stop, its spec changed: a later status.phaseStartTime)
-// proves the image again: its earlier proof Job goes as stale, and its
-// earlier failure, in status or in the step's memory, is not served. A
-// passed proof still serves for its TTL.
-func TestFailedProofServesOnlyItsValidation(t *testing.T) {
-	job := proofJob(t, v1alpha1.ComponentTransfer)
-	job.Annotations[annotationProofValidation] = t0.Format(time.RFC3339)
-	pull := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "no registry"}}
-	p := proofPodIn(job, pull)
-	f := newFakeStep(t, job, &p)
-	clock := clocktesting.NewFakePassiveClock(t0.Add(10 * time.Second))
-	f.step.Clock, f.step.Config.ImageProofs = clock, true
-	skip := func(m *v1alpha1.VirtualMachineMigration) { m.Spec.Conversion.Skip = true }
-	first := validating("web-01", skip, func(m *v1alpha1.VirtualMachineMigration) { m.Status.PhaseStartTime = ptr.To(metav1.NewTime(t0)) })
-
-	var obs statemachine.Observation
-	require.NoError(t, f.step.Observe(first, &obs))
-	require.NotNil(t, obs.Proofs[0].Result, "waiting: %s", obs.Proofs[0].Waiting)
-	failed := *obs.Proofs[0].Result
-	require.Equal(t, v1alpha1.ProofFailed, failed.Result)
-
-	again := validating("web-01", skip, func(m *v1alpha1.VirtualMachineMigration) {
-		m.Status.PhaseStartTime = ptr.To(metav1.NewTime(t0.Add(20 * time.Second)))
-		m.Status.ImageProofs = []v1alpha1.ImageProof{failed}
-	})
-	clock.SetTime(t0.Add(30 * time.Second))
-	obs = statemachine.Observation{}
-	require.NoError(t, f.step.Observe(again, &obs))
-	got := obs.Proofs[0]
-	assert.Nil(t, got.Result, "the failure of the last validation served the new one")
-	assert.True(t, got.Stale, "the last validation's proof Job, want it deleted as stale")
-
-	rendered, _, err := RenderProof(again, v1alpha1.ComponentTransfer, testConfig)
-	require.NoError(t, err)
-	assert.Equal(t, "2026-03-01T10:00:20Z", rendered.Annotations[annotationProofValidation], "a proof Job names its validation")
-	assert.Equal(t, []string{job.Name}, statemachine.Names(got.Objects))
-
-	passed := failed
-	passed.Result, passed.Reason, passed.Message = v1alpha1.ProofPassed, "", ""
-	again.Status.ImageProofs = []v1alpha1.ImageProof{passed}
-	f = newFakeStep(t)
-	f.step.Clock, f.step.Config.ImageProofs = clock, true
-	obs = statemachine.Observation{}
-	require.NoError(t, f.step.Observe(again, &obs))
-	require.NotNil(t, obs.Proofs[0].Result, "a passed proof of the last validation, within its TTL")
-	assert.Equal(t, v1alpha1.ProofPassed, obs.Proofs[0].Result.Result)
 }

@@ -9,45 +9,67 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
-// proofCache keeps the proofs' results by key: a passed proof serves
-// every migration of its key until it is older than the TTL; a failed one
-// serves only the migration whose pod failed (another may come once a
-// person fixed the cause).
+// proofCache keeps the proofs' results by key, as this controller first
+// read them: a passed proof serves every migration of its key until it is
+// older than the TTL; a failed one serves (refuses) every migration whose
+// validation began before the failure was known, and no later one (a
+// person fixed the cause and changed the spec, or a new migration): that
+// one proves again. It also remembers the proof Jobs it just created, so
+// that migrations of a wave reconciled before the informer shows the Job
+// wait for it instead of each creating it again.
 type proofCache struct {
-	mu    sync.Mutex
-	byKey map[string]cachedProof
+	mu      sync.Mutex
+	byKey   map[string]cachedProof
+	started map[string]time.Time
 }
 
 type cachedProof struct {
-	proof v1alpha1.ImageProof
-	owner string // the migration UID a failed proof belongs to
+	proof  v1alpha1.ImageProof
+	jobUID types.UID // the proof Job the result was read from
 }
 
-// get returns a result for key that uid may use, fresh at now.
-func (c *proofCache) get(key, uid string, now time.Time, ttl time.Duration) *v1alpha1.ImageProof {
+// proofJustCreated is how long a proof Job this controller created is
+// taken to exist without the informer showing it.
+const proofJustCreated = 30 * time.Second
+
+// get returns a result for key that m may use, fresh at now.
+func (c *proofCache) get(key string, m *v1alpha1.VirtualMachineMigration, now time.Time, ttl time.Duration) *v1alpha1.ImageProof {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.byKey[key]
 	if !ok || now.Sub(e.proof.CheckedAt.Time) >= ttl {
 		return nil
 	}
-	if e.proof.Result != v1alpha1.ProofPassed && e.owner != uid {
+	if e.proof.Result != v1alpha1.ProofPassed && madeBefore(e.proof.CheckedAt.Time, m) {
 		return nil
 	}
 	p := e.proof
 	return &p
 }
 
-// put keeps a result, and forgets those older than ttl.
-func (c *proofCache) put(p v1alpha1.ImageProof, uid string, now time.Time, ttl time.Duration) {
+// failedAt is when this controller first knew the failure of the proof
+// Job jobUID of key, if it did.
+func (c *proofCache) failedAt(key string, jobUID types.UID) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byKey[key]
+	if !ok || e.jobUID != jobUID || e.proof.Result == v1alpha1.ProofPassed {
+		return time.Time{}, false
+	}
+	return e.proof.CheckedAt.Time, true
+}
+
+// put keeps a result read from the Job jobUID, and forgets those older
+// than ttl. A failure already known of the same Job keeps its time.
+func (c *proofCache) put(p v1alpha1.ImageProof, jobUID types.UID, now time.Time, ttl time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.byKey == nil {
@@ -58,150 +80,169 @@ func (c *proofCache) put(p v1alpha1.ImageProof, uid string, now time.Time, ttl t
 			delete(c.byKey, k)
 		}
 	}
-	c.byKey[p.Key] = cachedProof{proof: p, owner: uid}
+	if e, ok := c.byKey[p.Key]; ok && e.jobUID == jobUID && e.proof.Result == p.Result {
+		return
+	}
+	c.byKey[p.Key] = cachedProof{proof: p, jobUID: jobUID}
+	delete(c.started, p.Key)
+}
+
+// forget drops the result read from the Job jobUID of key (deleted as
+// stale).
+func (c *proofCache) forget(key string, jobUID types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byKey[key]; ok && e.jobUID == jobUID {
+		delete(c.byKey, key)
+	}
+}
+
+// created notes that this controller created (or found) the proof Job of
+// key at now.
+func (c *proofCache) created(key string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started == nil {
+		c.started = map[string]time.Time{}
+	}
+	for k, t := range c.started {
+		if now.Sub(t) >= proofJustCreated {
+			delete(c.started, k)
+		}
+	}
+	c.started[key] = now
+}
+
+// justCreated reports whether this controller created the proof Job of
+// key within proofJustCreated.
+func (c *proofCache) justCreated(key string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.started[key]
+	return ok && now.Sub(t) < proofJustCreated
 }
 
 // observeProofs fills obs.Proofs in Validating when proofs are on: per
-// component, its proof's objects, and its result when known (a recent
+// component, its shared proof Job and its result when known (a recent
 // result of the same key, from the step's memory or m's status, else the
-// outcome of its Job).
-func (s *Step) observeProofs(m *v1alpha1.VirtualMachineMigration, obs *statemachine.Observation) error {
+// outcome of the Job).
+func (s *Step) observeProofs(m *v1alpha1.VirtualMachineMigration, obs *statemachine.Observation) {
 	if !s.Config.ImageProofs || m.DeletionTimestamp != nil || m.Status.Phase != v1alpha1.PhaseValidating {
-		return nil
+		return
 	}
+	obs.Proofs = nil
 	for _, component := range ProofComponents(m) {
-		p, err := s.observeProof(m, component)
-		if err != nil {
-			return err
-		}
-		obs.Proofs = append(obs.Proofs, p)
+		obs.Proofs = append(obs.Proofs, s.observeProof(m, component))
 	}
-	return nil
 }
 
-// observeProof observes one component's proof.
-func (s *Step) observeProof(m *v1alpha1.VirtualMachineMigration, component string) (statemachine.ProofObservation, error) {
-	p := statemachine.ProofObservation{Component: component, JobName: naming.ProofJob(m.Name, component)}
-	job, err := s.proofObjects(m, component, &p)
+// observeProof observes one component's proof: the Job of its key, read
+// by every migration of that key.
+func (s *Step) observeProof(m *v1alpha1.VirtualMachineMigration, component string) statemachine.ProofObservation {
+	p := statemachine.ProofObservation{Component: component}
+	if m.Status.Source == nil {
+		// No key yet: the decision reads the inventory first.
+		return p
+	}
+	rendered, _, err := RenderProof(m, component, s.Config)
 	if err != nil {
-		return p, err
+		// Nothing to prove: the render's own failure shows in the
+		// dry run and the preflight rules.
+		p.NotRun = fmt.Sprintf("its pod cannot be rendered: %v", err)
+		return p
 	}
-	key := ""
-	if m.Status.Source != nil {
-		j, _, err := RenderProof(m, component, s.Config)
-		if err != nil {
-			// Nothing to prove: the render's own failure shows in the
-			// dry run and the preflight rules.
-			p.NotRun = fmt.Sprintf("its pod cannot be rendered: %v", err)
-			return p, nil
-		}
-		key = j.Annotations[annotationProofKey]
-	}
+	key := rendered.Labels[v1alpha1.LabelProofKey]
+	p.JobName = rendered.Name
 	now, ttl := s.now(), s.Config.proofTTL()
 	if r := s.knownProof(m, component, key, now, ttl); r != nil {
+		r.JobName = rendered.Name
 		p.Result = r
-		return p, nil
+		return p
 	}
-	if job == nil {
-		s.peerProof(m, component, key, &p)
-		return p, nil
+	job, err := s.Listers.Jobs.Jobs(m.Namespace).Get(rendered.Name)
+	if err != nil || !isProofObject(job, key) {
+		// None yet: the first migration of the key that needs it
+		// creates it; one this controller just created is waited for.
+		// (A foreign object of the name: creating it says so.)
+		if s.proofs.justCreated(key, now) {
+			p.Running, p.Waiting = true, "its Job was just created"
+		}
+		return p
 	}
-	if key != "" && job.Annotations[annotationProofKey] != key || ofAnotherValidation(job, m) {
-		// A proof of another shape (the spec changed since), or of an
-		// earlier validation (the migration was refused, then its spec
-		// changed): it goes, and the image is proven again.
-		p.Stale = true
-		return p, nil
+	if job.DeletionTimestamp != nil {
+		// A stale one on its way out: proven again once it is gone (its
+		// deletion wakes the migrations waiting here).
+		p.Running, p.Waiting = true, "its stale Job is being deleted; proving again once it is gone"
+		return p
 	}
+	p.Running = true
 	res, waiting := ProofOutcome(component, job, s.jobPods(job), now, s.Config.proofTimeout())
 	if res == nil {
 		p.Waiting = waiting
-		return p, nil
+		return p
 	}
-	res.Key, res.CheckedAt.Time = key, now
-	s.proofs.put(*res, string(m.UID), now, ttl)
-	p.Result = res
-	return p, nil
+	res.Key, res.CheckedAt = key, metav1.NewTime(proofTime(s, key, job, res, now))
+	if s.staleProof(m, res, now, ttl) {
+		ref := refTo(statemachine.KindJob, job)
+		p.Running, p.Stale = false, &ref
+		return p
+	}
+	s.proofs.put(*res, job.UID, now, ttl)
+	p.Running, p.Result = false, res
+	return p
 }
 
-// peerProof looks, for a migration without a proof Job of its own, for
-// the proof Job of another migration of the namespace with the same key
-// (migrations created together prove the same pods once): while it runs,
-// p waits for it (Running, with none of its objects); once it passed, its
-// result serves p. A peer's failure does not: p then runs its own.
-func (s *Step) peerProof(m *v1alpha1.VirtualMachineMigration, component, key string, p *statemachine.ProofObservation) {
-	if key == "" {
-		return
-	}
-	sel := labels.SelectorFromSet(labels.Set{v1alpha1.LabelComponent: v1alpha1.ComponentProof, v1alpha1.LabelProofOf: component})
-	jobs, err := s.Listers.Jobs.Jobs(m.Namespace).List(sel)
-	if err != nil {
-		return
-	}
-	for _, job := range jobs {
-		if job.Annotations[annotationProofKey] != key || ours(job, m.UID) || job.DeletionTimestamp != nil {
-			continue
+// proofTime is when a proof's result came: a pass at its Job's
+// completion; a failure when this controller first knew it, else at the
+// Job's failure (its condition), else now.
+func proofTime(s *Step, key string, job *batchv1.Job, res *v1alpha1.ImageProof, now time.Time) time.Time {
+	if res.Result == v1alpha1.ProofPassed {
+		if t := job.Status.CompletionTime; t != nil {
+			return t.Time
 		}
-		now := s.now()
-		res, waiting := ProofOutcome(component, job, s.jobPods(job), now, s.Config.proofTimeout())
-		switch {
-		case res == nil:
-			p.Running, p.Waiting = true, fmt.Sprintf("waiting for the proof of migration %s (job %s), of the same image and pod shape: %s",
-				job.Labels[v1alpha1.LabelMigrationName], job.Name, waiting)
-			return
-		case res.Result == v1alpha1.ProofPassed && job.Status.CompletionTime != nil && now.Sub(job.Status.CompletionTime.Time) < s.Config.proofTTL():
-			// As old as the peer's run, not as this look at it.
-			res.Key, res.CheckedAt = key, *job.Status.CompletionTime
-			s.proofs.put(*res, string(m.UID), now, s.Config.proofTTL())
-			res.JobName = job.Name
-			p.Result = res
-			return
+		return now
+	}
+	if t, ok := s.proofs.failedAt(key, job.UID); ok {
+		return t
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
 		}
 	}
+	return now
+}
+
+// staleProof reports whether a proof Job's result serves m no longer: a
+// pass older than the TTL, or a failure from before m's validation began
+// (then m proves its image again).
+func (s *Step) staleProof(m *v1alpha1.VirtualMachineMigration, res *v1alpha1.ImageProof, now time.Time, ttl time.Duration) bool {
+	if res.Result == v1alpha1.ProofPassed {
+		return now.Sub(res.CheckedAt.Time) >= ttl
+	}
+	return madeBefore(res.CheckedAt.Time, m)
 }
 
 // knownProof is a recent result for key: the step's, or m's own in status.
-// A failure serves only the validation it was made in (a migration
-// refused before the stop whose spec changed proves its images again); a
-// pass serves for the TTL.
+// A failure serves the migrations whose validation began before it (a
+// migration refused before the stop whose spec changed proves its images
+// again); a pass serves for the TTL.
 func (s *Step) knownProof(m *v1alpha1.VirtualMachineMigration, component, key string, now time.Time, ttl time.Duration) *v1alpha1.ImageProof {
 	if key == "" {
 		return nil
 	}
-	serves := func(r *v1alpha1.ImageProof) bool {
-		return r.Result == v1alpha1.ProofPassed || !madeBefore(r.CheckedAt.Time, m)
-	}
-	if r := s.proofs.get(key, string(m.UID), now, ttl); r != nil && serves(r) {
-		r.Component, r.JobName = component, naming.ProofJob(m.Name, component)
+	if r := s.proofs.get(key, m, now, ttl); r != nil {
+		r.Component = component
 		return r
 	}
 	for _, r := range m.Status.ImageProofs {
-		if r.Component == component && r.Key == key && now.Sub(r.CheckedAt.Time) < ttl && serves(&r) {
+		if r.Component == component && r.Key == key && now.Sub(r.CheckedAt.Time) < ttl &&
+			(r.Result == v1alpha1.ProofPassed || !madeBefore(r.CheckedAt.Time, m)) {
 			r := r
 			return &r
 		}
 	}
 	return nil
-}
-
-// proofObjects finds a component's proof Job and ServiceAccount in the
-// caches and lists them (when they are this migration's) in p.
-func (s *Step) proofObjects(m *v1alpha1.VirtualMachineMigration, component string, p *statemachine.ProofObservation) (*batchv1.Job, error) {
-	var found *batchv1.Job
-	job, err := s.Listers.Jobs.Jobs(m.Namespace).Get(p.JobName)
-	if err == nil && ours(job, m.UID) && job.DeletionTimestamp == nil {
-		found = job
-		p.Running = true
-		p.Objects = append(p.Objects, refTo(statemachine.KindJob, job))
-	}
-	if component != v1alpha1.ComponentTransfer {
-		return found, nil
-	}
-	sa, err := s.Listers.ServiceAccounts.ServiceAccounts(m.Namespace).Get(naming.ProofAccess(m.Name))
-	if err == nil && ours(sa, m.UID) && sa.DeletionTimestamp == nil {
-		p.Objects = append(p.Objects, refTo(statemachine.KindServiceAccount, sa))
-	}
-	return found, nil
 }
 
 // ProofOutcome reads a proof Job and its pods: the result once there is
@@ -334,22 +375,4 @@ func ParseConversionSelfCheck(out string) (*ConversionSelfCheckReport, error) {
 func madeBefore(t time.Time, m *v1alpha1.VirtualMachineMigration) bool {
 	start := m.Status.PhaseStartTime
 	return m.Status.Phase == v1alpha1.PhaseValidating && start != nil && !t.IsZero() && t.Before(start.Time)
-}
-
-// ofAnotherValidation says whether a proof Job of m was made for an
-// earlier validation than its current one (annotationProofValidation;
-// a Job without the annotation says nothing). The annotation, not the
-// Job's creation time, is compared: that is the API server's clock.
-func ofAnotherValidation(job *batchv1.Job, m *v1alpha1.VirtualMachineMigration) bool {
-	made, ok := job.Annotations[annotationProofValidation]
-	return ok && m.Status.Phase == v1alpha1.PhaseValidating && made != validationStart(m)
-}
-
-// validationStart names m's current validation: when it began, as
-// status.phaseStartTime says ("" when unknown).
-func validationStart(m *v1alpha1.VirtualMachineMigration) string {
-	if t := m.Status.PhaseStartTime; t != nil && m.Status.Phase == v1alpha1.PhaseValidating {
-		return t.UTC().Format(time.RFC3339)
-	}
-	return ""
 }

@@ -13,7 +13,10 @@ const (
 	// LabelMigrationName holds the migration's name.
 	LabelMigrationName = "migration.platform.example/migration"
 	// LabelMigrationUID holds the migration's UID: an object without it,
-	// or with another UID, is not this migration's.
+	// or with another UID, is not this migration's. The image proofs'
+	// objects, shared by the migrations of a namespace, carry it empty:
+	// the controller caches them with its own objects, and they are no
+	// migration's.
 	LabelMigrationUID = "migration.platform.example/migration-uid"
 	// LabelComponent says which step made the object (staging, transfer,
 	// conversion, import, verification, vm, plan).
@@ -54,13 +57,19 @@ const (
 	// ComponentPlan marks the ConfigMap holding a dry-run plan.
 	ComponentPlan = "plan"
 	// ComponentProof marks an image proof's Job (and ServiceAccount): a
-	// short pod that runs an image's self-check before the source stops.
+	// short pod that runs an image's self-check before the source stops,
+	// shared by every migration of its namespace and proof key, owned by
+	// none of them and removed by its TTL.
 	ComponentProof = "proof"
 )
 
 // LabelProofOf says, on an image proof's objects, which component's image
 // it proves (ComponentTransfer or ComponentConversion).
 const LabelProofOf = "migration.platform.example/proof-of"
+
+// LabelProofKey holds, on an image proof's objects, its key: a hash of
+// the namespace and the shape of the pod it proves.
+const LabelProofKey = "migration.platform.example/proof-key"
 
 // MigrationUIDOf is the value of an object's LabelMigrationUID label: the
 // UID of the migration that made it, or "" for an object no migration made.

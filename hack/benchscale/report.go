@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 )
 
 // Metric names the controller exports.
@@ -19,6 +21,9 @@ const (
 	reconcileTotal     = "vm_migration_reconcile_total"
 	finishedSkipsTotal = "vm_migration_finished_skips_total"
 	statusWritesTotal  = "vm_migration_status_writes_total"
+	// validationWaitHistogram is the time from creation to leaving
+	// Validating, by outcome.
+	validationWaitHistogram = "vm_migration_validation_wait_seconds"
 )
 
 // report holds the figures of one run.
@@ -44,6 +49,12 @@ type report struct {
 	loadMean, loadMax float64
 	soap              map[string]int
 	cutShort          string
+
+	// validation: from creation to leaving Validating, as the benchmark's
+	// watch timed it and as the controller's histogram has it.
+	validation validationFigures
+	// proofJobs are the distinct proof Jobs seen in all.
+	proofJobs int
 
 	finishedSkips   float64
 	quiet           time.Duration
@@ -81,6 +92,16 @@ func (b *bench) newReport(before, after sample, hwm int64) *report {
 		soap:          diff(after.soap, before.soap),
 	}
 	r.loadMean, r.loadMax = meanMax(b.loads)
+	waits := b.watch.validationWaits()
+	wait := minus(after.metrics.summedBuckets(validationWaitHistogram), before.metrics.summedBuckets(validationWaitHistogram))
+	r.validation = validationFigures{
+		p50: percentile(0.5, waits), p99: percentile(0.99, waits), seen: len(waits), still: b.watch.stillValidating(),
+		ctrlP50: quantile(0.5, wait), ctrlP99: quantile(0.99, wait),
+	}
+	if len(wait) > 0 {
+		r.validation.ctrlCount = wait[len(wait)-1].count
+	}
+	r.proofJobs = b.watch.proofJobsCreated()
 	var q []float64
 	q, r.apiTimed = b.proxy.latencyQuantiles(before.timed, 0.5, 0.99)
 	r.apiP50, r.apiP99 = q[0], q[1]
@@ -121,6 +142,9 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "   failed: %s\n", firstLine(f))
 	}
 	r.printRequests(w, n)
+	r.validation.print(w)
+	fmt.Fprintf(w, "proof Jobs created in all: %d (%.3f per migration; Jobs labelled %s=%s, each UID once)\n",
+		r.proofJobs, float64(r.proofJobs)/n, v1alpha1.LabelComponent, v1alpha1.ComponentProof)
 	checkpoints := float64(r.writes.checkpoint)
 	fmt.Fprintf(w, "status writes: %.2f per migration (%.0f in all; the watch saw %d at checkpoints, %d others, %d progress-only)\n",
 		r.statusWrites/n, r.statusWrites, r.writes.checkpoint, r.writes.other, r.writes.progress)
@@ -250,4 +274,25 @@ func (m memoryFigures) print(w io.Writer, peakRSS int64, n float64) {
 	if m.profile != "" {
 		fmt.Fprintf(w, "   heap profile after the forced GC: %s (go tool pprof -sample_index=inuse_space -top %s)\n", m.profile, m.profile)
 	}
+}
+
+// validationFigures are the times from creation to leaving Validating.
+type validationFigures struct {
+	// p50 and p99 are the benchmark's watch's, in seconds: from the
+	// migration's first event (its creation) to its first event past
+	// Validating; seen is how many it timed, still how many it never saw
+	// past it.
+	p50, p99    float64
+	seen, still int
+	// ctrlP50 and ctrlP99 are the controller's histogram's
+	// (vm_migration_validation_wait_seconds, summed over outcomes) over
+	// ctrlCount observations.
+	ctrlP50, ctrlP99 float64
+	ctrlCount        float64
+}
+
+// print writes the line of the time from apply to leaving Validating.
+func (v validationFigures) print(w io.Writer) {
+	fmt.Fprintf(w, "time from apply to leaving Validating: p50 %.1f s, p99 %.1f s over %d migrations (the benchmark's watch; %d never left it); the controller's %s: p50 %.1f s, p99 %.1f s over %.0f\n",
+		v.p50, v.p99, v.seen, v.still, validationWaitHistogram, v.ctrlP50, v.ctrlP99, v.ctrlCount)
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -334,6 +336,23 @@ func (b *bench) startWatcher(ctx context.Context) error {
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		return errors.New("the benchmark's watch of the migrations did not sync")
+	}
+	return b.watchProofJobs(ctx)
+}
+
+// watchProofJobs counts the proof Jobs of the benchmark's namespace (those
+// labelled component=proof), each once, however briefly it lived.
+func (b *bench) watchProofJobs(ctx context.Context) error {
+	proof := labels.SelectorFromSet(labels.Set{v1alpha1.LabelComponent: v1alpha1.ComponentProof}).String()
+	factory := informers.NewSharedInformerFactoryWithOptions(kubernetes.NewForConfigOrDie(adminConfig(b.env)), 0,
+		informers.WithNamespace(benchNamespace), informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = proof }))
+	informer := factory.Batch().V1().Jobs().Informer()
+	if _, err := informer.AddEventHandler(b.watch.proofJobHandler()); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return errors.New("the benchmark's watch of the proof Jobs did not sync")
 	}
 	return nil
 }

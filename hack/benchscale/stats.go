@@ -7,6 +7,8 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,6 +94,52 @@ func (m metrics) buckets(name string) []bucket {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].le < out[j].le })
 	return out
+}
+
+// leLabel finds a bucket's bound among its labels.
+var leLabel = regexp.MustCompile(`[{,]le="([^"]*)"`)
+
+// summedBuckets are a labelled histogram's cumulative buckets summed over
+// its other labels (as sum by (le) does), in order of their bounds.
+func (m metrics) summedBuckets(name string) []bucket {
+	byBound := map[float64]float64{}
+	prefix := name + "_bucket{"
+	for k, v := range m {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		match := leLabel.FindStringSubmatch(k[len(name)+len("_bucket"):])
+		if match == nil {
+			continue
+		}
+		le := math.Inf(1)
+		if match[1] != "+Inf" {
+			var err error
+			if le, err = strconv.ParseFloat(match[1], 64); err != nil {
+				continue
+			}
+		}
+		byBound[le] += v
+	}
+	out := make([]bucket, 0, len(byBound))
+	for le, count := range byBound {
+		out = append(out, bucket{le: le, count: count})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].le < out[j].le })
+	return out
+}
+
+// percentile is the q-quantile of samples by the nearest rank: the
+// smallest sample with at least q of them at or below it. NaN without
+// samples; the samples are not reordered.
+func percentile(q float64, samples []float64) float64 {
+	if len(samples) == 0 {
+		return math.NaN()
+	}
+	sorted := slices.Clone(samples)
+	slices.Sort(sorted)
+	rank := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(rank, 0), len(sorted)-1)]
 }
 
 // minus subtracts an earlier scrape of the same histogram.

@@ -7,9 +7,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -32,9 +35,12 @@ type writeKinds struct {
 }
 
 // watcher follows the benchmark's migrations through an informer: their
-// phases, and every status write by kind.
+// phases, every status write by kind, and how long each took from its
+// creation to leaving Validating; and, through another, the proof Jobs.
 type watcher struct {
 	want int
+	// now is the clock the validation waits are timed by.
+	now func() time.Time
 
 	mu       sync.Mutex
 	phase    map[string]v1alpha1.Phase
@@ -42,10 +48,79 @@ type watcher struct {
 	writes   writeKinds
 	failures []string
 	done     chan struct{}
+	// firstSeen is when each migration not yet seen past Validating was
+	// first seen (its creation's watch event); passed holds those seen
+	// past it, whose time from creation is in waits (seconds).
+	firstSeen map[string]time.Time
+	passed    map[string]bool
+	waits     []float64
+	// proofJobs are the proof Jobs seen, by UID: each created once.
+	proofJobs map[types.UID]bool
 }
 
 func newWatcher(want int) *watcher {
-	return &watcher{want: want, phase: map[string]v1alpha1.Phase{}, ended: map[string]bool{}, done: make(chan struct{})}
+	return &watcher{want: want, now: time.Now, phase: map[string]v1alpha1.Phase{}, ended: map[string]bool{}, done: make(chan struct{}),
+		firstSeen: map[string]time.Time{}, passed: map[string]bool{}, proofJobs: map[types.UID]bool{}}
+}
+
+// proofJobHandler counts the proof Jobs the informer of Jobs labelled
+// component=proof sees, each UID once (a relist or an update adds none, a
+// Job created again under the same name counts again).
+func (w *watcher) proofJobHandler() cache.ResourceEventHandlerFuncs {
+	seen := func(obj any) {
+		if j, ok := obj.(*batchv1.Job); ok {
+			w.mu.Lock()
+			w.proofJobs[j.UID] = true
+			w.mu.Unlock()
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }}
+}
+
+// proofJobsCreated is how many distinct proof Jobs were seen.
+func (w *watcher) proofJobsCreated() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.proofJobs)
+}
+
+// validationWaits are the seconds each migration took from its creation
+// to leaving Validating, as the watch saw them.
+func (w *watcher) validationWaits() []float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]float64(nil), w.waits...)
+}
+
+// stillValidating is how many migrations were not seen past Validating.
+func (w *watcher) stillValidating() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.firstSeen)
+}
+
+// pastValidating reports whether a phase comes after Validating.
+func pastValidating(p v1alpha1.Phase) bool {
+	return p != "" && p != v1alpha1.PhasePending && p != v1alpha1.PhaseValidating
+}
+
+// timeValidation notes when a migration is first seen and, the first
+// time it is seen past Validating, how long that took. Call with w.mu held.
+func (w *watcher) timeValidation(key string, phase v1alpha1.Phase) {
+	if w.passed[key] {
+		return
+	}
+	now := w.now()
+	first, ok := w.firstSeen[key]
+	if !ok {
+		first = now
+		w.firstSeen[key] = now
+	}
+	if pastValidating(phase) {
+		w.waits = append(w.waits, now.Sub(first).Seconds())
+		w.passed[key] = true
+		delete(w.firstSeen, key)
+	}
 }
 
 // handler is the informer's event handler.
@@ -71,6 +146,7 @@ func (w *watcher) observe(old, m *v1alpha1.VirtualMachineMigration) {
 	defer w.mu.Unlock()
 	key := m.Namespace + "/" + m.Name
 	w.phase[key] = m.Status.Phase
+	w.timeValidation(key, m.Status.Phase)
 	if old != nil && !equality.Semantic.DeepEqual(old.Status, m.Status) {
 		switch {
 		case old.Status.Phase != m.Status.Phase:

@@ -22,6 +22,7 @@ type getOptions struct {
 	watch         bool
 	noHeaders     bool
 	selector      string
+	summary       bool
 }
 
 func newGetOptions(e *env) *getOptions {
@@ -36,6 +37,7 @@ func (o *getOptions) addFlags(cmd *cobra.Command, allowAll bool) {
 	if allowAll {
 		cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List migrations in every namespace.")
 		cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "Label selector to filter on, as kubectl get takes it.")
+		cmd.Flags().BoolVar(&o.summary, "summary", false, "Instead of a row per migration, a line per phase: how many are in it and why (what they wait on, why they failed); for a wave. Reads the migrations in pages of 500.")
 	}
 }
 
@@ -47,7 +49,8 @@ func newListCommand(e *env) *cobra.Command {
 		Short:   "List migrations: phase, progress, source, target and what each waits for",
 		Example: `  kubectl vmm list
   kubectl vmm list -A -o wide
-  kubectl vmm list --watch`,
+  kubectl vmm list --watch
+  kubectl vmm list -A --summary`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), "") },
 	}
@@ -62,7 +65,8 @@ func newGetCommand(e *env) *cobra.Command {
 		Short: "Show a migration's phase, per-disk progress (rate, ETA) and what it waits for; without NAME, list",
 		Example: `  kubectl vmm get web-01
   kubectl vmm get web-01 --watch
-  kubectl vmm get web-01 -o yaml`,
+  kubectl vmm get web-01 -o yaml
+  kubectl vmm get -A --summary`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
@@ -85,6 +89,11 @@ func (o *getOptions) run(ctx context.Context, name string) error {
 	if name != "" && o.allNamespaces {
 		return fmt.Errorf("a migration name and --all-namespaces cannot go together")
 	}
+	if o.summary {
+		if err := o.checkSummaryFlags(name); err != nil {
+			return err
+		}
+	}
 	clients, err := o.factory.Clients()
 	if err != nil {
 		return err
@@ -95,6 +104,13 @@ func (o *getOptions) run(ctx context.Context, name string) error {
 	}
 	if o.allNamespaces {
 		ns = metav1.NamespaceAll
+	}
+	if o.summary {
+		s, err := o.summarize(ctx, clients, ns)
+		if err != nil {
+			return err
+		}
+		return s.print(o.streams.Out)
 	}
 	list, err := o.list(ctx, clients, ns, name)
 	if err != nil {

@@ -114,14 +114,27 @@ vm_migration_source_left_off{migration="transferring",namespace="apps"} 0
 		"vm_migration_phase_start_time_seconds", "vm_migration_condition", "vm_migration_source_left_off"}
 	assert.NoError(t, testutil.CollectAndCompare(migrationCollector{c}, strings.NewReader(want), names...), "the per-migration metrics")
 	wantPhases := `
-# HELP vm_migration_migrations VirtualMachineMigrations by phase, from the informer cache.
+# HELP vm_migration_migrations VirtualMachineMigrations by phase, from the informer cache; every phase has a series (0 when none is in it).
 # TYPE vm_migration_migrations gauge
+vm_migration_migrations{phase="AwaitingApproval"} 0
+vm_migration_migrations{phase="Cancelling"} 0
+vm_migration_migrations{phase="CleaningUp"} 0
+vm_migration_migrations{phase="Converting"} 0
+vm_migration_migrations{phase="CreatingVM"} 0
 vm_migration_migrations{phase="Failed"} 2
+vm_migration_migrations{phase="Importing"} 0
 vm_migration_migrations{phase="Pending"} 1
+vm_migration_migrations{phase="Planned"} 0
+vm_migration_migrations{phase="Queued"} 0
+vm_migration_migrations{phase="RollingBack"} 0
+vm_migration_migrations{phase="Starting"} 0
+vm_migration_migrations{phase="StoppingSource"} 0
 vm_migration_migrations{phase="Succeeded"} 1
 vm_migration_migrations{phase="TransferringDisks"} 1
+vm_migration_migrations{phase="Validating"} 0
 `
-	assert.NoError(t, testutil.CollectAndCompare(phaseCollector{c}, strings.NewReader(wantPhases)), "the migrations by phase")
+	assert.NoError(t, testutil.CollectAndCompare(phaseCollector{c}, strings.NewReader(wantPhases)),
+		"the migrations by phase, every phase with a series (0 when none is in it: a rate or a sum over phases needs them)")
 }
 
 func TestObservePhaseExit(t *testing.T) {
@@ -153,6 +166,60 @@ func TestObservePhaseExit(t *testing.T) {
 		h := histogramOf(t, phase)
 		assert.Equal(t, w.count, h.GetSampleCount(), "%s: samples", phase)
 		assert.Equal(t, w.sum, h.GetSampleSum(), "%s: the sum of the samples, in seconds", phase)
+	}
+}
+
+// validatingSince is a migration in Validating since t after its
+// creation, entered as the state machine enters it: from Pending (its
+// Pending checkpoint reached then) or again later (after a refusal or a
+// spec change: its phase start is later than that checkpoint).
+func validatingSince(name string, entered, pendingReached time.Duration) *v1alpha1.VirtualMachineMigration {
+	return metricsMigration(name, v1alpha1.PhaseValidating, func(m *v1alpha1.VirtualMachineMigration) {
+		m.Status.StartTime = metricsTime(0)
+		m.Status.PhaseStartTime = metricsTime(entered)
+		m.Status.Evidence = []v1alpha1.CheckpointEvidence{{Phase: v1alpha1.PhasePending, ReachedAt: *metricsTime(pendingReached)}}
+	})
+}
+
+func TestObserveValidationWait(t *testing.T) {
+	validationWait.Reset()
+	passedBefore := validatingSince("passed-before", 20*time.Minute, time.Second)
+	passedBefore.Status.Evidence = append(passedBefore.Status.Evidence, v1alpha1.CheckpointEvidence{Phase: v1alpha1.PhaseValidating, ReachedAt: *metricsTime(time.Minute)})
+	cases := []struct {
+		name string
+		old  *v1alpha1.VirtualMachineMigration
+		next v1alpha1.VirtualMachineMigrationStatus
+	}{
+		{name: "validated in 2m", old: validatingSince("a", time.Second, time.Second),
+			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseQueued, PhaseStartTime: metricsTime(2 * time.Minute)}},
+		{name: "validated in 10m", old: validatingSince("b", time.Second, time.Second),
+			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseQueued, PhaseStartTime: metricsTime(10 * time.Minute)}},
+		{name: "refused after 5m", old: validatingSince("c", time.Second, time.Second),
+			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseFailed, PhaseStartTime: metricsTime(5 * time.Minute)}},
+		{name: "still validating", old: validatingSince("d", time.Second, time.Second),
+			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseValidating, PhaseStartTime: metricsTime(time.Second)}},
+		{name: "leaving another phase", old: metricsMigration("e", v1alpha1.PhaseQueued),
+			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseStoppingSource, PhaseStartTime: metricsTime(time.Hour)}},
+		{name: "validating again after a refusal: once per migration", old: validatingSince("f", 30*time.Minute, time.Second),
+			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseQueued, PhaseStartTime: metricsTime(31 * time.Minute)}},
+		{name: "validating again after it passed once", old: passedBefore,
+			next: v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseAwaitingApproval, PhaseStartTime: metricsTime(21 * time.Minute)}},
+	}
+	for _, tc := range cases {
+		observeValidationWait(tc.old, &tc.next)
+	}
+	want := map[string]struct {
+		count uint64
+		sum   float64
+	}{"Queued": {2, 720}, "Failed": {1, 300}}
+	assert.Equal(t, len(want), testutil.CollectAndCount(validationWait), "outcomes observed")
+	for outcome, w := range want {
+		var m dto.Metric
+		obs, err := validationWait.GetMetricWithLabelValues(outcome)
+		require.NoError(t, err, "the validation wait of outcome %s", outcome)
+		require.NoError(t, obs.(prometheus.Metric).Write(&m), "reading the validation wait of outcome %s", outcome)
+		assert.Equal(t, w.count, m.GetHistogram().GetSampleCount(), "%s: samples", outcome)
+		assert.Equal(t, w.sum, m.GetHistogram().GetSampleSum(), "%s: the sum of the samples, in seconds (from the creation)", outcome)
 	}
 }
 
@@ -203,7 +270,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	exported := map[string]bool{}
 	descs := make(chan *prometheus.Desc, 64)
 	go func() {
-		for _, col := range []prometheus.Collector{reconcileTotal, reconcileDuration, phaseDuration, actionsTotal, actionErrors,
+		for _, col := range []prometheus.Collector{reconcileTotal, reconcileDuration, phaseDuration, validationWait, actionsTotal, actionErrors,
 			sourcePowerOperations, statusWrites, phaseCollector{}, migrationCollector{}, newAbandonedSources(nil)} {
 			col.Describe(descs)
 		}

@@ -185,6 +185,7 @@ func (c *Controller) writeStatus(ctx context.Context, m *v1alpha1.VirtualMachine
 	if dec.Status.Phase != m.Status.Phase {
 		klog.FromContext(ctx).Info("phase changed", "to", dec.Status.Phase)
 		observePhaseExit(m, &dec.Status)
+		observeValidationWait(m, &dec.Status)
 	}
 	return cur, 0, nil
 }

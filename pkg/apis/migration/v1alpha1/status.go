@@ -49,6 +49,15 @@ const (
 	PhaseFailed Phase = "Failed"
 )
 
+// Phases returns every phase in the order a migration moves through them
+// (the failure and cancellation paths, then the two terminal phases last):
+// the order summaries and gauges list them in.
+func Phases() []Phase {
+	return []Phase{PhasePending, PhaseValidating, PhasePlanned, PhaseAwaitingApproval, PhaseQueued, PhaseStoppingSource,
+		PhaseTransferringDisks, PhaseConverting, PhaseImporting, PhaseCreatingVM, PhaseStarting, PhaseCleaningUp,
+		PhaseRollingBack, PhaseCancelling, PhaseSucceeded, PhaseFailed}
+}
+
 // VirtualMachineMigrationStatus is what the controller observed and did.
 type VirtualMachineMigrationStatus struct {
 	// ObservedGeneration is the spec generation the status reflects.

@@ -33,12 +33,30 @@ import (
 // PodSecurity's warnings on Jobs, KubeVirt's and CDI's webhooks, which
 // declare no side effects) and persists nothing. It needs no RBAC beyond
 // the creates'. Its answer is kept per migration, phase and rendered
-// content for DryRunTTL, so a migration in Validating does not send it at
-// every reconcile.
+// content for DryRunTTL (statemachine.ValidatingDryRunTTL in Validating),
+// so a migration waiting in Validating does not send it at every
+// reconcile; an answer that refused nothing also serves, for as long, the
+// other migrations of its namespace whose objects have its shape (see
+// dryRunShape): a wave of one shape sends one dry run per phase, not one
+// per migration. A dry run the API server did not answer (throttled,
+// unavailable, slower than DryRunTimeout) is asked again only after a
+// backoff of its own, DryRunRetryMin doubling up to DryRunRetryMax.
 
 // DryRunTTL is how long a dry run's answer serves a migration whose
 // objects render the same, right before the stop (Queued).
 const DryRunTTL = time.Minute
+
+// DryRunTimeout bounds one dry run of a migration's objects (the wait for
+// the client's rate limit included), so that a slow API server holds no
+// worker longer.
+const DryRunTimeout = 15 * time.Second
+
+// DryRunRetryMin and DryRunRetryMax bound the backoff of a migration's
+// dry run after the API server did not answer it.
+const (
+	DryRunRetryMin = 10 * time.Second
+	DryRunRetryMax = 5 * time.Minute
+)
 
 // dryRunTTL is how long a dry run made in phase serves.
 func dryRunTTL(phase v1alpha1.Phase) time.Duration {
@@ -51,10 +69,15 @@ func dryRunTTL(phase v1alpha1.Phase) time.Duration {
 // ReasonRenderFailed: the objects of the migration could not be rendered.
 const ReasonRenderFailed = "RenderFailed"
 
-// dryRunCache keeps the last dry run of each migration.
+// dryRunCache keeps the last dry run of each migration, the answers that
+// serve every migration of their shape, and the dry runs not answered.
 type dryRunCache struct {
 	mu    sync.Mutex
 	byUID map[string]cachedDryRun
+	// byShape holds anonymized answers by namespace and shape.
+	byShape map[string]sharedDryRun
+	// failed holds, by migration UID, the dry runs not answered.
+	failed map[string]failedDryRun
 }
 
 type cachedDryRun struct {
@@ -62,12 +85,30 @@ type cachedDryRun struct {
 	status v1alpha1.DryRunStatus
 }
 
+// sharedDryRun is an answer for the objects of one shape, its identifiers
+// replaced by placeholders, and the migration that asked it (which its own
+// answer serves, with its generation in the key).
+type sharedDryRun struct {
+	askedBy string
+	status  v1alpha1.DryRunStatus
+}
+
+// failedDryRun is a dry run the API server did not answer: its error
+// serves until retryAt.
+type failedDryRun struct {
+	key      string
+	failures int
+	retryAt  time.Time
+	err      statemachine.ObservedError
+}
+
 // dryRunOptions are the real creates' options, as a dry run.
 var dryRunOptions = metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict, DryRun: []string{metav1.DryRunAll}}
 
 // DryRun answers, for m with its inventory inv, what the API server says
 // of each object m creates, asking it again only when the rendered
-// objects, the phase, the generation or DryRunTTL changed.
+// objects, the phase, the generation or DryRunTTL changed, and not while
+// an answer for objects of the same shape in the namespace serves.
 func (s *Step) DryRun(ctx context.Context, m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) *statemachine.DryRunObservation {
 	mp := m.DeepCopy()
 	mp.Status.Source = inv
@@ -80,26 +121,59 @@ func (s *Step) DryRun(ctx context.Context, m *v1alpha1.VirtualMachineMigration, 
 	if err != nil {
 		return &statemachine.DryRunObservation{Error: &statemachine.ObservedError{Class: statemachine.ErrorPermanent, Reason: ReasonRenderFailed, Message: err.Error()}}
 	}
-	now := s.now()
-	if st := s.dryRuns.get(string(m.UID), key, now); st != nil {
+	uid, now := string(m.UID), s.now()
+	if st := s.dryRuns.get(uid, key, now); st != nil {
 		return &statemachine.DryRunObservation{Status: st}
 	}
+	if e := s.dryRuns.backingOff(uid, key, now); e != nil {
+		return &statemachine.DryRunObservation{Error: e}
+	}
+	ids := identities(m, inv)
+	shape, err := dryRunShape(m.Status.Phase, objs, ids)
+	if err != nil {
+		return &statemachine.DryRunObservation{Error: &statemachine.ObservedError{Class: statemachine.ErrorPermanent, Reason: ReasonRenderFailed, Message: err.Error()}}
+	}
+	shape = m.Namespace + "/" + shape
+	if st := s.dryRuns.getShared(uid, shape, ids, now); st != nil {
+		st.ObservedGeneration = m.Generation
+		s.dryRuns.put(uid, key, *st)
+		return &statemachine.DryRunObservation{Status: st}
+	}
+	st, shareable, e := s.ask(ctx, m, objs)
+	if e != nil {
+		return &statemachine.DryRunObservation{Error: s.dryRuns.putFailed(uid, key, *e, s.now())}
+	}
+	s.dryRuns.put(uid, key, *st)
+	if shareable {
+		s.dryRuns.putShared(uid, shape, anonymizeAnswer(*st, ids))
+	}
+	return &statemachine.DryRunObservation{Status: st}
+}
+
+// ask sends the dry run of objs, within DryRunTimeout, and says whether
+// its answer may serve other migrations of its shape: one that refused
+// nothing and met no object of the migration's own.
+func (s *Step) ask(ctx context.Context, m *v1alpha1.VirtualMachineMigration, objs []runtime.Object) (*v1alpha1.DryRunStatus, bool, *statemachine.ObservedError) {
+	ctx, cancel := context.WithTimeout(ctx, DryRunTimeout)
+	defer cancel()
 	st := &v1alpha1.DryRunStatus{ObservedGeneration: m.Generation, Phase: m.Status.Phase}
+	shareable := true
 	for _, o := range objs {
-		answer, err := s.dryRunOne(ctx, m.Namespace, o)
+		answer, exists, err := s.dryRunOne(ctx, m.Namespace, o)
 		if err != nil {
 			c := steps.Classify(err)
-			return &statemachine.DryRunObservation{Error: &statemachine.ObservedError{Class: statemachine.ErrorTransient, Reason: c.Reason,
-				Message: fmt.Sprintf("dry run of %s: %s", describeObject(o), c.Message)}}
+			return nil, false, &statemachine.ObservedError{Class: statemachine.ErrorTransient, Reason: c.Reason,
+				Message: fmt.Sprintf("dry run of %s: %s", describeObject(o), c.Message)}
 		}
 		if answer.Outcome == v1alpha1.DryRunRefused {
 			st.Refused++
+			shareable = false
 		}
+		shareable = shareable && !exists
 		st.Objects = append(st.Objects, answer)
 	}
 	st.CheckedAt = metav1.NewTime(s.now()).Rfc3339Copy()
-	s.dryRuns.put(string(m.UID), key, *st)
-	return &statemachine.DryRunObservation{Status: st}
+	return st, shareable, nil
 }
 
 // dryRunKey identifies what was dry-run: the phase, the spec's generation
@@ -115,11 +189,16 @@ func dryRunKey(m *v1alpha1.VirtualMachineMigration, objs []runtime.Object) (stri
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// fresh says an answer checked in phase at checkedAt still serves at now.
+func fresh(phase v1alpha1.Phase, checkedAt metav1.Time, now time.Time) bool {
+	return now.Sub(checkedAt.Time) < dryRunTTL(phase)
+}
+
 func (c *dryRunCache) get(uid, key string, now time.Time) *v1alpha1.DryRunStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.byUID[uid]
-	if !ok || e.key != key || now.Sub(e.status.CheckedAt.Time) >= dryRunTTL(e.status.Phase) {
+	if !ok || e.key != key || !fresh(e.status.Phase, e.status.CheckedAt, now) {
 		return nil
 	}
 	return e.status.DeepCopy()
@@ -132,29 +211,101 @@ func (c *dryRunCache) put(uid, key string, st v1alpha1.DryRunStatus) {
 		c.byUID = map[string]cachedDryRun{}
 	}
 	for id, e := range c.byUID {
-		if st.CheckedAt.Sub(e.status.CheckedAt.Time) >= dryRunTTL(e.status.Phase) {
+		if !fresh(e.status.Phase, e.status.CheckedAt, st.CheckedAt.Time) {
 			delete(c.byUID, id)
 		}
 	}
 	c.byUID[uid] = cachedDryRun{key: key, status: st}
+	delete(c.failed, uid)
+}
+
+// getShared is the answer for shape, with ids' values in it, if another
+// migration asked it and it still serves.
+func (c *dryRunCache) getShared(uid, shape string, ids []identity, now time.Time) *v1alpha1.DryRunStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byShape[shape]
+	if !ok || e.askedBy == uid || !fresh(e.status.Phase, e.status.CheckedAt, now) {
+		return nil
+	}
+	st := personalizeAnswer(e.status, ids)
+	return &st
+}
+
+func (c *dryRunCache) putShared(uid, shape string, st v1alpha1.DryRunStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byShape == nil {
+		c.byShape = map[string]sharedDryRun{}
+	}
+	for k, e := range c.byShape {
+		if !fresh(e.status.Phase, e.status.CheckedAt, st.CheckedAt.Time) {
+			delete(c.byShape, k)
+		}
+	}
+	c.byShape[shape] = sharedDryRun{askedBy: uid, status: st}
+}
+
+// backingOff is the error of the migration's last dry run of key, while
+// its backoff lasts.
+func (c *dryRunCache) backingOff(uid, key string, now time.Time) *statemachine.ObservedError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.failed[uid]
+	if !ok || f.key != key || !now.Before(f.retryAt) {
+		return nil
+	}
+	e := f.err
+	return &e
+}
+
+// putFailed records a dry run not answered and returns its error, which
+// names when it is asked again.
+func (c *dryRunCache) putFailed(uid, key string, e statemachine.ObservedError, now time.Time) *statemachine.ObservedError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed == nil {
+		c.failed = map[string]failedDryRun{}
+	}
+	for id, f := range c.failed {
+		if now.Sub(f.retryAt) > DryRunRetryMax {
+			delete(c.failed, id)
+		}
+	}
+	f := c.failed[uid]
+	if f.key != key {
+		f = failedDryRun{key: key}
+	}
+	f.failures++
+	delay := DryRunRetryMin
+	for i := 1; i < f.failures && delay < DryRunRetryMax; i++ {
+		delay *= 2
+	}
+	delay = min(delay, DryRunRetryMax)
+	f.retryAt = now.Add(delay)
+	e.Message = fmt.Sprintf("%s; asking again after %s", e.Message, f.retryAt.UTC().Format(time.RFC3339))
+	f.err = e
+	c.failed[uid] = f
+	return &e
 }
 
 // dryRunOne sends one object's create as a dry run and reads the answer.
 // Only a failure to be answered (the API server unavailable, a timeout)
 // is an error.
-func (s *Step) dryRunOne(ctx context.Context, ns string, o runtime.Object) (v1alpha1.DryRunObject, error) {
+func (s *Step) dryRunOne(ctx context.Context, ns string, o runtime.Object) (answer v1alpha1.DryRunObject, exists bool, err error) {
 	po := plannedObject(o)
-	answer := v1alpha1.DryRunObject{APIVersion: po.APIVersion, Kind: po.Kind, Name: po.Name, Outcome: v1alpha1.DryRunAccepted}
+	answer = v1alpha1.DryRunObject{APIVersion: po.APIVersion, Kind: po.Kind, Name: po.Name, Outcome: v1alpha1.DryRunAccepted}
 	warnings := &warningSink{}
-	err := s.sendDryRun(WithWarningSink(ctx, warnings), ns, o)
+	err = s.sendDryRun(WithWarningSink(ctx, warnings), ns, o)
 	switch {
 	case err == nil && len(warnings.texts) > 0:
 		answer.Outcome, answer.Message = v1alpha1.DryRunWarned, truncate(strings.Join(warnings.texts, "; "), 2048)
 	case err == nil:
 	case unanswered(err):
-		return answer, err
+		return answer, false, err
 	case apierrors.IsAlreadyExists(err):
 		answer.Outcome, answer.Message = v1alpha1.DryRunUnchecked, truncate("it exists already: "+err.Error(), 2048)
+		exists = true
 	case roleNotYetCreated(o, err):
 		role := o.(*rbacv1.RoleBinding).RoleRef.Name
 		answer.Outcome = v1alpha1.DryRunUnchecked
@@ -162,7 +313,7 @@ func (s *Step) dryRunOne(ctx context.Context, ns string, o runtime.Object) (v1al
 	default:
 		answer.Outcome, answer.Message = v1alpha1.DryRunRefused, truncate(err.Error(), 2048)
 	}
-	return answer, nil
+	return answer, exists, nil
 }
 
 // unanswered says the API server did not answer the request.

@@ -2,7 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,14 +92,14 @@ func TestDryRun(t *testing.T) {
 	clock.SetTime(t0.Add(30 * time.Second))
 	again := f.step.DryRun(context.Background(), m, inv)
 	assert.Equal(t, st, again.Status, "the same objects within a minute: the same answer")
-	assert.Len(t, *sent, len(objs), "not sent again")
+	assert.Equal(t, len(objs), len(*sent), "not sent again")
 	queued := m.DeepCopy()
 	queued.Status.Phase = v1alpha1.PhaseQueued
 	f.step.DryRun(context.Background(), queued, inv)
-	assert.Len(t, *sent, 2*len(objs), "right before the stop: sent again")
+	assert.Equal(t, 2*len(objs), len(*sent), "right before the stop: sent again")
 	clock.SetTime(t0.Add(3 * time.Minute))
 	f.step.DryRun(context.Background(), queued, inv)
-	assert.Len(t, *sent, 3*len(objs), "an old answer: sent again")
+	assert.Equal(t, 3*len(objs), len(*sent), "an old answer: sent again")
 }
 
 func TestDryRunUnanswered(t *testing.T) {
@@ -155,10 +158,10 @@ func TestDryRunServesValidatingLonger(t *testing.T) {
 	require.NotZero(t, once)
 	clock.SetTime(t0.Add(3 * DryRunTTL))
 	f.step.DryRun(context.Background(), m, inv)
-	assert.Len(t, *sent, once, "still validating, minutes later: not sent again")
+	assert.Equal(t, once, len(*sent), "still validating, minutes later: not sent again")
 	clock.SetTime(t0.Add(statemachine.ValidatingDryRunTTL))
 	f.step.DryRun(context.Background(), m, inv)
-	assert.Len(t, *sent, 2*once, "after ValidatingDryRunTTL: sent again")
+	assert.Equal(t, 2*once, len(*sent), "after ValidatingDryRunTTL: sent again")
 }
 
 // TestDryRunAskedAgainForANewSpec: a change of the spec (a new
@@ -176,7 +179,150 @@ func TestDryRunAskedAgainForANewSpec(t *testing.T) {
 	require.NotZero(t, once)
 	m.Generation++
 	obs := f.step.DryRun(context.Background(), m, inv)
-	assert.Len(t, *sent, 2*once, "the new generation: sent again")
+	assert.Equal(t, 2*once, len(*sent), "the new generation: sent again")
 	require.NotNil(t, obs.Status)
 	assert.Equal(t, m.Generation, obs.Status.ObservedGeneration)
+}
+
+// waveMember is the i-th migration of a wave of one shape: its own name,
+// UID, VM (name, managed object, UUIDs, host, disk file, MAC, address),
+// everything else as linuxBIOS.
+func waveMember(i int) (*v1alpha1.VirtualMachineMigration, *v1alpha1.SourceInventory) {
+	m := validating(fmt.Sprintf("web-%02d-migration", i))
+	inv := m.Status.Source.DeepCopy()
+	m.Status.Source = nil
+	vm := fmt.Sprintf("web-%02d", i)
+	inv.Name, inv.MoRef, inv.InventoryPath = vm, fmt.Sprintf("vm-%d", 40+i), "/dc1/vm/web/"+vm
+	inv.BIOSUUID, inv.InstanceUUID = waveUUID(i, "bios"), waveUUID(i, "instance")
+	inv.Host = fmt.Sprintf("esxi-%02d.example.com", i%3)
+	inv.Disks[0].FileName = fmt.Sprintf("[datastore1] %s/%s.vmdk", vm, vm)
+	inv.NICs[0].MAC = strings.ToUpper(fmt.Sprintf("00:50:56:%s:%s:%s", inv.BIOSUUID[0:2], inv.BIOSUUID[2:4], inv.BIOSUUID[4:6]))
+	inv.NICs[0].Guest.IPAddresses[0].IP = fmt.Sprintf("192.168.10.%d", 20+i)
+	m.Spec.Source.VM.Name = vm
+	m.Status.AppliedSpec = nil
+	return m, inv
+}
+
+// waveUUID is a UUID of its own for the i-th member of a wave, as vSphere
+// gives them: hexadecimal digits and letters in no set pattern.
+func waveUUID(i int, what string) string {
+	h := fmt.Sprintf("%x", sha256.Sum256([]byte(fmt.Sprintf("%s-%d", what, i))))
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// TestDryRunServesAWaveOfOneShape (issue 32): the migrations of one
+// namespace whose objects differ only by their own identifiers send one
+// dry run per phase between them, and each reads the answer with its own
+// objects' names; a different size, another namespace or an old answer is
+// asked again, and a refusal serves only the migration it refused.
+func TestDryRunServesAWaveOfOneShape(t *testing.T) {
+	f := newFakeStep(t)
+	f.step.Config.TransferProgress = true
+	clock := clocktesting.NewFakePassiveClock(t0)
+	f.step.Clock = clock
+	refuseClaims := false
+	sent := dryRunAnswers(t, f, func(resource, name string) error {
+		if refuseClaims && resource == "persistentvolumeclaims" {
+			return apierrors.NewForbidden(schema.GroupResource{Resource: resource}, name, fmt.Errorf("exceeded quota: claims"))
+		}
+		return nil
+	})
+	first, inv := waveMember(1)
+	objs, err := RenderPlan(plannedWith(first, inv), f.step.Config)
+	require.NoError(t, err)
+	once := len(objs)
+	for i := 1; i <= 20; i++ {
+		m, inv := waveMember(i)
+		got := f.step.DryRun(context.Background(), m, inv)
+		require.Nil(t, got.Error, "%+v", got.Error)
+		require.Len(t, got.Status.Objects, once)
+		mine, err := RenderPlan(plannedWith(m, inv), f.step.Config)
+		require.NoError(t, err)
+		for j, o := range got.Status.Objects {
+			assert.Equal(t, plannedObject(mine[j]).Name, o.Name, "migration %d reads its own objects' names", i)
+		}
+		if o := got.Status.Objects[len(objs)-1]; i == 7 {
+			assert.Contains(t, o.Name, "web-07", "its own VM's name")
+		}
+	}
+	assert.Equal(t, once, len(*sent), "twenty migrations of one shape: one dry run")
+
+	bigger, inv := waveMember(21)
+	inv.Disks[0].CapacityBytes *= 2
+	f.step.DryRun(context.Background(), bigger, inv)
+	assert.Equal(t, 2*once, len(*sent), "a bigger disk is another shape")
+	longer, inv := waveMember(100)
+	f.step.DryRun(context.Background(), longer, inv)
+	assert.Equal(t, 3*once, len(*sent), "names one character longer: another shape")
+	*sent = (*sent)[:2*once]
+	elsewhere, inv := waveMember(22)
+	elsewhere.Namespace = "other-team"
+	f.step.DryRun(context.Background(), elsewhere, inv)
+	assert.Equal(t, 3*once, len(*sent), "another namespace asks for itself")
+	queued, inv := waveMember(3)
+	queued.Status.Phase = v1alpha1.PhaseQueued
+	f.step.DryRun(context.Background(), queued, inv)
+	assert.Equal(t, 4*once, len(*sent), "right before the stop: asked again")
+	queued, inv = waveMember(4)
+	queued.Status.Phase = v1alpha1.PhaseQueued
+	f.step.DryRun(context.Background(), queued, inv)
+	assert.Equal(t, 4*once, len(*sent), "and that answer serves the next of its shape")
+
+	clock.SetTime(t0.Add(statemachine.ValidatingDryRunTTL))
+	late, inv := waveMember(23)
+	f.step.DryRun(context.Background(), late, inv)
+	assert.Equal(t, 5*once, len(*sent), "an old answer serves no one")
+
+	refuseClaims = true
+	for i := 24; i <= 25; i++ {
+		m, inv := waveMember(i)
+		m.Spec.Staging.StorageClassName = "refused-class"
+		got := f.step.DryRun(context.Background(), m, inv)
+		require.NotNil(t, got.Status)
+		assert.Equal(t, int32(1), got.Status.Refused)
+	}
+	assert.Equal(t, 7*once, len(*sent), "a refusal is asked by each migration itself")
+}
+
+// TestDryRunUnansweredBacksOff (issue 32): a dry run the API server did not
+// answer is not sent again at every look, but after 10 s, then 20 s, up to
+// 5 minutes; an answer ends the backoff.
+func TestDryRunUnansweredBacksOff(t *testing.T) {
+	m := validating("web-01")
+	inv := m.Status.Source
+	f := newFakeStep(t)
+	clock := clocktesting.NewFakePassiveClock(t0)
+	f.step.Clock = clock
+	throttled := true
+	sent := dryRunAnswers(t, f, func(string, string) error {
+		if throttled {
+			return apierrors.NewTooManyRequests("slow down", 1)
+		}
+		return nil
+	})
+	got := f.step.DryRun(context.Background(), m, inv)
+	require.NotNil(t, got.Error)
+	assert.Equal(t, statemachine.ErrorTransient, got.Error.Class)
+	assert.Contains(t, got.Error.Message, "asking again after "+t0.Add(DryRunRetryMin).UTC().Format(time.RFC3339))
+	assert.Equal(t, 1, len(*sent), "the first refused request ends the dry run")
+	clock.SetTime(t0.Add(DryRunRetryMin - time.Second))
+	again := f.step.DryRun(context.Background(), m, inv)
+	assert.Equal(t, got.Error, again.Error, "within the backoff: the same error, nothing sent")
+	assert.Len(t, *sent, 1)
+	at := t0.Add(DryRunRetryMin)
+	clock.SetTime(at)
+	again = f.step.DryRun(context.Background(), m, inv)
+	assert.Equal(t, 2, len(*sent), "after it: asked again")
+	assert.Contains(t, again.Error.Message, "asking again after "+at.Add(2*DryRunRetryMin).UTC().Format(time.RFC3339), "the backoff doubles")
+	for i := 0; i < 10; i++ {
+		at = at.Add(DryRunRetryMax)
+		clock.SetTime(at)
+		again = f.step.DryRun(context.Background(), m, inv)
+	}
+	assert.Contains(t, again.Error.Message, "asking again after "+at.Add(DryRunRetryMax).UTC().Format(time.RFC3339), "at most DryRunRetryMax")
+	throttled = false
+	clock.SetTime(at.Add(DryRunRetryMax))
+	ok := f.step.DryRun(context.Background(), m, inv)
+	require.Nil(t, ok.Error)
+	assert.NotNil(t, ok.Status)
 }

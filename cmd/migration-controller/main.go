@@ -50,11 +50,30 @@ type flags struct {
 	logging            *logsapi.LoggingConfiguration
 }
 
-// Defaults of the client rate limit: client-go's own (5 QPS, burst 10)
-// held a thousand migrations back for hours (hack/benchscale).
+// Defaults of the client rate limit, one token bucket that all the
+// controller's API clients share (manager.NewClients), so that
+// --kube-api-qps and --kube-api-burst bound the controller as a whole (five
+// buckets of 50 and 100, one per client, let it send 250 a second). A migration sends about 60 to 90 requests over its
+// life, most in Validating and the copy (make bench-scale measured 54
+// before the dry run and image proofs of Validating, which add up to about
+// 25 more), so a wave of N needs at least N*75/QPS seconds of API time: a
+// thousand take 12.5 minutes at 100 QPS; client-go's own 5 QPS and burst 10
+// held a thousand migrations back for hours. 100 QPS leaves the API server
+// room: kube-apiserver's default --max-requests-inflight 400 and
+// --max-mutating-requests-inflight 200 make 600 seats under API Priority
+// and Fairness, of which the built-in workload-low level (every
+// ServiceAccount without a FlowSchema of its own, nominalConcurrencyShares
+// 100 of 245) holds 245 and workload-high (40) 98, while 100 requests a
+// second at bench-scale's 31 ms median round trip hold 3 seats (26 at its
+// 261 ms p99); manifests/flowcontrol.yaml gives the controller 46 seats of
+// its own. The burst of 200, two seconds' worth, absorbs the requests of
+// migrations created together (each one's dry run sends one request per
+// object) and stays below the 300 requests one flow may queue in that
+// priority level, so that a whole burst from one namespace waits there
+// rather than being refused.
 const (
-	defaultAPIQPS   = 50
-	defaultAPIBurst = 100
+	defaultAPIQPS   = 100
+	defaultAPIBurst = 200
 )
 
 func parseFlags(args []string) (*flags, error) {
@@ -81,8 +100,8 @@ func (f *flags) controllerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "path to a kubeconfig; empty means in-cluster, then $KUBECONFIG")
 	addNamespaceFlags(fs, &f.opts.Namespaces)
 	fs.IntVar(&f.opts.Workers, "workers", 4, "migrations reconciled in parallel")
-	fs.Float64Var(&f.apiQPS, "kube-api-qps", defaultAPIQPS, "requests per second each API client of the controller may send on average (client-side rate limit)")
-	fs.IntVar(&f.apiBurst, "kube-api-burst", defaultAPIBurst, "requests each API client of the controller may send in a burst above --kube-api-qps")
+	fs.Float64Var(&f.apiQPS, "kube-api-qps", defaultAPIQPS, "requests per second the controller may send to the API server on average, all its clients together (client-side rate limit; a migration sends about 60-90 over its life, so a wave of N needs N*75/QPS seconds of API time at least; raise it with the shares of manifests/flowcontrol.yaml's priority level)")
+	fs.IntVar(&f.apiBurst, "kube-api-burst", defaultAPIBurst, "requests the controller, all its clients together, may send at once before --kube-api-qps paces them (keep it below the 300 requests one flow may queue in manifests/flowcontrol.yaml's priority level)")
 	fs.IntVar(&f.opts.MaxTransfersPerHost, "max-transfers-per-host", 4, "concurrent transfers from one ESXi host (0: no bound)")
 	fs.IntVar(&f.opts.MaxTransfersPerDatastore, "max-transfers-per-datastore", 0, "concurrent transfers from one datastore (0: no bound)")
 	fs.DurationVar(&f.vsphereCallTimeout, "vsphere-call-timeout", 2*time.Minute, "deadline of each vSphere operation")
@@ -176,8 +195,11 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// limitClients sets the client-side rate limit of every API client built
-// from cfg (each clientset gets its own token bucket of that size).
+// limitClients sets the client-side rate limit of cfg: manager.Run's
+// clients share one token bucket of that size; the client of leader
+// election and the one that reads the controller's own Pod, built from cfg
+// alone, each get a bucket of their own, so that throttling never delays a
+// Lease renewal.
 func (f *flags) limitClients(cfg *rest.Config) {
 	cfg.QPS, cfg.Burst = float32(f.apiQPS), f.apiBurst
 }

@@ -205,38 +205,45 @@ func describeNamespaces(namespaces []string) string {
 	return strings.Join(namespaces, ",")
 }
 
-// NewClients builds every client the controller uses, each with a
-// client-side rate limit of its own of cfg.QPS and cfg.Burst, whose waits
-// count as API time in a reconcile's own time (controller.TimeThrottling).
+// NewClients builds every client the controller uses over one client-side
+// rate limit of cfg.QPS and cfg.Burst that they all share, whose waits count
+// as API time in a reconcile's own time (controller.TimeThrottling): the
+// flags --kube-api-qps and --kube-api-burst bound the controller as a whole,
+// not each of its five clients (which would let it send five times as much).
+// A config with a rate limiter of its own, or a negative QPS (no limit), is
+// kept as it is.
 func NewClients(cfg *rest.Config) (controller.Clients, error) {
-	kube, err := kubernetes.NewForConfig(limited(cfg))
+	cfg = shareLimit(cfg)
+	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return controller.Clients{}, fmt.Errorf("building kubernetes client: %w", err)
 	}
-	mig, err := migclient.NewForConfig(limited(cfg))
+	mig, err := migclient.NewForConfig(cfg)
 	if err != nil {
 		return controller.Clients{}, fmt.Errorf("building migration client: %w", err)
 	}
-	kv, err := kvclient.NewForConfig(limited(cfg))
+	kv, err := kvclient.NewForConfig(cfg)
 	if err != nil {
 		return controller.Clients{}, fmt.Errorf("building kubevirt client: %w", err)
 	}
-	cdi, err := cdiclient.NewForConfig(limited(cfg))
+	cdi, err := cdiclient.NewForConfig(cfg)
 	if err != nil {
 		return controller.Clients{}, fmt.Errorf("building cdi client: %w", err)
 	}
-	md, err := metadata.NewForConfig(limited(cfg))
+	md, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return controller.Clients{}, fmt.Errorf("building metadata client: %w", err)
 	}
 	return controller.Clients{Kube: kube, Migration: mig, KubeVirt: kv, CDI: cdi, Metadata: md}, nil
 }
 
-// limited is a copy of cfg with a token bucket of cfg.QPS and cfg.Burst
-// (client-go's defaults when unset), timed by controller.TimeThrottling;
-// a config with a rate limiter of its own, or a negative QPS (no limit),
-// is kept as it is.
-func limited(cfg *rest.Config) *rest.Config {
+// shareLimit is a copy of cfg with one token bucket of cfg.QPS and
+// cfg.Burst (client-go's defaults when unset), timed by
+// controller.TimeThrottling: every client built from the copy draws from
+// that one bucket, where each clientset built from cfg itself would make a
+// bucket of its own. A config with a rate limiter of its own, or a
+// negative QPS (no limit), is kept as it is.
+func shareLimit(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	if c.RateLimiter != nil || c.QPS < 0 {
 		return c

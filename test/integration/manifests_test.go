@@ -16,7 +16,8 @@ import (
 // TestManifestsRenderAndApply renders manifests/ with kustomize and applies
 // it with kubectl against the real server: first as a client-side dry run,
 // then for real (server-side apply), so that every object (namespace, CRD,
-// RBAC, Deployment) passes the API server's validation.
+// RBAC, Deployment, the FlowSchema and priority level) passes the API
+// server's validation.
 func TestManifestsRenderAndApply(t *testing.T) {
 	env := framework.Env(t)
 	kubectl, err := exec.LookPath("kubectl")
@@ -27,7 +28,7 @@ func TestManifestsRenderAndApply(t *testing.T) {
 	require.NoError(t, err, "kubectl kustomize manifests/")
 	// assert.True, not Contains: a failing Contains would print the whole
 	// render, CRD included.
-	for _, kind := range []string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment"} {
+	for _, kind := range []string{"Namespace", "CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment", "PriorityLevelConfiguration", "FlowSchema"} {
 		assert.True(t, strings.Contains(string(rendered), "kind: "+kind+"\n"), "rendered manifests lack a %s", kind)
 	}
 	for _, mode := range [][]string{{"--dry-run=client"}, {"--server-side", "--force-conflicts"}} {

@@ -112,8 +112,9 @@ func ruleSet(t *testing.T, objs []*unstructured.Unstructured, keep func(*unstruc
 // grants exactly the cluster-wide ClusterRole's rules, split into the Role
 // of each listed namespace and one ClusterRole that only reads what
 // preflight reads (StorageClasses, namespaces, KubeVirt's configuration);
-// it binds nothing else cluster-wide, and the Deployment
-// watches the listed namespaces.
+// it binds nothing else cluster-wide, holds no API Priority and Fairness
+// objects (a cluster admin applies manifests/flowcontrol.yaml), and the
+// Deployment watches the listed namespaces.
 func TestNamespacedOverlayRules(t *testing.T) {
 	clusterWide := kustomize(t, framework.RepoPath("manifests"))
 	namespaced := namespacedOverlayFor(t, "ns-one", "ns-two")
@@ -135,6 +136,10 @@ func TestNamespacedOverlayRules(t *testing.T) {
 	var bound []string
 	for _, o := range namespaced {
 		switch o.GetKind() {
+		case "FlowSchema", "PriorityLevelConfiguration":
+			// Cluster-scoped, beyond what the namespaced install may
+			// assume: a cluster admin applies manifests/flowcontrol.yaml.
+			assert.Fail(t, "the namespaced install renders a "+o.GetKind(), o.GetName())
 		case "ClusterRoleBinding":
 			ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
 			bound = append(bound, "ClusterRole "+ref)

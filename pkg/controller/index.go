@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -27,6 +28,12 @@ const (
 	// indexQueuedDatastore: the migrations waiting in Queued, by source
 	// datastore.
 	indexQueuedDatastore = "queued-datastore"
+	// indexRetransferHost: the migrations waiting to transfer their
+	// disks again after a failed conversion, by host key (a few, where
+	// Queued may hold thousands: a wave's slot count reads only these).
+	indexRetransferHost = "retransfer-host"
+	// indexRetransferDatastore: the same, by source datastore.
+	indexRetransferDatastore = "retransfer-datastore"
 	// indexClaimSource: the migrations holding their claims, by source
 	// identity.
 	indexClaimSource = "claim-source"
@@ -39,12 +46,14 @@ const (
 // informer.
 func migrationIndexers() cache.Indexers {
 	return cache.Indexers{
-		indexSlotHost:        slotIndex(holdsSlotNow, func(r reservation) []string { return []string{r.host} }),
-		indexSlotDatastore:   slotIndex(holdsSlotNow, func(r reservation) []string { return r.datastores }),
-		indexQueuedHost:      slotIndex(waitsForSlot, func(r reservation) []string { return []string{r.host} }),
-		indexQueuedDatastore: slotIndex(waitsForSlot, func(r reservation) []string { return r.datastores }),
-		indexClaimSource:     claimIndex(func(c claim) []string { return c.sources }),
-		indexClaimTarget:     claimIndex(func(c claim) []string { return []string{c.target} }),
+		indexSlotHost:            slotIndex(holdsSlotNow, func(r reservation) []string { return []string{r.host} }),
+		indexSlotDatastore:       slotIndex(holdsSlotNow, func(r reservation) []string { return r.datastores }),
+		indexQueuedHost:          slotIndex(waitsForSlot, func(r reservation) []string { return []string{r.host} }),
+		indexQueuedDatastore:     slotIndex(waitsForSlot, func(r reservation) []string { return r.datastores }),
+		indexRetransferHost:      slotIndex(retransferWaits, func(r reservation) []string { return []string{r.host} }),
+		indexRetransferDatastore: slotIndex(retransferWaits, func(r reservation) []string { return r.datastores }),
+		indexClaimSource:         claimIndex(func(c claim) []string { return c.sources }),
+		indexClaimTarget:         claimIndex(func(c claim) []string { return []string{c.target} }),
 	}
 }
 
@@ -93,7 +102,7 @@ type lookup struct {
 // indexed returns the cached migrations under any of the lookups' values,
 // each once, in key order.
 func (c *Controller) indexed(lookups ...lookup) ([]*v1alpha1.VirtualMachineMigration, error) {
-	seen := map[string]*v1alpha1.VirtualMachineMigration{}
+	seen := map[cache.ObjectName]*v1alpha1.VirtualMachineMigration{}
 	for _, l := range lookups {
 		for _, v := range l.values {
 			if v == "" {
@@ -105,7 +114,7 @@ func (c *Controller) indexed(lookups ...lookup) ([]*v1alpha1.VirtualMachineMigra
 			}
 			for _, o := range objs {
 				if m, ok := o.(*v1alpha1.VirtualMachineMigration); ok {
-					seen[m.Namespace+"/"+m.Name] = m
+					seen[cache.ObjectName{Namespace: m.Namespace, Name: m.Name}] = m
 				}
 			}
 		}
@@ -115,7 +124,7 @@ func (c *Controller) indexed(lookups ...lookup) ([]*v1alpha1.VirtualMachineMigra
 		out = append(out, m)
 	}
 	slices.SortFunc(out, func(a, b *v1alpha1.VirtualMachineMigration) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
 	return out, nil
 }
@@ -137,11 +146,11 @@ func (c *Controller) slotCounted(m *v1alpha1.VirtualMachineMigration) ([]*v1alph
 		return holders, err
 	}
 	mine := slotKeys(m)
-	waiting, err := c.indexed(lookup{indexQueuedHost, []string{mine.host}}, lookup{indexQueuedDatastore, mine.datastores})
+	waiting, err := c.indexed(lookup{indexRetransferHost, []string{mine.host}}, lookup{indexRetransferDatastore, mine.datastores})
 	if err != nil {
 		return nil, err
 	}
-	return append(holders, slices.DeleteFunc(waiting, func(o *v1alpha1.VirtualMachineMigration) bool { return !retransferWaits(o) })...), nil
+	return append(holders, waiting...), nil
 }
 
 // claimHolders are the cached migrations that hold the source or the

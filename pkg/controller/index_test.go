@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/cache"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/test/builders"
@@ -93,5 +95,50 @@ func TestClaimHoldersFromIndex(t *testing.T) {
 			require.NoError(t, err)
 			assert.ElementsMatch(t, tt.held, names(got))
 		})
+	}
+}
+
+// queuedWave is a controller whose migration cache holds a wave of n
+// migrations waiting in Queued on one host and datastore, two of them
+// holding its slots, and one of the wave.
+func queuedWave(tb testing.TB, n int) (*Controller, *v1alpha1.VirtualMachineMigration) {
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, migrationIndexers())
+	add := func(m *v1alpha1.VirtualMachineMigration) {
+		if err := idx.Add(m); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	add(placed("holder-1", v1alpha1.PhaseTransferringDisks, "h1", "ds1"))
+	add(placed("holder-2", v1alpha1.PhaseStoppingSource, "h1", "ds1"))
+	for i := range n {
+		add(placed(fmt.Sprintf("queued-%05d", i), v1alpha1.PhaseQueued, "h1", "ds1"))
+	}
+	return &Controller{migrationIndex: idx}, placed("queued-00007", v1alpha1.PhaseQueued, "h1", "ds1")
+}
+
+// TestSlotCountReadsNotTheWave (issue 32): a migration waiting in Queued
+// counts the slot holders and the few waiting to transfer again, not the
+// thousands queued beside it (bench-scale N=5000: reading and sorting
+// them at every look took three quarters of the controller's CPU).
+func TestSlotCountReadsNotTheWave(t *testing.T) {
+	c, asking := queuedWave(t, 2000)
+	retry := placed("retry", v1alpha1.PhaseConverting, "h1", "ds1")
+	retry.Status.Transfer = &v1alpha1.JobStatus{}
+	require.True(t, retransferWaits(retry), "the fixture waits to transfer again")
+	require.NoError(t, c.migrationIndex.Add(retry))
+	counted, err := c.slotCounted(asking)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"holder-1", "holder-2", "retry"}, names(counted))
+}
+
+// BenchmarkSlotCountInAWave: one slot count of a migration queued among
+// 5,000 on its host and datastore.
+func BenchmarkSlotCountInAWave(b *testing.B) {
+	c, asking := queuedWave(b, 5000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.slotCounted(asking); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -210,11 +210,7 @@ func (c *dryRunCache) put(uid, key string, st v1alpha1.DryRunStatus) {
 	if c.byUID == nil {
 		c.byUID = map[string]cachedDryRun{}
 	}
-	for id, e := range c.byUID {
-		if !fresh(e.status.Phase, e.status.CheckedAt, st.CheckedAt.Time) {
-			delete(c.byUID, id)
-		}
-	}
+	dropStale(c.byUID, st.CheckedAt.Time, func(e cachedDryRun) *v1alpha1.DryRunStatus { return &e.status })
 	c.byUID[uid] = cachedDryRun{key: key, status: st}
 	delete(c.failed, uid)
 }
@@ -238,12 +234,17 @@ func (c *dryRunCache) putShared(uid, shape string, st v1alpha1.DryRunStatus) {
 	if c.byShape == nil {
 		c.byShape = map[string]sharedDryRun{}
 	}
-	for k, e := range c.byShape {
-		if !fresh(e.status.Phase, e.status.CheckedAt, st.CheckedAt.Time) {
-			delete(c.byShape, k)
+	dropStale(c.byShape, st.CheckedAt.Time, func(e sharedDryRun) *v1alpha1.DryRunStatus { return &e.status })
+	c.byShape[shape] = sharedDryRun{askedBy: uid, status: st}
+}
+
+// dropStale deletes the entries of m whose answer no longer serves at now.
+func dropStale[E any](m map[string]E, now time.Time, answer func(E) *v1alpha1.DryRunStatus) {
+	for k, e := range m {
+		if st := answer(e); !fresh(st.Phase, st.CheckedAt, now) {
+			delete(m, k)
 		}
 	}
-	c.byShape[shape] = sharedDryRun{askedBy: uid, status: st}
 }
 
 // backingOff is the error of the migration's last dry run of key, while

@@ -254,24 +254,23 @@ func TestDryRunServesAWaveOfOneShape(t *testing.T) {
 	longer, inv := waveMember(100)
 	f.step.DryRun(context.Background(), longer, inv)
 	assert.Equal(t, 3*once, len(*sent), "names one character longer: another shape")
-	*sent = (*sent)[:2*once]
 	elsewhere, inv := waveMember(22)
 	elsewhere.Namespace = "other-team"
 	f.step.DryRun(context.Background(), elsewhere, inv)
-	assert.Equal(t, 3*once, len(*sent), "another namespace asks for itself")
+	assert.Equal(t, 4*once, len(*sent), "another namespace asks for itself")
 	queued, inv := waveMember(3)
 	queued.Status.Phase = v1alpha1.PhaseQueued
 	f.step.DryRun(context.Background(), queued, inv)
-	assert.Equal(t, 4*once, len(*sent), "right before the stop: asked again")
+	assert.Equal(t, 5*once, len(*sent), "right before the stop: asked again")
 	queued, inv = waveMember(4)
 	queued.Status.Phase = v1alpha1.PhaseQueued
 	f.step.DryRun(context.Background(), queued, inv)
-	assert.Equal(t, 4*once, len(*sent), "and that answer serves the next of its shape")
+	assert.Equal(t, 5*once, len(*sent), "and that answer serves the next of its shape")
 
 	clock.SetTime(t0.Add(statemachine.ValidatingDryRunTTL))
 	late, inv := waveMember(23)
 	f.step.DryRun(context.Background(), late, inv)
-	assert.Equal(t, 5*once, len(*sent), "an old answer serves no one")
+	assert.Equal(t, 6*once, len(*sent), "an old answer serves no one")
 
 	refuseClaims = true
 	for i := 24; i <= 25; i++ {
@@ -281,7 +280,7 @@ func TestDryRunServesAWaveOfOneShape(t *testing.T) {
 		require.NotNil(t, got.Status)
 		assert.Equal(t, int32(1), got.Status.Refused)
 	}
-	assert.Equal(t, 7*once, len(*sent), "a refusal is asked by each migration itself")
+	assert.Equal(t, 8*once, len(*sent), "a refusal is asked by each migration itself")
 }
 
 // TestDryRunUnansweredBacksOff (issue 32): a dry run the API server did not

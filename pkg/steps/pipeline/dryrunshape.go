@@ -188,21 +188,22 @@ func anonymizeTree(v any, ids []identity) any {
 // anonymizeAnswer is st with the identifiers of its objects' names and
 // messages replaced by placeholders, to serve another migration.
 func anonymizeAnswer(st v1alpha1.DryRunStatus, ids []identity) v1alpha1.DryRunStatus {
-	out := *st.DeepCopy()
-	for i := range out.Objects {
-		out.Objects[i].Name = anonymize(out.Objects[i].Name, ids)
-		out.Objects[i].Message = anonymize(out.Objects[i].Message, ids)
-	}
-	return out
+	return rewriteAnswer(st, func(s string) string { return anonymize(s, ids) })
 }
 
 // personalizeAnswer is an anonymized answer with ids' values back in its
 // objects' names and messages.
 func personalizeAnswer(st v1alpha1.DryRunStatus, ids []identity) v1alpha1.DryRunStatus {
+	return rewriteAnswer(st, func(s string) string { return personalize(s, ids) })
+}
+
+// rewriteAnswer is a copy of st with rewrite applied to its objects' names
+// and messages.
+func rewriteAnswer(st v1alpha1.DryRunStatus, rewrite func(string) string) v1alpha1.DryRunStatus {
 	out := *st.DeepCopy()
 	for i := range out.Objects {
-		out.Objects[i].Name = personalize(out.Objects[i].Name, ids)
-		out.Objects[i].Message = personalize(out.Objects[i].Message, ids)
+		out.Objects[i].Name = rewrite(out.Objects[i].Name)
+		out.Objects[i].Message = rewrite(out.Objects[i].Message)
 	}
 	return out
 }

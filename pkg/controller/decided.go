@@ -56,6 +56,15 @@ func (d *decidedVersions) stale(key cache.ObjectName, cached string) bool {
 	return false
 }
 
+// observed is the cache showing the migration at version cached with no
+// reconcile to read it: a finished migration's last write. The record
+// goes unless a write was decided from that version (then the write's
+// own event follows). Without it, the record of every migration that
+// ended would stay until the migration is deleted.
+func (d *decidedVersions) observed(key cache.ObjectName, cached string) {
+	_ = d.stale(key, cached)
+}
+
 // forget drops the record of a migration that is gone.
 func (d *decidedVersions) forget(key cache.ObjectName) {
 	d.mu.Lock()

@@ -99,12 +99,13 @@ func unwrapTombstone(obj any) any {
 
 // enqueueMigration enqueues the migration of an add or update event,
 // unless it is finished: then only for when its time to live ends, if it
-// has one.
+// has one, and the record of its writes goes (decidedVersions.observed).
 func (c *Controller) enqueueMigration(obj any) {
 	m := migrationOf(obj)
 	switch {
 	case m == nil:
 	case finished(m):
+		c.decided.observed(cache.MetaObjectToName(m), m.ResourceVersion)
 		c.scheduleExpiry(m)
 	default:
 		c.queue.Add(cache.MetaObjectToName(m))

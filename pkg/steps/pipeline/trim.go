@@ -17,8 +17,9 @@ import (
 // instance (status.created, printableStatus), an instance's phase, reason,
 // node, interfaces (name, MAC, name in the guest, addresses, info source)
 // and whether its guest agent connected (agentConnected), a
-// DataVolume's phase, progress and conditions (their messages say why an
-// import waits).
+// DataVolume's phase, progress and the reasons and messages of its
+// conditions that are not true (they say why an import waits; see
+// dataVolumeMessage).
 // A controller of thousands of finished migrations then holds a little of
 // each rather than every VM's template and every instance's spec and status
 // (bench-scale). Everything else the step reads (Jobs, their pods,
@@ -42,7 +43,7 @@ func cacheTransform(obj any) (any, error) {
 		obj = t
 	case *cdiv1.DataVolume:
 		t := &cdiv1.DataVolume{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
-		t.Status.Phase, t.Status.Progress, t.Status.Conditions = o.Status.Phase, o.Status.Progress, o.Status.Conditions
+		t.Status.Phase, t.Status.Progress, t.Status.Conditions = o.Status.Phase, o.Status.Progress, trimDataVolumeConditions(o.Status.Conditions)
 		obj = t
 	case *corev1.PersistentVolumeClaim:
 		obj = &corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
@@ -57,6 +58,20 @@ func cacheTransform(obj any) (any, error) {
 		acc.SetAnnotations(nil)
 	}
 	return obj, nil
+}
+
+// trimDataVolumeConditions keeps of a DataVolume's conditions what
+// dataVolumeMessage reads: the type, status, reason and message of those
+// not true that say something. A finished import's Bound and Ready
+// conditions, and every condition's timestamps, go.
+func trimDataVolumeConditions(in []cdiv1.DataVolumeCondition) []cdiv1.DataVolumeCondition {
+	var out []cdiv1.DataVolumeCondition
+	for _, c := range in {
+		if c.Status != corev1.ConditionTrue && (c.Message != "" || c.Reason != "") {
+			out = append(out, cdiv1.DataVolumeCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
+	}
+	return out
 }
 
 // trimInterfaces keeps of a VMI's interfaces what the network identity

@@ -47,8 +47,10 @@ func fullChildren(m *v1alpha1.VirtualMachineMigration, vmName string, phase kube
 		dv := builders.DataVolume(m, d.DataVolume, cdiv1.Succeeded, vm)
 		if i == 0 {
 			dv.Status.Phase, dv.Status.Progress = cdiv1.CloneInProgress, "42.0%"
-			dv.Status.Conditions = []cdiv1.DataVolumeCondition{{Type: cdiv1.DataVolumeRunning, Status: corev1.ConditionFalse,
-				Reason: "ErrExceededQuota", Message: "exceeded quota"}}
+			dv.Status.Conditions = []cdiv1.DataVolumeCondition{
+				{Type: cdiv1.DataVolumeBound, Status: corev1.ConditionTrue, Reason: "Bound", Message: "PVC bound", LastTransitionTime: metav1.Now()},
+				{Type: cdiv1.DataVolumeRunning, Status: corev1.ConditionFalse, Reason: "ErrExceededQuota", Message: "exceeded quota",
+					LastHeartbeatTime: metav1.Now()}}
 			dv.OwnerReferences = nil
 		}
 		dv.Spec.Storage = &cdiv1.StorageSpec{StorageClassName: ptr.To("fast")}
@@ -132,6 +134,9 @@ func TestCacheTransformKeepsLittle(t *testing.T) {
 			assert.Equal(t, []kubevirtv1.VirtualMachineInstanceCondition{{Type: "AgentConnected", Status: corev1.ConditionTrue}}, x.Status.Conditions)
 		case *cdiv1.DataVolume:
 			assert.Nil(t, x.Spec.Storage)
+			assert.Equal(t, []cdiv1.DataVolumeCondition{{Type: cdiv1.DataVolumeRunning, Status: corev1.ConditionFalse,
+				Reason: "ErrExceededQuota", Message: "exceeded quota"}}, x.Status.Conditions,
+				"what says why the import waits is kept; a true condition and the timestamps go")
 		case *corev1.PersistentVolumeClaim:
 			assert.Empty(t, x.Spec.Resources.Requests)
 			assert.Empty(t, x.Status.Phase)

@@ -3,6 +3,9 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := bin
 TESTBIN := _output/testbin
+# The node's cluster DNS: hack/build-coredns.sh links the folder of the
+# CoreDNS binary here (the targets that start a node set COREDNS_DIR to it).
+COREDNS := _output/coredns
 VERSION ?= dev
 IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
@@ -28,20 +31,20 @@ test: ## everything CI runs: make verify first (it fails in minutes, before the 
 test-unit: ## unit tests only (no API server needed)
 	$(GO) test -count=1 ./...
 
-test-integration: testbin node-deps ## integration tests against a real kube-apiserver and etcd, and the real node's (test/integration/node)
-	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags integration ./test/integration/...
+test-integration: testbin coredns node-deps ## integration tests against a real kube-apiserver and etcd, and the real node's (test/integration/node)
+	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) $(GO) test -count=1 -tags integration ./test/integration/...
 
-test-node: testbin node-deps ## the real node's tests alone: restricted pods from images built here, volumes, images never pulled, workloads, nothing left after stop
-	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags integration ./test/integration/node/
+test-node: testbin coredns node-deps ## the real node's tests alone: restricted pods from images built here, volumes, images never pulled, workloads, cluster DNS, nothing left after stop
+	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) $(GO) test -count=1 -tags integration ./test/integration/node/
 
-node: testbin node-deps ## a control plane and a real node until Ctrl-C (test/framework/cmd/testnode; prints the kubeconfig and the node line)
-	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) run ./test/framework/cmd/testnode
+node: testbin coredns node-deps ## a control plane and a real node with cluster DNS until Ctrl-C (test/framework/cmd/testnode; prints the kubeconfig and the node line)
+	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) $(GO) run ./test/framework/cmd/testnode
 
 node-deps: ## install, when missing, the Debian packages the real node needs (runc, CNI plugins, iptables, conntrack; as root)
 	hack/install-node-deps.sh
 
-test-e2e: testbin node-deps ## whole migrations on a real control plane and node: the controller's Deployment and image as shipped, transfer and conversion pods as containers, vcsim; simulated storage, CDI, KubeVirt (test/standins) and virt-v2v (test/images)
-	TESTBIN_DIR=$(abspath $(TESTBIN)) $(GO) test -count=1 -tags e2e -timeout 75m ./test/e2e/...
+test-e2e: testbin coredns node-deps ## whole migrations on a real control plane and node: the controller's Deployment and image as shipped, transfer and conversion pods as containers, vcsim; simulated storage, CDI, KubeVirt (test/standins) and virt-v2v (test/images)
+	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) $(GO) test -count=1 -tags e2e -timeout 75m ./test/e2e/...
 
 test-alerts: ## promtool check and unit tests of the alerts in manifests/monitoring (installs the Debian package prometheus when missing)
 	hack/test-alerts.sh
@@ -81,7 +84,7 @@ testbin: ## build (or reuse the cached) kube-apiserver, kube-controller-manager,
 cdi: ## build (or reuse the cached) CDI v1.65.0 from its modules: cdi-controller, cdi-apiserver, cdi-uploadproxy, cdi-importer, cdi-cloner, cdi-uploadserver and its CRDs (_output/cdi; not part of make test yet)
 	hack/build-cdi.sh
 
-coredns: ## build (or reuse the cached) CoreDNS from its module for the test node's cluster DNS (_output/coredns; not part of make test yet)
+coredns: ## build (or reuse the cached) CoreDNS from its module for the test node's cluster DNS (_output/coredns; the targets that start a node set COREDNS_DIR to it)
 	hack/build-coredns.sh
 
 generate: ## regenerate deepcopy, clients, listers, informers, the CRD and the test CRDs' schemas

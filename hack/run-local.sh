@@ -136,8 +136,11 @@ wait_until() {
 }
 
 # --- build ------------------------------------------------------------------
-say "building (or reusing) the control plane and node binaries, and the node's Debian packages"
+say "building (or reusing) the control plane and node binaries, CoreDNS, and the node's Debian packages"
 testbin=$("$root/hack/build-testbin.sh" | tail -n 1)
+# The node's cluster DNS (CoreDNS behind the kube-dns Service).
+COREDNS_DIR=$("$root/hack/build-coredns.sh" | tail -n 1)
+export COREDNS_DIR
 "$root/hack/install-node-deps.sh"
 kubectl() { "$testbin/kubectl" "$@"; }
 say "building testnode, vcsim-local, the stand-ins and the images into $bin"

@@ -3,7 +3,8 @@
 #
 #   1. installs the Debian packages they need when missing (as root:
 #      hack/install-conversion-deps.sh, hack/install-node-deps.sh);
-#   2. builds the control plane and node binaries, the BIOS and EFI Debian
+#   2. builds the control plane and node binaries, CoreDNS (the node's
+#      cluster DNS), the BIOS and EFI Debian
 #      guest images and the conversion image (make conversion-image), or
 #      reuses them (all cached outside the clone);
 #   3. runs the conversion script on disks virt-v2v must refuse (blank,
@@ -49,6 +50,7 @@ timed() {
 timed "packages" hack/install-conversion-deps.sh
 timed "node packages" hack/install-node-deps.sh
 timed "control-plane and node binaries" hack/build-testbin.sh >/dev/null
+coredns=$(timed "CoreDNS (the node's cluster DNS)" hack/build-coredns.sh | tail -n 1)
 images=$(timed "guest images" hack/build-guest-images.sh | tail -n 1)
 timed "conversion image" make --no-print-directory conversion-image >/dev/null
 
@@ -64,7 +66,7 @@ fi
 step "real guests $guests (log: $out/e2e.log)"
 s=$SECONDS
 GUESTS=$guests GUEST_IMAGES=$images REAL_GUEST_REPORT="$out/report.txt" REAL_GUEST_ARTIFACTS="$out" \
-  TESTBIN_DIR="$root/_output/testbin" \
+  TESTBIN_DIR="$root/_output/testbin" COREDNS_DIR="$coredns" \
   go test -count=1 -tags e2e,conversion -timeout 120m -run '^(TestMigratedGuestRuns|TestRealGuestBlankDisk)$' -v ./test/e2e/ >"$out/e2e.log" 2>&1 || status=1
 grep -E '^\s*--- (PASS|FAIL)' "$out/e2e.log" >&2 || true
 step "end to end: $((SECONDS - s))s"

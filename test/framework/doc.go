@@ -79,6 +79,15 @@
 //     API server (webhook). A default StorageClass of `local` volumes
 //     (CreateLocalVolume) gives pods real mounted volumes with fsGroup; where
 //     /dev/kvm exists, the RuntimeClass kvm offers it to pods.
+//   - Cluster DNS: with $COREDNS_DIR set (the folder of the binary
+//     hack/build-coredns.sh builds), CoreDNS runs in kube-system as a
+//     cluster runs it (dns.go: its image built here, its ServiceAccount,
+//     RBAC, Corefile ConfigMap, a restricted Deployment, the kube-dns
+//     Service at ClusterDNSIP) and the kubelet's clusterDNS names it; the
+//     node is ready once CoreDNS is Available and routed. It answers the
+//     cluster's names only (NXDOMAIN for the rest: nothing outside the
+//     machine is reachable). Without $COREDNS_DIR the node has no cluster
+//     DNS, and the framework says so once.
 //
 // Stop stops kube-proxy, the kubelet and kube-scheduler by pid, kills and
 // deletes every container (so the shims exit), stops containerd and process

@@ -317,7 +317,7 @@ func startOnce(binDir string, o options) (env *Environment, err error) {
 
 	timeout := startTimeout
 	if o.node {
-		timeout += nodeStartTimeout
+		timeout += nodeStartTimeout + dnsStartTimeout
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -56,8 +57,8 @@ type BuiltImage struct {
 
 // BuildGoImage builds img's command (CGO_ENABLED=0, -trimpath) and
 // assembles the image with go-containerregistry. Images are cached by
-// content: the tarball's name holds the hash of the binary and the
-// reference, so an unchanged command is not assembled again.
+// content: the tarball's name holds the hash of the binary, the reference
+// and the layout, so an unchanged command is not assembled again.
 func BuildGoImage(ctx context.Context, img GoImage) (*BuiltImage, error) {
 	cache, err := ImageCacheDir()
 	if err != nil {
@@ -84,21 +85,15 @@ func BuildGoImage(ctx context.Context, img GoImage) (*BuiltImage, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("building %s: %w: %s", img.Package, err, out)
 	}
-	sum, err := vcsimlocal.FileSHA256(built)
+	layout := staticImage{path: "usr/local/bin/" + command, env: []string{"PATH=/usr/local/bin"}}
+	tarballPath, cached, err := cachedStaticImage(cache, built, command, layout, tag)
 	if err != nil {
 		return nil, err
 	}
-	key := sha256.Sum256([]byte(sum + "\n" + tag.String()))
-	base := fmt.Sprintf("%s-%s", command, hex.EncodeToString(key[:])[:16])
-	res := &BuiltImage{Reference: tag.String(), Tarball: filepath.Join(cache, base+".tar"), Binary: filepath.Join(cache, base+".bin")}
-	if _, err := os.Stat(res.Tarball); err == nil {
-		if _, err := os.Stat(res.Binary); err == nil {
-			res.Cached = true
-			return res, nil
-		}
-	}
-	if err := writeGoImage(built, command, tag, res.Tarball); err != nil {
-		return nil, err
+	res := &BuiltImage{Reference: tag.String(), Tarball: tarballPath, Binary: strings.TrimSuffix(tarballPath, ".tar") + ".bin"}
+	if _, err := os.Stat(res.Binary); err == nil {
+		res.Cached = cached
+		return res, nil
 	}
 	if err := os.Rename(built, res.Binary); err != nil {
 		return nil, fmt.Errorf("keeping %s: %w", res.Binary, err)
@@ -106,10 +101,49 @@ func BuildGoImage(ctx context.Context, img GoImage) (*BuiltImage, error) {
 	return res, nil
 }
 
-// writeGoImage assembles the image of one static command and writes its
-// tarball (through a temporary file, so a concurrent reader never sees
-// half of it).
-func writeGoImage(binary, command string, tag name.Tag, out string) error {
+// staticImage is the layout of an image that holds one static binary and
+// nothing else it needs: where the binary goes, the entrypoint that runs
+// it, and the folders it also holds (mount points).
+type staticImage struct {
+	// path is the binary's path inside the image, without a leading
+	// slash; the entrypoint is "/"+path followed by args.
+	path string
+	args []string
+	// dirs are folders the image holds besides the binary's parents and
+	// /tmp, without a leading slash.
+	dirs []string
+	env  []string
+}
+
+// describe is the layout as text, part of the cache key.
+func (l staticImage) describe() string {
+	return strings.Join([]string{l.path, strings.Join(l.args, " "), strings.Join(l.dirs, " "), strings.Join(l.env, " ")}, "\n")
+}
+
+// cachedStaticImage returns the tarball of binary laid out as layout and
+// tagged tag, in the image cache: its name is base and the hash of the
+// binary, the reference and the layout, so an unchanged image is not
+// assembled again (cached is then true).
+func cachedStaticImage(cache, binary, base string, layout staticImage, tag name.Tag) (tarballPath string, cached bool, err error) {
+	sum, err := vcsimlocal.FileSHA256(binary)
+	if err != nil {
+		return "", false, err
+	}
+	key := sha256.Sum256([]byte(sum + "\n" + tag.String() + "\n" + layout.describe()))
+	tarballPath = filepath.Join(cache, fmt.Sprintf("%s-%s.tar", base, hex.EncodeToString(key[:])[:16]))
+	if _, err := os.Stat(tarballPath); err == nil {
+		return tarballPath, true, nil
+	}
+	if err := writeStaticImage(binary, layout, tag, tarballPath); err != nil {
+		return "", false, err
+	}
+	return tarballPath, false, nil
+}
+
+// writeStaticImage assembles the image of one static binary, run by a
+// numeric non-root user, and writes its tarball (through a temporary
+// file, so a concurrent reader never sees half of it).
+func writeStaticImage(binary string, layout staticImage, tag name.Tag, out string) error {
 	arch, err := ociimage.StaticLinuxArch(binary)
 	if err != nil {
 		return err
@@ -118,18 +152,30 @@ func writeGoImage(binary, command string, tag name.Tag, out string) error {
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", binary, err)
 	}
-	entry := "usr/local/bin/" + command
-	files := []ociimage.File{
-		{Path: "usr", Mode: 0o755, Dir: true},
-		{Path: "usr/local", Mode: 0o755, Dir: true},
-		{Path: "usr/local/bin", Mode: 0o755, Dir: true},
-		{Path: entry, Mode: 0o755, Data: data},
-		{Path: "tmp", Mode: 0o1777, Dir: true},
+	var files []ociimage.File
+	seen := map[string]bool{}
+	addDir := func(dir string) {
+		var parts []string
+		for _, p := range strings.Split(dir, "/") {
+			parts = append(parts, p)
+			d := strings.Join(parts, "/")
+			if d != "" && d != "." && !seen[d] {
+				seen[d] = true
+				files = append(files, ociimage.File{Path: d, Mode: 0o755, Dir: true})
+			}
+		}
 	}
+	addDir(path.Dir(layout.path))
+	for _, d := range layout.dirs {
+		addDir(d)
+	}
+	files = append(files,
+		ociimage.File{Path: layout.path, Mode: 0o755, Data: data},
+		ociimage.File{Path: "tmp", Mode: 0o1777, Dir: true})
 	img, err := ociimage.Assemble([][]ociimage.File{files}, time.Unix(0, 0).UTC(), arch, v1.Config{
 		User:       imageUser,
-		Entrypoint: []string{"/" + entry},
-		Env:        []string{"PATH=/usr/local/bin"},
+		Entrypoint: append([]string{"/" + layout.path}, layout.args...),
+		Env:        layout.env,
 	})
 	if err != nil {
 		return err

@@ -21,8 +21,9 @@ const (
 // cgroupfs driver under a cgroupRoot of the node's own; no swap check, no
 // OOM score of its own (CAP_SYS_RESOURCE is outside the bounding set);
 // webhook authentication and authorization, client certificates of the
-// node's CA (the API server's logs and exec requests); no DNS for pods
-// (nothing outside the machine is reachable); no image garbage collection
+// node's CA (the API server's logs and exec requests); no resolv.conf of
+// the machine's for pods (nothing outside the machine is reachable), and,
+// with cluster DNS, CoreDNS's Service as the pods' nameserver; no image garbage collection
 // or eviction thresholds that a busy disk would trip; short sync and
 // crash-loop periods, so tests see changes fast.
 func kubeletConfig(n *node, caFile, certFile, keyFile string) ([]byte, error) {
@@ -49,7 +50,7 @@ func kubeletConfig(n *node, caFile, certFile, keyFile string) ([]byte, error) {
 		"serverTLSBootstrap":            false,
 		"authentication":                map[string]any{"anonymous": map[string]any{"enabled": false}, "webhook": map[string]any{"enabled": true}, "x509": map[string]any{"clientCAFile": caFile}},
 		"authorization":                 map[string]any{"mode": "Webhook"},
-		"clusterDomain":                 "cluster.local",
+		"clusterDomain":                 ClusterDomain,
 		"resolvConf":                    "",
 		"imageGCHighThresholdPercent":   100,
 		"imageGCLowThresholdPercent":    99,
@@ -63,6 +64,9 @@ func kubeletConfig(n *node, caFile, certFile, keyFile string) ([]byte, error) {
 		"crashLoopBackOff":              map[string]any{"maxContainerRestartPeriod": "5s"},
 		"protectKernelDefaults":         false,
 		"localStorageCapacityIsolation": true,
+	}
+	if n.dns != nil {
+		cfg["clusterDNS"] = []string{n.dns.ip}
 	}
 	return yaml.Marshal(cfg)
 }

@@ -57,11 +57,13 @@ type node struct {
 	kvm          bool
 	sandboxImage string
 	sandboxTar   string
-	holder       *process
-	containerd   *containerd
-	kubelet      *process
-	kubeProxy    *process
-	scheduler    *process
+	// dns is the node's CoreDNS; nil without cluster DNS.
+	dns        *clusterDNS
+	holder     *process
+	containerd *containerd
+	kubelet    *process
+	kubeProxy  *process
+	scheduler  *process
 
 	apiClientCert, apiClientKey string
 
@@ -89,7 +91,7 @@ func checkNodePrerequisites(binDir string) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("the node needs: %s", strings.Join(missing, ", "))
 	}
-	return nil
+	return checkCoreDNS()
 }
 
 // prepareNode builds the sandbox image, makes the node's namespaces,
@@ -110,6 +112,9 @@ func (e *Environment) prepareNode(ctx context.Context) error {
 	}
 	if _, err := os.Stat("/dev/kvm"); err == nil {
 		n.kvm = true
+	}
+	if n.dns, err = prepareClusterDNS(); err != nil {
+		return err
 	}
 	e.node = n
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
@@ -183,10 +188,33 @@ func (n *node) apiServerArgs(args []string) []string {
 }
 
 // startNode starts the node's processes once the control plane serves:
-// containerd (with the sandbox image imported), kube-scheduler, the
-// kubelet and kube-proxy; it waits for the node to be Ready, then creates
-// the node's StorageClass and, where /dev/kvm exists, the kvm RuntimeClass.
+// containerd (with the sandbox image, and CoreDNS's, imported),
+// kube-scheduler, the kubelet and kube-proxy; it waits for the node to be
+// Ready, creates the node's StorageClass and, where /dev/kvm exists, the
+// kvm RuntimeClass; then, with cluster DNS, installs CoreDNS and waits
+// until its Service answers.
 func (e *Environment) startNode(ctx context.Context) error {
+	if err := e.startNodeProcesses(ctx); err != nil {
+		return err
+	}
+	n := e.node
+	if n.dns == nil {
+		return nil
+	}
+	cs, err := kubernetes.NewForConfig(e.Config())
+	if err != nil {
+		return fmt.Errorf("creating clientset: %w", err)
+	}
+	if err := e.startClusterDNS(ctx, cs, n); err != nil {
+		return err
+	}
+	n.readyIn += n.dns.readyIn
+	return nil
+}
+
+// startNodeProcesses starts the node's processes and waits for it to be
+// Ready, within nodeStartTimeout.
+func (e *Environment) startNodeProcesses(ctx context.Context) error {
 	n := e.node
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, nodeStartTimeout)
@@ -196,6 +224,11 @@ func (e *Environment) startNode(ctx context.Context) error {
 	}
 	if err := n.containerd.importImage(ctx, n.sandboxTar); err != nil {
 		return fmt.Errorf("importing the sandbox image: %w", err)
+	}
+	if n.dns != nil {
+		if err := n.containerd.importImage(ctx, n.dns.tarball); err != nil {
+			return fmt.Errorf("importing the CoreDNS image: %w", err)
+		}
 	}
 	if err := e.startScheduler(ctx, n); err != nil {
 		return err
@@ -213,7 +246,11 @@ func (e *Environment) startNode(ctx context.Context) error {
 	if err := e.waitNodeReady(ctx, cs, n); err != nil {
 		return err
 	}
-	if err := waitKubernetesService(ctx, n); err != nil {
+	// A pod started before kube-proxy programs the kubernetes Service is
+	// refused ("no route to host") when it calls the API server through
+	// it, which pods of a real node never see once the node has run a
+	// while.
+	if err := waitServiceRouted(ctx, n, "default/kubernetes:https cluster IP"); err != nil {
 		return err
 	}
 	n.readyIn = time.Since(start)
@@ -242,24 +279,27 @@ func (e *Environment) waitNodeReady(ctx context.Context, cs kubernetes.Interface
 	})
 }
 
-// waitKubernetesService waits until kube-proxy has programmed the
-// kubernetes Service with its endpoints in the node: a pod started
-// before that is refused ("no route to host") when it calls the API
-// server through the Service, which pods of a real node never see once
-// the node has run a while.
-func waitKubernetesService(ctx context.Context, n *node) error {
-	return waitFor(ctx, n.kubeProxy, "kube-proxy to route the kubernetes Service", func() (bool, error) {
+// waitServiceRouted waits until kube-proxy has programmed, in the node,
+// each Service port named by a rule comment ("<namespace>/<service>:<port>
+// cluster IP") with endpoints to send it to.
+func waitServiceRouted(ctx context.Context, n *node, comments ...string) error {
+	what := "kube-proxy to route " + strings.Join(comments, ", ")
+	return waitFor(ctx, n.kubeProxy, what, func() (bool, error) {
 		cmd := inNode(n.holder.pid(), false, "iptables-save", "-t", "nat")
 		out, err := exec.CommandContext(ctx, cmd[0], cmd[1:]...).Output()
 		if err != nil {
 			return false, nil
 		}
-		for _, line := range strings.Split(string(out), "\n") {
-			if strings.Contains(line, `"default/kubernetes:https cluster IP"`) && strings.Contains(line, "-j KUBE-SVC-") {
-				return true, nil
+		routed := 0
+		for _, c := range comments {
+			for _, line := range strings.Split(string(out), "\n") {
+				if strings.Contains(line, `"`+c+`"`) && strings.Contains(line, "-j KUBE-SVC-") {
+					routed++
+					break
+				}
 			}
 		}
-		return false, nil
+		return routed == len(comments), nil
 	})
 }
 

@@ -90,6 +90,7 @@ func TestKubeletConfigKeepsTheMachineAlone(t *testing.T) {
 	assert.Equal(t, false, cfg["failCgroupV1"], "failCgroupV1")
 	assert.Equal(t, "cgroupfs", cfg["cgroupDriver"], "cgroup driver")
 	assert.Equal(t, "", cfg["resolvConf"], "resolvConf, want none (no DNS outside the machine)")
+	assert.NotContains(t, cfg, "clusterDNS", "clusterDNS without cluster DNS (COREDNS_DIR unset)")
 	assert.Equal(t, "unix://"+n.containerd.socket, cfg["containerRuntimeEndpoint"], "runtime endpoint")
 	assert.Equal(t, "/tmp/vmm-testenv-1/node/volume-plugins", cfg["volumePluginDir"], "flexvolume folder, want one of the node's (the default is created on the machine)")
 	assert.EqualValues(t, 100, cfg["imageGCHighThresholdPercent"], "image GC, want off")

@@ -108,10 +108,11 @@ func descendants(pid int) []procInfo {
 
 // TestStoppedNodeLeavesNothing starts a second stack with a node beside
 // the suite's (so names must not clash), runs a pod on it, stops it, and
-// looks for anything left: its processes (by pid and start time, by name
-// and by namespace), its network, mount and PID namespaces, its veth, its
-// mounts in this process's and the machine's mount table, its cgroup
-// folders, its folder.
+// looks for anything left (CoreDNS's pod too, with cluster DNS): its
+// processes (by pid and start time, by name and by namespace), its
+// network, mount and PID namespaces, its veth, its mounts in this
+// process's and the machine's mount table, its cgroup folders, its
+// folder.
 func TestStoppedNodeLeavesNothing(t *testing.T) {
 	framework.Env(t)
 	start := time.Now()
@@ -143,6 +144,9 @@ func TestStoppedNodeLeavesNothing(t *testing.T) {
 	}
 	t.Logf("processes in the node's namespaces and under its PID 1 before Stop: %s", strings.Join(names, ", "))
 	assert.Contains(t, names, "containerd-shim", "a shim runs the pod")
+	if env.ClusterDNS() != "" {
+		assert.Contains(t, names, "coredns", "CoreDNS runs on the node (cluster DNS), and must go with it")
+	}
 	for name, pid := range pids {
 		p, ok := readProc(pid)
 		require.True(t, ok, "%s (pid %d) is not running before Stop", name, pid)

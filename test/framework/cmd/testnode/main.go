@@ -10,12 +10,14 @@
 //	kubeconfig: <path>
 //	real node: <node> kubelet <version> containerd <version>
 //	host address: <address pods reach the machine at>
+//	cluster DNS: <address> (<CoreDNS image>, kube-dns.kube-system), or off ($COREDNS_DIR unset)
 //	ready in <duration> (the node: <duration> after the control plane)
 //
 // and, with --env-file, writes the same facts as shell variables
 // (KUBECONFIG, NODE_NAME, NODE_IP, HOST_ADDRESS, KUBELET_VERSION,
 // CONTAINERD_VERSION, RUNTIME_CLASS_KVM, TESTNODE_DIR, CONTAINERD_ADDRESS:
-// the node's containerd socket, for ctr) for a script to source. --import
+// the node's containerd socket, for ctr; CLUSTER_DNS: the cluster DNS
+// address, empty without it) for a script to source. --import
 // imports image tarballs into the node's containerd; while it runs,
 // hack/local-node.sh imports and removes more.
 //
@@ -80,8 +82,12 @@ func run() error {
 			return err
 		}
 	}
-	fmt.Printf("kubeconfig: %s\n%s\nhost address: %s\nready in %s (the node: %s after the control plane)\n", env.KubeconfigPath(), env.NodeLine(), env.HostAddress(),
-		time.Since(start).Round(time.Millisecond), env.NodeReadyIn().Round(time.Millisecond))
+	dns := "off (" + framework.EnvCoreDNSDir + " unset)"
+	if env.ClusterDNS() != "" {
+		dns = fmt.Sprintf("%s (%s, %s.%s)", env.ClusterDNS(), env.ClusterDNSImage(), framework.ClusterDNSService, "kube-system")
+	}
+	fmt.Printf("kubeconfig: %s\n%s\nhost address: %s\ncluster DNS: %s\nready in %s (the node: %s after the control plane)\n", env.KubeconfigPath(), env.NodeLine(), env.HostAddress(),
+		dns, time.Since(start).Round(time.Millisecond), env.NodeReadyIn().Round(time.Millisecond))
 	sig := <-signals
 	fmt.Fprintf(os.Stderr, "testnode: %v: stopping\n", sig)
 	stop := time.Now()
@@ -101,6 +107,7 @@ func writeEnvFile(path string, env *framework.Environment) error {
 		{"RUNTIME_CLASS_KVM", env.RuntimeClassKVM()},
 		{"TESTNODE_DIR", env.Dir()},
 		{"CONTAINERD_ADDRESS", env.ContainerdAddress()},
+		{"CLUSTER_DNS", env.ClusterDNS()},
 	}
 	var b strings.Builder
 	for _, v := range vars {

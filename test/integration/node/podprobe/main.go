@@ -7,15 +7,25 @@
 // `kubernetes` Service with its own token, and the answer of $HOST_URL (a
 // server in the test process). It always exits 0 once it has reported;
 // the test judges the report. With $KVM set it also opens /dev/kvm and
-// asks its API version.
+// asks its API version. It also reports its /etc/resolv.conf, the
+// answers of its resolver to the comma-separated names of $LOOKUP, and
+// the answer of $SERVICE_URL (a Service by name, tried again on an error
+// for up to 20 seconds).
+//
+// With $SERVE set (an address such as :8080) it is a server instead: it
+// answers every request with $ANSWER until it is killed, and reports
+// nothing.
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,6 +39,10 @@ import (
 const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 func main() {
+	if addr := os.Getenv("SERVE"); addr != "" {
+		serve(addr, os.Getenv("ANSWER"))
+		return
+	}
 	r := probereport.Report{Status: status()}
 	r.RootWrite = tryWrite("/probe-root-write")
 	r.EmptyDirWrite = tryWrite(filepath.Join(os.Getenv("EMPTYDIR"), "probe"))
@@ -43,6 +57,19 @@ func main() {
 	r.HostAnswer = get(os.Getenv("HOST_URL"))
 	if os.Getenv("KVM") != "" {
 		r.KVM = kvmAPIVersion()
+	}
+	if b, err := os.ReadFile("/etc/resolv.conf"); err == nil {
+		r.ResolvConf = string(b)
+	} else {
+		r.ResolvConf = err.Error()
+	}
+	if names := os.Getenv("LOOKUP"); names != "" {
+		for _, n := range strings.Split(names, ",") {
+			r.Lookups = append(r.Lookups, lookup(n))
+		}
+	}
+	if url := os.Getenv("SERVICE_URL"); url != "" {
+		r.ServiceAnswer = getRetrying(url, 20*time.Second)
 	}
 	b, _ := json.Marshal(r)
 	fmt.Println(string(b))
@@ -157,4 +184,50 @@ func get(url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	return string(b)
+}
+
+// lookup resolves name as the pod's programs do, once.
+func lookup(name string) probereport.Lookup {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	addrs, err := net.DefaultResolver.LookupHost(ctx, name)
+	l := probereport.Lookup{Name: name, Addresses: addrs, Millis: time.Since(start).Milliseconds()}
+	if err != nil {
+		l.Error = err.Error()
+		var dnsErr *net.DNSError
+		l.NotFound = errors.As(err, &dnsErr) && dnsErr.IsNotFound
+	}
+	return l
+}
+
+// getRetrying GETs url until it answers or limit has passed (kube-proxy
+// may not have programmed a new Service yet), and returns the body or the
+// last error.
+func getRetrying(url string, limit time.Duration) string {
+	deadline := time.Now().Add(limit)
+	for {
+		client := &http.Client{Timeout: 5 * time.Second}
+		resp, err := client.Get(url)
+		if err == nil {
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			return err.Error()
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// serve answers every request with answer, until the process is killed.
+func serve(addr, answer string) {
+	srv := &http.Server{
+		Addr:              addr,
+		ReadHeaderTimeout: 5 * time.Second,
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, answer) }),
+	}
+	fmt.Fprintln(os.Stderr, srv.ListenAndServe())
+	os.Exit(1)
 }

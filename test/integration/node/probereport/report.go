@@ -24,4 +24,24 @@ type Report struct {
 	// KVM, when $KVM is set, is "api <n>" (KVM_GET_API_VERSION on
 	// /dev/kvm) or the error.
 	KVM string `json:"kvm,omitempty"`
+	// ResolvConf is the pod's /etc/resolv.conf, as the kubelet wrote it.
+	ResolvConf string `json:"resolvConf,omitempty"`
+	// Lookups are the answers to the names of $LOOKUP, in order.
+	Lookups []Lookup `json:"lookups,omitempty"`
+	// ServiceAnswer is the body $SERVICE_URL answered, or the error of
+	// the last try.
+	ServiceAnswer string `json:"serviceAnswer,omitempty"`
+}
+
+// Lookup is the answer of the pod's resolver (Go's, reading
+// /etc/resolv.conf: its nameserver, search domains and ndots) to one name.
+type Lookup struct {
+	Name      string   `json:"name"`
+	Addresses []string `json:"addresses,omitempty"`
+	// Error is the lookup's error; NotFound is true when the server
+	// said the name does not exist (NXDOMAIN).
+	Error    string `json:"error,omitempty"`
+	NotFound bool   `json:"notFound,omitempty"`
+	// Millis is how long the lookup took.
+	Millis int64 `json:"millis"`
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
 
 	"platform.example/vm-migration/test/framework"
 )
@@ -365,6 +366,15 @@ func (in *installer) podSummary(ctx context.Context) string {
 		for _, c := range p.Status.Conditions {
 			if c.Status != corev1.ConditionTrue && c.Message != "" {
 				s += fmt.Sprintf(" (%s: %s)", c.Type, c.Message)
+			}
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			if c.Ready {
+				continue
+			}
+			logs, err := in.kube.CoreV1().Pods(Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: ptr.To(int64(15))}).DoRaw(ctx)
+			if err == nil && len(logs) > 0 {
+				s += fmt.Sprintf("\n  last lines of %s:\n%s", c.Name, logs)
 			}
 		}
 		parts = append(parts, s)

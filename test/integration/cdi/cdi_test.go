@@ -87,7 +87,7 @@ func installCDI(t *testing.T, env *framework.Environment) {
 		go func() { _ = storage.Run(context.Background()) }()
 
 		installErr = cdi.Install(ctx, env.Config(), cdi.Options{
-			Images: b.Images, CRDDir: b.CRDDir, ResourcesDir: b.ResourcesDir, Logf: t.Logf,
+			Images: b.Images, CRDDir: b.CRDDir, ResourcesDir: b.ResourcesDir, Logf: t.Logf, Timeout: 3 * time.Minute,
 		})
 	})
 	require.NoError(t, installErr, "installing CDI on the node")
@@ -100,7 +100,8 @@ func cdiEnv(t *testing.T) *framework.Environment {
 	if os.Getenv(cdi.EnvImagesDir) == "" {
 		t.Skipf("%s is not set: run make test-cdi (it builds CDI and its images)", cdi.EnvImagesDir)
 	}
-	env := cdiEnv(t)
+	env := framework.Env(t)
+	installCDI(t, env)
 	return env
 }
 

@@ -5,7 +5,9 @@
 //   - cluster-rbac.yaml: the ClusterRoles and ClusterRoleBindings of
 //     cdi-apiserver, cdi-deployment (the controller) and cdi-uploadproxy
 //     (the generator groups apiserver-rbac, controller-rbac and
-//     uploadproxy-rbac);
+//     uploadproxy-rbac), and CDI's aggregated admin/edit/view roles with
+//     the config reader every authenticated user is bound to, through
+//     which cdi-uploadproxy reads the CDIConfig (aggregate-roles);
 //   - namespaced-rbac.yaml: their ServiceAccounts, Roles and RoleBindings
 //     (the ServiceAccount, Role and RoleBinding objects of the namespaced
 //     groups apiserver, controller and uploadproxy; the Deployments and
@@ -37,7 +39,7 @@ import (
 )
 
 // clusterGroups are the generator groups of cluster-scoped RBAC written.
-var clusterGroups = []string{"apiserver-rbac", "controller-rbac", "uploadproxy-rbac"}
+var clusterGroups = []string{"apiserver-rbac", "controller-rbac", "uploadproxy-rbac", "aggregate-roles"}
 
 // namespacedGroups are the generator groups whose namespaced RBAC is written.
 var namespacedGroups = []string{"apiserver", "controller", "uploadproxy"}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -108,11 +109,12 @@ func cdiEnv(t *testing.T) *framework.Environment {
 // rangeServer serves image at /disk.img on the host address (which pods
 // reach by IP: the node has no cluster DNS), with Range support
 // (http.ServeContent), as nbdkit's curl plugin needs; it records the
-// clients' addresses.
+// clients' addresses and counts the requests for a byte range.
 type rangeServer struct {
 	url     string
 	mu      sync.Mutex
 	clients map[string]int
+	ranges  int
 }
 
 func serveImage(t *testing.T, env *framework.Environment, image []byte) *rangeServer {
@@ -125,6 +127,9 @@ func serveImage(t *testing.T, env *framework.Environment, image []byte) *rangeSe
 		host, _, _ := net.SplitHostPort(r.RemoteAddr)
 		s.mu.Lock()
 		s.clients[host]++
+		if r.Header.Get("Range") != "" {
+			s.ranges++
+		}
 		s.mu.Unlock()
 		http.ServeContent(w, r, "disk.img", time.Unix(0, 0), bytes.NewReader(image))
 	})
@@ -132,6 +137,12 @@ func serveImage(t *testing.T, env *framework.Environment, image []byte) *rangeSe
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return s
+}
+
+func (s *rangeServer) rangeRequests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ranges
 }
 
 func (s *rangeServer) requests() map[string]int {
@@ -166,9 +177,12 @@ func dataVolume(ns, name, url, size string) *unstructured.Unstructured {
 // TestHTTPImportThroughRealImporterPod: CDI's controller sees a DataVolume
 // with an HTTP source, creates its claim (bound by the storage stand-in to
 // a local volume on the node) and runs its importer pod from the image
-// built here; nbdkit's curl plugin reads the image from a server of the
-// test process by IP with Range requests; the DataVolume Succeeds and
-// disk.img in the claim has the source's bytes.
+// built here. As CDI v1.65 does for every HTTP source, the first importer
+// pod has nbdkit's curl plugin read the image by Range requests (qemu-img
+// checks its size against the claim) and asks for scratch space; the
+// controller adds a scratch claim (the stand-in binds it too) and a second
+// importer pod downloads into it and converts to disk.img. The DataVolume
+// Succeeds and disk.img in the claim has the source's bytes.
 func TestHTTPImportThroughRealImporterPod(t *testing.T) {
 	env := cdiEnv(t)
 	cs := env.Kubernetes(t)
@@ -186,7 +200,7 @@ func TestHTTPImportThroughRealImporterPod(t *testing.T) {
 	_, err = dc.Resource(dataVolumes).Namespace(ns).Create(ctx, dataVolume(ns, "imported", srv.url, "8Mi"), metav1.CreateOptions{})
 	require.NoError(t, err, "creating the DataVolume")
 	dv := waitDataVolume(t, dc, cs, ns, "imported", 4*time.Minute)
-	t.Logf("DataVolume Succeeded %s after creation; HTTP requests by client: %v", time.Since(start).Round(time.Millisecond), srv.requests())
+	t.Logf("DataVolume Succeeded %s after creation; HTTP requests by client: %v, %d of them for a range", time.Since(start).Round(time.Millisecond), srv.requests(), srv.rangeRequests())
 
 	_, podNet, err := net.ParseCIDR(env.PodCIDR())
 	require.NoError(t, err, "the node's pod CIDR %q", env.PodCIDR())
@@ -197,6 +211,7 @@ func TestHTTPImportThroughRealImporterPod(t *testing.T) {
 		}
 	}
 	assert.Positive(t, fromPods, "requests to the image server from a pod of the node (%s): %v", env.PodCIDR(), srv.requests())
+	assert.Positive(t, srv.rangeRequests(), "Range requests (nbdkit's curl plugin) to the image server")
 	claim, _, _ := unstructured.NestedString(dv.Object, "status", "claimName")
 	if claim == "" {
 		claim = "imported"
@@ -211,6 +226,19 @@ func TestHTTPImportThroughRealImporterPod(t *testing.T) {
 	require.NoError(t, err, "reading disk.img")
 	assert.Equal(t, int64(imageSize), n, "disk.img's size")
 	assert.Equal(t, hex.EncodeToString(want[:]), hex.EncodeToString(h.Sum(nil)), "sha256 of disk.img, want the source's")
+
+	// CDI cleans up after itself: the importer pods and the scratch claim
+	// go; the framework's Stop takes the rest (containers, the node's
+	// folders, the stand-in's volumes under the environment's folder).
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) > 0 {
+			return false, nil
+		}
+		claims, err := cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(claims.Items) == 1 && claims.Items[0].Name == claim, nil
+	})
+	assert.NoError(t, err, "CDI removed its importer pods and scratch claim:\n%s", describeNamespace(cs, ns))
 }
 
 // TestRealWebhookRefusesInvalidDataVolume: CDI's own validating webhook
@@ -254,7 +282,8 @@ func waitDataVolume(t *testing.T, dc dynamic.Interface, cs kubernetes.Interface,
 		t.Fatalf("DataVolume %s/%s: phases %v, want Succeeded (%v)\nstatus: %v\n%s", ns, name, phases, err,
 			statusOf(last), describeNamespace(cs, ns))
 	}
-	t.Logf("DataVolume %s phases: %s", name, strings.Join(phases, " -> "))
+	t.Logf("DataVolume %s phases: %s; restarts %v", name, strings.Join(phases, " -> "), nestedValue(last, "status", "restartCount"))
+	t.Logf("events of %s:\n%s", ns, describeEvents(cs, ns))
 	return last
 }
 
@@ -278,12 +307,34 @@ func describeNamespace(cs kubernetes.Interface, ns string) string {
 			}
 		}
 	}
-	if events, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, e := range events.Items {
-			fmt.Fprintf(&b, "event %s %s: %s %s\n", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
-		}
+	b.WriteString(describeEvents(cs, ns))
+	return b.String()
+}
+
+// describeEvents lists the events of ns, oldest first.
+func describeEvents(cs kubernetes.Interface, ns string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	events, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "(listing events: " + err.Error() + ")"
+	}
+	sort.Slice(events.Items, func(i, j int) bool {
+		return events.Items[i].LastTimestamp.Before(&events.Items[j].LastTimestamp)
+	})
+	var b strings.Builder
+	for _, e := range events.Items {
+		fmt.Fprintf(&b, "  %s %s %s: %s %s\n", e.LastTimestamp.Format("15:04:05"), e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 	}
 	return b.String()
+}
+
+func nestedValue(u *unstructured.Unstructured, fields ...string) any {
+	if u == nil {
+		return nil
+	}
+	v, _, _ := unstructured.NestedFieldNoCopy(u.Object, fields...)
+	return v
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -11,7 +11,7 @@ IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
 CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin cdi coredns fmt vet
+.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi coredns fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -83,6 +83,13 @@ testbin: ## build (or reuse the cached) kube-apiserver, kube-controller-manager,
 
 cdi: ## build (or reuse the cached) CDI v1.65.0 from its modules: cdi-controller, cdi-apiserver, cdi-uploadproxy, cdi-importer, cdi-cloner, cdi-uploadserver and its CRDs (_output/cdi; not part of make test yet)
 	hack/build-cdi.sh
+
+cdi-images: cdi ## (as root) CDI's images for the test node, built here from Debian packages and the CDI build, never pulled: importer, cloner, uploadserver, controller, apiserver, uploadproxy as docker-archive tarballs, plus the RBAC, APIService and webhooks of CDI's operator generators (cached by content, _output/cdi-images; prints the folder last)
+	hack/build-cdi-images.sh
+
+test-cdi: testbin coredns node-deps cdi-images ## the real CDI installed on the real node (test/framework/cdi): an HTTP DataVolume imported by CDI's importer pod into a stand-in claim, byte for byte; CDI's webhook refusing an invalid DataVolume
+	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) CDI_DIR=$$(hack/build-cdi.sh | tail -n 1) CDI_IMAGES_DIR=$$(hack/build-cdi-images.sh | tail -n 1) \
+		$(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/cdi/
 
 coredns: ## build (or reuse the cached) CoreDNS from its module for the test node's cluster DNS (_output/coredns; the targets that start a node set COREDNS_DIR to it)
 	hack/build-coredns.sh

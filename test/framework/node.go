@@ -66,6 +66,11 @@ type node struct {
 	scheduler  *process
 
 	apiClientCert, apiClientKey string
+	// frontProxyCA signs the API server's front-proxy client certificate
+	// (frontProxyCert, frontProxyKey), which aggregated API servers (CDI's
+	// cdi-apiserver) trust through extension-apiserver-authentication.
+	frontProxyCA                  *certAuthority
+	frontProxyCert, frontProxyKey string
 
 	kubeletVersion, containerdVersion string
 	// readyIn is how long the node took from containerd's start to Ready.
@@ -132,14 +137,27 @@ func (e *Environment) prepareNode(ctx context.Context) error {
 	if err := createCgroupRoot(n.cgroupRoot); err != nil {
 		return err
 	}
-	if n.ca, err = newCertAuthority(filepath.Join(n.dir, "ca.crt")); err != nil {
+	if n.ca, err = newCertAuthority(filepath.Join(n.dir, "ca.crt"), "vm-migration test node CA"); err != nil {
 		return err
 	}
 	n.apiClientCert, n.apiClientKey, err = n.ca.issue(filepath.Join(n.dir, "apiserver-kubelet-client"), certRequest{
 		commonName: "kube-apiserver-kubelet-client", organizations: []string{adminGroup},
 	})
+	if err != nil {
+		return err
+	}
+	if n.frontProxyCA, err = newCertAuthority(filepath.Join(n.dir, "front-proxy-ca.crt"), "vm-migration test front-proxy CA"); err != nil {
+		return err
+	}
+	n.frontProxyCert, n.frontProxyKey, err = n.frontProxyCA.issue(filepath.Join(n.dir, "front-proxy-client"), certRequest{
+		commonName: frontProxyClient,
+	})
 	return err
 }
+
+// frontProxyClient is the name of the API server's front-proxy client
+// certificate, the one name aggregated API servers accept.
+const frontProxyClient = "front-proxy-client"
 
 // shortID fits the stack's id into an interface name (15 bytes at most).
 func shortID(id string) string {
@@ -155,7 +173,12 @@ func shortID(id string) string {
 // RBAC authorization, NodeRestriction and ServiceAccount admission (pods
 // get projected tokens), client certificates of the node's CA, and the
 // kubelet client certificate for logs, exec and port-forward; privileged
-// containers are refused.
+// containers are refused. As in a kubeadm cluster, it proxies to
+// aggregated API servers with a front-proxy client certificate and
+// request headers, and it reaches them and admission webhooks through the
+// Services' endpoints (pod IPs, which the machine routes to the node): the
+// machine has no route to Service IPs, which only kube-proxy in the node
+// serves.
 func (n *node) apiServerArgs(args []string) []string {
 	replace := map[string]string{
 		"--bind-address":              n.network.hostIP.String(),
@@ -184,6 +207,14 @@ func (n *node) apiServerArgs(args []string) []string {
 		"--kubelet-client-key="+n.apiClientKey,
 		"--kubelet-certificate-authority="+n.ca.certPath,
 		"--kubelet-preferred-address-types=InternalIP",
+		"--enable-aggregator-routing=true",
+		"--requestheader-client-ca-file="+n.frontProxyCA.certPath,
+		"--requestheader-allowed-names="+frontProxyClient,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file="+n.frontProxyCert,
+		"--proxy-client-key-file="+n.frontProxyKey,
 	)
 }
 

@@ -26,6 +26,8 @@ func testNode(t *testing.T) *node {
 		network:       slotNetwork("1", 7),
 		ca:            &certAuthority{certPath: "/tmp/vmm-testenv-1/node/ca.crt"},
 		apiClientCert: "/c.crt", apiClientKey: "/c.key",
+		frontProxyCA:   &certAuthority{certPath: "/tmp/vmm-testenv-1/node/front-proxy-ca.crt"},
+		frontProxyCert: "/fp.crt", frontProxyKey: "/fp.key",
 		containerd: &containerd{socket: "/tmp/vmm-testenv-1/node/containerd/containerd.sock"},
 	}
 }
@@ -59,6 +61,11 @@ func TestAPIServerArgsForANode(t *testing.T) {
 	assert.Equal(t, n.ca.certPath, flags["--kubelet-certificate-authority"], "kubelet serving CA")
 	assert.Equal(t, "/c.crt", flags["--kubelet-client-certificate"], "kubelet client certificate")
 	assert.Equal(t, "http://127.0.0.1:1", flags["--etcd-servers"], "other flags are kept")
+	assert.Equal(t, "true", flags["--enable-aggregator-routing"], "webhooks and aggregated APIs reached through endpoints")
+	assert.Equal(t, n.frontProxyCA.certPath, flags["--requestheader-client-ca-file"], "front-proxy CA")
+	assert.Equal(t, frontProxyClient, flags["--requestheader-allowed-names"], "front-proxy client name")
+	assert.Equal(t, "/fp.crt", flags["--proxy-client-cert-file"], "front-proxy client certificate")
+	assert.Equal(t, "/fp.key", flags["--proxy-client-key-file"], "front-proxy client key")
 }
 
 func TestNetworkSlotsAvoidTheMachinesRoutes(t *testing.T) {

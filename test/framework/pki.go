@@ -28,16 +28,16 @@ type certAuthority struct {
 	certPath string
 }
 
-// newCertAuthority creates a self-signed CA and writes its certificate to
-// path.
-func newCertAuthority(path string) (*certAuthority, error) {
+// newCertAuthority creates a self-signed CA named cn and writes its
+// certificate to path.
+func newCertAuthority(path, cn string) (*certAuthority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generating the node CA key: %w", err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "vm-migration test node CA"},
+		Subject:               pkix.Name{CommonName: cn},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(certValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,

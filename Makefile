@@ -11,7 +11,7 @@ IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
 CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin cdi coredns fmt vet
+.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin cdi coredns kubevirt test-kubevirt fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -83,6 +83,12 @@ testbin: ## build (or reuse the cached) kube-apiserver, kube-controller-manager,
 
 cdi: ## build (or reuse the cached) CDI v1.65.0 from its modules: cdi-controller, cdi-apiserver, cdi-uploadproxy, cdi-importer, cdi-cloner, cdi-uploadserver and its CRDs (_output/cdi; not part of make test yet)
 	hack/build-cdi.sh
+
+kubevirt: ## build (or reuse the cached) KubeVirt v1.8.2's control plane from its modules: virt-operator, virt-api, virt-controller, its CRDs and install objects (_output/kubevirt; not part of make test)
+	hack/build-kubevirt.sh
+
+test-kubevirt: testbin kubevirt ## the real KubeVirt control plane's tests (test/integration/kubevirt): its generated CRDs established, virt-controller as a process with a KubeVirt CR; not part of make test
+	TESTBIN_DIR=$(abspath $(TESTBIN)) KUBEVIRT_DIR=$(abspath _output/kubevirt) $(GO) test -count=1 -v -tags integration ./test/integration/kubevirt/
 
 coredns: ## build (or reuse the cached) CoreDNS from its module for the test node's cluster DNS (_output/coredns; the targets that start a node set COREDNS_DIR to it)
 	hack/build-coredns.sh

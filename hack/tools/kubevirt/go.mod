@@ -2,7 +2,15 @@ module platform.example/vm-migration/hack/tools/kubevirt
 
 go 1.26.0
 
-require kubevirt.io/kubevirt v1.8.2
+require (
+	k8s.io/apiextensions-apiserver v0.34.3
+	k8s.io/apimachinery v0.34.3
+	k8s.io/client-go v12.0.0+incompatible
+	k8s.io/kube-aggregator v0.28.2
+	kubevirt.io/api v1.8.2
+	kubevirt.io/kubevirt v1.8.2
+	sigs.k8s.io/yaml v1.6.0
+)
 
 require (
 	cyphar.com/go-pathrs v0.2.1 // indirect
@@ -103,15 +111,10 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/api v0.34.3 // indirect
-	k8s.io/apiextensions-apiserver v0.34.3 // indirect
-	k8s.io/apimachinery v0.34.3 // indirect
-	k8s.io/client-go v12.0.0+incompatible // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect
-	k8s.io/kube-aggregator v0.28.2 // indirect
 	k8s.io/kube-openapi v0.31.0 // indirect
 	k8s.io/kubectl v0.0.0-00010101000000-000000000000 // indirect
 	k8s.io/utils v0.0.0-20251002143259-bc988d571ff4 // indirect
-	kubevirt.io/api v1.8.2 // indirect
 	kubevirt.io/client-go v1.8.2 // indirect
 	kubevirt.io/containerized-data-importer-api v1.64.0 // indirect
 	kubevirt.io/controller-lifecycle-operator-sdk/api v0.2.4 // indirect
@@ -119,7 +122,6 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 // Upstream's replace block (KubeVirt v1.8.2's go.mod) without its two

@@ -4,8 +4,9 @@
 # kubevirt.io/client-go at one version, upstream's replaces, our libnbd stub):
 #   - virt-operator, virt-api and virt-controller, static (CGO_ENABLED=0),
 #     -trimpath, the version stamped into kubevirt.io/client-go/version as
-#     upstream's hack/version.sh does (gitVersion, gitCommit, gitTreeState,
-#     buildDate: the module's own time, so a rebuild is identical);
+#     upstream's hack/version.sh does (gitVersion, gitTreeState, gitCommit:
+#     the tag's commit as the proxy records it, buildDate: the module's own
+#     time, so a rebuild is identical);
 #   - crds/*.yaml: KubeVirt's CustomResourceDefinitions, and install/*.yaml:
 #     the RBAC, Service, webhook configurations, APIService and Deployments of
 #     virt-api and virt-controller, written by our hack/tools/kubevirt/cmd/
@@ -15,8 +16,8 @@
 # Kubernetes libraries it pins.
 #
 # The output is cached outside the clone in one folder, keyed by the tools
-# module (go.mod, go.sum, kubevirt-crds, the libnbd stub) and the Go
-# version, so a second run takes seconds. The script prints the cache folder
+# module (go.mod, go.sum, kubevirt-crds, the libnbd stub), this script and
+# the Go version, so a second run takes seconds. The script prints the cache folder
 # on its last line and points the git-ignored ./_output/kubevirt link at it.
 # The folder also holds BUILD-INFO: the versions and each binary's build time.
 #
@@ -35,7 +36,7 @@ required_version() {
 }
 kv_version=$(required_version "$tools/go.mod" "$module")
 [ -n "$kv_version" ] || { echo "hack/tools/kubevirt/go.mod requires no $module" >&2; exit 1; }
-key=$(cat "$tools/go.mod" "$tools/go.sum" "$tools"/tools.go "$tools"/cmd/kubevirt-crds/*.go \
+key=$(cat "$root/hack/build-kubevirt.sh" "$tools/go.mod" "$tools/go.sum" "$tools"/tools.go "$tools"/cmd/kubevirt-crds/*.go \
   "$libnbd"/go.mod "$libnbd"/*.go <(go env GOVERSION) | sha256sum | cut -c1-16)
 cache_root=${KUBEVIRT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vm-migration/kubevirt}
 dir="$cache_root/${kv_version}-${key}"
@@ -98,8 +99,10 @@ if ! complete; then
   mkdir -p "$dir.tmp"
   vpkg=kubevirt.io/client-go/version
   mod_time=$(cd "$tools" && go list -mod=readonly -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' "$module")
-  mod_sum=$(awk -v m="$module" -v v="$kv_version" '$1==m && $2==v {print $3}' "$tools/go.sum")
-  ldflags="-s -w -X $vpkg.gitVersion=$kv_version -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=$mod_time -X $vpkg.gitCommit=module-$mod_sum"
+  # The commit the proxy records for the tag (the module's .info Origin).
+  commit=$(cd "$tools" && go mod download -json "$module@$kv_version" | sed -n 's/^[[:space:]]*"Hash": "\([0-9a-f]\{40\}\)".*/\1/p' | head -n1)
+  [ -n "$commit" ] || commit=unknown
+  ldflags="-s -w -X $vpkg.gitVersion=$kv_version -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=$mod_time -X $vpkg.gitCommit=$commit"
   echo "building ${binaries[*]} of KubeVirt $kv_version (many minutes with a cold Go build cache, a few minutes warm)" >&2
   for b in "${binaries[@]}"; do
     build "$b" "$module/cmd/$b"

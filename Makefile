@@ -11,7 +11,7 @@ IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
 CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi coredns fmt vet
+.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi coredns kubevirt test-kubevirt fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -90,6 +90,12 @@ cdi-images: cdi ## (as root) CDI's images for the test node, built here from Deb
 test-cdi: testbin coredns node-deps cdi-images ## the real CDI installed on the real node (test/framework/cdi): an HTTP DataVolume imported by CDI's importer pod into a stand-in claim, byte for byte; CDI's webhook refusing an invalid DataVolume
 	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) CDI_DIR=$$(hack/build-cdi.sh | tail -n 1) CDI_IMAGES_DIR=$$(hack/build-cdi-images.sh | tail -n 1) \
 		$(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/cdi/
+
+kubevirt: ## build (or reuse the cached) KubeVirt v1.8.2's control plane from its modules: virt-operator, virt-api, virt-controller, its CRDs and install objects (_output/kubevirt; not part of make test)
+	hack/build-kubevirt.sh
+
+test-kubevirt: testbin kubevirt ## the real KubeVirt control plane's tests (test/integration/kubevirt): its generated CRDs established, virt-controller as a process with a KubeVirt CR; not part of make test
+	TESTBIN_DIR=$(abspath $(TESTBIN)) KUBEVIRT_DIR=$(abspath _output/kubevirt) $(GO) test -count=1 -v -tags integration ./test/integration/kubevirt/
 
 coredns: ## build (or reuse the cached) CoreDNS from its module for the test node's cluster DNS (_output/coredns; the targets that start a node set COREDNS_DIR to it)
 	hack/build-coredns.sh

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Builds KubeVirt's control plane from the Go module proxy, from the tools
+# module hack/tools/kubevirt (kubevirt.io/kubevirt, kubevirt.io/api and
+# kubevirt.io/client-go at one version, upstream's replaces, our libnbd stub):
+#   - virt-operator, virt-api and virt-controller, static (CGO_ENABLED=0),
+#     -trimpath, the version stamped into kubevirt.io/client-go/version as
+#     upstream's hack/version.sh does (gitVersion, gitTreeState, gitCommit:
+#     the tag's commit as the proxy records it, buildDate: the module's own
+#     time, so a rebuild is identical);
+#   - crds/*.yaml: KubeVirt's CustomResourceDefinitions, and install/*.yaml:
+#     the RBAC, Service, webhook configurations, APIService and Deployments of
+#     virt-api and virt-controller, written by our hack/tools/kubevirt/cmd/
+#     kubevirt-crds from virt-operator's own generators.
+# virt-handler and virt-launcher are not built yet. A separate tools module
+# keeps the project's own go.mod free of KubeVirt and of the older
+# Kubernetes libraries it pins.
+#
+# The output is cached outside the clone in one folder, keyed by the tools
+# module (go.mod, go.sum, kubevirt-crds, the libnbd stub), this script and
+# the Go version, so a second run takes seconds. The script prints the cache folder
+# on its last line and points the git-ignored ./_output/kubevirt link at it.
+# The folder also holds BUILD-INFO: the versions and each binary's build time.
+#
+# With a cold Go build cache this takes many minutes (virt-api the longest);
+# on a shared machine run it as `nice -n 19 hack/build-kubevirt.sh`.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tools="$root/hack/tools/kubevirt"
+libnbd="$root/hack/tools/cdi/libnbd"
+module=kubevirt.io/kubevirt
+# required_version <go.mod> <module> prints the version go.mod requires
+# (in a require block or on a one-line require).
+required_version() {
+  awk -v m="$2" '$1=="require" {$1=""; $0=$0} $1==m {print $2; exit}' "$1"
+}
+kv_version=$(required_version "$tools/go.mod" "$module")
+[ -n "$kv_version" ] || { echo "hack/tools/kubevirt/go.mod requires no $module" >&2; exit 1; }
+key=$(cat "$root/hack/build-kubevirt.sh" "$tools/go.mod" "$tools/go.sum" "$tools"/tools.go "$tools"/cmd/kubevirt-crds/*.go \
+  "$libnbd"/go.mod "$libnbd"/*.go <(go env GOVERSION) | sha256sum | cut -c1-16)
+cache_root=${KUBEVIRT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vm-migration/kubevirt}
+dir="$cache_root/${kv_version}-${key}"
+binaries=(virt-controller virt-api virt-operator)
+
+complete() {
+  for b in "${binaries[@]}"; do [ -x "$dir/$b" ] || return 1; done
+  [ -s "$dir/crds/virtualmachine.yaml" ] && [ -s "$dir/crds/kubevirt.yaml" ] && [ -d "$dir/install" ] && [ -s "$dir/BUILD-INFO" ]
+}
+
+if ! complete; then
+  # One build at a time per cache: a second caller waits here and then
+  # finds the binaries in place.
+  mkdir -p "$cache_root"
+  if command -v flock >/dev/null; then
+    exec 9>"$cache_root/.lock"
+    echo "waiting for the KubeVirt build lock $cache_root/.lock" >&2
+    flock 9
+  fi
+fi
+
+# build <binary> <package> builds package into $dir.tmp/<binary> unless an
+# earlier, interrupted run already did, and records its time in
+# $dir.tmp/times.
+build() {
+  local bin=$1 pkg=$2
+  [ -x "$dir.tmp/$bin" ] && return 0
+  local t=$SECONDS
+  (cd "$tools" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" \
+    -o "$dir.tmp/$bin" "$pkg")
+  echo "built $bin in $((SECONDS - t))s" >&2
+  echo "$bin $((SECONDS - t))s $(stat -c %s "$dir.tmp/$bin") bytes" >>"$dir.tmp/times"
+}
+
+# check_module <binary> removes a binary whose embedded build information
+# does not name KubeVirt at $kv_version (truncated by a full disk, a stale
+# leftover), so it never enters the cache.
+check_module() {
+  local bin=$1
+  if ! go version -m "$dir.tmp/$bin" 2>/dev/null | grep -qE "^[[:space:]]+mod[[:space:]]+$module[[:space:]]+$kv_version[[:space:]]"; then
+    echo "$bin is not a build of $module $kv_version: removed, run again" >&2
+    rm -f "$dir.tmp/$bin"
+    exit 1
+  fi
+}
+
+# check_help <binary> fails unless `<binary> --help` exits within 30 s and
+# prints its flags (pflag exits 0 after printing them for --help).
+check_help() {
+  local bin=$1 out
+  if ! out=$(timeout 30 "$dir.tmp/$bin" --help 2>&1) || ! grep -q -- '--kubeconfig' <<<"$out"; then
+    echo "$bin --help did not print its flags (it said: ${out:0:400}): removed, run again" >&2
+    rm -f "$dir.tmp/$bin"
+    exit 1
+  fi
+}
+
+if ! complete; then
+  start=$SECONDS
+  mkdir -p "$dir.tmp"
+  vpkg=kubevirt.io/client-go/version
+  mod_time=$(cd "$tools" && go list -mod=readonly -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' "$module")
+  # The commit the proxy records for the tag (the module's .info Origin).
+  commit=$(cd "$tools" && go mod download -json "$module@$kv_version" | sed -n 's/^[[:space:]]*"Hash": "\([0-9a-f]\{40\}\)".*/\1/p' | head -n1)
+  [ -n "$commit" ] || commit=unknown
+  ldflags="-s -w -X $vpkg.gitVersion=$kv_version -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=$mod_time -X $vpkg.gitCommit=$commit"
+  echo "building ${binaries[*]} of KubeVirt $kv_version (many minutes with a cold Go build cache, a few minutes warm)" >&2
+  for b in "${binaries[@]}"; do
+    build "$b" "$module/cmd/$b"
+  done
+  build kubevirt-crds ./cmd/kubevirt-crds
+  for b in "${binaries[@]}"; do
+    check_module "$b"
+  done
+  for b in virt-controller virt-api; do
+    check_help "$b"
+  done
+
+  # The CRDs and install objects, from the same module version.
+  rm -rf "$dir.tmp/crds" "$dir.tmp/install"
+  "$dir.tmp/kubevirt-crds" -out "$dir.tmp" -image-tag "$kv_version"
+
+  {
+    echo "kubevirt $kv_version"
+    echo "api $(required_version "$tools/go.mod" kubevirt.io/api)"
+    echo "client-go $(required_version "$tools/go.mod" kubevirt.io/client-go)"
+    echo "go $(go env GOVERSION)"
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $((SECONDS - start))s (per binary, when this run built it:)"
+    cat "$dir.tmp/times" 2>/dev/null || true
+    echo "crds $(ls "$dir.tmp/crds" | tr '\n' ' ')"
+    echo "install $(ls "$dir.tmp/install" | tr '\n' ' ')"
+  } >"$dir.tmp/BUILD-INFO"
+  rm -rf "$dir"
+  mv "$dir.tmp" "$dir"
+  echo "built in $((SECONDS - start))s" >&2
+fi
+
+mkdir -p "$root/_output"
+ln -sfn "$dir" "$root/_output/kubevirt"
+echo "$dir"

@@ -1,0 +1,182 @@
+// Command kubevirt-crds writes KubeVirt's CustomResourceDefinitions, and the
+// objects that install virt-api and virt-controller, as YAML files, from
+// KubeVirt's own generators: the functions virt-operator itself calls
+// (kubevirt.io/kubevirt/pkg/virt-operator/resource/generate/components and
+// .../rbac), at the KubeVirt version this tools module requires.
+//
+// hack/build-kubevirt.sh runs it with -out set to the cache folder:
+//
+//	<out>/crds/<singular>.yaml     every CRD virt-operator installs
+//	<out>/install/NN-<kind>-<name>.yaml
+//	                               RBAC (ServiceAccounts, ClusterRoles,
+//	                               Roles, bindings) of virt-api and
+//	                               virt-controller and KubeVirt's aggregated
+//	                               ClusterRoles, the virt-api Service, its
+//	                               mutating and validating webhook
+//	                               configurations, its APIService and the two
+//	                               Deployments, numbered in an order that can
+//	                               be applied one by one
+//
+// Nothing is applied to a cluster: a later step installs them.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+	apiregv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	virtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"kubevirt.io/kubevirt/pkg/virt-operator/resource/generate/components"
+	"kubevirt.io/kubevirt/pkg/virt-operator/resource/generate/rbac"
+	operatorutil "kubevirt.io/kubevirt/pkg/virt-operator/util"
+)
+
+// crdGenerators lists every CRD generator of the components package, in the
+// order virt-operator's install strategy creates them.
+var crdGenerators = []func() (*extv1.CustomResourceDefinition, error){
+	components.NewVirtualMachineInstanceCrd,
+	components.NewPresetCrd,
+	components.NewReplicaSetCrd,
+	components.NewVirtualMachineCrd,
+	components.NewVirtualMachineInstanceMigrationCrd,
+	components.NewVirtualMachineSnapshotCrd,
+	components.NewVirtualMachineSnapshotContentCrd,
+	components.NewVirtualMachineRestoreCrd,
+	components.NewVirtualMachineInstancetypeCrd,
+	components.NewVirtualMachineClusterInstancetypeCrd,
+	components.NewVirtualMachinePoolCrd,
+	components.NewMigrationPolicyCrd,
+	components.NewVirtualMachinePreferenceCrd,
+	components.NewVirtualMachineClusterPreferenceCrd,
+	components.NewVirtualMachineExportCrd,
+	components.NewVirtualMachineCloneCrd,
+	components.NewVirtualMachineBackupCrd,
+	components.NewVirtualMachineBackupTrackerCrd,
+	components.NewKubeVirtCrd,
+}
+
+func main() {
+	out := flag.String("out", "", "folder to write crds/ and install/ into (required)")
+	namespace := flag.String("namespace", "kubevirt", "namespace virt-api and virt-controller are installed in")
+	registry := flag.String("image-registry", "localhost/kubevirt", "image registry the Deployments name")
+	tag := flag.String("image-tag", "", "image tag the Deployments name (the KubeVirt version)")
+	flag.Parse()
+	if *out == "" || *tag == "" {
+		fmt.Fprintln(os.Stderr, "kubevirt-crds: -out and -image-tag are required")
+		os.Exit(2)
+	}
+	if err := run(*out, *namespace, *registry, *tag); err != nil {
+		fmt.Fprintf(os.Stderr, "kubevirt-crds: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(out, namespace, registry, tag string) error {
+	if err := apiregv1.AddToScheme(scheme.Scheme); err != nil {
+		return fmt.Errorf("registering apiregistration/v1: %w", err)
+	}
+	if err := extv1.AddToScheme(scheme.Scheme); err != nil {
+		return fmt.Errorf("registering apiextensions/v1: %w", err)
+	}
+	crdDir := filepath.Join(out, "crds")
+	installDir := filepath.Join(out, "install")
+	for _, dir := range []string{crdDir, installDir} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("creating %s: %w", dir, err)
+		}
+	}
+	for _, gen := range crdGenerators {
+		crd, err := gen()
+		if err != nil {
+			return fmt.Errorf("generating a CRD: %w", err)
+		}
+		if err := write(filepath.Join(crdDir, crd.Spec.Names.Singular+".yaml"), crd); err != nil {
+			return err
+		}
+	}
+	objects, err := installObjects(namespace, registry, tag)
+	if err != nil {
+		return err
+	}
+	for i, obj := range objects {
+		kind, name, err := kindAndName(obj)
+		if err != nil {
+			return err
+		}
+		file := fmt.Sprintf("%02d-%s-%s.yaml", i, strings.ToLower(kind), strings.ReplaceAll(name, ":", "-"))
+		if err := write(filepath.Join(installDir, file), obj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// installObjects returns what installs virt-api and virt-controller in
+// namespace, in an order that can be applied one by one: RBAC first, then
+// the Service, the webhooks and APIService that send to it, and the
+// Deployments last.
+func installObjects(namespace, registry, tag string) ([]runtime.Object, error) {
+	var objs []runtime.Object
+	objs = append(objs, rbac.GetAllCluster()...)
+	objs = append(objs, rbac.GetAllApiServer(namespace)...)
+	objs = append(objs, rbac.GetAllController(namespace, false)...)
+	objs = append(objs,
+		components.NewApiServerService(namespace),
+		components.NewVirtAPIMutatingWebhookConfiguration(namespace),
+		components.NewVirtAPIValidatingWebhookConfiguration(namespace),
+	)
+	for _, svc := range components.NewVirtAPIAPIServices(namespace) {
+		objs = append(objs, svc)
+	}
+	kv := &virtv1.KubeVirt{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: namespace},
+		Spec:       virtv1.KubeVirtSpec{ImageRegistry: registry, ImageTag: tag},
+	}
+	config := operatorutil.GetTargetConfigFromKV(kv)
+	objs = append(objs,
+		components.NewApiServerDeployment(config, "", "", ""),
+		components.NewControllerDeployment(config, "", "", ""),
+	)
+	return objs, nil
+}
+
+// kindAndName fills in obj's apiVersion and kind from the scheme where the
+// generator left them empty, and returns its kind and name.
+func kindAndName(obj runtime.Object) (string, string, error) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Empty() {
+		kinds, _, err := scheme.Scheme.ObjectKinds(obj)
+		if err != nil || len(kinds) == 0 {
+			return "", "", fmt.Errorf("no kind for %T: %w", obj, errors.Join(err, errors.New("not in the scheme")))
+		}
+		gvk = kinds[0]
+		obj.GetObjectKind().SetGroupVersionKind(gvk)
+	}
+	meta, ok := obj.(metav1.Object)
+	if !ok {
+		return "", "", fmt.Errorf("%T has no object metadata", obj)
+	}
+	return gvk.Kind, meta.GetName(), nil
+}
+
+// write stores obj as YAML in path.
+func write(path string, obj any) error {
+	data, err := yaml.Marshal(obj)
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

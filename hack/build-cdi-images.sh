@@ -62,29 +62,8 @@ declare -A packages=(
   [uploadserver]="qemu-utils"
 )
 
-# The machine's Debian package indices for its release, as
-# "<Packages file> <InRelease file> <sources entry>" lines.
-apt_indices() {
-  apt-get indextargets --format '$(FILENAME) $(BASE_URI) $(SOURCESENTRY) $(CODENAME)' \
-    'Identifier: Packages' 'Origin: Debian' "Architecture: $arch" |
-    while read -r file base entry codename; do
-      case $codename in "$suite" | "$suite"-*) ;; *) continue ;; esac
-      release=${base#*://}
-      echo "$file /var/lib/apt/lists/${release//\//_}InRelease ${entry%:*}"
-    done
-}
-read_indices() {
-  local line file release entry
-  lists=() sources=()
-  mapfile -t indices < <(apt_indices)
-  [ ${#indices[@]} -gt 0 ] || return 1
-  for line in "${indices[@]}"; do
-    read -r file release entry <<<"$line"
-    [ -f "$file" ] && [ -f "$release" ] || return 1
-    lists+=("$file" "$release")
-    [[ " ${sources[*]} " == *" $entry "* ]] || sources+=("$entry")
-  done
-}
+# apt_indices, read_indices
+. "$root/hack/lib/apt-indices.sh"
 if ! read_indices; then
   [ "$(id -u)" = 0 ] || fail "no complete Debian package index for $suite/$arch in the apt lists; as root this script runs apt-get update itself"
   apt-get update -q >&2

@@ -22,6 +22,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# take_build_lock, build_binary, check_module
+. "$root/hack/lib/upstream-build.sh"
 tools="$root/hack/tools/cdi"
 module=kubevirt.io/containerized-data-importer
 # required_version <go.mod> <module> prints the version go.mod requires
@@ -43,39 +45,8 @@ complete() {
 }
 
 if ! complete; then
-  # One build at a time per cache: a second caller waits here and then
-  # finds the binaries in place.
-  mkdir -p "$cache_root"
-  if command -v flock >/dev/null; then
-    exec 9>"$cache_root/.lock"
-    echo "waiting for the CDI build lock $cache_root/.lock" >&2
-    flock 9
-  fi
+  take_build_lock "$cache_root" CDI
 fi
-
-# build <binary> builds cmd/<binary> into $dir.tmp unless an earlier,
-# interrupted run already did, and records its time in $dir.tmp/times.
-build() {
-  local bin=$1
-  [ -x "$dir.tmp/$bin" ] && return 0
-  local t=$SECONDS
-  (cd "$tools" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" \
-    -o "$dir.tmp/$bin" "$module/cmd/$bin")
-  echo "built $bin in $((SECONDS - t))s" >&2
-  echo "$bin $((SECONDS - t))s $(stat -c %s "$dir.tmp/$bin") bytes" >>"$dir.tmp/times"
-}
-
-# check_module <binary> removes a binary whose embedded build information
-# does not name CDI at $cdi_version (truncated by a full disk, a stale
-# leftover), so it never enters the cache.
-check_module() {
-  local bin=$1
-  if ! go version -m "$dir.tmp/$bin" 2>/dev/null | grep -qE "^[[:space:]]+mod[[:space:]]+$module[[:space:]]+$cdi_version[[:space:]]"; then
-    echo "$bin is not a build of $module $cdi_version: removed, run again" >&2
-    rm -f "$dir.tmp/$bin"
-    exit 1
-  fi
-}
 
 if ! complete; then
   start=$SECONDS
@@ -84,10 +55,10 @@ if ! complete; then
   ldflags="-s -w -X $vpkg.gitVersion=$cdi_version -X $vpkg.gitTreeState=clean"
   echo "building ${binaries[*]} of CDI $cdi_version (tens of minutes with a cold Go build cache, a few minutes warm)" >&2
   for b in "${binaries[@]}"; do
-    build "$b"
+    build_binary "$b" "$module/cmd/$b"
   done
   for b in "${binaries[@]}"; do
-    check_module "$b"
+    check_module "$b" "$module" "$cdi_version"
   done
   # cdi-apiserver reports the version stamped into pkg/version.
   out=$("$dir.tmp/cdi-apiserver" --version 2>&1) || true

@@ -15,6 +15,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# take_build_lock
+. "$root/hack/lib/upstream-build.sh"
 tools="$root/hack/tools/coredns"
 module=github.com/coredns/coredns
 version=$(awk -v m="$module" '$1=="require" {$1=""; $0=$0} $1==m {print $2; exit}' "$tools/go.mod")
@@ -28,14 +30,7 @@ complete() {
 }
 
 if ! complete; then
-  # One build at a time per cache: a second caller waits here and then
-  # finds the binary in place.
-  mkdir -p "$cache_root"
-  if command -v flock >/dev/null; then
-    exec 9>"$cache_root/.lock"
-    echo "waiting for the CoreDNS build lock $cache_root/.lock" >&2
-    flock 9
-  fi
+  take_build_lock "$cache_root" CoreDNS
 fi
 
 if ! complete; then

@@ -26,6 +26,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# take_build_lock, build_binary, check_module
+. "$root/hack/lib/upstream-build.sh"
 tools="$root/hack/tools/kubevirt"
 libnbd="$root/hack/tools/cdi/libnbd"
 module=kubevirt.io/kubevirt
@@ -48,40 +50,8 @@ complete() {
 }
 
 if ! complete; then
-  # One build at a time per cache: a second caller waits here and then
-  # finds the binaries in place.
-  mkdir -p "$cache_root"
-  if command -v flock >/dev/null; then
-    exec 9>"$cache_root/.lock"
-    echo "waiting for the KubeVirt build lock $cache_root/.lock" >&2
-    flock 9
-  fi
+  take_build_lock "$cache_root" KubeVirt
 fi
-
-# build <binary> <package> builds package into $dir.tmp/<binary> unless an
-# earlier, interrupted run already did, and records its time in
-# $dir.tmp/times.
-build() {
-  local bin=$1 pkg=$2
-  [ -x "$dir.tmp/$bin" ] && return 0
-  local t=$SECONDS
-  (cd "$tools" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" \
-    -o "$dir.tmp/$bin" "$pkg")
-  echo "built $bin in $((SECONDS - t))s" >&2
-  echo "$bin $((SECONDS - t))s $(stat -c %s "$dir.tmp/$bin") bytes" >>"$dir.tmp/times"
-}
-
-# check_module <binary> removes a binary whose embedded build information
-# does not name KubeVirt at $kv_version (truncated by a full disk, a stale
-# leftover), so it never enters the cache.
-check_module() {
-  local bin=$1
-  if ! go version -m "$dir.tmp/$bin" 2>/dev/null | grep -qE "^[[:space:]]+mod[[:space:]]+$module[[:space:]]+$kv_version[[:space:]]"; then
-    echo "$bin is not a build of $module $kv_version: removed, run again" >&2
-    rm -f "$dir.tmp/$bin"
-    exit 1
-  fi
-}
 
 # check_help <binary> fails unless `<binary> --help` exits within 30 s and
 # prints its flags (pflag exits 0 after printing them for --help).
@@ -105,11 +75,11 @@ if ! complete; then
   ldflags="-s -w -X $vpkg.gitVersion=$kv_version -X $vpkg.gitTreeState=clean -X $vpkg.buildDate=$mod_time -X $vpkg.gitCommit=$commit"
   echo "building ${binaries[*]} of KubeVirt $kv_version (many minutes with a cold Go build cache, a few minutes warm)" >&2
   for b in "${binaries[@]}"; do
-    build "$b" "$module/cmd/$b"
+    build_binary "$b" "$module/cmd/$b"
   done
-  build kubevirt-crds ./cmd/kubevirt-crds
+  build_binary kubevirt-crds ./cmd/kubevirt-crds
   for b in "${binaries[@]}"; do
-    check_module "$b"
+    check_module "$b" "$module" "$kv_version"
   done
   for b in virt-controller virt-api; do
     check_help "$b"

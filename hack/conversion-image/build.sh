@@ -53,32 +53,8 @@ packages=(virt-v2v nbdkit libguestfs-tools guestfish linux-image-amd64 qemu-syst
 say() { echo "conversion-image: $*" >&2; }
 fail() { say "$*"; exit 1; }
 
-# The machine's Debian package indices for its release: one line per
-# index, "<list file> <InRelease file> <sources file>".
-apt_indices() {
-  apt-get indextargets --format '$(FILENAME) $(BASE_URI) $(SOURCESENTRY) $(CODENAME)' \
-    'Identifier: Packages' 'Origin: Debian' "Architecture: $arch" |
-    while read -r file base entry codename; do
-      case $codename in "$suite" | "$suite"-*) ;; *) continue ;; esac
-      release=${base#*://}
-      echo "$file /var/lib/apt/lists/${release//\//_}InRelease ${entry%:*}"
-    done
-}
-
-# read_indices fills lists and sources from the machine's apt lists; it
-# fails when they are missing (a fresh machine or container has none).
-read_indices() {
-  local line file release entry
-  lists=() sources=()
-  mapfile -t indices < <(apt_indices)
-  [ ${#indices[@]} -gt 0 ] || return 1
-  for line in "${indices[@]}"; do
-    read -r file release entry <<<"$line"
-    [ -f "$file" ] && [ -f "$release" ] || return 1
-    lists+=("$file" "$release")
-    [[ " ${sources[*]} " == *" $entry "* ]] || sources+=("$entry")
-  done
-}
+# apt_indices, read_indices
+. "$root/hack/lib/apt-indices.sh"
 if ! read_indices; then
   [ "$(id -u)" = 0 ] || fail "the machine's apt lists have no complete Debian package index for $suite/$arch; as root this script runs apt-get update itself"
   say "the machine's apt lists have no complete index for $suite/$arch: apt-get update"

@@ -26,6 +26,9 @@ func (d *decider) earlierAttemptRuns(job string) bool {
 	if len(d.obs.Workers) == 0 {
 		return false
 	}
+	if d.jobAlreadyThere(job) {
+		return true
+	}
 	var left []string
 	var undeleted []ObjectRef
 	for _, w := range d.obs.Workers {
@@ -57,4 +60,20 @@ func (d *decider) earlierAttemptRuns(job string) bool {
 	d.wait(ReasonEarlierAttemptRunning, msg, d.cfg.PollInterval)
 	d.requeueAtDeadline()
 	return true
+}
+
+// jobAlreadyThere handles the Job about to be created showing among the
+// workers, not being deleted: the caches are read one after the other,
+// and the Job's add event can land between the read of the Job (absent)
+// and the read of the workers (present). It is the attempt's own Job,
+// never an earlier one: neither deleted nor created again, it is looked
+// at on the next reconcile, which its event brings.
+func (d *decider) jobAlreadyThere(job string) bool {
+	for _, w := range d.obs.Workers {
+		if w.Ref.Kind == KindJob && w.Ref.Name == job && !w.Deleting {
+			d.working(fmt.Sprintf("job %s exists; reading it on the next look", job), d.cfg.PollInterval)
+			return true
+		}
+	}
+	return false
 }

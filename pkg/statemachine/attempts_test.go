@@ -85,6 +85,17 @@ func TestNoAttemptStartsBesideAnEarlierOne(t *testing.T) {
 			m: transferring(), obs: newObs(staged, workerPod(job2, true)),
 			phase: v1alpha1.PhaseTransferringDisks, action: ActionNone, check: waits(job2),
 		},
+		"transfer: the Job to create shows among the workers only (its add event between two cache reads): neither deleted nor created": {
+			m: transferring(), obs: newObs(staged, workerJob(job2, false), workerPod(job2, false)),
+			phase: v1alpha1.PhaseTransferringDisks, action: ActionNone,
+			check: func(t *testing.T, d Decision) {
+				wantCond(t, d, ConditionProgressing, metav1.ConditionTrue, ReasonWorking)
+			},
+		},
+		"verification: the Job to create shows among the workers only: neither deleted nor created": {
+			m: verifying, obs: newObs(dataVolumes(DataVolumeSucceeded, "100.0%", false), workerJob(verify2, false)),
+			phase: v1alpha1.PhaseImporting, action: ActionNone,
+		},
 		"transfer: nothing of the earlier attempt left: the next attempt starts": {
 			m: transferring(), obs: newObs(staged),
 			phase: v1alpha1.PhaseTransferringDisks, action: ActionCreateTransferJob, name: job2,

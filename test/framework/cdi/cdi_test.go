@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"platform.example/vm-migration/test/framework/apply"
 )
 
 func parseCert(t *testing.T, b []byte) *x509.Certificate {
@@ -95,17 +97,17 @@ func TestSetCABundle(t *testing.T) {
 			map[string]any{"name": "b", "clientConfig": map[string]any{}},
 		},
 	}}
-	require.NoError(t, setCABundle(hooks, ca), "webhooks")
+	require.NoError(t, apply.SetCABundle(hooks, ca), "webhooks")
 	list, _, _ := unstructured.NestedSlice(hooks.Object, "webhooks")
 	for _, h := range list {
 		got, _, _ := unstructured.NestedString(h.(map[string]any), "clientConfig", "caBundle")
 		assert.Equal(t, want, got, "caBundle of webhook %v", h.(map[string]any)["name"])
 	}
 	api := &unstructured.Unstructured{Object: map[string]any{"kind": "APIService", "metadata": map[string]any{"name": "x"}}}
-	require.NoError(t, setCABundle(api, ca), "APIService")
+	require.NoError(t, apply.SetCABundle(api, ca), "APIService")
 	got, _, _ := unstructured.NestedString(api.Object, "spec", "caBundle")
 	assert.Equal(t, want, got, "the APIService's caBundle")
-	assert.Error(t, setCABundle(&unstructured.Unstructured{Object: map[string]any{"kind": "Secret"}}, ca), "a Secret")
+	assert.Error(t, apply.SetCABundle(&unstructured.Unstructured{Object: map[string]any{"kind": "Secret"}}, ca), "a Secret")
 }
 
 // TestLoadBuild reads the images list hack/build-cdi-images.sh writes.

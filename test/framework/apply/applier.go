@@ -39,7 +39,7 @@ type Applier struct {
 	// Kube is a clientset of the cluster.
 	Kube kubernetes.Interface
 	// Dynamic is a dynamic client of the cluster.
-	Dynamic dynamic.Interface
+	Dynamic   dynamic.Interface
 	manager   string
 	namespace string
 	mapper    *restmapper.DeferredDiscoveryRESTMapper

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -37,27 +36,10 @@ func startAdmission(t *testing.T, env *framework.Environment, ns string) {
 	t.Cleanup(a.Close)
 }
 
-// renderedMigration is a migration in ns that reached CreatingVM (the
-// shared builder's status): an EFI secure-boot VM with two disks and two
-// NICs, one on the pod network and one on Multus.
+// renderedMigration is the admission tests' migration in ns
+// (builders.AdmissionMigration).
 func renderedMigration(ns string) *v1alpha1.VirtualMachineMigration {
-	inv := v1alpha1.SourceInventory{
-		Name: "web-01", MoRef: "vm-42", BIOSUUID: "421a2b3c-4d5e-6f70-8192-a3b4c5d6e7f8",
-		CPU: v1alpha1.CPUTopology{Sockets: 2, CoresPerSocket: 2}, MemoryMiB: 4096,
-		Firmware: v1alpha1.FirmwareEFI, SecureBoot: true, GuestID: "rhel9_64Guest", GuestFamily: "linuxGuest",
-		Disks: []v1alpha1.SourceDisk{
-			{Key: 2000, Label: "Hard disk 1", CapacityBytes: 8 << 20, Datastore: "ds1"},
-			{Key: 2001, Label: "Hard disk 2", CapacityBytes: 6 << 20, Datastore: "ds1"},
-		},
-		NICs: []v1alpha1.SourceNIC{
-			{Key: 4000, Label: "Network adapter 1", MAC: "00:50:56:aa:bb:01", Network: "VM Network"},
-			{Key: 4001, Label: "Network adapter 2", MAC: "00:50:56:aa:bb:02", Network: "backend"},
-		},
-	}
-	return builders.Migration(builders.Named("web-01"), builders.InNamespace(ns), builders.WithUID("5b6c7d8e-0000-4000-8000-000000000001"),
-		builders.DefaultStorage("standard"),
-		builders.Networks(builders.PodNetwork("VM Network"), builders.MultusNetwork("backend", "default/backend")),
-		builders.Reached(v1alpha1.PhaseCreatingVM, &inv))
+	return builders.AdmissionMigration(ns)
 }
 
 // toUnstructured converts a typed object for the dynamic client.
@@ -83,65 +65,19 @@ func TestAdmissionRejectsWhatKubeVirtRejects(t *testing.T) {
 	strict := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
 	_, err = api.Create(ctx, toUnstructured(t, vm), strict)
 	require.NoError(t, err, "the rendered VM is refused")
-	const webhook = `admission webhook "virtualmachine-validator.kubevirt.io" denied the request: `
-	domain := func(v *kubevirtv1.VirtualMachine) *kubevirtv1.DomainSpec { return &v.Spec.Template.Spec.Domain }
-	cases := []struct {
-		name   string
-		mutate func(*kubevirtv1.VirtualMachine)
-		raw    func(obj map[string]any)
-		want   string
-	}{
-		{name: "unknown field", raw: func(obj map[string]any) {
-			_ = unstructured.SetNestedField(obj, int64(2), "spec", "template", "spec", "domain", "cpu", "socket")
-		}, want: `strict decoding error: unknown field "spec.template.spec.domain.cpu.socket"`},
-		{name: "misplaced field", raw: func(obj map[string]any) {
-			_ = unstructured.SetNestedField(obj, "q35", "spec", "template", "spec", "machine", "type")
-		}, want: `unknown field "spec.template.spec.machine"`},
-		{name: "secure boot without SMM", mutate: func(v *kubevirtv1.VirtualMachine) { domain(v).Features.SMM = nil },
-			want: webhook + "spec.template.spec.domain has EFI SecureBoot enabled. SecureBoot requires SMM, which is currently disabled."},
-		{name: "secure boot by default, SMM off", mutate: func(v *kubevirtv1.VirtualMachine) {
-			domain(v).Firmware.Bootloader.EFI.SecureBoot = nil
-			domain(v).Features.SMM.Enabled = ptr(false)
-		}, want: webhook + "spec.template.spec.domain has EFI SecureBoot enabled. SecureBoot requires SMM, which is currently disabled."},
-		{name: "two pod networks", mutate: func(v *kubevirtv1.VirtualMachine) {
-			v.Spec.Template.Spec.Networks[1].NetworkSource = kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}}
-			domain(v).Devices.Interfaces[1].InterfaceBindingMethod = kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}}
-		}, want: webhook + "more than one interface is connected to a pod network in spec.template.spec.interfaces"},
-		{name: "masquerade on Multus", mutate: func(v *kubevirtv1.VirtualMachine) {
-			domain(v).Devices.Interfaces[1].InterfaceBindingMethod = kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}}
-		}, want: webhook + "Masquerade interface only implemented with pod network"},
-		{name: "interface without network", mutate: func(v *kubevirtv1.VirtualMachine) {
-			v.Spec.Template.Spec.Networks = v.Spec.Template.Spec.Networks[:1]
-		}, want: webhook + "spec.template.spec.domain.devices.interfaces[1].name 'net-1' not found."},
-		{name: "malformed MAC", mutate: func(v *kubevirtv1.VirtualMachine) { domain(v).Devices.Interfaces[0].MacAddress = "00:50:56:aa:bb" },
-			want: webhook + "interface spec.template.spec.domain.devices.interfaces[0].name has malformed MAC address (00:50:56:aa:bb)."},
-		{name: "disk without volume", mutate: func(v *kubevirtv1.VirtualMachine) { v.Spec.Template.Spec.Volumes[1].Name = "other" },
-			want: webhook + "spec.template.spec.domain.devices.disks[1].Name 'disk-1' not found."},
-		{name: "ide bus", mutate: func(v *kubevirtv1.VirtualMachine) { domain(v).Devices.Disks[1].Disk.Bus = "ide" },
-			want: webhook + "IDE bus is not supported"},
-		{name: "boot order twice", mutate: func(v *kubevirtv1.VirtualMachine) { domain(v).Devices.Interfaces[0].BootOrder = ptr(uint(1)) },
-			want: webhook + "Boot order for spec.template.spec.domain.devices.interfaces[0].bootOrder already set for a different device."},
-		{name: "running and runStrategy", mutate: func(v *kubevirtv1.VirtualMachine) { v.Spec.Running = ptr(false) },
-			want: webhook + "Running and RunStrategy are mutually exclusive. Note that Running is deprecated, please use RunStrategy instead"},
-		{name: "unknown run strategy", mutate: func(v *kubevirtv1.VirtualMachine) {
-			v.Spec.RunStrategy = ptr(kubevirtv1.VirtualMachineRunStrategy("Sometimes"))
-		}, want: webhook + "Invalid RunStrategy (Sometimes)"},
-		{name: "i440fx machine", mutate: func(v *kubevirtv1.VirtualMachine) { domain(v).Machine = &kubevirtv1.Machine{Type: "pc"} },
-			want: webhook + "spec.template.spec.domain.machine.type is not supported: pc (allowed values: [q35* pc-q35*])"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range builders.VMRefusals() {
+		t.Run(tc.Name, func(t *testing.T) {
 			bad := vm.DeepCopy()
 			bad.Name = "bad"
-			if tc.mutate != nil {
-				tc.mutate(bad)
+			if tc.Mutate != nil {
+				tc.Mutate(bad)
 			}
 			obj := toUnstructured(t, bad)
-			if tc.raw != nil {
-				tc.raw(obj.Object)
+			if tc.Raw != nil {
+				tc.Raw(obj.Object)
 			}
 			_, err := api.Create(ctx, obj, strict)
-			require.ErrorContains(t, err, tc.want, "creating the broken VM")
+			require.ErrorContains(t, err, tc.Want, "creating the broken VM")
 			t.Logf("refused: %v", err)
 		})
 	}

@@ -94,8 +94,9 @@ test-cdi: testbin coredns node-deps cdi-images ## the real CDI installed on the 
 kubevirt: ## build (or reuse the cached) KubeVirt v1.8.2's control plane from its modules: virt-operator, virt-api, virt-controller, its CRDs and install objects (_output/kubevirt; not part of make test)
 	hack/build-kubevirt.sh
 
-test-kubevirt: testbin kubevirt ## the real KubeVirt control plane's tests (test/integration/kubevirt): its generated CRDs established, virt-controller as a process with a KubeVirt CR; not part of make test
-	TESTBIN_DIR=$(abspath $(TESTBIN)) KUBEVIRT_DIR=$(abspath _output/kubevirt) $(GO) test -count=1 -v -tags integration ./test/integration/kubevirt/
+test-kubevirt: testbin coredns node-deps kubevirt ## the real KubeVirt control plane on the real node (test/integration/kubevirt): its generated CRDs established, virt-api and virt-controller from images built here, the rendered VM judged by KubeVirt's own webhooks; not part of make test
+	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) KUBEVIRT_DIR=$$(hack/build-kubevirt.sh | tail -n 1) \
+		$(GO) test -count=1 -v -tags integration -timeout 20m ./test/integration/kubevirt/
 
 coredns: ## build (or reuse the cached) CoreDNS from its module for the test node's cluster DNS (_output/coredns; the targets that start a node set COREDNS_DIR to it)
 	hack/build-coredns.sh

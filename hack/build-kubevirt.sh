@@ -11,6 +11,13 @@
 #     the RBAC, Service, webhook configurations, APIService and Deployments of
 #     virt-api and virt-controller, written by our hack/tools/kubevirt/cmd/
 #     kubevirt-crds from virt-operator's own generators.
+#   - tarballs/virt-api.tar and tarballs/virt-controller.tar: docker-archive
+#     tarballs (hack/cdiimage, go-containerregistry; no container engine) of
+#     each static binary alone as /usr/bin/<name>, user 107 (upstream's
+#     non-root user), PATH set so that the Deployments' bare command
+#     resolves, named as the install objects' Deployments name them
+#     (localhost/kubevirt/<name>:<version>); `images` lists them (name,
+#     reference, tarball) for the node to import.
 # virt-handler and virt-launcher are not built yet. A separate tools module
 # keeps the project's own go.mod free of KubeVirt and of the older
 # Kubernetes libraries it pins.
@@ -39,14 +46,15 @@ required_version() {
 kv_version=$(required_version "$tools/go.mod" "$module")
 [ -n "$kv_version" ] || { echo "hack/tools/kubevirt/go.mod requires no $module" >&2; exit 1; }
 key=$(cat "$root/hack/build-kubevirt.sh" "$tools/go.mod" "$tools/go.sum" "$tools"/tools.go "$tools"/cmd/kubevirt-crds/*.go \
-  "$libnbd"/go.mod "$libnbd"/*.go <(go env GOVERSION) | sha256sum | cut -c1-16)
+  "$libnbd"/go.mod "$libnbd"/*.go \
+  "$root"/hack/cdiimage/*.go "$root"/hack/image/ociimage/*.go <(go env GOVERSION) | sha256sum | cut -c1-16)
 cache_root=${KUBEVIRT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vm-migration/kubevirt}
 dir="$cache_root/${kv_version}-${key}"
 binaries=(virt-controller virt-api virt-operator)
 
 complete() {
   for b in "${binaries[@]}"; do [ -x "$dir/$b" ] || return 1; done
-  [ -s "$dir/crds/virtualmachine.yaml" ] && [ -s "$dir/crds/kubevirt.yaml" ] && [ -d "$dir/install" ] && [ -s "$dir/BUILD-INFO" ]
+  [ -s "$dir/crds/virtualmachine.yaml" ] && [ -s "$dir/crds/kubevirt.yaml" ] && [ -d "$dir/install" ] && [ -s "$dir/images" ] && [ -s "$dir/BUILD-INFO" ]
 }
 
 if ! complete; then
@@ -89,6 +97,20 @@ if ! complete; then
   rm -rf "$dir.tmp/crds" "$dir.tmp/install"
   "$dir.tmp/kubevirt-crds" -out "$dir.tmp" -image-tag "$kv_version"
 
+  # The control plane's images, each file dated the module's time.
+  rm -rf "$dir.tmp/tarballs" "$dir.tmp/images" "$dir.tmp/images.list"
+  mkdir -p "$dir.tmp/tarballs"
+  epoch=$(date -u -d "$mod_time" +%s)
+  for b in virt-api virt-controller; do
+    ref="localhost/kubevirt/$b:$kv_version"
+    grep -q "image: $ref\$" "$dir.tmp"/install/*-deployment-"$b".yaml ||
+      { echo "the $b Deployment of install/ does not name $ref" >&2; exit 1; }
+    (cd "$root" && go run ./hack/cdiimage -image "$ref" -file "/usr/bin/$b=$dir.tmp/$b" -dir /tmp=1777 \
+      -env PATH=/usr/bin:/bin -entrypoint "/usr/bin/$b" -user 107 -source-date-epoch "$epoch" -out "$dir.tmp/tarballs/$b.tar")
+    echo "$b $ref tarballs/$b.tar" >>"$dir.tmp/images.list"
+  done
+  mv "$dir.tmp/images.list" "$dir.tmp/images"
+
   {
     echo "kubevirt $kv_version"
     echo "api $(required_version "$tools/go.mod" kubevirt.io/api)"
@@ -98,6 +120,7 @@ if ! complete; then
     cat "$dir.tmp/times" 2>/dev/null || true
     echo "crds $(ls "$dir.tmp/crds" | tr '\n' ' ')"
     echo "install $(ls "$dir.tmp/install" | tr '\n' ' ')"
+    echo "images $(cd "$dir.tmp" && du -b tarballs/*.tar | awk '{printf "%s %d bytes; ", $2, $1}')"
   } >"$dir.tmp/BUILD-INFO"
   rm -rf "$dir"
   mv "$dir.tmp" "$dir"

@@ -1,4 +1,6 @@
-// Command cdiimage packages one of CDI's images (hack/build-cdi-images.sh)
+// Command cdiimage packages one of the images of the upstream components the
+// test node runs (CDI's, hack/build-cdi-images.sh; KubeVirt's,
+// hack/build-kubevirt.sh)
 // with go-containerregistry, without a container engine: an optional root
 // file system tar of Debian packages as the first layer, then one layer of
 // CDI's files (binaries, scripts, links, folders), then the config

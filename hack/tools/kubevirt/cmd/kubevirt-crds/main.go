@@ -18,6 +18,10 @@
 //	                               be applied one by one
 //
 // Nothing is applied to a cluster: a later step installs them.
+//
+// With -certs-out instead, it writes, at install time, the certificate
+// Secrets and CA bundle ConfigMaps virt-operator would create
+// (writeCertificates): test/framework/kubevirt runs it for each install.
 package main
 
 import (
@@ -27,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	extv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,7 +75,20 @@ func main() {
 	namespace := flag.String("namespace", "kubevirt", "namespace virt-api and virt-controller are installed in")
 	registry := flag.String("image-registry", "localhost/kubevirt", "image registry the Deployments name")
 	tag := flag.String("image-tag", "", "image tag the Deployments name (the KubeVirt version)")
+	certsOut := flag.String("certs-out", "", "instead of -out: folder to write the certificate Secrets and CA bundle ConfigMaps into")
+	certsFor := flag.Duration("certs-duration", 48*time.Hour, "with -certs-out: how long the certificates are valid")
 	flag.Parse()
+	if *certsOut != "" {
+		if err := os.MkdirAll(*certsOut, 0o700); err != nil {
+			fmt.Fprintf(os.Stderr, "kubevirt-crds: %v\n", err)
+			os.Exit(1)
+		}
+		if err := writeCertificates(*certsOut, *namespace, *certsFor); err != nil {
+			fmt.Fprintf(os.Stderr, "kubevirt-crds: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *out == "" || *tag == "" {
 		fmt.Fprintln(os.Stderr, "kubevirt-crds: -out and -image-tag are required")
 		os.Exit(2)
@@ -122,11 +140,11 @@ func run(out, namespace, registry, tag string) error {
 }
 
 // installObjects returns what installs virt-api and virt-controller in
-// namespace, in an order that can be applied one by one: RBAC first, then
-// the Service, the webhooks and APIService that send to it, and the
-// Deployments last.
+// namespace, in an order that can be applied one by one: the
+// PriorityClass their pods name and RBAC first, then the Service, the
+// webhooks and APIService that send to it, and the Deployments last.
 func installObjects(namespace, registry, tag string) ([]runtime.Object, error) {
-	var objs []runtime.Object
+	objs := []runtime.Object{components.NewKubeVirtPriorityClassCR()}
 	objs = append(objs, rbac.GetAllCluster()...)
 	objs = append(objs, rbac.GetAllApiServer(namespace)...)
 	objs = append(objs, rbac.GetAllController(namespace, false)...)
@@ -169,13 +187,16 @@ func kindAndName(obj runtime.Object) (string, string, error) {
 	return gvk.Kind, meta.GetName(), nil
 }
 
-// write stores obj as YAML in path.
-func write(path string, obj any) error {
+// write stores obj as YAML in path, readable by all.
+func write(path string, obj any) error { return writeMode(path, obj, 0o644) }
+
+// writeMode stores obj as YAML in path with the permissions perm.
+func writeMode(path string, obj any, perm os.FileMode) error {
 	data, err := yaml.Marshal(obj)
 	if err != nil {
 		return fmt.Errorf("encoding %s: %w", filepath.Base(path), err)
 	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	if err := os.WriteFile(path, data, perm); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

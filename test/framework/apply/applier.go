@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -370,4 +371,38 @@ func ConditionMessage(u *unstructured.Unstructured, typ string) string {
 		}
 	}
 	return "no condition yet"
+}
+
+// Replace creates obj, or updates the stored object to it, as a plain
+// create or update: for objects server-side apply refuses, such as
+// KubeVirt's virt-api Deployment, whose container lists port 8443 twice
+// (once for the API, once for metrics), which the merge key of ports
+// (containerPort, protocol) forbids; virt-operator creates and updates it
+// the same way.
+func (a *Applier) Replace(ctx context.Context, obj runtime.Object) (*unstructured.Unstructured, error) {
+	u, err := ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	ri, err := a.resource(u)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		out, err := ri.Create(ctx, u, metav1.CreateOptions{FieldManager: a.manager})
+		if err != nil {
+			return nil, fmt.Errorf("creating %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		return out, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	u.SetResourceVersion(cur.GetResourceVersion())
+	out, err := ri.Update(ctx, u, metav1.UpdateOptions{FieldManager: a.manager})
+	if err != nil {
+		return nil, fmt.Errorf("updating %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return out, nil
 }

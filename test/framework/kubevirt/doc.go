@@ -1,0 +1,23 @@
+// Package kubevirt installs KubeVirt's control plane, as
+// hack/build-kubevirt.sh builds it from KubeVirt's modules, into the test
+// cluster the way virt-operator would, from the objects virt-operator's
+// own generators write (never pasted upstream files):
+//
+//   - the namespace kubevirt and every KubeVirt CRD, Established;
+//   - the CA Secrets, each component's certificate Secret and the CA
+//     bundle ConfigMaps, made at install time by the build's kubevirt-crds
+//     with KubeVirt's own population strategies (-certs-out);
+//   - the KubeVirt CR (emulation on: the node has no KVM it may use) with
+//     status.phase Deployed, which virt-operator sets and without which
+//     virt-api and virt-controller read no cluster configuration;
+//   - the RBAC, Service, webhook configurations and APIServices of install/,
+//     their CA bundles kubevirt-ca's, and the virt-api and virt-controller
+//     Deployments (one replica each: one node), their images imported into
+//     the node beforehand (Build.Tarballs).
+//
+// Install returns once virt-api and virt-controller are Available, the
+// subresources APIService is Available and virt-api's webhooks answer a
+// VirtualMachine dry run. virt-handler and virt-launcher are not
+// installed: a VirtualMachineInstance is admitted and gets its launcher
+// pod from virt-controller, and no one runs it.
+package kubevirt

@@ -1,0 +1,282 @@
+package kubevirt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+
+	"platform.example/vm-migration/test/framework"
+	"platform.example/vm-migration/test/framework/apply"
+)
+
+// Namespace is where KubeVirt's control plane is installed.
+const Namespace = "kubevirt"
+
+// Names of what Install creates or waits for.
+const (
+	// CRName is the KubeVirt CR's name.
+	CRName = "kubevirt"
+	// APIName and ControllerName are the Deployments.
+	APIName        = "virt-api"
+	ControllerName = "virt-controller"
+	// SubresourcesAPIService is virt-api's aggregated API.
+	SubresourcesAPIService = "v1.subresources.kubevirt.io"
+	// caConfigMap holds kubevirt-ca's bundle (key ca-bundle).
+	caConfigMap = "kubevirt-ca"
+)
+
+// fieldManager owns what Install applies.
+const fieldManager = "vm-migration-kubevirt-install"
+
+// defaultTimeout bounds Install when Options.Timeout is zero.
+const defaultTimeout = 5 * time.Minute
+
+var (
+	kubeVirtGVR       = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "kubevirts"}
+	virtualMachineGVR = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}
+)
+
+// Options says what Install installs and how it reports.
+type Options struct {
+	// Build is hack/build-kubevirt.sh's folder, its images already on the
+	// node.
+	Build *Build
+	// Timeout bounds the whole installation; zero means five minutes.
+	Timeout time.Duration
+	// Logf, when set, is told each step and how long it took.
+	Logf func(format string, args ...any)
+}
+
+type installer struct {
+	*apply.Applier
+	o Options
+}
+
+// Install installs KubeVirt's control plane into the cluster cfg reaches,
+// as the package doc says, and returns once it serves.
+func Install(ctx context.Context, cfg *rest.Config, o Options) error {
+	if o.Build == nil {
+		return errors.New("installing KubeVirt: no build")
+	}
+	if o.Timeout == 0 {
+		o.Timeout = defaultTimeout
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	a, err := apply.New(cfg, fieldManager, Namespace, func(format string, args ...any) { o.Logf("kubevirt: "+format, args...) })
+	if err != nil {
+		return fmt.Errorf("installing KubeVirt: %w", err)
+	}
+	in := &installer{Applier: a, o: o}
+	steps := []struct {
+		what string
+		do   func(context.Context) error
+	}{
+		{"namespace and CRDs", in.namespaceAndCRDs},
+		{"certificates and CA bundles", in.certificates},
+		{"KubeVirt CR, Deployed", in.customResource},
+		{"RBAC, Service, webhooks, APIServices and Deployments of install/", in.components},
+		{"virt-api and virt-controller Available", in.waitDeployments},
+		{"subresources APIService Available", in.waitAPIService},
+		{"VirtualMachine webhooks answering", in.waitWebhooks},
+	}
+	start := time.Now()
+	for _, s := range steps {
+		t := time.Now()
+		if err := s.do(ctx); err != nil {
+			return fmt.Errorf("installing KubeVirt: %s: %w", s.what, err)
+		}
+		o.Logf("kubevirt: %s in %s", s.what, time.Since(t).Round(time.Millisecond))
+	}
+	o.Logf("kubevirt %s: installed in %s", o.Build.Version, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (in *installer) namespaceAndCRDs(ctx context.Context) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+	if _, err := in.Apply(ctx, ns); err != nil {
+		return err
+	}
+	_, err := in.ApplyCRDs(ctx, filepath.Join(in.o.Build.Dir, "crds"))
+	return err
+}
+
+// certificates has the build's kubevirt-crds write the certificates into a
+// private folder, applies them and removes the folder.
+func (in *installer) certificates(ctx context.Context) error {
+	dir, err := os.MkdirTemp("", "kubevirt-certs-")
+	if err != nil {
+		return fmt.Errorf("creating a folder for the certificates: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	cmd := exec.CommandContext(ctx, filepath.Join(in.o.Build.Dir, "kubevirt-crds"), "-certs-out", dir, "-namespace", Namespace)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubevirt-crds -certs-out: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	n, err := in.ApplyDir(ctx, dir, nil)
+	if err != nil {
+		return err
+	}
+	in.o.Logf("kubevirt: %d certificate Secrets and CA bundles", n)
+	return nil
+}
+
+// customResource applies the KubeVirt CR and marks it Deployed, as
+// virt-operator does once it installed the components: virt-api and
+// virt-controller read their configuration only from a KubeVirt CR with a
+// phase.
+func (in *installer) customResource(ctx context.Context) error {
+	kv := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubevirt.io/v1",
+		"kind":       "KubeVirt",
+		"metadata":   map[string]any{"name": CRName, "namespace": Namespace},
+		"spec": map[string]any{
+			"imageRegistry": "localhost/kubevirt",
+			"imageTag":      in.o.Build.Version,
+			"configuration": map[string]any{
+				"developerConfiguration": map[string]any{"useEmulation": true},
+			},
+		},
+	}}
+	cur, err := in.Apply(ctx, kv)
+	if err != nil {
+		return err
+	}
+	if err := unstructured.SetNestedField(cur.Object, "Deployed", "status", "phase"); err != nil {
+		return fmt.Errorf("setting the KubeVirt CR's phase: %w", err)
+	}
+	for _, f := range []struct{ key, value string }{
+		{"observedKubeVirtVersion", in.o.Build.Version}, {"targetKubeVirtVersion", in.o.Build.Version},
+		{"observedKubeVirtRegistry", "localhost/kubevirt"}, {"targetKubeVirtRegistry", "localhost/kubevirt"},
+	} {
+		if err := unstructured.SetNestedField(cur.Object, f.value, "status", f.key); err != nil {
+			return fmt.Errorf("setting the KubeVirt CR's %s: %w", f.key, err)
+		}
+	}
+	if _, err := in.Dynamic.Resource(kubeVirtGVR).Namespace(Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		return fmt.Errorf("marking the KubeVirt CR Deployed: %w", err)
+	}
+	return nil
+}
+
+// components applies install/ in order: the webhook configurations and
+// APIServices with kubevirt-ca's bundle, the Deployments with one replica.
+func (in *installer) components(ctx context.Context) error {
+	cm, err := in.Kube.CoreV1().ConfigMaps(Namespace).Get(ctx, caConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading the CA bundle: %w", err)
+	}
+	ca := cm.Data["ca-bundle"]
+	if ca == "" {
+		return fmt.Errorf("the %s ConfigMap holds no ca-bundle", caConfigMap)
+	}
+	files, err := filepath.Glob(filepath.Join(in.o.Build.Dir, "install", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no install objects in %s/install: %v", in.o.Build.Dir, err)
+	}
+	sort.Strings(files)
+	n := 0
+	for _, f := range files {
+		objs, err := framework.ReadObjects(f)
+		if err != nil {
+			return err
+		}
+		for _, u := range objs {
+			if err := in.install(ctx, u, []byte(ca)); err != nil {
+				return err
+			}
+			n++
+		}
+	}
+	in.o.Logf("kubevirt: install/: %d objects", n)
+	return nil
+}
+
+// install applies one object of install/: a webhook configuration or
+// APIService with the CA bundle, a Deployment with one replica and by a
+// plain create or update (server-side apply refuses virt-api's: see
+// apply.Applier.Replace).
+func (in *installer) install(ctx context.Context, u *unstructured.Unstructured, ca []byte) error {
+	var err error
+	switch u.GetKind() {
+	case "APIService", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+		if err := apply.SetCABundle(u, ca); err != nil {
+			return err
+		}
+	case "Deployment":
+		if err := unstructured.SetNestedField(u.Object, int64(1), "spec", "replicas"); err != nil {
+			return fmt.Errorf("setting the replicas of %s: %w", u.GetName(), err)
+		}
+		_, err = in.Replace(ctx, u)
+		return err
+	}
+	_, err = in.Apply(ctx, u)
+	return err
+}
+
+func (in *installer) waitDeployments(ctx context.Context) error {
+	return in.WaitDeployments(ctx, Namespace, APIName, ControllerName)
+}
+
+func (in *installer) waitAPIService(ctx context.Context) error {
+	return in.WaitAPIService(ctx, SubresourcesAPIService)
+}
+
+// ProbeVM is a VirtualMachine KubeVirt's webhooks accept: halted, with
+// guest memory, nothing else.
+func ProbeVM(name, namespace string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubevirt.io/v1",
+		"kind":       "VirtualMachine",
+		"metadata":   map[string]any{"name": name, "namespace": namespace},
+		"spec": map[string]any{
+			"runStrategy": "Halted",
+			"template": map[string]any{"spec": map[string]any{
+				"domain": map[string]any{"devices": map[string]any{}, "memory": map[string]any{"guest": "64Mi"}},
+			}},
+		},
+	}}
+}
+
+// waitWebhooks waits until a VirtualMachine dry run passes virt-api's
+// webhooks (which refuse every create, failing closed, until the API
+// server reaches virt-api through its Service) and one with both running
+// and runStrategy, a rule only the webhook enforces, is refused by them.
+func (in *installer) waitWebhooks(ctx context.Context) error {
+	vms := in.Dynamic.Resource(virtualMachineGVR).Namespace(Namespace)
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	var last error
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, last = vms.Create(ctx, ProbeVM("install-probe", Namespace), dry)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (last answer: %v); pods: %s", err, last, in.PodSummary(context.Background(), Namespace))
+	}
+	bad := ProbeVM("install-probe-invalid", Namespace)
+	if err := unstructured.SetNestedField(bad.Object, false, "spec", "running"); err != nil {
+		return fmt.Errorf("building the invalid probe: %w", err)
+	}
+	_, err = vms.Create(ctx, bad, dry)
+	if err == nil || !strings.Contains(err.Error(), "denied the request") {
+		return fmt.Errorf("a VirtualMachine with running and runStrategy was not refused by virt-api's webhook: %v", err)
+	}
+	in.o.Logf("kubevirt: a VirtualMachine with running and runStrategy refused: %v", err)
+	return nil
+}

@@ -18,7 +18,6 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
-	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
 	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
 	"platform.example/vm-migration/pkg/preflight"
 	"platform.example/vm-migration/pkg/steps/pipeline"
@@ -106,15 +105,9 @@ func TestDryRunAsksTheAPIServer(t *testing.T) {
 // its ServiceAccount, the API server's warnings collected per request.
 func controllerStep(t *testing.T, saConfig *rest.Config, cfg pipeline.Config) *pipeline.Step {
 	t.Helper()
-	rc := rest.CopyConfig(saConfig)
-	rc.WarningHandlerWithContext = pipeline.WarningCollector{Next: rest.WarningLogger{}}
-	kube, err := kubernetes.NewForConfig(rc)
+	step, err := framework.PipelineStep(saConfig, cfg)
 	require.NoError(t, err)
-	kv, err := kvclient.NewForConfig(rc)
-	require.NoError(t, err)
-	cdi, err := cdiclient.NewForConfig(rc)
-	require.NoError(t, err)
-	return &pipeline.Step{Kube: kube, KubeVirt: kv, CDI: cdi, Config: cfg}
+	return step
 }
 
 // restrictNamespace makes the namespace enforce PodSecurity restricted.

@@ -20,7 +20,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "kubevirt: $%s is not set: the real KubeVirt tests skip (make test-kubevirt runs them)\n", EnvKubeVirtDir)
 		os.Exit(m.Run())
 	}
-	framework.Run(m)
+	// The project's CRDs and the DataVolume CRD (CDI's stand-in here) for
+	// the controller's dry run; KubeVirt's own come with Install.
+	framework.Run(m, framework.WithNode(), framework.WithCRDs(
+		framework.RepoPath("manifests/crd"),
+		framework.RepoPath("test/crds/cdi.kubevirt.io_datavolumes.yaml"),
+	))
 }
 
 // kubevirtDir returns $KUBEVIRT_DIR, or skips t when it is unset.

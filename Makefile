@@ -95,7 +95,7 @@ kubevirt: ## build (or reuse the cached) KubeVirt v1.8.2's control plane from it
 	hack/build-kubevirt.sh
 
 test-kubevirt: testbin coredns node-deps kubevirt ## the real KubeVirt control plane on the real node (test/integration/kubevirt): its generated CRDs established, virt-api and virt-controller from images built here, the rendered VM judged by KubeVirt's own webhooks; not part of make test
-	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) KUBEVIRT_DIR=$$(hack/build-kubevirt.sh | tail -n 1) \
+	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) KUBEVIRT_DIR=$$(hack/build-kubevirt.sh | tail -n 1) CDI_DIR=$$(hack/build-cdi.sh | tail -n 1) \
 		$(GO) test -count=1 -v -tags integration -timeout 20m ./test/integration/kubevirt/
 
 coredns: ## build (or reuse the cached) CoreDNS from its module for the test node's cluster DNS (_output/coredns; the targets that start a node set COREDNS_DIR to it)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -164,6 +165,9 @@ func (in *installer) customResource(ctx context.Context) error {
 	for _, f := range []struct{ key, value string }{
 		{"observedKubeVirtVersion", in.o.Build.Version}, {"targetKubeVirtVersion", in.o.Build.Version},
 		{"observedKubeVirtRegistry", "localhost/kubevirt"}, {"targetKubeVirtRegistry", "localhost/kubevirt"},
+		// SetDefaultArchitecture's: virt-api's mutator gives each VM this
+		// architecture, without which the VMI webhook refuses its instance.
+		{"defaultArchitecture", runtime.GOARCH},
 	} {
 		if err := unstructured.SetNestedField(cur.Object, f.value, "status", f.key); err != nil {
 			return fmt.Errorf("setting the KubeVirt CR's %s: %w", f.key, err)

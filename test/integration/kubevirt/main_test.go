@@ -5,6 +5,7 @@ package kubevirt
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"platform.example/vm-migration/test/framework"
@@ -14,17 +15,27 @@ import (
 // binaries, crds/ and install/.
 const EnvKubeVirtDir = "KUBEVIRT_DIR"
 
+// EnvCDIDir names the folder hack/build-cdi.sh prints, whose crds/ are
+// CDI's CRDs.
+const EnvCDIDir = "CDI_DIR"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(EnvKubeVirtDir) == "" {
 		// No control plane is started for tests that all skip.
 		fmt.Fprintf(os.Stderr, "kubevirt: $%s is not set: the real KubeVirt tests skip (make test-kubevirt runs them)\n", EnvKubeVirtDir)
 		os.Exit(m.Run())
 	}
-	// The project's CRDs and the DataVolume CRD (CDI's stand-in here) for
-	// the controller's dry run; KubeVirt's own come with Install.
+	// The project's CRDs and CDI's, from its build: virt-controller, seeing
+	// the DataVolume CRD, waits for CDI's other informers (CDI, CDIConfig,
+	// StorageProfile, DataSource) and handles no VM until they sync.
+	cdi := os.Getenv(EnvCDIDir)
+	if cdi == "" {
+		fmt.Fprintf(os.Stderr, "kubevirt: $%s is not set: make test-kubevirt sets it to hack/build-cdi.sh's folder\n", EnvCDIDir)
+		os.Exit(2)
+	}
 	framework.Run(m, framework.WithNode(), framework.WithCRDs(
 		framework.RepoPath("manifests/crd"),
-		framework.RepoPath("test/crds/cdi.kubevirt.io_datavolumes.yaml"),
+		filepath.Join(cdi, "crds"),
 	))
 }
 

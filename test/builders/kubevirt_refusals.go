@@ -1,7 +1,10 @@
 package builders
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -43,6 +46,23 @@ type VMRefusal struct {
 	Mutate func(*kubevirtv1.VirtualMachine)
 	Raw    func(obj map[string]any)
 	Want   string
+}
+
+// Broken is a copy of vm broken this way, unstructured for the dynamic
+// client (vm is left as it is).
+func (r VMRefusal) Broken(vm *kubevirtv1.VirtualMachine) (*unstructured.Unstructured, error) {
+	bad := vm.DeepCopy()
+	if r.Mutate != nil {
+		r.Mutate(bad)
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(bad)
+	if err != nil {
+		return nil, fmt.Errorf("converting the VM broken by %q: %w", r.Name, err)
+	}
+	if r.Raw != nil {
+		r.Raw(m)
+	}
+	return &unstructured.Unstructured{Object: m}, nil
 }
 
 func ptrOf[T any](v T) *T { return &v }

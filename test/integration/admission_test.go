@@ -67,16 +67,10 @@ func TestAdmissionRejectsWhatKubeVirtRejects(t *testing.T) {
 	require.NoError(t, err, "the rendered VM is refused")
 	for _, tc := range builders.VMRefusals() {
 		t.Run(tc.Name, func(t *testing.T) {
-			bad := vm.DeepCopy()
-			bad.Name = "bad"
-			if tc.Mutate != nil {
-				tc.Mutate(bad)
-			}
-			obj := toUnstructured(t, bad)
-			if tc.Raw != nil {
-				tc.Raw(obj.Object)
-			}
-			_, err := api.Create(ctx, obj, strict)
+			obj, err := tc.Broken(vm)
+			require.NoError(t, err)
+			obj.SetName("bad")
+			_, err = api.Create(ctx, obj, strict)
 			require.ErrorContains(t, err, tc.Want, "creating the broken VM")
 			t.Logf("refused: %v", err)
 		})

@@ -73,11 +73,7 @@ func New(cfg *rest.Config, fieldManager, namespace string, logf func(format stri
 // Apply server-side applies obj (typed or unstructured), forcing
 // ownership of its fields, and returns the object as stored.
 func (a *Applier) Apply(ctx context.Context, obj runtime.Object) (*unstructured.Unstructured, error) {
-	u, err := ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	ri, err := a.resource(u)
+	u, ri, err := a.target(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -88,9 +84,14 @@ func (a *Applier) Apply(ctx context.Context, obj runtime.Object) (*unstructured.
 	return out, nil
 }
 
-// resource is the dynamic client of u's resource (and namespace, setting
-// the default one where u has none).
-func (a *Applier) resource(u *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+// target is obj as unstructured (ToUnstructured) and the dynamic client
+// of its resource (and namespace, setting the default one where it has
+// none).
+func (a *Applier) target(obj runtime.Object) (*unstructured.Unstructured, dynamic.ResourceInterface, error) {
+	u, err := ToUnstructured(obj)
+	if err != nil {
+		return nil, nil, err
+	}
 	gvk := u.GroupVersionKind()
 	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if meta.IsNoMatchError(err) {
@@ -98,15 +99,15 @@ func (a *Applier) resource(u *unstructured.Unstructured) (dynamic.ResourceInterf
 		m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mapping %s: %w", gvk, err)
+		return nil, nil, fmt.Errorf("mapping %s: %w", gvk, err)
 	}
 	if m.Scope.Name() != meta.RESTScopeNameNamespace {
-		return a.Dynamic.Resource(m.Resource), nil
+		return u, a.Dynamic.Resource(m.Resource), nil
 	}
 	if u.GetNamespace() == "" {
 		u.SetNamespace(a.namespace)
 	}
-	return a.Dynamic.Resource(m.Resource).Namespace(u.GetNamespace()), nil
+	return u, a.Dynamic.Resource(m.Resource).Namespace(u.GetNamespace()), nil
 }
 
 // ToUnstructured turns a typed object into an unstructured one with its
@@ -380,11 +381,7 @@ func ConditionMessage(u *unstructured.Unstructured, typ string) string {
 // (containerPort, protocol) forbids; virt-operator creates and updates it
 // the same way.
 func (a *Applier) Replace(ctx context.Context, obj runtime.Object) (*unstructured.Unstructured, error) {
-	u, err := ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	ri, err := a.resource(u)
+	u, ri, err := a.target(obj)
 	if err != nil {
 		return nil, err
 	}

@@ -68,31 +68,18 @@ func Install(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
-	steps := []struct {
-		what string
-		do   func(context.Context) error
-	}{
-		{"namespace and CRDs", in.namespaceAndCRDs},
-		{"RBAC of CDI's generators", in.rbac},
-		{"certificates, CA bundles and the token key", in.certificates},
-		{"CDI CR and CDIConfig", in.customResources},
-		{"Services and Deployments", in.workloads},
-		{"Deployments Available", in.waitDeployments},
-		{"APIService and webhook configurations", in.registrations},
-		{"CDIConfig read by the controller", in.waitConfig},
-		{"DataVolume webhooks answering", in.waitWebhooks},
-		{"upload APIService Available", in.waitAPIService},
-	}
-	start := time.Now()
-	for _, s := range steps {
-		t := time.Now()
-		if err := s.do(ctx); err != nil {
-			return fmt.Errorf("installing CDI: %s: %w", s.what, err)
-		}
-		o.Logf("cdi: %s in %s", s.what, time.Since(t).Round(time.Millisecond))
-	}
-	o.Logf("cdi: installed in %s", time.Since(start).Round(time.Millisecond))
-	return nil
+	return in.Install(ctx, "CDI", []apply.Step{
+		{What: "namespace and CRDs", Do: in.namespaceAndCRDs},
+		{What: "RBAC of CDI's generators", Do: in.rbac},
+		{What: "certificates, CA bundles and the token key", Do: in.certificates},
+		{What: "CDI CR and CDIConfig", Do: in.customResources},
+		{What: "Services and Deployments", Do: in.workloads},
+		{What: "Deployments Available", Do: in.waitDeployments},
+		{What: "APIService and webhook configurations", Do: in.registrations},
+		{What: "CDIConfig read by the controller", Do: in.waitConfig},
+		{What: "DataVolume webhooks answering", Do: in.waitWebhooks},
+		{What: "upload APIService Available", Do: in.waitAPIService},
+	})
 }
 
 func newInstaller(cfg *rest.Config, o Options) (*installer, error) {

@@ -85,28 +85,15 @@ func Install(ctx context.Context, cfg *rest.Config, o Options) error {
 		return fmt.Errorf("installing KubeVirt: %w", err)
 	}
 	in := &installer{Applier: a, o: o}
-	steps := []struct {
-		what string
-		do   func(context.Context) error
-	}{
-		{"namespace and CRDs", in.namespaceAndCRDs},
-		{"certificates and CA bundles", in.certificates},
-		{"KubeVirt CR, Deployed", in.customResource},
-		{"RBAC, Service, webhooks, APIServices and Deployments of install/", in.components},
-		{"virt-api and virt-controller Available", in.waitDeployments},
-		{"subresources APIService Available", in.waitAPIService},
-		{"VirtualMachine webhooks answering", in.waitWebhooks},
-	}
-	start := time.Now()
-	for _, s := range steps {
-		t := time.Now()
-		if err := s.do(ctx); err != nil {
-			return fmt.Errorf("installing KubeVirt: %s: %w", s.what, err)
-		}
-		o.Logf("kubevirt: %s in %s", s.what, time.Since(t).Round(time.Millisecond))
-	}
-	o.Logf("kubevirt %s: installed in %s", o.Build.Version, time.Since(start).Round(time.Millisecond))
-	return nil
+	return in.Install(ctx, "KubeVirt "+o.Build.Version, []apply.Step{
+		{What: "namespace and CRDs", Do: in.namespaceAndCRDs},
+		{What: "certificates and CA bundles", Do: in.certificates},
+		{What: "KubeVirt CR, Deployed", Do: in.customResource},
+		{What: "RBAC, Service, webhooks, APIServices and Deployments of install/", Do: in.components},
+		{What: "virt-api and virt-controller Available", Do: in.waitDeployments},
+		{What: "subresources APIService Available", Do: in.waitAPIService},
+		{What: "VirtualMachine webhooks answering", Do: in.waitWebhooks},
+	})
 }
 
 func (in *installer) namespaceAndCRDs(ctx context.Context) error {

@@ -122,15 +122,9 @@ func TestRealWebhooksJudgeTheRenderedVM(t *testing.T) {
 
 	for _, tc := range builders.VMRefusals() {
 		t.Run(tc.Name, func(t *testing.T) {
-			bad := vm.DeepCopy()
-			if tc.Mutate != nil {
-				tc.Mutate(bad)
-			}
-			obj := toUnstructured(t, bad)
-			if tc.Raw != nil {
-				tc.Raw(obj.Object)
-			}
-			_, err := api.Create(ctx, obj, dry)
+			obj, err := tc.Broken(vm)
+			require.NoError(t, err)
+			_, err = api.Create(ctx, obj, dry)
 			require.ErrorContains(t, err, tc.Want, "KubeVirt's answer to the broken VM")
 		})
 	}

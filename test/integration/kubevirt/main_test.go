@@ -9,20 +9,17 @@ import (
 	"testing"
 
 	"platform.example/vm-migration/test/framework"
+	"platform.example/vm-migration/test/framework/kubevirt"
 )
-
-// EnvKubeVirtDir names the folder hack/build-kubevirt.sh prints: the
-// binaries, crds/ and install/.
-const EnvKubeVirtDir = "KUBEVIRT_DIR"
 
 // EnvCDIDir names the folder hack/build-cdi.sh prints, whose crds/ are
 // CDI's CRDs.
 const EnvCDIDir = "CDI_DIR"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(EnvKubeVirtDir) == "" {
+	if os.Getenv(kubevirt.EnvDir) == "" {
 		// No control plane is started for tests that all skip.
-		fmt.Fprintf(os.Stderr, "kubevirt: $%s is not set: the real KubeVirt tests skip (make test-kubevirt runs them)\n", EnvKubeVirtDir)
+		fmt.Fprintf(os.Stderr, "kubevirt: $%s is not set: the real KubeVirt tests skip (make test-kubevirt runs them)\n", kubevirt.EnvDir)
 		os.Exit(m.Run())
 	}
 	// The project's CRDs and CDI's, from its build: virt-controller, seeing
@@ -42,9 +39,9 @@ func TestMain(m *testing.M) {
 // kubevirtDir returns $KUBEVIRT_DIR, or skips t when it is unset.
 func kubevirtDir(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv(EnvKubeVirtDir)
+	dir := os.Getenv(kubevirt.EnvDir)
 	if dir == "" {
-		t.Skipf("$%s is not set; run make test-kubevirt", EnvKubeVirtDir)
+		t.Skipf("$%s is not set; run make test-kubevirt", kubevirt.EnvDir)
 	}
 	return dir
 }

@@ -79,11 +79,11 @@ func main() {
 	certsFor := flag.Duration("certs-duration", 48*time.Hour, "with -certs-out: how long the certificates are valid")
 	flag.Parse()
 	if *certsOut != "" {
-		if err := os.MkdirAll(*certsOut, 0o700); err != nil {
-			fmt.Fprintf(os.Stderr, "kubevirt-crds: %v\n", err)
-			os.Exit(1)
+		err := os.MkdirAll(*certsOut, 0o700)
+		if err == nil {
+			err = writeCertificates(*certsOut, *namespace, *certsFor)
 		}
-		if err := writeCertificates(*certsOut, *namespace, *certsFor); err != nil {
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "kubevirt-crds: %v\n", err)
 			os.Exit(1)
 		}

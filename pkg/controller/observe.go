@@ -64,11 +64,10 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 		obs.Preflight = preflight.DryRunFindings(seen.DryRun)
 	}
 	if need == statemachine.SourceNeedInventory && inv != nil {
-		facts, err := c.clusterFacts(m, inv)
+		facts, err := c.clusterFacts(m, inv, seen)
 		if err != nil {
 			return obs, err
 		}
-		facts.DryRun, facts.Proofs, facts.ConversionVirtioWin, facts.Launcher = seen.DryRun, seen.Proofs, seen.ConversionVirtioWin, seen.Launcher
 		obs.Preflight = preflight.Check(m.SpecInForce(), inv, facts)
 		for i := range obs.Proofs {
 			if why := preflight.ImageRefused(obs.Preflight, obs.Proofs[i].Component); why != "" {
@@ -94,10 +93,12 @@ func (c *Controller) lookClaims(m *v1alpha1.VirtualMachineMigration, inv *v1alph
 	return c.claims.look(m, want, holders, c.clock.Now()), nil
 }
 
-// clusterFacts is what the preflight rules need of the cluster, from the
-// caches: the storage classes, and whether the target VM's name is taken.
-func (c *Controller) clusterFacts(m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory) (preflight.ClusterFacts, error) {
-	facts := preflight.ClusterFacts{StorageClasses: map[string]bool{}, DefaultConversionImage: c.cfg.DefaultConversionImage}
+// clusterFacts is what the preflight rules need of the cluster: what the
+// pipeline asked the API server (seen, whole), and from the caches the
+// storage classes and whether the target VM's name is taken.
+func (c *Controller) clusterFacts(m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory, seen preflight.ClusterFacts) (preflight.ClusterFacts, error) {
+	facts := seen
+	facts.StorageClasses, facts.DefaultConversionImage = map[string]bool{}, c.cfg.DefaultConversionImage
 	var err error
 	classes, err := c.storageClasses.List(labels.Everything())
 	if err != nil {

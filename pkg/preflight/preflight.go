@@ -98,6 +98,10 @@ type ClusterFacts struct {
 	// Launcher is what the cluster says of KubeVirt's launcher pods in
 	// the namespace.
 	Launcher LauncherFacts
+	// NetworkDefinitions are what the cluster said of the Multus networks
+	// the mappings name, by multusNetworkName as written; a network
+	// missing here was not asked about.
+	NetworkDefinitions map[string]NetworkDefinitionFact
 }
 
 // Check runs every rule and returns the findings, Blocking and Warning, in
@@ -122,6 +126,7 @@ func Check(spec *v1alpha1.VirtualMachineMigrationSpec, inv *v1alpha1.SourceInven
 		c.firmware,
 		c.networks,
 		c.podNICs,
+		c.networkDefinitions,
 		c.guestNetwork,
 		c.storageMapping,
 		c.storageClasses,

@@ -124,6 +124,8 @@ func TestControllerRBAC(t *testing.T) {
 		{resource: "events", verb: "list"},
 		{resource: "namespaces", verb: "get", clusterWide: true, name: "any"},
 		{group: "kubevirt.io", resource: "kubevirts", verb: "list", clusterWide: true},
+		// The Multus networks' definitions, in any namespace (preflight).
+		{group: "k8s.cni.cncf.io", resource: "network-attachment-definitions", verb: "get", clusterWide: true, name: "any"},
 		{group: "coordination.k8s.io", resource: "leases", verb: "update", namespace: saNamespace},
 		// Its own Pod, for the image the transfer Jobs run.
 		{resource: "pods", verb: "get", namespace: saNamespace},

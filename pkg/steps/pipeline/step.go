@@ -125,12 +125,14 @@ type Step struct {
 	Clock clock.PassiveClock
 
 	// What the step remembers between reconciles: the refusals of Jobs'
-	// pods (their events), the image proofs' results, the dry runs and
-	// what the cluster says of KubeVirt's launcher pods.
-	refusals refusals
-	proofs   proofCache
-	dryRuns  dryRunCache
-	launcher launcherCache
+	// pods (their events), the image proofs' results, the dry runs, what
+	// the cluster says of KubeVirt's launcher pods and of the Multus
+	// networks.
+	refusals    refusals
+	proofs      proofCache
+	dryRuns     dryRunCache
+	launcher    launcherCache
+	networkDefs networkDefinitionCache
 }
 
 // now is the step's clock's time.

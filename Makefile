@@ -43,8 +43,9 @@ node: testbin coredns node-deps ## a control plane and a real node with cluster 
 node-deps: ## install, when missing, the Debian packages the real node needs (runc, CNI plugins, iptables, conntrack; as root)
 	hack/install-node-deps.sh
 
-test-e2e: testbin coredns node-deps ## whole migrations on a real control plane and node: the controller's Deployment and image as shipped, transfer and conversion pods as containers, vcsim; simulated storage, CDI, KubeVirt (test/standins) and virt-v2v (test/images)
-	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) $(GO) test -count=1 -tags e2e -timeout 75m ./test/e2e/...
+test-e2e: testbin coredns node-deps kubevirt ## whole migrations on a real control plane and node: the controller's Deployment and image as shipped, transfer and conversion pods as containers, vcsim, KubeVirt's own virt-api and virt-controller (with CDI's CRDs, from its module); simulated storage, CDI, virt-handler (test/standins) and virt-v2v (test/images)
+	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) KUBEVIRT_DIR=$$(hack/build-kubevirt.sh | tail -n 1) CDI_DIR=$$(hack/build-cdi.sh --crds | tail -n 1) \
+		$(GO) test -count=1 -tags e2e -timeout 75m ./test/e2e/...
 
 test-alerts: ## promtool check and unit tests of the alerts in manifests/monitoring (installs the Debian package prometheus when missing)
 	hack/test-alerts.sh
@@ -81,7 +82,7 @@ bench-scale: ## control-plane benchmark: N migrations (N=1000; HOSTS=10, QUIET=1
 testbin: ## build (or reuse the cached) kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl, etcd and containerd (with its shim and ctr)
 	hack/build-testbin.sh
 
-cdi: ## build (or reuse the cached) CDI v1.65.0 from its modules: cdi-controller, cdi-apiserver, cdi-uploadproxy, cdi-importer, cdi-cloner, cdi-uploadserver and its CRDs (_output/cdi; not part of make test yet)
+cdi: ## build (or reuse the cached) CDI v1.65.0 from its modules: cdi-controller, cdi-apiserver, cdi-uploadproxy, cdi-importer, cdi-cloner, cdi-uploadserver and its CRDs (_output/cdi; hack/build-cdi.sh --crds writes only the CRDs, which make test-e2e installs)
 	hack/build-cdi.sh
 
 cdi-images: cdi ## (as root) CDI's images for the test node, built here from Debian packages and the CDI build, never pulled: importer, cloner, uploadserver, controller, apiserver, uploadproxy as docker-archive tarballs, plus the RBAC, APIService and webhooks of CDI's operator generators (cached by content, _output/cdi-images; prints the folder last)
@@ -91,11 +92,11 @@ test-cdi: testbin coredns node-deps cdi-images ## the real CDI installed on the 
 	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) CDI_DIR=$$(hack/build-cdi.sh | tail -n 1) CDI_IMAGES_DIR=$$(hack/build-cdi-images.sh | tail -n 1) \
 		$(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/cdi/
 
-kubevirt: ## build (or reuse the cached) KubeVirt v1.8.2's control plane from its modules: virt-operator, virt-api, virt-controller, its CRDs and install objects (_output/kubevirt; not part of make test)
+kubevirt: ## build (or reuse the cached) KubeVirt v1.8.2's control plane from its modules: virt-operator, virt-api, virt-controller, its CRDs and install objects (_output/kubevirt; make test-e2e installs it)
 	hack/build-kubevirt.sh
 
 test-kubevirt: testbin coredns node-deps kubevirt ## the real KubeVirt control plane on the real node (test/integration/kubevirt): its generated CRDs established, virt-api and virt-controller from images built here, the rendered VM judged by KubeVirt's own webhooks; not part of make test
-	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) KUBEVIRT_DIR=$$(hack/build-kubevirt.sh | tail -n 1) CDI_DIR=$$(hack/build-cdi.sh | tail -n 1) \
+	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) KUBEVIRT_DIR=$$(hack/build-kubevirt.sh | tail -n 1) CDI_DIR=$$(hack/build-cdi.sh --crds | tail -n 1) \
 		$(GO) test -count=1 -v -tags integration -timeout 20m ./test/integration/kubevirt/
 
 coredns: ## build (or reuse the cached) CoreDNS from its module for the test node's cluster DNS (_output/coredns; the targets that start a node set COREDNS_DIR to it)

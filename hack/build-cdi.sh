@@ -16,6 +16,9 @@
 # last line and points the git-ignored ./_output/cdi link at it. The folder
 # also holds BUILD-INFO: the versions and each binary's build time.
 #
+# `hack/build-cdi.sh --crds` writes only the CRDs, without building CDI
+# (seconds), into a folder of their own, and prints it.
+#
 # With a cold Go build cache this takes many minutes (cdi-controller and
 # cdi-importer the longest); on a shared machine run it as
 # `nice -n 19 hack/build-cdi.sh`.
@@ -38,6 +41,25 @@ key=$(cat "$tools/go.mod" "$tools/go.sum" "$tools"/libnbd/go.mod "$tools"/libnbd
 cache_root=${CDI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vm-migration/cdi}
 dir="$cache_root/${cdi_version}-${key}"
 binaries=(cdi-controller cdi-apiserver cdi-uploadproxy cdi-importer cdi-cloner cdi-uploadserver)
+
+# --crds: only CDI's CRDs, read from the module's source without building
+# anything (seconds, after the module's download): what the e2e suite and
+# make run-local need beside KubeVirt, whose virt-controller waits for
+# them. Prints the folder holding crds/.
+if [ "${1:-}" = --crds ]; then
+  crds_dir="$cache_root/crds-${cdi_version}-${key}"
+  if [ ! -s "$crds_dir/crds/datavolume.yaml" ]; then
+    (cd "$tools" && go mod download "$module")
+    src=$(cd "$tools" && go list -mod=readonly -m -f '{{.Dir}}' "$module")
+    rm -rf "$crds_dir.tmp"
+    mkdir -p "$crds_dir.tmp"
+    (cd "$root" && go run ./hack/cdicrds -src "$src/pkg/operator/resources/crds_generated.go" -out "$crds_dir.tmp/crds")
+    rm -rf "$crds_dir"
+    mv "$crds_dir.tmp" "$crds_dir"
+  fi
+  echo "$crds_dir"
+  exit 0
+fi
 
 complete() {
   for b in "${binaries[@]}"; do [ -x "$dir/$b" ] || return 1; done

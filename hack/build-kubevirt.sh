@@ -54,7 +54,7 @@ binaries=(virt-controller virt-api virt-operator)
 
 complete() {
   for b in "${binaries[@]}"; do [ -x "$dir/$b" ] || return 1; done
-  [ -s "$dir/crds/virtualmachine.yaml" ] && [ -s "$dir/crds/kubevirt.yaml" ] && [ -d "$dir/install" ] && [ -s "$dir/images" ] && [ -s "$dir/BUILD-INFO" ]
+  [ -s "$dir/crds/virtualmachine.yaml" ] && [ -s "$dir/crds/kubevirt.yaml" ] && [ -s "$dir/crds/network-attachment-definition.yaml" ] && [ -d "$dir/install" ] && [ -s "$dir/images" ] && [ -s "$dir/BUILD-INFO" ]
 }
 
 if ! complete; then
@@ -96,6 +96,13 @@ if ! complete; then
   # The CRDs and install objects, from the same module version.
   rm -rf "$dir.tmp/crds" "$dir.tmp/install"
   "$dir.tmp/kubevirt-crds" -out "$dir.tmp" -image-tag "$kv_version"
+  # Multus' NetworkAttachmentDefinition CRD, from the client module
+  # KubeVirt builds with: virt-controller reads the definition of every
+  # Multus network of an instance before it renders the launcher pod.
+  nad_module=github.com/k8snetworkplumbingwg/network-attachment-definition-client
+  (cd "$tools" && go mod download "$nad_module")
+  nad_dir=$(cd "$tools" && go list -mod=readonly -m -f '{{.Dir}}' "$nad_module")
+  install -m 0644 "$nad_dir/artifacts/networks-crd.yaml" "$dir.tmp/crds/network-attachment-definition.yaml"
 
   # The control plane's images, each file dated the module's time.
   rm -rf "$dir.tmp/tarballs" "$dir.tmp/images" "$dir.tmp/images.list"

@@ -7,8 +7,12 @@
 # it and imported into the node; the controller's Deployment applied with
 # kubectl apply -k from a local overlay of manifests/ that changes only
 # image references; vcsim with sample VMs whose disks hold real bytes
-# (test/vcsimlocal, test/vcsimlocal/cmd/vcsim-local); and the SIMULATED
-# storage provisioner, CDI and KubeVirt of test/standins. It then applies an
+# (test/vcsimlocal, test/vcsimlocal/cmd/vcsim-local); KubeVirt's own
+# virt-api and virt-controller (v1.8.2, built from its modules by
+# hack/build-kubevirt.sh, installed by test/framework/cmd/install-kubevirt);
+# and the SIMULATED storage provisioner, CDI and virt-handler of
+# test/standins (virt-controller's launcher pods run the launcher image of
+# test/images, QEMU under TCG). It then applies an
 # example migration in a namespace that enforces PodSecurity restricted and
 # shows its phase, per-disk progress and the pods of its Jobs until it
 # succeeds, then the migration's own time, its downtime and which
@@ -142,12 +146,18 @@ testbin=$("$root/hack/build-testbin.sh" | tail -n 1)
 COREDNS_DIR=$("$root/hack/build-coredns.sh" | tail -n 1)
 export COREDNS_DIR
 "$root/hack/install-node-deps.sh"
+say "building (or reusing) KubeVirt's control plane (about 9 minutes the first time; cached after) and CDI's CRDs"
+kubevirt_dir=$("$root/hack/build-kubevirt.sh" | tail -n 1)
+cdi_dir=$("$root/hack/build-cdi.sh" --crds | tail -n 1)
+kubevirt_version=$(awk '$1 == "virt-api" { n = split($2, a, ":"); print a[n] }' "$kubevirt_dir/images")
+[ -n "$kubevirt_version" ] || die "no virt-api image in $kubevirt_dir/images"
 kubectl() { "$testbin/kubectl" "$@"; }
 say "building testnode, vcsim-local, the stand-ins and the images into $bin"
 mkdir -p "$bin"
 (cd "$root" && go build -o "$bin/" ./test/framework/cmd/testnode ./test/vcsimlocal/cmd/vcsim-local \
-  ./test/standins/cmd/standins ./test/images/cmd/build-images ./hack/runlocal ./cmd/kubectl-vmm)
+  ./test/standins/cmd/standins ./test/images/cmd/build-images ./test/framework/cmd/install-kubevirt ./hack/runlocal ./cmd/kubectl-vmm)
 imports=()
+while read -r _ _ tarball; do imports+=(--import "$kubevirt_dir/$tarball"); done <"$kubevirt_dir/images"
 controller_image=
 conversion_image=
 launcher_image=
@@ -158,7 +168,7 @@ while read -r ref tarball; do
     *launcher*) launcher_image=$ref ;;
     *) conversion_image=$ref ;;
   esac
-done < <(cd "$root" && "$bin/build-images")
+done < <(cd "$root" && "$bin/build-images" --launcher "localhost/kubevirt/virt-launcher:$kubevirt_version")
 [ -n "$controller_image" ] && [ -n "$conversion_image" ] && [ -n "$launcher_image" ] || die "building the images failed (run $bin/build-images to see why)"
 vcsim_args=()
 for v in "${vms[@]}"; do vcsim_args+=(--vm "$v"); done
@@ -181,7 +191,7 @@ chmod 755 "$state" "$state/standins"
 
 # --- the control plane and the real node ------------------------------------
 start node "$bin/testnode" --env-file "$state/node.env" \
-  --crds "$root/manifests/crd" --crds "$root/test/crds" "${imports[@]}"
+  --crds "$root/manifests/crd" --crds "$cdi_dir/crds" "${imports[@]}"
 wait_until "the control plane and the node" 300 test -s "$state/node.env"
 # shellcheck source=/dev/null
 . "$state/node.env"
@@ -193,6 +203,13 @@ ln -sfn "$bin/kubectl-vmm" "$state/bin/kubectl-vmm"
 printf 'export KUBECONFIG=%q\nexport PATH=%q:"$PATH"\n' "$KUBECONFIG" "$state/bin" >"$state/env"
 say "$(grep -m1 '^real node:' "$state/logs/node.log")"
 say "API server and vcsim reachable from pods at $HOST_ADDRESS; images imported into the node"
+
+# --- KubeVirt's control plane --------------------------------------------------
+# virt-api and virt-controller as Deployments (test/framework/kubevirt), the
+# Multus network the example maps to; virt-handler is the stand-in's.
+kubevirt_line=$("$bin/install-kubevirt" --kubeconfig "$KUBECONFIG" --kubevirt-dir "$kubevirt_dir" --network default/backend \
+  2>"$state/logs/kubevirt.log" | tail -n 1) || { tail -n 20 "$state/logs/kubevirt.log" >&2; die "installing KubeVirt failed"; }
+say "$kubevirt_line; virt-handler simulated (test/standins)"
 
 # --- vcsim --------------------------------------------------------------------
 start vcsim "$bin/vcsim-local" --address="$HOST_ADDRESS:0" --state-dir="$state/vcsim" "${vcsim_args[@]}"
@@ -206,9 +223,9 @@ fi
 
 # --- the stand-ins ------------------------------------------------------------
 start standins "$bin/standins" --kubeconfig="$KUBECONFIG" --root="$state/standins" \
-  --local-volume-node="$NODE_NAME" --launcher-image="$launcher_image" --clone-bytes-per-second=$((4 << 20)) --vmi-start-delay=2s -v=1
+  --local-volume-node="$NODE_NAME" --real-kubevirt --clone-bytes-per-second=$((4 << 20)) --vmi-start-delay=2s -v=1
 wait_until "the stand-ins" 60 kubectl get storageclass standard
-say "simulated storage provisioner, CDI and KubeVirt running (test/standins; instances run in launcher pods, QEMU under TCG)"
+say "simulated storage provisioner, CDI and virt-handler running (test/standins; virt-controller's launcher pods run QEMU under TCG)"
 
 # --- the controller, as it ships -----------------------------------------------
 rel=$(realpath --relative-to="$state/overlay" "$root/manifests")

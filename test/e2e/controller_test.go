@@ -97,6 +97,13 @@ func installSuite(env *framework.Environment) error {
 	}
 	fmt.Fprintf(os.Stderr, "e2e: images %s, %s and %s built and imported in %s\n", ctrl.Reference, conv.Reference, launcher.Reference,
 		time.Since(start).Round(time.Millisecond))
+	if realKubeVirt() {
+		what, err := installKubeVirt(ctx, env)
+		if err != nil {
+			return fmt.Errorf("installing KubeVirt's control plane: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "e2e: %s\n", what)
+	}
 	overlay := framework.RepoPath("_output/e2e/overlay")
 	if err := os.MkdirAll(overlay, 0o755); err != nil {
 		return err

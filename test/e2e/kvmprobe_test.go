@@ -49,6 +49,13 @@ var launcherKVM struct {
 func launcherAccelerator(t *testing.T, env *framework.Environment, image string) string {
 	t.Helper()
 	launcherKVM.once.Do(func() {
+		if realKubeVirt() {
+			// virt-controller renders the launcher pods, from a KubeVirt
+			// CR with useEmulation: the probe's stand-in pods and the
+			// RuntimeClass have no place there.
+			launcherKVM.outcome = "tcg: KubeVirt's virt-controller renders the launcher pods (useEmulation)"
+			return
+		}
 		rc := env.RuntimeClassKVM()
 		if rc == "" {
 			launcherKVM.outcome = "tcg: the machine has no /dev/kvm"

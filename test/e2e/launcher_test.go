@@ -95,11 +95,16 @@ func (s *stack) waitInstance(name string, timeout time.Duration, what string, co
 	return last
 }
 
-// launcherPod reads the instance's launcher pod.
+// launcherPod reads the instance's launcher pod: the one pod labelled as
+// created by it (virt-controller names it virt-launcher-<instance>-<random>,
+// the stand-in virt-launcher-<instance>), controlled by it.
 func (s *stack) launcherPod(vmi *kubevirtv1.VirtualMachineInstance) *corev1.Pod {
 	s.t.Helper()
-	pod, err := s.kube.CoreV1().Pods(s.ns).Get(s.ctx, "virt-launcher-"+vmi.Name, metav1.GetOptions{})
-	require.NoError(s.t, err, "reading the launcher pod of instance %s", vmi.Name)
+	pods, err := s.kube.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: kubevirtv1.CreatedByLabel + "=" + string(vmi.UID)})
+	require.NoError(s.t, err, "listing the launcher pods of instance %s", vmi.Name)
+	require.Len(s.t, pods.Items, 1, "the launcher pods of instance %s", vmi.Name)
+	pod := &pods.Items[0]
+	assert.True(s.t, strings.HasPrefix(pod.Name, "virt-launcher-"+vmi.Name), "the launcher pod's name %s", pod.Name)
 	c := metav1.GetControllerOf(pod)
 	require.NotNil(s.t, c, "the launcher pod has no controller")
 	require.Equal(s.t, vmi.UID, c.UID, "the launcher pod's controller, want the instance")

@@ -11,8 +11,11 @@
 // real pods in namespaces that enforce PodSecurity restricted, their
 // volumes real mounts of local PersistentVolumes. The conversion image is
 // the simulated virt-v2v of test/images (the sample disks hold random
-// bytes), except in the real-guest tests; CDI, KubeVirt and the volume
-// provisioner are the stand-ins of test/standins. The crash and leader
+// bytes), except in the real-guest tests. With $KUBEVIRT_DIR (make
+// test-e2e sets it) KubeVirt's own virt-api and virt-controller are
+// installed on the node (kubevirt_test.go) and the KubeVirt stand-in plays
+// virt-handler only; CDI and the volume provisioner are the stand-ins of
+// test/standins (and, without $KUBEVIRT_DIR, KubeVirt too). The crash and leader
 // election tests run the controller's command as processes of their own,
 // to kill them at chosen instants, with the Deployment scaled to zero.
 package e2e
@@ -42,10 +45,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	fmt.Fprintf(os.Stderr, "e2e: vm-transfer and migration-controller built in %s\n", time.Since(start).Round(time.Millisecond))
-	framework.Run(m,
-		framework.WithCRDs(framework.RepoPath("manifests/crd"), framework.RepoPath("test/crds")),
-		framework.WithNode(),
-	)
+	crds, err := suiteCRDs()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		os.Exit(2)
+	}
+	framework.Run(m, framework.WithCRDs(crds...), framework.WithNode())
 }
 
 // build builds cmd/<name> into _output/e2e (git-ignored), so that a

@@ -24,6 +24,7 @@ import (
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/preflight"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/test/builders"
 	"platform.example/vm-migration/test/standins"
 	"platform.example/vm-migration/test/vcsimlocal"
 )
@@ -32,8 +33,15 @@ import (
 type refusal struct {
 	// extraArgs are the controller's flags for it.
 	extraArgs []string
+	// shape changes the sample VM before it is added to vcsim.
+	shape func(spec *vcsimlocal.VMSpec)
 	// prepare shapes the namespace and the VM before the migration.
 	prepare func(s *stack, vm string)
+	// migration changes the migration before it is created.
+	migration func(m *v1alpha1.VirtualMachineMigration)
+	// needsMultusAPI skips the case where the cluster serves no
+	// NetworkAttachmentDefinitions (the stand-in KubeVirt's suite).
+	needsMultusAPI bool
 	// finding is the blocking preflight finding's reason.
 	finding string
 	// words are the cluster's own words, which the Failed condition quotes
@@ -86,6 +94,31 @@ func TestRefusedBeforeStop(t *testing.T) {
 			finding: preflight.ReasonDryRunRefused,
 			words:   [][]string{{`admission webhook "vm-policy.e2e.platform.example" denied the request`}, {"cost-center"}},
 		},
+		// A source NIC on the pod network with the MAC KubeVirt keeps for
+		// the in-pod bridge: the dry run of the VirtualMachine reaches
+		// KubeVirt's own validating webhook (virt-api, with make
+		// test-e2e; the stand-in's copy of the rule otherwise).
+		"kubevirt-refuses-reserved-mac": {
+			shape:   func(spec *vcsimlocal.VMSpec) { spec.NICs[0].MAC = "02:00:00:00:00:00" },
+			finding: preflight.ReasonDryRunRefused,
+			words: [][]string{{builders.KubeVirtVMWebhook + "The requested MAC address is reserved for the in-pod bridge. Please choose another one."},
+				{"VirtualMachine"}},
+		},
+		// The second NIC maps to a Multus network nobody defined:
+		// KubeVirt's virt-controller would fail the VM's start (it reads
+		// the definition to render the launcher pod) after the stop.
+		"multus-network-undefined": {
+			migration: func(m *v1alpha1.VirtualMachineMigration) {
+				for i := range m.Spec.Target.Networks {
+					if m.Spec.Target.Networks[i].Type == v1alpha1.NetworkTypeMultus {
+						m.Spec.Target.Networks[i].MultusNetworkName = "default/frontend"
+					}
+				}
+			},
+			needsMultusAPI: true,
+			finding:        preflight.ReasonNetworkDefinitionMissing,
+			words:          [][]string{{"no NetworkAttachmentDefinition default/frontend exists"}, {"failed to locate network attachment definition default/frontend"}},
+		},
 		// A Windows guest, and the conversion image (the simulated one,
 		// whose self-check answers as the project's image does) has no
 		// virtio-win drivers.
@@ -97,14 +130,26 @@ func TestRefusedBeforeStop(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			if tc.needsMultusAPI && !realKubeVirt() {
+				t.Skip("the stand-in KubeVirt's suite serves no NetworkAttachmentDefinitions")
+			}
 			s := newStack(t, stackOptions{extraControllerArgs: tc.extraArgs})
 			const vm = "refused-01"
-			s.addVM(vm, 131)
+			spec := vcsimlocal.SampleVM(vm, 131)
+			if tc.shape != nil {
+				tc.shape(&spec)
+			}
+			_, err := s.vc.AddVM(s.ctx, spec)
+			require.NoError(t, err, "adding VM %s to vcsim", vm)
 			if tc.prepare != nil {
 				tc.prepare(s, vm)
 			}
 			require.NoError(t, s.vc.SimulateGuest(s.ctx, vm, vcsimlocal.GuestOptions{}))
-			m := s.create(s.newMigration(vm, vm))
+			m := s.newMigration(vm, vm)
+			if tc.migration != nil {
+				tc.migration(m)
+			}
+			m = s.create(m)
 			s.refusedBeforeStop(m, vm, tc.finding, tc.words)
 			// kubectl vmm plan shows the API server's answer per object.
 			out, err := exec.CommandContext(s.ctx, plugin, "plan", m.Name, "-n", s.ns, "--kubeconfig", s.env.KubeconfigPath()).CombinedOutput()

@@ -153,7 +153,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	s.standins = standins.Config{
 		RestConfig: cfg, Root: t.TempDir(), Namespace: s.ns, LocalVolumeNode: env.NodeName(),
 		CloneBytesPerSecond: opts.cloneBytesPerSecond, VMIStartDelay: opts.vmiStartDelay, VMIGracePeriod: opts.vmiGracePeriod,
-		LauncherImage: launcherImage, LauncherRuntimeClass: opts.launcherRuntimeClass,
+		LauncherImage: launcherImage, LauncherRuntimeClass: opts.launcherRuntimeClass, RealKubeVirt: realKubeVirt(),
 	}
 	s.startStandins()
 	if opts.noController {

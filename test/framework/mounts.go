@@ -60,6 +60,13 @@ func setupMounts(holder int, nodeDir string) error {
 			return fmt.Errorf("creating %s: %w", src, err)
 		}
 		fmt.Fprintf(&script, "mkdir -p %s\nmount --bind %s %s\n", target, src, target)
+		if target == kubeletRootDir {
+			// Shared, as on a node booted by systemd: containerd refuses a
+			// volume mount with HostToContainer propagation (KubeVirt's
+			// launcher pods have them) under a private mount. Its peers
+			// stay inside the node's namespace.
+			fmt.Fprintf(&script, "mount --make-rshared %s\n", target)
+		}
 	}
 	sysctlDir := filepath.Join(nodeDir, "sysctl")
 	if err := os.MkdirAll(sysctlDir, 0o755); err != nil {

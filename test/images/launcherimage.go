@@ -229,6 +229,8 @@ func writeLauncherImage(out string, tag name.Tag, rootfs string, bin []byte) err
 	files := []ociimage.File{
 		dir("usr", 0o755), dir("usr/local", 0o755), dir("usr/local/bin", 0o755),
 		{Path: "usr/local/bin/vmi-launcher", Mode: 0o755, Data: bin},
+		// KubeVirt's launcher pods run virt-launcher-monitor.
+		dir("usr/bin", 0o755), {Path: "usr/bin/virt-launcher-monitor", Mode: 0o777, Link: "/usr/local/bin/vmi-launcher"},
 		dir("tmp", 0o1777), dir("var", 0o755), dir("var/run", 0o755),
 		dir(strings.TrimPrefix(launcher.DefaultRunDir, "/"), 0o755),
 		dir("var/run/kubevirt-private", 0o755), dir(strings.TrimPrefix(launcher.DefaultDiskDir, "/"), 0o755),

@@ -68,7 +68,7 @@ func StartAdmission(ctx context.Context, cfg Config) (*Admission, error) {
 	if cfg.RestConfig == nil {
 		return nil, errors.New("standins: no rest config")
 	}
-	c, err := newClients(cfg.RestConfig)
+	c, err := newClients(cfg.RestConfig, false)
 	if err != nil {
 		return nil, err
 	}

@@ -77,8 +77,32 @@
 //     that long (KubeVirt's termination grace period, 30 s by default),
 //     then turns Succeeded and goes; without it the garbage collector
 //     deletes the pod after the instance.
+//   - KubeVirt beside KubeVirt's own control plane (Config.RealKubeVirt:
+//     make test-e2e and make run-local, where test/framework/kubevirt
+//     installs the real virt-api and virt-controller): the stand-in
+//     registers no KubeVirt webhook, creates no instance or pod and writes
+//     no VM status; it plays virt-handler only (kubevirt_handler.go). It
+//     labels the node schedulable and q35-capable and announces KubeVirt's
+//     device resources (devices.kubevirt.io/kvm, tun, vhost-net) as
+//     virt-handler's node labeller and device plugins do; it hands each
+//     instance virt-controller scheduled on the node (phase Scheduled, its
+//     virt-launcher pod running) to that pod's launcher, the launcher image
+//     of test/images imported as localhost/kubevirt/virt-launcher and run
+//     by virt-controller's own command line (virt-launcher-monitor, which
+//     waits for its instance), after Config.VMIStartDelay; and it reports
+//     the instance Running once QEMU runs the guest, with the guest
+//     agent's report as above, and Succeeded or Failed as the pod ends. It
+//     writes instances as virt-handler's ServiceAccount (HandlerUser,
+//     whose RBAC the install applies), reading them from its cache as
+//     that account may only list and watch them, because virt-api undoes
+//     status changes by anyone else. With Config.VMIGracePeriod, a finalizer
+//     of the stand-in keeps each deleted instance that long, as KubeVirt
+//     does while it waits for a guest that ignores the ACPI shutdown. Not
+//     played: KVM (TCG
+//     only: KubeVirt's useEmulation), the domain's own events, migrations,
+//     hotplug, paused guests, the guest's console through virt-api.
 //   - Admission (StartAdmission, and Run before anything else): the
-//     webhooks of KubeVirt and CDI, served over TLS on 127.0.0.1 with a
+//     webhooks of KubeVirt (not beside the real KubeVirt) and CDI, served over TLS on 127.0.0.1 with a
 //     certificate of a CA generated at start, registered by a
 //     ValidatingWebhookConfiguration and a MutatingWebhookConfiguration
 //     with URL and CA bundle (limited to Config.Namespace when set), under

@@ -39,7 +39,14 @@ func (k *KubeVirt) run(ctx context.Context) error {
 	vms := factory.Kubevirt().V1().VirtualMachines()
 	vmis := factory.Kubevirt().V1().VirtualMachineInstances()
 	k.vms, k.vmis = vms.Lister(), vmis.Lister()
-	l := newLoop("standin-kubevirt", k.sync)
+	sync := k.sync
+	if k.cfg.RealKubeVirt {
+		if err := k.prepareNode(ctx); err != nil {
+			return err
+		}
+		sync = k.handle
+	}
+	l := newLoop("standin-kubevirt", sync)
 	if _, err := vms.Informer().AddEventHandler(l.handler()); err != nil {
 		return err
 	}
@@ -48,7 +55,7 @@ func (k *KubeVirt) run(ctx context.Context) error {
 		return err
 	}
 	synced := []cache.InformerSynced{vms.Informer().HasSynced, vmis.Informer().HasSynced}
-	if k.cfg.LauncherImage != "" {
+	if k.cfg.LauncherImage != "" || k.cfg.RealKubeVirt {
 		pods, err := k.watchLaunchers(ctx, l)
 		if err != nil {
 			return err
@@ -345,9 +352,9 @@ func (k *KubeVirt) updateInstance(ctx context.Context, vmi *kubevirtv1.VirtualMa
 // changeInstance applies change to the current instance (the same UID)
 // and writes it; an instance gone meanwhile is no error.
 func (k *KubeVirt) changeInstance(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, change func(*kubevirtv1.VirtualMachineInstance)) error {
-	api := k.c.kv.KubevirtV1().VirtualMachineInstances(vmi.Namespace)
+	api := k.c.instanceWriter.KubevirtV1().VirtualMachineInstances(vmi.Namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := api.Get(ctx, vmi.Name, metav1.GetOptions{})
+		cur, err := k.currentInstance(ctx, vmi)
 		if err != nil {
 			return err
 		}
@@ -362,6 +369,20 @@ func (k *KubeVirt) changeInstance(ctx context.Context, vmi *kubevirtv1.VirtualMa
 		return nil
 	}
 	return err
+}
+
+// currentInstance reads the instance again: from the API server, or,
+// as virt-handler (which may list and watch instances but not get one),
+// from the informer's cache.
+func (k *KubeVirt) currentInstance(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) (*kubevirtv1.VirtualMachineInstance, error) {
+	if k.cfg.RealKubeVirt {
+		cur, err := k.vmis.VirtualMachineInstances(vmi.Namespace).Get(vmi.Name)
+		if err != nil {
+			return nil, err
+		}
+		return cur.DeepCopy(), nil
+	}
+	return k.c.kv.KubevirtV1().VirtualMachineInstances(vmi.Namespace).Get(ctx, vmi.Name, metav1.GetOptions{})
 }
 
 // vmStatus is what the stand-in reports of a VM.

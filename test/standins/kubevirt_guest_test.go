@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	"platform.example/vm-migration/test/images/launcher"
@@ -81,4 +82,20 @@ func TestGuestOSInfo(t *testing.T) {
 		Version: "12 (bookworm)", VersionID: "12", KernelRelease: "6.1.0-41-amd64", KernelVersion: "#1 SMP PREEMPT_DYNAMIC Debian 6.1.158-1", Machine: "x86_64"},
 		guestOSInfo(launcher.AgentStatus{Connected: true, OSInfo: osInfo}), "status.guestOSInfo of a connected agent")
 	assert.Zero(t, guestOSInfo(launcher.AgentStatus{OSInfo: osInfo}), "no guestOSInfo without a connected agent")
+}
+
+// TestGuestStatusKeepsVirtControllersPodInterfaceNames: beside the real
+// virt-controller, which names each interface's pod interface (eth0, a
+// Multus hash), the guest's report keeps those names.
+func TestGuestStatusKeepsVirtControllersPodInterfaceNames(t *testing.T) {
+	st := &kubevirtv1.VirtualMachineInstanceStatus{Interfaces: []kubevirtv1.VirtualMachineInstanceNetworkInterface{
+		{Name: "net-1", PodInterfaceName: "eth0"}, {Name: "net-0", PodInterfaceName: "pod16477688c0e"}}}
+	pod := &corev1.Pod{Status: corev1.PodStatus{PodIPs: []corev1.PodIP{{IP: "198.19.3.7"}}}}
+	setGuestStatus(st, twoNICs(), pod, &launcher.Status{QEMU: launcher.QEMUStatus{Interfaces: domainNICs}})
+	assert.Equal(t, []kubevirtv1.VirtualMachineInstanceNetworkInterface{
+		{Name: "net-1", MAC: "00:50:56:2a:0b:0d", IP: "198.19.3.7", IPs: []string{"198.19.3.7"}, InfoSource: "domain", QueueCount: 1, LinkState: "up", PodInterfaceName: "eth0"},
+		{Name: "net-0", MAC: "00:50:56:2a:0b:0c", InfoSource: "domain", QueueCount: 1, LinkState: "up", PodInterfaceName: "pod16477688c0e"},
+	}, st.Interfaces)
+	assert.Len(t, st.Conditions, 1, "AgentConnected")
+	assert.Equal(t, kubevirtv1.VirtualMachineInstanceAgentConnected, st.Conditions[0].Type)
 }

@@ -122,10 +122,6 @@ func (k *KubeVirt) reportRunning(ctx context.Context, vm *kubevirtv1.VirtualMach
 		// The launcher may be stopping; its pod's events come anyway.
 		return agentPollInterval, nil
 	}
-	var podIPs []string
-	for _, ip := range pod.Status.PodIPs {
-		podIPs = append(podIPs, ip.IP)
-	}
 	err = k.setInstanceStatus(ctx, vmi, func(st *kubevirtv1.VirtualMachineInstanceStatus) {
 		setPhase(st, kubevirtv1.Running)
 		st.NodeName = pod.Spec.NodeName
@@ -133,9 +129,7 @@ func (k *KubeVirt) reportRunning(ctx context.Context, vm *kubevirtv1.VirtualMach
 		st.LauncherContainerImageVersion = pod.Spec.Containers[0].Image
 		st.QOSClass = ptrIfSet(pod.Status.QOSClass)
 		setCondition(st, kubevirtv1.VirtualMachineInstanceReady, true, "", "")
-		setCondition(st, kubevirtv1.VirtualMachineInstanceAgentConnected, ls.Agent.Connected, "", "")
-		st.GuestOSInfo = guestOSInfo(ls.Agent)
-		st.Interfaces = networkStatus(&vmi.Spec, ls.QEMU.Interfaces, podIPs, ls.Agent)
+		setGuestStatus(st, &vmi.Spec, pod, ls)
 	})
 	if err != nil {
 		return 0, err

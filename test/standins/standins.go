@@ -71,6 +71,12 @@ type Config struct {
 	// /dev/kvm: launcher pods get it and run QEMU under KVM. Set it only
 	// where a probe booted a real guest under KVM; empty means TCG.
 	LauncherRuntimeClass string
+	// RealKubeVirt says KubeVirt's own virt-api and virt-controller run
+	// (test/framework/kubevirt): the KubeVirt stand-in then registers no
+	// webhook, creates neither instance nor launcher pod and writes no VM
+	// status; it plays virt-handler for the launcher pods virt-controller
+	// renders (see kubevirt_handler.go). LauncherRuntimeClass is unused.
+	RealKubeVirt bool
 	// VMIGracePeriod is how long a deleted VMI stays (in its phase, being
 	// deleted, under KubeVirt's finalizer) before it is gone, as KubeVirt
 	// keeps one while virt-handler stops its guest within the termination
@@ -122,6 +128,10 @@ type clients struct {
 	kube kubernetes.Interface
 	kv   kvclient.Interface
 	cdi  cdiclient.Interface
+	// instanceWriter writes instances: kv, or, beside the real KubeVirt,
+	// kv acting as virt-handler (HandlerUser), since virt-api undoes
+	// status changes by anyone but KubeVirt's own ServiceAccounts.
+	instanceWriter kvclient.Interface
 	// events records the stand-ins' events; it drops them until Run
 	// starts the broadcaster.
 	events record.EventRecorder
@@ -142,7 +152,13 @@ func (c *clients) startEvents(component string) (stop func(), err error) {
 	return b.Shutdown, nil
 }
 
-func newClients(cfg *rest.Config) (*clients, error) {
+// HandlerUser is virt-handler's ServiceAccount in KubeVirt's namespace
+// (test/framework/kubevirt installs KubeVirt into "kubevirt", with this
+// account's RBAC), as whom the stand-in writes instances beside the real
+// KubeVirt.
+const HandlerUser = "system:serviceaccount:kubevirt:kubevirt-handler"
+
+func newClients(cfg *rest.Config, realKubeVirt bool) (*clients, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "vm-migration-standins"
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -157,7 +173,16 @@ func newClients(cfg *rest.Config) (*clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("standins: cdi client: %w", err)
 	}
-	return &clients{kube: kube, kv: kv, cdi: cdi, events: &record.FakeRecorder{}}, nil
+	c := &clients{kube: kube, kv: kv, cdi: cdi, instanceWriter: kv, events: &record.FakeRecorder{}}
+	if realKubeVirt {
+		as := rest.CopyConfig(cfg)
+		as.Impersonate = rest.ImpersonationConfig{UserName: HandlerUser,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kubevirt", "system:authenticated"}}
+		if c.instanceWriter, err = kvclient.NewForConfig(as); err != nil {
+			return nil, fmt.Errorf("standins: kubevirt client as virt-handler: %w", err)
+		}
+	}
+	return c, nil
 }
 
 // Run runs the storage, CDI and KubeVirt stand-ins and their admission
@@ -167,7 +192,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
-	c, err := newClients(cfg.RestConfig)
+	c, err := newClients(cfg.RestConfig, cfg.RealKubeVirt)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func NewStorage(cfg Config) (*Storage, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	c, err := newClients(cfg.RestConfig)
+	c, err := newClients(cfg.RestConfig, false)
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +300,7 @@ func ClaimDir(ctx context.Context, cfg Config, namespace, name string) (string, 
 	if err := cfg.defaults(); err != nil {
 		return "", err
 	}
-	c, err := newClients(cfg.RestConfig)
+	c, err := newClients(cfg.RestConfig, false)
 	if err != nil {
 		return "", err
 	}

@@ -13,11 +13,23 @@
 //   - the RBAC, Service, webhook configurations and APIServices of install/,
 //     their CA bundles kubevirt-ca's, and the virt-api and virt-controller
 //     Deployments (one replica each: one node), their images imported into
-//     the node beforehand (Build.Tarballs).
+//     the node beforehand (Build.Tarballs); virt-controller's RBAC with the
+//     rule for Multus' NetworkAttachmentDefinitions (the build ships that
+//     CRD, as a cluster with Multus has it), and virt-handler's
+//     ServiceAccount and RBAC without its DaemonSet.
+//
+// The KubeVirt CR's configuration (launcherConfiguration) is TCG, a
+// RuntimeDefault seccomp profile for virt-launcher pods, no
+// guest-console-log container, and requests sized for the two-core test
+// node.
 //
 // Install returns once virt-api and virt-controller are Available, the
 // subresources APIService is Available and virt-api's webhooks answer a
 // VirtualMachine dry run. virt-handler and virt-launcher are not
 // installed: a VirtualMachineInstance is admitted and gets its launcher
-// pod from virt-controller, and no one runs it.
+// pod from virt-controller; test/standins (Config.RealKubeVirt) plays
+// virt-handler, acting as its ServiceAccount, and the launcher image of
+// test/images, imported as localhost/kubevirt/virt-launcher:<version>,
+// runs the guest. DefineNetwork defines a Multus network; Summary says
+// what runs where.
 package kubevirt

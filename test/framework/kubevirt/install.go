@@ -137,9 +137,7 @@ func (in *installer) customResource(ctx context.Context) error {
 		"spec": map[string]any{
 			"imageRegistry": "localhost/kubevirt",
 			"imageTag":      in.o.Build.Version,
-			"configuration": map[string]any{
-				"developerConfiguration": map[string]any{"useEmulation": true},
-			},
+			"configuration": launcherConfiguration(),
 		},
 	}}
 	cur, err := in.Apply(ctx, kv)
@@ -164,6 +162,26 @@ func (in *installer) customResource(ctx context.Context) error {
 		return fmt.Errorf("marking the KubeVirt CR Deployed: %w", err)
 	}
 	return nil
+}
+
+// launcherConfiguration is the KubeVirt CR's configuration: TCG
+// (useEmulation; KVM stays behind the project's own probe), and the
+// launcher pods fit for the test node and its namespaces: a RuntimeDefault
+// seccomp profile (what PodSecurity restricted requires, and what the
+// controller's preflight looks for), no guest-console-log container (the
+// launcher image of test/images writes the serial console to the pod's
+// log and has no virt-tail), and the requests of a node with two cores
+// running twenty small VMs at once: 10m per vCPU (cpuAllocationRatio 100,
+// KubeVirt's default is 10) and half the guest's memory (memoryOvercommit
+// 200).
+func launcherConfiguration() map[string]any {
+	return map[string]any{
+		"developerConfiguration": map[string]any{"useEmulation": true, "cpuAllocationRatio": int64(100), "memoryOvercommit": int64(200)},
+		"seccompConfiguration": map[string]any{
+			"virtualMachineInstanceProfile": map[string]any{"customProfile": map[string]any{"runtimeDefaultProfile": true}},
+		},
+		"virtualMachineOptions": map[string]any{"disableSerialConsoleLog": map[string]any{}},
+	}
 }
 
 // components applies install/ in order: the webhook configurations and

@@ -83,6 +83,40 @@ func (o *Options) defaults() {
 // is nil; QEMU failing or killed is an error.
 func Run(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, o Options) error {
 	o.defaults()
+	h, stop, err := serve(o.Listen)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	return run(ctx, vmi, o, h)
+}
+
+// RunGiven is Run for a launcher pod that KubeVirt's virt-controller
+// rendered, which carries no instance: it serves Status (StateWaiting)
+// on Listen until the instance of uid is put to InstancePath, as
+// virt-handler hands virt-launcher its domain, then runs it as Run does.
+// ctx ending first is nil: the pod was deleted before it was given a
+// guest.
+func RunGiven(ctx context.Context, uid string, o Options) error {
+	o.defaults()
+	h, stop, err := serve(o.Listen)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	given := make(chan *kubevirtv1.VirtualMachineInstance, 1)
+	h.set(waitingHandler(uid, given))
+	fmt.Fprintf(o.Log, "launcher: waiting for instance %s on %s%s\n", uid, o.Listen, InstancePath)
+	select {
+	case <-ctx.Done():
+		return nil
+	case vmi := <-given:
+		return run(ctx, vmi, o, h)
+	}
+}
+
+// run runs the instance, its state served through h.
+func run(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, o Options, h *switchHandler) error {
 	m, err := FromInstance(vmi, o.DiskDir)
 	if err != nil {
 		return err
@@ -92,14 +126,21 @@ func Run(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, o Options)
 		return err
 	}
 	s := newState(o.Accel, m.NICs)
-	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return fmt.Errorf("status server: %w", err)
-	}
-	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	h.set(s.handler(string(vmi.UID)))
 	return s.runQEMU(ctx, m.QEMUArgs(o.Accel, l), l, o)
+}
+
+// serve starts the status server on addr; stop closes it.
+func serve(addr string) (*switchHandler, func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("status server: %w", err)
+	}
+	h := &switchHandler{}
+	h.set(http.NotFoundHandler())
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return h, func() { _ = srv.Close() }, nil
 }
 
 // prepare checks what QEMU will open and makes the run folder and the

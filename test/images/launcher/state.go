@@ -166,9 +166,17 @@ func (s *state) pollAgent(ctx context.Context, socket string, o Options) {
 	}
 }
 
-// handler serves StatusPath and ReadyPath.
-func (s *state) handler() http.Handler {
+// handler serves StatusPath and ReadyPath, and answers InstancePath for
+// the instance of uid it runs (the instance given again).
+func (s *state) handler(uid string) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("PUT "+InstancePath, func(w http.ResponseWriter, r *http.Request) {
+		if got, err := readInstance(r); err != nil || string(got.UID) != uid {
+			http.Error(w, "this launcher runs instance "+uid, http.StatusConflict)
+			return
+		}
+		_, _ = io.WriteString(w, "running\n")
+	})
 	mux.HandleFunc("GET "+StatusPath, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(s.snapshot())

@@ -13,10 +13,15 @@ const (
 	// ReadyPath answers 200 once QEMU runs the guest (the pod's readiness
 	// probe), 503 before and after.
 	ReadyPath = "/readyz"
+	// InstancePath takes the instance (PUT, JSON) in a launcher started
+	// without one (RunGiven): what virt-handler gives virt-launcher.
+	InstancePath = "/instance"
 )
 
 // QEMU states in Status.
 const (
+	// StateWaiting: no instance given yet (RunGiven).
+	StateWaiting  = "waiting"
 	StateStarting = "starting"
 	StateRunning  = "running"
 	StateStopping = "stopping"

@@ -5,6 +5,13 @@
 //
 //	vmi-launcher [--accel tcg|kvm] [--shutdown-timeout 25s] [--listen :9090]
 //
+// Started as virt-launcher-monitor (the image's link to it), it takes the
+// command line KubeVirt's virt-controller gives virt-launcher in the pods
+// it renders (--uid, --grace-period-seconds; the rest is KubeVirt's own
+// and unused here) and waits for the instance to be put to its status
+// server (launcher.RunGiven), as virt-handler hands virt-launcher its
+// domain: the stand-in's virt-handler does.
+//
 // It exits 0 when the guest powered off or the pod was deleted (SIGTERM),
 // and 1 with one line on standard error (and in /dev/termination-log, the
 // pod's termination message) when the instance cannot run or QEMU failed.
@@ -18,7 +25,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -36,7 +47,19 @@ func main() {
 	}
 }
 
+// MonitorName is the name KubeVirt's launcher pods run it by.
+const MonitorName = "virt-launcher-monitor"
+
 func run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if filepath.Base(os.Args[0]) == MonitorName {
+		o, uid, err := monitorOptions(os.Args[1:])
+		if err != nil {
+			return err
+		}
+		return launcher.RunGiven(ctx, uid, o)
+	}
 	var o launcher.Options
 	fs := flag.NewFlagSet("vmi-launcher", flag.ContinueOnError)
 	fs.StringVar(&o.Accel, "accel", launcher.AccelTCG, "accelerator: tcg, or kvm (needs /dev/kvm)")
@@ -61,7 +84,34 @@ func run() error {
 	if err := json.Unmarshal([]byte(raw), vmi); err != nil {
 		return fmt.Errorf("the instance in %s: %w", EnvInstance, err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	return launcher.Run(ctx, vmi, o)
+}
+
+// monitorOptions reads virt-controller's command line of virt-launcher-
+// monitor: the instance's UID and its grace period (the guest's shutdown
+// timeout); every other flag, with its value, is KubeVirt's and skipped.
+func monitorOptions(args []string) (launcher.Options, string, error) {
+	var o launcher.Options
+	uid := ""
+	for i := 0; i < len(args); i++ {
+		flagName, value, inline := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !inline && i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
+			value = args[i+1]
+			i++
+		}
+		switch flagName {
+		case "uid":
+			uid = value
+		case "grace-period-seconds":
+			n, err := strconv.Atoi(value)
+			if err != nil || n < 0 {
+				return o, "", fmt.Errorf("--grace-period-seconds %q: want a number of seconds", value)
+			}
+			o.ShutdownTimeout = time.Duration(n) * time.Second
+		}
+	}
+	if uid == "" {
+		return o, "", fmt.Errorf("%s: no --uid: the instance cannot be told apart", MonitorName)
+	}
+	return o, uid, nil
 }

@@ -147,7 +147,13 @@ func installObjects(namespace, registry, tag string) ([]runtime.Object, error) {
 	objs := []runtime.Object{components.NewKubeVirtPriorityClassCR()}
 	objs = append(objs, rbac.GetAllCluster()...)
 	objs = append(objs, rbac.GetAllApiServer(namespace)...)
-	objs = append(objs, rbac.GetAllController(namespace, false)...)
+	// With the NAD rule: virt-operator adds it when Multus' CRD exists,
+	// and the build ships that CRD (crds/network-attachment-definition.yaml).
+	objs = append(objs, rbac.GetAllController(namespace, true)...)
+	// virt-handler's ServiceAccount and RBAC (not its DaemonSet): the
+	// test stand-in playing virt-handler acts as it, and virt-api keeps
+	// instance status changes only from KubeVirt's own accounts.
+	objs = append(objs, rbac.GetAllHandler(namespace)...)
 	objs = append(objs,
 		components.NewApiServerService(namespace),
 		components.NewVirtAPIMutatingWebhookConfiguration(namespace),

@@ -62,6 +62,9 @@ func describeHeader(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time.T
 	if m.Status.CompletionTime != nil {
 		fmt.Fprintf(tw, "Completed:\t%s (took %s)\n", timestamp(m.Status.CompletionTime), took(m.Status.StartTime.Time, m.Status.CompletionTime.Time))
 	}
+	if line := downtimeLine(m, now); line != "" {
+		fmt.Fprintf(tw, "Downtime:\t%s\n", line)
+	}
 	fmt.Fprintf(tw, "Retries:\t%d of %d (deadline %s after the start)\n", m.Status.Retries, m.Spec.Policy.RetryLimit(), humanDuration(m.Spec.Policy.RetryDeadline()))
 	if line := lastErrorLine(m); line != "" {
 		fmt.Fprintf(tw, "Last Error:\t%s (at %s)\n", line, timestamp(&m.Status.LastError.Time))

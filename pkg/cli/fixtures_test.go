@@ -212,7 +212,7 @@ func fixtures() map[string]*v1alpha1.VirtualMachineMigration {
 			setCondition(m, statemachine.ConditionProgressing, metav1.ConditionFalse, reason, message)
 		}
 	}
-	return map[string]*v1alpha1.VirtualMachineMigration{
+	all := map[string]*v1alpha1.VirtualMachineMigration{
 		"new":         newMigration("new"),
 		"validating":  inPhase("validating", v1alpha1.PhaseValidating),
 		"unreachable": inPhase("unreachable", v1alpha1.PhaseValidating, waitFor("SourceUnreachable", "connecting to https://vcenter.example.com/sdk: dial tcp: i/o timeout"), lastError(v1alpha1.PhaseValidating, "SourceUnreachable", "connecting to https://vcenter.example.com/sdk: dial tcp: i/o timeout")),
@@ -260,6 +260,12 @@ func fixtures() map[string]*v1alpha1.VirtualMachineMigration {
 		"cancelling":        inPhase("cancelling", v1alpha1.PhaseCancelling, transferring(3072*mib, 1024*mib, 0), cancelling),
 		"delete-finished":   inPhase("delete-finished", v1alpha1.PhaseSucceeded, succeeded, cancelling),
 	}
+	for _, m := range all {
+		// What the state machine records of the outage, as the controller
+		// writes it.
+		m.Status.Downtime = statemachine.Downtime(&m.Status)
+	}
+	return all
 }
 
 // longSourceName is a source VM name of 200 characters.

@@ -116,10 +116,24 @@ func (o *planOptions) run(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("reading the plan ConfigMap %s: %w", m.Status.Plan.ConfigMapName, err)
 	}
-	return o.print(m, cm)
+	return o.print(m, cm, o.downtimeEstimate(ctx, clients, m))
 }
 
-func (o *planOptions) print(m *v1alpha1.VirtualMachineMigration, cm *corev1.ConfigMap) error {
+// downtimeEstimate is the summary's estimate of m's outage, from the
+// namespace's finished migrations; "" once the source was stopped (the
+// outage is then measured: describe shows it) and for the other outputs.
+func (o *planOptions) downtimeEstimate(ctx context.Context, clients Clients, m *v1alpha1.VirtualMachineMigration) string {
+	if o.output != "" || o.domain || pastTheStop(m) {
+		return ""
+	}
+	list, err := clients.Migration.MigrationV1alpha1().VirtualMachineMigrations(m.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Sprintf("none: listing the migrations of namespace %s to measure from: %v", m.Namespace, err)
+	}
+	return downtimeEstimate(m, list.Items)
+}
+
+func (o *planOptions) print(m *v1alpha1.VirtualMachineMigration, cm *corev1.ConfigMap, estimate string) error {
 	objectsYAML, domainXML := cm.Data[v1alpha1.PlanKeyObjects], cm.Data[v1alpha1.PlanKeyDomain]
 	switch {
 	case o.domain:
@@ -140,7 +154,7 @@ func (o *planOptions) print(m *v1alpha1.VirtualMachineMigration, cm *corev1.Conf
 	if o.output == "json" {
 		return printPlanJSON(o.streams.Out, objects)
 	}
-	return printPlanSummary(o.streams.Out, m, objects, domainXML)
+	return printPlanSummary(o.streams.Out, m, objects, domainXML, estimate)
 }
 
 // printCarriedOut answers for a plan that was run: its ConfigMap was

@@ -49,8 +49,9 @@ func parsePlanObjects(objectsYAML string) ([]*unstructured.Unstructured, error) 
 }
 
 // printPlanSummary writes what the migration would create, one line per
-// object with what matters about it, then the conversion's domain.
-func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects []*unstructured.Unstructured, domainXML string) error {
+// object with what matters about it, then the conversion's domain and,
+// before the stop, the estimate of its outage.
+func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects []*unstructured.Unstructured, domainXML, estimate string) error {
 	p := m.Status.Plan
 	fmt.Fprintf(w, "Plan of %s/%s, rendered %s and stored in ConfigMap %s.\n", m.Namespace, m.Name, timestamp(p.RenderedAt), p.ConfigMapName)
 	switch {
@@ -91,6 +92,9 @@ func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects 
 	if domainXML != "" {
 		fmt.Fprintf(w, "\nConversion domain (%s, %d bytes): kubectl vmm plan %s -n %s --domain shows it.\n",
 			v1alpha1.PlanKeyDomain, len(domainXML), m.Name, m.Namespace)
+	}
+	if estimate != "" {
+		fmt.Fprintf(w, "\nDowntime estimate: %s.\n", estimate)
 	}
 	fmt.Fprintf(w, "Full objects: kubectl vmm plan %s -n %s -o yaml\n", m.Name, m.Namespace)
 	return nil

@@ -15,8 +15,8 @@ import (
 
 // tableOptions shape the list table.
 type tableOptions struct {
-	// wide adds the disks, what each waits for, rate, ETA and last error
-	// columns.
+	// wide adds the disks, what each waits for, rate, ETA, downtime and
+	// last error columns.
 	wide bool
 	// withNamespace adds the NAMESPACE column (--all-namespaces).
 	withNamespace bool
@@ -31,7 +31,7 @@ func tableHeader(o tableOptions) []string {
 		cols = append([]string{"NAMESPACE"}, cols...)
 	}
 	if o.wide {
-		cols = append(cols, "DISKS", "WAITING FOR", "RATE", "ETA", "LAST ERROR")
+		cols = append(cols, "DISKS", "WAITING FOR", "RATE", "ETA", "DOWNTIME", "LAST ERROR")
 	}
 	return cols
 }
@@ -60,7 +60,7 @@ func tableRow(m *v1alpha1.VirtualMachineMigration, o tableOptions, now time.Time
 		} else if m.Status.Source != nil {
 			disks = fmt.Sprint(len(m.Status.Source.Disks))
 		}
-		row = append(row, disks, orNone(clean(waitsFor(m))), humanRate(overallRate(m)), humanETA(overallETA(m)), orNone(clean(lastErrorSummary(m))))
+		row = append(row, disks, orNone(clean(waitsFor(m))), humanRate(overallRate(m)), humanETA(overallETA(m)), downtimeTotal(m, now), orNone(clean(lastErrorSummary(m))))
 	}
 	return row
 }

@@ -31,6 +31,9 @@ func evidenceRecord(m *v1alpha1.VirtualMachineMigration) string {
 		parts = append(parts, fmt.Sprintf("%s (disk key %d): %d of %d bytes, sha256 %s, transferred %s, %s, DataVolume %s",
 			d.Name, d.Key, d.BytesTransferred, d.CapacityBytes, orNone(d.SHA256), stamp(d.TransferredAt), chainRecord(d), orNone(d.DataVolume)))
 	}
+	if dt := st.Downtime; dt != nil {
+		parts = append(parts, downtimeRecord(dt))
+	}
 	var reached []string
 	for _, e := range st.Evidence {
 		reached = append(reached, string(e.Phase)+" "+stamp(&e.ReachedAt))
@@ -39,6 +42,26 @@ func evidenceRecord(m *v1alpha1.VirtualMachineMigration) string {
 		parts = append(parts, "checkpoints: "+strings.Join(reached, ", "))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// downtimeRecord is the outage: its length once it ended, when it began
+// and ended, and each of its parts.
+func downtimeRecord(dt *v1alpha1.DowntimeStatus) string {
+	total, when := "not ended", "source stopped "+stamp(&dt.SourceStoppedAt)
+	if dt.Seconds != nil {
+		total = fmt.Sprintf("%ds", *dt.Seconds)
+	}
+	switch {
+	case dt.TargetRunningAt != nil:
+		when += ", target running " + stamp(dt.TargetRunningAt)
+	case dt.SourceRestoredAt != nil:
+		when += ", source back on " + stamp(dt.SourceRestoredAt)
+	}
+	var phases []string
+	for _, p := range dt.Phases {
+		phases = append(phases, fmt.Sprintf("%s %ds", p.Phase, p.Seconds))
+	}
+	return fmt.Sprintf("downtime %s (%s; by phase: %s)", total, when, orNone(strings.Join(phases, ", ")))
 }
 
 // chainRecord is the rest of a disk's checksum chain: converted, and

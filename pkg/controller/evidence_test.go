@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/test/builders"
@@ -57,4 +58,16 @@ func TestEvidenceRecordKeepsTheChecksumChain(t *testing.T) {
 	assert.Contains(t, record, "sha256 "+m.Status.Disks[0].SHA256+", transferred "+stamp(m.Status.Disks[0].TransferredAt)+
 		", converted sha256 c0ffee, target sha256 c0ffee verified "+stamp(builders.TP(-time.Minute)))
 	assert.Contains(t, record, "converted sha256 -, target sha256 - verified -", "a disk not verified says so")
+}
+
+func TestEvidenceRecordSaysTheDowntime(t *testing.T) {
+	m := builders.Migration(builders.Reached(v1alpha1.PhaseSucceeded))
+	m.Status.Downtime = &v1alpha1.DowntimeStatus{
+		SourceStoppedAt: builders.At(-10 * time.Minute), TargetRunningAt: builders.TP(-9 * time.Minute), Seconds: ptr.To[int64](60),
+		Phases: []v1alpha1.PhaseDowntime{{Phase: v1alpha1.PhaseTransferringDisks, Seconds: 20}, {Phase: v1alpha1.PhaseConverting, Seconds: 40}},
+	}
+	assert.Contains(t, evidenceRecord(m), "downtime 60s (source stopped "+stamp(builders.TP(-10*time.Minute))+", target running "+
+		stamp(builders.TP(-9*time.Minute))+"; by phase: TransferringDisks 20s, Converting 40s)")
+	m.Status.Downtime = &v1alpha1.DowntimeStatus{SourceStoppedAt: builders.At(-10 * time.Minute)}
+	assert.Contains(t, evidenceRecord(m), "downtime not ended (source stopped "+stamp(builders.TP(-10*time.Minute))+"; by phase: -)")
 }

@@ -47,6 +47,13 @@ var (
 		// stays within a third of the measured time.
 		Buckets: []float64{1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 450, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400},
 	}, []string{"outcome"})
+	downtime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "vm_migration_downtime_seconds",
+		Help: "The outage a migration caused (status.downtime.seconds), observed once when it ends, by how: target_running (the migrated VM runs) or source_restored (the source VM back on after a failure or a cancellation).",
+		// From seconds (a small disk) to a day (terabytes over a slow
+		// link), about 1.5x apart.
+		Buckets: []float64{5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 450, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400, 21600, 43200, 86400},
+	}, []string{"ended"})
 	actionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vm_migration_actions_total",
 		Help: "Actions executed, by type.",
@@ -97,7 +104,7 @@ var powerOperationKind = map[statemachine.ActionType]bool{
 // cache at scrape time.
 func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
 	for _, col := range []prometheus.Collector{
-		reconcileTotal, reconcileDuration, reconcileOwnDuration, phaseDuration, validationWait, actionsTotal, actionErrors, sourcePowerOperations, statusWrites, finishedSkips, expiredTotal,
+		reconcileTotal, reconcileDuration, reconcileOwnDuration, phaseDuration, validationWait, downtime, actionsTotal, actionErrors, sourcePowerOperations, statusWrites, finishedSkips, expiredTotal,
 		phaseCollector{c}, migrationCollector{c}, c.abandoned,
 	} {
 		if err := reg.Register(col); err != nil {
@@ -179,6 +186,22 @@ func observeValidationWait(old *v1alpha1.VirtualMachineMigration, next *v1alpha1
 		return
 	}
 	validationWait.WithLabelValues(string(next.Phase)).Observe(max(next.PhaseStartTime.Sub(old.CreationTimestamp.Time).Seconds(), 0))
+}
+
+// observeDowntime records the outage once, when the status write that
+// ended it succeeded: the old status had no total and the new one has.
+// A retried or conflicting write observes nothing, and a restarted
+// controller reads the total already written.
+func observeDowntime(old *v1alpha1.VirtualMachineMigration, next *v1alpha1.VirtualMachineMigrationStatus) {
+	dt := next.Downtime
+	if dt == nil || dt.Seconds == nil || (old.Status.Downtime != nil && old.Status.Downtime.Seconds != nil) {
+		return
+	}
+	ended := "source_restored"
+	if dt.TargetRunningAt != nil {
+		ended = "target_running"
+	}
+	downtime.WithLabelValues(ended).Observe(float64(*dt.Seconds))
 }
 
 // recordAction counts an executed action's outcome: errors by reason, and

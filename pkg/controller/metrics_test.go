@@ -163,10 +163,45 @@ func TestObservePhaseExit(t *testing.T) {
 	}{"TransferringDisks": {1, 90}, "Pending": {1, 2}}
 	assert.Equal(t, len(want), testutil.CollectAndCount(phaseDuration), "phases observed")
 	for phase, w := range want {
-		h := histogramOf(t, phase)
+		h := histogramOf(t, phaseDuration, phase)
 		assert.Equal(t, w.count, h.GetSampleCount(), "%s: samples", phase)
 		assert.Equal(t, w.sum, h.GetSampleSum(), "%s: the sum of the samples, in seconds", phase)
 	}
+}
+
+func TestObserveDowntime(t *testing.T) {
+	downtime.Reset()
+	ended := func(seconds int64, running bool) *v1alpha1.DowntimeStatus {
+		dt := &v1alpha1.DowntimeStatus{SourceStoppedAt: *metricsTime(0), Seconds: &seconds}
+		if running {
+			dt.TargetRunningAt = metricsTime(time.Duration(seconds) * time.Second)
+		} else {
+			dt.SourceRestoredAt = metricsTime(time.Duration(seconds) * time.Second)
+		}
+		return dt
+	}
+	open := &v1alpha1.DowntimeStatus{SourceStoppedAt: *metricsTime(0)}
+	cases := []struct {
+		name     string
+		old, new *v1alpha1.DowntimeStatus
+	}{
+		{name: "the target runs after 31s", old: open, new: ended(31, true)},
+		{name: "the target runs after 90s", old: open, new: ended(90, true)},
+		{name: "the source back on after 120s", old: open, new: ended(120, false)},
+		{name: "ended before: not again", old: ended(31, true), new: ended(31, true)},
+		{name: "still going on", old: nil, new: open},
+		{name: "never stopped", old: nil, new: nil},
+	}
+	for i, tc := range cases {
+		old := metricsMigration(fmt.Sprint("m", i), v1alpha1.PhaseStarting)
+		old.Status.Downtime = tc.old
+		observeDowntime(old, &v1alpha1.VirtualMachineMigrationStatus{Downtime: tc.new})
+	}
+	running, restored := histogramOf(t, downtime, "target_running"), histogramOf(t, downtime, "source_restored")
+	assert.Equal(t, uint64(2), running.GetSampleCount())
+	assert.Equal(t, float64(121), running.GetSampleSum())
+	assert.Equal(t, uint64(1), restored.GetSampleCount())
+	assert.Equal(t, float64(120), restored.GetSampleSum())
 }
 
 // validatingSince is a migration in Validating since t after its
@@ -252,12 +287,12 @@ func TestRecordAction(t *testing.T) {
 }
 
 // histogramOf reads the phase duration histogram of one phase.
-func histogramOf(t *testing.T, phase string) *dto.Histogram {
+func histogramOf(t *testing.T, vec *prometheus.HistogramVec, label string) *dto.Histogram {
 	t.Helper()
 	var m dto.Metric
-	obs, err := phaseDuration.GetMetricWithLabelValues(phase)
-	require.NoError(t, err, "the phase duration histogram of %s", phase)
-	require.NoError(t, obs.(prometheus.Metric).Write(&m), "reading the phase duration histogram of %s", phase)
+	obs, err := vec.GetMetricWithLabelValues(label)
+	require.NoError(t, err, "the histogram of %s", label)
+	require.NoError(t, obs.(prometheus.Metric).Write(&m), "reading the histogram of %s", label)
 	return m.GetHistogram()
 }
 

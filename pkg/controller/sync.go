@@ -187,6 +187,7 @@ func (c *Controller) writeStatus(ctx context.Context, m *v1alpha1.VirtualMachine
 		observePhaseExit(m, &dec.Status)
 		observeValidationWait(m, &dec.Status)
 	}
+	observeDowntime(m, &dec.Status)
 	return cur, 0, nil
 }
 

@@ -19,6 +19,7 @@ func (d *decider) finish() {
 	d.sourceName()
 	d.forgetRecoveredError()
 	d.forgetDeletedPlan()
+	d.st.Downtime = Downtime(d.st)
 	d.viewedStatus()
 	d.readyCondition()
 	d.progressingCondition()

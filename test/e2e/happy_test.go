@@ -16,6 +16,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/transfer/wire"
 	"platform.example/vm-migration/test/standins"
 )
@@ -105,6 +106,20 @@ func TestHappyPath(t *testing.T) {
 	if cv := m.Status.Conversion; assert.NotNil(t, cv, "conversion status, want completed with an OS") {
 		assert.NotNil(t, cv.CompletedAt, "conversion %+v, want completed with an OS", cv)
 		assert.NotEmpty(t, cv.OperatingSystem, "conversion %+v, want completed with an OS", cv)
+	}
+
+	// The outage, from the stop to the VM running, each part recorded.
+	if dt := m.Status.Downtime; assert.NotNil(t, dt, "status.downtime") {
+		assert.NotNil(t, dt.TargetRunningAt, "downtime %+v: the outage ends with the target running", dt)
+		assert.NotNil(t, dt.Seconds, "downtime %+v: the whole outage", dt)
+		var parts int64
+		for _, p := range dt.Phases {
+			parts += p.Seconds
+		}
+		assert.Len(t, dt.Phases, len(statemachine.OutagePhases()), "downtime %+v: every part of the outage", dt)
+		if dt.Seconds != nil {
+			assert.Equal(t, *dt.Seconds, parts, "downtime %+v: the parts add up to the whole", dt)
+		}
 	}
 
 	select {

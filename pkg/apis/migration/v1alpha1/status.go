@@ -131,6 +131,13 @@ type VirtualMachineMigrationStatus struct {
 	// Target references the created VirtualMachine.
 	// +optional
 	Target *TargetStatus `json:"target,omitempty"`
+	// Downtime is the outage the migration caused: from the source VM
+	// seen powered off (by the controller's request) to the target VM
+	// seen running, or to the source seen back on after a failure or a
+	// cancellation; with the time from one checkpoint of the outage to
+	// the next. Unset while the source was not stopped by the migration.
+	// +optional
+	Downtime *DowntimeStatus `json:"downtime,omitempty"`
 	// Evidence lists, per checkpoint reached, what proved it.
 	// +optional
 	// +listType=map
@@ -870,6 +877,54 @@ type TargetInterface struct {
 	// guest-agent, multus-status, comma-separated.
 	// +optional
 	InfoSource string `json:"infoSource,omitempty"`
+}
+
+// DowntimeStatus is the outage a migration caused, read off its
+// checkpoints: every time is one a checkpoint recorded, so the status
+// changes only when one is reached.
+type DowntimeStatus struct {
+	// SourceStoppedAt is when the source VM was seen powered off after
+	// the controller asked it to stop: the outage begins.
+	SourceStoppedAt metav1.Time `json:"sourceStoppedAt"`
+	// TargetRunningAt is when the target VM was seen running (with its
+	// guest agent connected and its network identity checked, where the
+	// spec asks for them): the outage ends. Unset while it does not run,
+	// and for a VM left halted (spec.target.start false), whose outage
+	// ends when someone starts it.
+	// +optional
+	TargetRunningAt *metav1.Time `json:"targetRunningAt,omitempty"`
+	// SourceRestoredAt is when, after a failure or a cancellation, the
+	// source VM was seen back in its original power state: the outage
+	// ends there instead.
+	// +optional
+	SourceRestoredAt *metav1.Time `json:"sourceRestoredAt,omitempty"`
+	// Seconds is the whole outage, once it ended (TargetRunningAt or
+	// SourceRestoredAt minus SourceStoppedAt).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Seconds *int64 `json:"seconds,omitempty"`
+	// Phases is the time, in outage order, from one checkpoint of the
+	// outage to the next, by the phase whose checkpoint ended it:
+	// TransferringDisks counts from the stop to every disk transferred,
+	// Converting from there to the guest converted, and so on to Starting
+	// (the target running). A phase appears once its checkpoint is
+	// reached; a phase gone through twice (a transfer again after a
+	// failed conversion) counts until its last checkpoint.
+	// +optional
+	// +listType=map
+	// +listMapKey=phase
+	// +kubebuilder:validation:MaxItems=8
+	Phases []PhaseDowntime `json:"phases,omitempty"`
+}
+
+// PhaseDowntime is the time one phase of the outage took.
+type PhaseDowntime struct {
+	// Phase whose checkpoint ended this part of the outage.
+	Phase Phase `json:"phase"`
+	// Seconds from the previous checkpoint of the outage (the stop, for
+	// the first) to this one.
+	// +kubebuilder:validation:Minimum=0
+	Seconds int64 `json:"seconds"`
 }
 
 // CheckpointEvidence is what proved a checkpoint was reached.

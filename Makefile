@@ -11,7 +11,7 @@ IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
 CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi coredns kubevirt test-kubevirt fmt vet
+.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi local-path coredns kubevirt test-kubevirt fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -88,9 +88,13 @@ cdi: ## build (or reuse the cached) CDI v1.65.0 from its modules: cdi-controller
 cdi-images: cdi ## (as root) CDI's images for the test node, built here from Debian packages and the CDI build, never pulled: importer, cloner, uploadserver, controller, apiserver, uploadproxy as docker-archive tarballs, plus the RBAC, APIService and webhooks of CDI's operator generators (cached by content, _output/cdi-images; prints the folder last)
 	hack/build-cdi-images.sh
 
-test-cdi: testbin coredns node-deps cdi-images ## the real CDI installed on the real node (test/framework/cdi): an HTTP DataVolume imported by CDI's importer pod into a stand-in claim, byte for byte; CDI's webhook refusing an invalid DataVolume
+test-cdi: testbin coredns node-deps cdi-images local-path ## the real CDI and the real storage (local-path-provisioner) on the real node (test/framework/cdi, test/framework/localpath): an HTTP DataVolume imported by CDI's importer pod, byte for byte; CDI's webhook refusing an invalid DataVolume; local-path volumes made and removed; the DataVolume the controller renders cloned by CDI into local-path
 	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) CDI_DIR=$$(hack/build-cdi.sh | tail -n 1) CDI_IMAGES_DIR=$$(hack/build-cdi-images.sh | tail -n 1) \
+		LOCAL_PATH_DIR=$$(hack/build-local-path.sh | tail -n 1) \
 		$(GO) test -count=1 -tags integration -timeout 20m -v ./test/integration/cdi/
+
+local-path: ## build (or reuse the cached) Rancher's local-path-provisioner v0.0.30 from its module and its two images (_output/local-path): the test node's real storage
+	hack/build-local-path.sh
 
 kubevirt: ## build (or reuse the cached) KubeVirt v1.8.2's control plane from its modules: virt-operator, virt-api, virt-controller, its CRDs and install objects (_output/kubevirt; make test-e2e installs it)
 	hack/build-kubevirt.sh

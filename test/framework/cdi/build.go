@@ -1,11 +1,11 @@
 package cdi
 
 import (
-	"bufio"
-	"fmt"
-	"os"
+	"maps"
 	"path/filepath"
-	"strings"
+	"slices"
+
+	"platform.example/vm-migration/test/framework"
 )
 
 // Env vars the test suites and the Makefile use to point at the builds.
@@ -43,42 +43,30 @@ type Build struct {
 	CRDDir string
 }
 
+// imageNames are the names of CDI's images in the list, and where each
+// reference goes.
+func (b *Build) imageNames() map[string]*string {
+	return map[string]*string{
+		"controller": &b.Images.Controller, "apiserver": &b.Images.APIServer, "uploadproxy": &b.Images.UploadProxy,
+		"importer": &b.Images.Importer, "cloner": &b.Images.Cloner, "uploadserver": &b.Images.UploadServer,
+	}
+}
+
 // LoadBuild reads the images list of hack/build-cdi-images.sh's folder
 // dir; crdDir, when not empty, overrides the folder's crds link.
 func LoadBuild(dir, crdDir string) (*Build, error) {
-	f, err := os.Open(filepath.Join(dir, "images"))
-	if err != nil {
-		return nil, fmt.Errorf("reading the CDI images list (run hack/build-cdi-images.sh): %w", err)
-	}
-	defer f.Close()
 	b := &Build{Dir: dir, ResourcesDir: filepath.Join(dir, "resources"), CRDDir: filepath.Join(dir, "crds")}
 	if crdDir != "" {
 		b.CRDDir = crdDir
 	}
-	refs := map[string]*string{
-		"controller": &b.Images.Controller, "apiserver": &b.Images.APIServer, "uploadproxy": &b.Images.UploadProxy,
-		"importer": &b.Images.Importer, "cloner": &b.Images.Cloner, "uploadserver": &b.Images.UploadServer,
-	}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) != 3 {
-			continue
-		}
-		ref, ok := refs[fields[0]]
-		if !ok {
-			return nil, fmt.Errorf("the CDI images list names an unknown image %q", fields[0])
-		}
-		*ref = fields[1]
-		b.Tarballs = append(b.Tarballs, filepath.Join(dir, fields[2]))
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading the CDI images list: %w", err)
+	refs := b.imageNames()
+	l, err := framework.ReadImageList(dir, "CDI", "hack/build-cdi-images.sh", true, slices.Sorted(maps.Keys(refs))...)
+	if err != nil {
+		return nil, err
 	}
 	for name, ref := range refs {
-		if *ref == "" {
-			return nil, fmt.Errorf("the CDI images list in %s has no %s image", dir, name)
-		}
+		*ref = l.Refs[name]
 	}
+	b.Tarballs = l.Tarballs
 	return b, nil
 }

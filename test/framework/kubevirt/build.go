@@ -1,11 +1,9 @@
 package kubevirt
 
 import (
-	"bufio"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
+
+	"platform.example/vm-migration/test/framework"
 )
 
 // EnvDir names the folder hack/build-kubevirt.sh prints: the binaries,
@@ -31,30 +29,14 @@ var components = []string{"virt-api", "virt-controller"}
 
 // LoadBuild reads the images list of hack/build-kubevirt.sh's folder dir.
 func LoadBuild(dir string) (*Build, error) {
-	f, err := os.Open(filepath.Join(dir, "images"))
+	l, err := framework.ReadImageList(dir, "KubeVirt", "hack/build-kubevirt.sh", false, components...)
 	if err != nil {
-		return nil, fmt.Errorf("reading the KubeVirt images list (run hack/build-kubevirt.sh): %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	b := &Build{Dir: dir, Images: map[string]string{}}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) != 3 {
-			continue
-		}
-		b.Images[fields[0]] = fields[1]
-		b.Tarballs = append(b.Tarballs, filepath.Join(dir, fields[2]))
-		if _, tag, ok := strings.Cut(fields[1][strings.LastIndex(fields[1], "/")+1:], ":"); ok {
+	b := &Build{Dir: dir, Images: l.Refs, Tarballs: l.Tarballs}
+	for _, ref := range l.Refs {
+		if tag := framework.Tag(ref); tag != "" {
 			b.Version = tag
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading the KubeVirt images list: %w", err)
-	}
-	for _, c := range components {
-		if b.Images[c] == "" {
-			return nil, fmt.Errorf("the KubeVirt images list in %s has no %s image", dir, c)
 		}
 	}
 	if b.Version == "" {

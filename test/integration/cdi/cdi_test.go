@@ -87,9 +87,12 @@ func installCDI(t *testing.T, env *framework.Environment) {
 		// The stand-in runs until the suite's environment stops.
 		go func() { _ = storage.Run(context.Background()) }()
 
-		installErr = cdi.Install(ctx, env.Config(), cdi.Options{
+		if installErr = cdi.Install(ctx, env.Config(), cdi.Options{
 			Images: b.Images, CRDDir: b.CRDDir, ResourcesDir: b.ResourcesDir, Logf: t.Logf, Timeout: 3 * time.Minute,
-		})
+		}); installErr != nil {
+			return
+		}
+		installErr = installLocalPath(ctx, t, env)
 	})
 	require.NoError(t, installErr, "installing CDI on the node")
 }
@@ -158,16 +161,24 @@ func (s *rangeServer) requests() map[string]int {
 // dataVolume is a DataVolume importing url into a Filesystem claim of the
 // storage stand-in's class.
 func dataVolume(ns, name, url, size string) *unstructured.Unstructured {
+	return dataVolumeOf(ns, name, url, size, standins.DefaultStorageClass)
+}
+
+// dataVolumeOf is a DataVolume importing url into a Filesystem claim of
+// class, bound at once (CDI's importer pod is the claim's first consumer
+// where the class waits for one).
+func dataVolumeOf(ns, name, url, size, class string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cdi.kubevirt.io/v1beta1",
 		"kind":       "DataVolume",
-		"metadata":   map[string]any{"name": name, "namespace": ns},
+		"metadata": map[string]any{"name": name, "namespace": ns,
+			"annotations": map[string]any{"cdi.kubevirt.io/storage.bind.immediate.requested": "true"}},
 		"spec": map[string]any{
 			"source": map[string]any{"http": map[string]any{"url": url}},
 			"pvc": map[string]any{
 				"accessModes":      []any{"ReadWriteOnce"},
 				"volumeMode":       "Filesystem",
-				"storageClassName": standins.DefaultStorageClass,
+				"storageClassName": class,
 				"resources":        map[string]any{"requests": map[string]any{"storage": size}},
 			},
 		},

@@ -102,6 +102,9 @@ type ClusterFacts struct {
 	// the mappings name, by multusNetworkName as written; a network
 	// missing here was not asked about.
 	NetworkDefinitions map[string]NetworkDefinitionFact
+	// StorageProfiles are CDI's StorageProfiles, by storage class; nil
+	// when they were not read (no CDI, no permission).
+	StorageProfiles map[string]StorageProfileFact
 }
 
 // Check runs every rule and returns the findings, Blocking and Warning, in
@@ -130,6 +133,7 @@ func Check(spec *v1alpha1.VirtualMachineMigrationSpec, inv *v1alpha1.SourceInven
 		c.guestNetwork,
 		c.storageMapping,
 		c.storageClasses,
+		c.storageProfiles,
 		c.unusedStorageMappings,
 		c.targetName,
 		c.childNames,

@@ -128,7 +128,7 @@ func TestNamespacedOverlayRules(t *testing.T) {
 			return o.GetKind() == "Role" && o.GetNamespace() == ns && o.GetName() == "vm-migration-controller"
 		})
 		cluster := ruleSet(t, namespaced, func(o *unstructured.Unstructured) bool { return o.GetKind() == "ClusterRole" })
-		assert.Equal(t, []string{"get /namespaces", "get k8s.cni.cncf.io/network-attachment-definitions", "list kubevirt.io/kubevirts", "list storage.k8s.io/storageclasses", "watch storage.k8s.io/storageclasses"}, cluster,
+		assert.Equal(t, []string{"get /namespaces", "get k8s.cni.cncf.io/network-attachment-definitions", "list cdi.kubevirt.io/storageprofiles", "list kubevirt.io/kubevirts", "list storage.k8s.io/storageclasses", "watch storage.k8s.io/storageclasses"}, cluster,
 			"the namespaced install's only cluster-wide rules: reads for preflight")
 		assert.Equal(t, want, slices.Compact(slices.Sorted(slices.Values(append(role, cluster...)))),
 			"the Role in %s and the cluster read are not the cluster-wide ClusterRole's rules", ns)

@@ -126,6 +126,8 @@ func TestControllerRBAC(t *testing.T) {
 		{group: "kubevirt.io", resource: "kubevirts", verb: "list", clusterWide: true},
 		// The Multus networks' definitions, in any namespace (preflight).
 		{group: "k8s.cni.cncf.io", resource: "network-attachment-definitions", verb: "get", clusterWide: true, name: "any"},
+		// CDI's StorageProfiles, cluster-scoped (preflight).
+		{group: "cdi.kubevirt.io", resource: "storageprofiles", verb: "list", clusterWide: true},
 		{group: "coordination.k8s.io", resource: "leases", verb: "update", namespace: saNamespace},
 		// Its own Pod, for the image the transfer Jobs run.
 		{resource: "pods", verb: "get", namespace: saNamespace},

@@ -13,8 +13,8 @@ import (
 // ObserveCluster asks the API server, where the caches cannot tell, what
 // the cluster says of m: in Validating (inv is its inventory) the dry run
 // of its objects, the refusals of its proof pods, what the namespace
-// and KubeVirt say of launcher pods and whether its Multus networks are
-// defined; in Queued, once a transfer slot is
+// and KubeVirt say of launcher pods, whether its Multus networks are
+// defined and what CDI's StorageProfiles give the claims; in Queued, once a transfer slot is
 // free, the dry run again, right before the stop; while its Jobs run, why
 // the API server refused their pods. It fills obs and returns what the
 // preflight rules read of it (the dry run, the proofs, the conversion
@@ -45,6 +45,9 @@ func (s *Step) ObserveCluster(ctx context.Context, m *v1alpha1.VirtualMachineMig
 		}
 		if err == nil && s.Config.ClusterFacts {
 			facts.NetworkDefinitions, err = s.NetworkDefinitions(ctx, m)
+		}
+		if err == nil && s.Config.ClusterFacts {
+			facts.StorageProfiles, err = s.StorageProfiles(ctx)
 		}
 	case v1alpha1.PhaseQueued:
 		if s.Config.DryRun && inv != nil && obs.TransferSlot.Available {

@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/preflight"
@@ -75,4 +76,37 @@ func TestJobRefusalsAfterTheStop(t *testing.T) {
 	require.NotNil(t, obs.TransferJob.StartProblem)
 	assert.Equal(t, ReasonFailedCreate, obs.TransferJob.StartProblem.Reason)
 	assert.Contains(t, obs.TransferJob.StartProblem.Message, "exceeded quota: no-pods")
+}
+
+func TestStorageProfiles(t *testing.T) {
+	known := &cdiv1.StorageProfile{ObjectMeta: metav1.ObjectMeta{Name: "fast"}, Status: cdiv1.StorageProfileStatus{
+		Provisioner: ptr.To("csi.example.com"), ClaimPropertySets: []cdiv1.ClaimPropertySet{{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}}}}
+	unknown := &cdiv1.StorageProfile{ObjectMeta: metav1.ObjectMeta{Name: "local-path"}, Status: cdiv1.StorageProfileStatus{Provisioner: ptr.To("rancher.io/local-path")}}
+	f := newFakeStep(t, known, unknown)
+	clock := clocktesting.NewFakePassiveClock(t0)
+	f.step.Clock = clock
+	got, err := f.step.StorageProfiles(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, map[string]preflight.StorageProfileFact{
+		"fast": {Provisioner: "csi.example.com", ClaimPropertySets: 1}, "local-path": {Provisioner: "rancher.io/local-path"},
+	}, got)
+
+	// An admin fills the profile: read again once a minute, for every
+	// migration.
+	unknown.Spec.ClaimPropertySets = []cdiv1.ClaimPropertySet{{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}}
+	_, err = f.CDI.CdiV1beta1().StorageProfiles().Update(context.Background(), unknown, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	got, _ = f.step.StorageProfiles(context.Background())
+	assert.Zero(t, got["local-path"].ClaimPropertySets, "the cached answer within the minute")
+	clock.SetTime(t0.Add(2 * time.Minute))
+	got, _ = f.step.StorageProfiles(context.Background())
+	assert.Equal(t, 1, got["local-path"].ClaimPropertySets, "the profile's spec, read again")
+
+	denied := newFakeStep(t, known)
+	denied.CDI.PrependReactor("list", "storageprofiles", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "cdi.kubevirt.io", Resource: "storageprofiles"}, "", nil)
+	})
+	got, err = denied.step.StorageProfiles(context.Background())
+	require.NoError(t, err, "what the controller may not read is unknown, not an error")
+	assert.Nil(t, got, "nothing said")
 }

@@ -126,13 +126,14 @@ type Step struct {
 
 	// What the step remembers between reconciles: the refusals of Jobs'
 	// pods (their events), the image proofs' results, the dry runs, what
-	// the cluster says of KubeVirt's launcher pods and of the Multus
-	// networks.
-	refusals    refusals
-	proofs      proofCache
-	dryRuns     dryRunCache
-	launcher    launcherCache
-	networkDefs networkDefinitionCache
+	// the cluster says of KubeVirt's launcher pods, of the Multus
+	// networks and CDI's StorageProfiles.
+	refusals        refusals
+	proofs          proofCache
+	dryRuns         dryRunCache
+	launcher        launcherCache
+	networkDefs     networkDefinitionCache
+	storageProfiles storageProfileCache
 }
 
 // now is the step's clock's time.

@@ -17,7 +17,7 @@ func TestStorageProfiles(t *testing.T) {
 		}
 	}
 	runCheckCases(t, map[string]checkCase{
-		"the profile gives access modes":          {mods: mods{cluster: profiles(1, 1)}},
+		"the profile gives access modes":         {mods: mods{cluster: profiles(1, 1)}},
 		"profiles not read (no CDI): not judged": {},
 		"no access modes anywhere: blocked before the stop": {
 			mods: mods{cluster: profiles(0, 1)},

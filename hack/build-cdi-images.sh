@@ -4,7 +4,9 @@
 # docker-archive tarball that `ctr -n k8s.io images import` takes:
 #
 #   cdi-importer      cdi-importer on Debian's qemu-utils (qemu-img), nbdkit
-#                     (its curl plugin and filters) and ca-certificates;
+#                     (its curl plugin and filters) and ca-certificates,
+#                     with CDI's cdi-image-size-detection (the clone's size
+#                     detection pod runs it from this image);
 #                     entrypoint /usr/bin/cdi-importer -alsologtostderr
 #   cdi-cloner        cdi-cloner on bash, coreutils, tar (and a /usr/bin/tar
 #                     link where the release has only /bin/tar) and
@@ -200,7 +202,7 @@ for name in importer cloner uploadserver; do
   info+=("rootfs-$name $(cat "$rdir/packages.count") packages, $(($(stat -c %s "$rdir/rootfs.tar") >> 20)) MiB, bootstrapped in $(cat "$rdir/bootstrap.seconds")s")
 done
 pack importer -rootfs "$(rootfs importer)/rootfs.tar" -file "/usr/bin/cdi-importer=$cdi_dir/cdi-importer" \
-  -dir /tmp=1777 -entrypoint /usr/bin/cdi-importer,-alsologtostderr
+  -file "/usr/bin/cdi-image-size-detection=$cdi_dir/cdi-image-size-detection" -dir /tmp=1777 -entrypoint /usr/bin/cdi-importer,-alsologtostderr
 pack cloner -rootfs "$(rootfs cloner)/rootfs.tar" -file "/usr/bin/cdi-cloner=$cdi_dir/cdi-cloner" \
   -file "/usr/bin/cloner_startup.sh=$src/cmd/cdi-cloner/cloner_startup.sh" \
   -dir /tmp=1777 -entrypoint /usr/bin/cloner_startup.sh -workdir /home/cdi-cloner

@@ -3,7 +3,8 @@
 # the tools module hack/tools/cdi (kubevirt.io/containerized-data-importer
 # and its api at the same version, upstream's replaces, our libnbd stub):
 #   - cdi-controller, cdi-apiserver, cdi-uploadproxy, cdi-importer,
-#     cdi-cloner and cdi-uploadserver, static (CGO_ENABLED=0), -trimpath;
+#     cdi-cloner and cdi-uploadserver, and the helper
+#     cdi-image-size-detection, static (CGO_ENABLED=0), -trimpath;
 #   - crds/*.yaml: CDI's CustomResourceDefinitions, which CDI ships as YAML
 #     strings in pkg/operator/resources/crds_generated.go, written out by
 #     hack/cdicrds (reads that file with go/ast; never compiles CDI).
@@ -41,6 +42,11 @@ key=$(cat "$tools/go.mod" "$tools/go.sum" "$tools"/libnbd/go.mod "$tools"/libnbd
 cache_root=${CDI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vm-migration/cdi}
 dir="$cache_root/${cdi_version}-${key}"
 binaries=(cdi-controller cdi-apiserver cdi-uploadproxy cdi-importer cdi-cloner cdi-uploadserver)
+# CDI's helpers its controller runs from the importer image: the size
+# detection of a host-assisted clone of KubeVirt content without a size
+# (qemu-img info of the source's disk.img), which the controller's
+# DataVolumes are.
+helpers=(cdi-image-size-detection)
 
 # --crds: only CDI's CRDs, read from the module's source without building
 # anything (seconds, after the module's download): what the e2e suite and
@@ -62,7 +68,7 @@ if [ "${1:-}" = --crds ]; then
 fi
 
 complete() {
-  for b in "${binaries[@]}"; do [ -x "$dir/$b" ] || return 1; done
+  for b in "${binaries[@]}" "${helpers[@]}"; do [ -x "$dir/$b" ] || return 1; done
   [ -s "$dir/crds/datavolume.yaml" ] && [ -s "$dir/BUILD-INFO" ]
 }
 
@@ -75,11 +81,14 @@ if ! complete; then
   mkdir -p "$dir.tmp"
   vpkg=$module/pkg/version
   ldflags="-s -w -X $vpkg.gitVersion=$cdi_version -X $vpkg.gitTreeState=clean"
-  echo "building ${binaries[*]} of CDI $cdi_version (tens of minutes with a cold Go build cache, a few minutes warm)" >&2
+  echo "building ${binaries[*]} ${helpers[*]} of CDI $cdi_version (tens of minutes with a cold Go build cache, a few minutes warm)" >&2
   for b in "${binaries[@]}"; do
     build_binary "$b" "$module/cmd/$b"
   done
-  for b in "${binaries[@]}"; do
+  for b in "${helpers[@]}"; do
+    build_binary "$b" "$module/tools/$b"
+  done
+  for b in "${binaries[@]}" "${helpers[@]}"; do
     check_module "$b" "$module" "$cdi_version"
   done
   # cdi-apiserver reports the version stamped into pkg/version.

@@ -9,7 +9,7 @@ import (
 // StorageProfile names no claim properties (no access modes: CDI does not
 // know its provisioner and nobody set them), and its storage mapping names
 // no access modes either. CDI then refuses to create the target claim
-// ("no accessMode specified in StorageProfile ...") and the import would
+// ("cannot get access mode from StorageProfile ...") and the import would
 // wait, after the source was stopped, until someone fixed the profile.
 const ReasonStorageProfileIncomplete = "StorageProfileIncomplete"
 
@@ -59,7 +59,7 @@ func (c *checker) storageProfiles() {
 		}
 		c.add(blocking(ReasonStorageProfileIncomplete, fmt.Sprintf(
 			"%s %s to storage class %s, whose CDI StorageProfile names no access modes (CDI does not know its provisioner %s), and the mapping names none: "+
-				"CDI would not create the target claims (\"no accessMode specified in StorageProfile %s\") once the source is stopped; "+
+				"CDI would not create the target claims (\"cannot get access mode from StorageProfile %s\") once the source is stopped; "+
 				"set the access modes and volume mode in the storage mapping, or the class's claim property sets: "+
 				"kubectl patch storageprofile %s --type merge -p '{\"spec\":{\"claimPropertySets\":[{\"accessModes\":[\"ReadWriteOnce\"],\"volumeMode\":\"Filesystem\"}]}}'",
 			strings.Join(uses[class], ", "), verb, class, orUnknown(c.cluster.StorageProfiles[class].Provisioner), class, class)))

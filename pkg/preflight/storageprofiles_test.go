@@ -23,7 +23,7 @@ func TestStorageProfiles(t *testing.T) {
 			mods: mods{cluster: profiles(0, 1)},
 			want: []want{{ReasonStorageProfileIncomplete, v1alpha1.SeverityBlocking, []string{
 				"disk 2000 (spec.target.storage.default), disk 2001 (spec.target.storage.default) go to storage class fast",
-				"provisioner rancher.io/local-path", `"no accessMode specified in StorageProfile fast"`, "kubectl patch storageprofile fast"}}},
+				"provisioner rancher.io/local-path", `"cannot get access mode from StorageProfile fast"`, "kubectl patch storageprofile fast"}}},
 		},
 		"the mapping names access modes: CDI needs no profile": {
 			mods: mods{cluster: profiles(0, 0), spec: func(s *v1alpha1.VirtualMachineMigrationSpec) {

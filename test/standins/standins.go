@@ -55,6 +55,10 @@ type Config struct {
 	// PersistentVolumes pinned to it, which its kubelet mounts into pods
 	// and applies their fsGroup to; otherwise hostPath ones.
 	LocalVolumeNode string
+	// RealProvisioners are the provisioners of real storage installed
+	// beside the storage stand-in: it leaves the claims of their
+	// StorageClasses to them, as one provisioner leaves another's.
+	RealProvisioners []string
 	// CloneBytesPerSecond throttles the CDI stand-in's copy (0: as fast as
 	// it goes), so that progress can be watched.
 	CloneBytesPerSecond int64

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeinformers "k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
@@ -22,7 +24,8 @@ import (
 
 // Storage is the storage stand-in, a provisioner: it backs every claim
 // with a local directory through a pre-bound PersistentVolume, and deletes
-// released volumes with their directory. With Config.LocalVolumeNode (a
+// released volumes with their directory; a claim whose StorageClass names
+// one of Config.RealProvisioners is left to it. With Config.LocalVolumeNode (a
 // real node) the volume is `local` with node affinity to that node, so the
 // kubelet mounts it into pods and applies their fsGroup, as for a CSI
 // volume; without, it is hostPath (which ignores fsGroup), for suites
@@ -33,6 +36,7 @@ type Storage struct {
 
 	claims  corelisters.PersistentVolumeClaimLister
 	volumes corelisters.PersistentVolumeLister
+	classes storagelisters.StorageClassLister
 }
 
 // NewStorage returns the storage stand-in alone (Run starts it with the others).
@@ -82,7 +86,8 @@ func (s *Storage) run(ctx context.Context) error {
 	factory := kubeinformers.NewSharedInformerFactory(s.c.kube, time.Minute)
 	claims := nsFactory.Core().V1().PersistentVolumeClaims()
 	volumes := factory.Core().V1().PersistentVolumes()
-	s.claims, s.volumes = claims.Lister(), volumes.Lister()
+	classes := factory.Storage().V1().StorageClasses()
+	s.claims, s.volumes, s.classes = claims.Lister(), volumes.Lister(), classes.Lister()
 	claimLoop := newLoop("standin-storage-claims", s.syncClaim)
 	volumeLoop := newLoop("standin-storage-volumes", s.syncVolume)
 	if _, err := claims.Informer().AddEventHandler(claimLoop.handler()); err != nil {
@@ -95,7 +100,7 @@ func (s *Storage) run(ctx context.Context) error {
 	factory.Start(ctx.Done())
 	defer nsFactory.Shutdown()
 	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), claims.Informer().HasSynced, volumes.Informer().HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), claims.Informer().HasSynced, volumes.Informer().HasSynced, classes.Informer().HasSynced) {
 		return nil
 	}
 	done := make(chan struct{})
@@ -115,7 +120,7 @@ func (s *Storage) syncClaim(ctx context.Context, key string) (time.Duration, err
 	if err != nil || pvc.DeletionTimestamp != nil {
 		return 0, err
 	}
-	if pvc.Spec.VolumeName != "" && !strings.HasPrefix(pvc.Spec.VolumeName, "standin-") || pvc.Status.Phase == corev1.ClaimBound {
+	if pvc.Spec.VolumeName != "" && !strings.HasPrefix(pvc.Spec.VolumeName, "standin-") || pvc.Status.Phase == corev1.ClaimBound || s.otherProvisioner(pvc) {
 		return 0, nil
 	}
 	pvName := volumeName(pvc)
@@ -159,6 +164,16 @@ func (s *Storage) syncClaim(ctx context.Context, key string) (time.Duration, err
 		return 0, fmt.Errorf("creating volume %s: %w", pvName, err)
 	}
 	return 0, s.bind(ctx, pvc, pvName)
+}
+
+// otherProvisioner reports whether the claim's StorageClass names one of
+// the real provisioners of Config.RealProvisioners.
+func (s *Storage) otherProvisioner(pvc *corev1.PersistentVolumeClaim) bool {
+	if len(s.cfg.RealProvisioners) == 0 || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
+		return false
+	}
+	sc, err := s.classes.Get(*pvc.Spec.StorageClassName)
+	return err == nil && slices.Contains(s.cfg.RealProvisioners, sc.Provisioner)
 }
 
 // volumeSource is a local volume on a real node, else a hostPath one.

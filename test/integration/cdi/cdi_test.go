@@ -32,6 +32,7 @@ import (
 
 	"platform.example/vm-migration/test/framework"
 	"platform.example/vm-migration/test/framework/cdi"
+	"platform.example/vm-migration/test/framework/localpath"
 	"platform.example/vm-migration/test/standins"
 )
 
@@ -75,7 +76,8 @@ func installCDI(t *testing.T, env *framework.Environment) {
 		}
 		t.Logf("CDI's six images imported in %s", time.Since(start).Round(time.Millisecond))
 
-		storageCfg = standins.Config{RestConfig: env.Config(), Root: filepath.Join(env.Dir(), "cdi-volumes"), LocalVolumeNode: env.NodeName()}
+		storageCfg = standins.Config{RestConfig: env.Config(), Root: filepath.Join(env.Dir(), "cdi-volumes"), LocalVolumeNode: env.NodeName(),
+			RealProvisioners: []string{localpath.Provisioner}}
 		storage, err := standins.NewStorage(storageCfg)
 		if err != nil {
 			installErr = err

@@ -154,7 +154,7 @@ func TestRenderedDataVolumeClonesThroughRealCDI(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
 
-	m := builders.Migration(builders.InNamespace(ns), builders.Reached(v1alpha1.PhaseImporting), builders.DefaultStorage(localpath.StorageClass))
+	m := builders.Migration(builders.InNamespace(ns), builders.DefaultStorage(localpath.StorageClass), builders.Reached(v1alpha1.PhaseCreatingVM))
 	m.Status.Disks = m.Status.Disks[:1]
 	disk := m.Status.Disks[0]
 
@@ -185,7 +185,7 @@ func TestRenderedDataVolumeClonesThroughRealCDI(t *testing.T) {
 	seen := watchPods(t, cs, ns)
 	why := waitDataVolumeEvent(t, cs, ns, disk.DataVolume, "ErrClaimNotValid", time.Minute)
 	t.Logf("without access modes CDI says: %s", why)
-	assert.Contains(t, why, "no accessMode specified in StorageProfile "+localpath.StorageClass, "CDI's reason")
+	assert.Contains(t, why, "cannot get access mode from StorageProfile "+localpath.StorageClass, "CDI's reason")
 	c, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, disk.DataVolume, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "no target claim while CDI cannot render it (%v, %v)", c, err)
 

@@ -129,6 +129,9 @@ func TestKubectlPrinterColumns(t *testing.T) {
 		})
 		s.LastError = &migrationv1alpha1.MigrationError{Phase: migrationv1alpha1.PhaseValidating, Reason: "PreflightCheckFailed", Message: "reading datastores: timeout",
 			Summary: "reading datastores: timeout", Time: metav1.Now()}
+		// The column shows status.downtime.seconds, whatever the phase.
+		seconds := int64(31)
+		s.Downtime = &migrationv1alpha1.DowntimeStatus{SourceStoppedAt: metav1.Now(), Seconds: &seconds}
 	})
 
 	run := func(args ...string) [][]string {
@@ -149,13 +152,14 @@ func TestKubectlPrinterColumns(t *testing.T) {
 
 	// -o wide adds why the migration does not progress and its last error
 	// (not the Ready condition's reason, which repeats the phase), its
-	// message short (issue 34: LAST ERROR repeated a reason).
+	// message short (issue 34: LAST ERROR repeated a reason), and the
+	// outage in seconds.
 	wide := run("get", "vmm", "-o", "wide")
-	const wideWant = "kubectl get vmm -o wide: %q, want REASON (the Progressing reason) and LAST ERROR columns"
-	if assert.Len(t, wide, 2, wideWant, wide) && assert.Len(t, wide[0], 8, wideWant, wide) &&
-		assert.GreaterOrEqual(t, len(wide[1]), 8, wideWant, wide) {
-		assert.Equal(t, []string{"REASON", "LAST ERROR"}, wide[0][6:8], wideWant, wide)
-		assert.Equal(t, []string{"SourceUnreachable", "reading datastores: timeout"}, wide[1][6:8], wideWant, wide)
+	const wideWant = "kubectl get vmm -o wide: %q, want REASON (the Progressing reason), LAST ERROR and DOWNTIME columns"
+	if assert.Len(t, wide, 2, wideWant, wide) && assert.Len(t, wide[0], 9, wideWant, wide) &&
+		assert.Len(t, wide[1], 9, wideWant, wide) {
+		assert.Equal(t, []string{"REASON", "LAST ERROR", "DOWNTIME"}, wide[0][6:9], wideWant, wide)
+		assert.Equal(t, []string{"SourceUnreachable", "reading datastores: timeout", "31"}, wide[1][6:9], wideWant, wide)
 	}
 }
 

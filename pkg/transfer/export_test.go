@@ -14,3 +14,13 @@ func CheckpointedBytes(path string) (int64, error) {
 	}
 	return n, nil
 }
+
+// CheckpointComplete reports whether a disk's checkpoint records its image
+// as whole, synced and hashed.
+func CheckpointComplete(path string) (bool, error) {
+	cp, err := loadCheckpoint(path)
+	if err != nil || cp == nil {
+		return false, err
+	}
+	return cp.Complete, nil
+}

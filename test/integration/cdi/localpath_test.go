@@ -40,8 +40,11 @@ import (
 var storageProfiles = schema.GroupVersionResource{Group: "cdi.kubevirt.io", Version: "v1beta1", Resource: "storageprofiles"}
 
 // localPathRoot is the folder on the node that holds the provisioner's
-// volumes, set once it is installed.
-var localPathRoot string
+// volumes, and localPathBuild its build, set once it is installed.
+var (
+	localPathRoot  string
+	localPathBuild *localpath.Build
+)
 
 // installLocalPath imports the provisioner's images and installs it, when
 // its build is named (LOCAL_PATH_DIR: make test-cdi sets it).
@@ -63,7 +66,7 @@ func installLocalPath(ctx context.Context, t *testing.T, env *framework.Environm
 	if err := localpath.Install(ctx, env.Config(), localpath.Options{Build: b, Root: root, Logf: t.Logf}); err != nil {
 		return err
 	}
-	localPathRoot = root
+	localPathRoot, localPathBuild = root, b
 	return nil
 }
 
@@ -221,11 +224,7 @@ func TestRenderedDataVolumeClonesThroughRealCDI(t *testing.T) {
 // writerPod runs script in the local-path helper image (busybox) as a
 // restricted pod, user and fsGroup 107, with claim at /data.
 func writerPod(ns, name, claim, script string) *corev1.Pod {
-	b, _ := localpath.LoadBuild(os.Getenv(localpath.EnvDir))
-	image := ""
-	if b != nil {
-		image = b.Helper
-	}
+	image := localPathBuild.Helper
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{

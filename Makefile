@@ -43,8 +43,9 @@ node: testbin coredns node-deps ## a control plane and a real node with cluster 
 node-deps: ## install, when missing, the Debian packages the real node needs (runc, CNI plugins, iptables, conntrack; as root)
 	hack/install-node-deps.sh
 
-test-e2e: testbin coredns node-deps kubevirt ## whole migrations on a real control plane and node: the controller's Deployment and image as shipped, transfer and conversion pods as containers, vcsim, KubeVirt's own virt-api and virt-controller (with CDI's CRDs, from its module); simulated storage, CDI, virt-handler (test/standins) and virt-v2v (test/images)
-	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) KUBEVIRT_DIR=$$(hack/build-kubevirt.sh | tail -n 1) CDI_DIR=$$(hack/build-cdi.sh --crds | tail -n 1) \
+test-e2e: testbin coredns node-deps kubevirt cdi-images local-path ## whole migrations on a real control plane and node: the controller's Deployment and image as shipped, transfer and conversion pods as containers, vcsim, KubeVirt's own virt-api and virt-controller, CDI's own controller, apiserver and uploadproxy cloning every disk with its own pods, local-path-provisioner's volumes; simulated virt-handler (test/standins) and virt-v2v (test/images)
+	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) KUBEVIRT_DIR=$$(hack/build-kubevirt.sh | tail -n 1) CDI_DIR=$$(hack/build-cdi.sh | tail -n 1) \
+		CDI_IMAGES_DIR=$$(hack/build-cdi-images.sh | tail -n 1) LOCAL_PATH_DIR=$$(hack/build-local-path.sh | tail -n 1) \
 		$(GO) test -count=1 -tags e2e -timeout 75m ./test/e2e/...
 
 test-alerts: ## promtool check and unit tests of the alerts in manifests/monitoring (installs the Debian package prometheus when missing)

@@ -22,7 +22,6 @@ import (
 	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/steps/pipeline"
-	"platform.example/vm-migration/test/standins"
 	"platform.example/vm-migration/test/vcsimlocal"
 )
 
@@ -97,8 +96,7 @@ func TestCorruptTargetFailsBeforeStart(t *testing.T) {
 		s.waitDataVolume(d.DataVolume, cdiv1.Succeeded, 2*time.Minute)
 	}
 	victim := m.Status.Disks[1]
-	dir, err := standins.ClaimDir(s.ctx, s.standins, s.ns, victim.DataVolume)
-	require.NoError(t, err, "the target claim's directory")
+	dir := s.claimDir(victim.DataVolume)
 	flipByte(t, filepath.Join(dir, pipeline.ImageFile), 4096+17)
 	s.setPaused(m.Name, false)
 
@@ -118,7 +116,7 @@ func TestCorruptTargetFailsBeforeStart(t *testing.T) {
 			assert.Equal(t, d.Checksums.Converted, d.Checksums.Target, "disk %s is intact", d.Name)
 		}
 	}
-	_, err = s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, "corrupt-01", metav1.GetOptions{})
+	_, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, "corrupt-01", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "no VirtualMachine was created: %v", err)
 	assert.Equal(t, "poweredOn", s.powerState("corrupt-01"), "the source is powered on again")
 	if sc := m.Status.SourceControl; assert.NotNil(t, sc) {

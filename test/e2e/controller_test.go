@@ -104,6 +104,13 @@ func installSuite(env *framework.Environment) error {
 		}
 		fmt.Fprintf(os.Stderr, "e2e: %s\n", what)
 	}
+	if realCDI() {
+		what, err := installCDI(ctx, env)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "e2e: %s\n", what)
+	}
 	overlay := framework.RepoPath("_output/e2e/overlay")
 	if err := os.MkdirAll(overlay, 0o755); err != nil {
 		return err

@@ -30,9 +30,13 @@ func TestHappyPath(t *testing.T) {
 	// The transfer pod reports into its progress ConfigMap as its own
 	// ServiceAccount, through the per-attempt Role: watch that it does.
 	reported := s.watchProgressResult(t)
+	cdiPods := s.watchCDIPods(t)
 	m := s.create(s.newMigration("web-01", "web-01"))
-	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 3*time.Minute)
+	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 5*time.Minute)
 	t.Logf("migration succeeded in %s", time.Since(start).Round(time.Millisecond))
+	if realCDI() {
+		s.assertRealClones(t, m, cdiPods())
+	}
 
 	s.verifyTargetDisks(m, src)
 

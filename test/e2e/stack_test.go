@@ -31,6 +31,7 @@ import (
 	"platform.example/vm-migration/pkg/steps/pipeline"
 	"platform.example/vm-migration/test/builders"
 	"platform.example/vm-migration/test/framework"
+	"platform.example/vm-migration/test/framework/localpath"
 	"platform.example/vm-migration/test/images"
 	"platform.example/vm-migration/test/standins"
 	"platform.example/vm-migration/test/vcsimlocal"
@@ -154,6 +155,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		RestConfig: cfg, Root: t.TempDir(), Namespace: s.ns, LocalVolumeNode: env.NodeName(),
 		CloneBytesPerSecond: opts.cloneBytesPerSecond, VMIStartDelay: opts.vmiStartDelay, VMIGracePeriod: opts.vmiGracePeriod,
 		LauncherImage: launcherImage, LauncherRuntimeClass: opts.launcherRuntimeClass, RealKubeVirt: realKubeVirt(),
+		RealCDI: realCDI(), RealProvisioners: []string{localpath.Provisioner},
 	}
 	s.startStandins()
 	if opts.noController {
@@ -214,9 +216,9 @@ func (s *stack) addVM(name string, seed uint64) *vcsimlocal.VM {
 func (s *stack) newMigration(name, vm string) *v1alpha1.VirtualMachineMigration {
 	return builders.Migration(builders.Named(name), builders.InNamespace(s.ns), builders.WithoutUID,
 		builders.SourceAt(s.vc.URL), builders.Credentials(credentialsSecret), builders.Datacenter(vcsimlocal.Datacenter),
-		builders.SourceVM(vm), builders.TargetName(name), builders.DefaultStorage(standins.DefaultStorageClass),
+		builders.SourceVM(vm), builders.TargetName(name), builders.DefaultStorage(suiteStorageClass()),
 		builders.Networks(builders.PodNetwork(vcsimlocal.NetworkVM), builders.MultusNetwork(vcsimlocal.NetworkDVPG, "default/backend")),
-		builders.StagingClass(standins.DefaultStorageClass), builders.ShutdownTimeout(2*time.Second))
+		builders.StagingClass(suiteStorageClass()), builders.ShutdownTimeout(2*time.Second))
 }
 
 // create creates a migration.
@@ -342,8 +344,7 @@ func (s *stack) powerState(vm string) string {
 // claimFiles lists the files at the root of a claim's volume.
 func (s *stack) claimFiles(claim string) (string, []string) {
 	s.t.Helper()
-	dir, err := standins.ClaimDir(s.ctx, s.standins, s.ns, claim)
-	require.NoError(s.t, err, "locating the volume of claim %s", claim)
+	dir := s.claimDir(claim)
 	entries, err := os.ReadDir(dir)
 	require.NoError(s.t, err, "listing the volume of claim %s", claim)
 	var names []string
@@ -351,6 +352,25 @@ func (s *stack) claimFiles(claim string) (string, []string) {
 		names = append(names, e.Name())
 	}
 	return dir, names
+}
+
+// claimDir is the folder on the node of a bound claim's volume: a local
+// (or hostPath) volume of local-path or of the storage stand-in.
+func (s *stack) claimDir(claim string) string {
+	s.t.Helper()
+	pvc, err := s.kube.CoreV1().PersistentVolumeClaims(s.ns).Get(s.ctx, claim, metav1.GetOptions{})
+	require.NoError(s.t, err, "reading claim %s", claim)
+	require.NotEmpty(s.t, pvc.Spec.VolumeName, "claim %s is not bound", claim)
+	pv, err := s.kube.CoreV1().PersistentVolumes().Get(s.ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	require.NoError(s.t, err, "reading the volume %s of claim %s", pvc.Spec.VolumeName, claim)
+	switch {
+	case pv.Spec.Local != nil:
+		return pv.Spec.Local.Path
+	case pv.Spec.HostPath != nil:
+		return pv.Spec.HostPath.Path
+	}
+	require.FailNow(s.t, fmt.Sprintf("volume %s of claim %s is neither local nor hostPath", pv.Name, claim))
+	return ""
 }
 
 // leftovers lists the migration's children that still exist: staging

@@ -73,21 +73,26 @@ func (a *Admission) register(ctx context.Context) error {
 	kv, cdi := kubevirtv1.SchemeGroupVersion, cdiv1.SchemeGroupVersion
 	create, update := admissionregistrationv1.Create, admissionregistrationv1.Update
 	meta := metav1.ObjectMeta{Name: a.configurationName(), Labels: map[string]string{LabelStandin: "true"}}
-	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: meta, Webhooks: []admissionregistrationv1.ValidatingWebhook{
-		a.validatingWebhook(webhookDVValidate, pathDVValidate, rule(cdi.Group, cdi.Version, "datavolumes", create, update)),
-	}}
+	validating := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: meta}
+	if !a.cfg.RealCDI {
+		validating.Webhooks = append(validating.Webhooks,
+			a.validatingWebhook(webhookDVValidate, pathDVValidate, rule(cdi.Group, cdi.Version, "datavolumes", create, update)))
+	}
 	if !a.cfg.RealKubeVirt {
 		validating.Webhooks = append(validating.Webhooks,
 			a.validatingWebhook(webhookVM, pathVM, rule(kv.Group, kv.Version, "virtualmachines", create, update)),
 			a.validatingWebhook(webhookVMICreate, pathVMICreate, rule(kv.Group, kv.Version, "virtualmachineinstances", create)))
 	}
-	dvMutate := a.validatingWebhook(webhookDVMutate, pathDVMutate, rule(cdi.Group, cdi.Version, "datavolumes", create, update))
-	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: meta, Webhooks: []admissionregistrationv1.MutatingWebhook{{
-		Name: dvMutate.Name, ClientConfig: dvMutate.ClientConfig, Rules: dvMutate.Rules,
-		FailurePolicy: dvMutate.FailurePolicy, SideEffects: dvMutate.SideEffects,
-		NamespaceSelector: dvMutate.NamespaceSelector, TimeoutSeconds: dvMutate.TimeoutSeconds,
-		AdmissionReviewVersions: dvMutate.AdmissionReviewVersions,
-	}}}
+	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: meta}
+	if !a.cfg.RealCDI {
+		dvMutate := a.validatingWebhook(webhookDVMutate, pathDVMutate, rule(cdi.Group, cdi.Version, "datavolumes", create, update))
+		mutating.Webhooks = []admissionregistrationv1.MutatingWebhook{{
+			Name: dvMutate.Name, ClientConfig: dvMutate.ClientConfig, Rules: dvMutate.Rules,
+			FailurePolicy: dvMutate.FailurePolicy, SideEffects: dvMutate.SideEffects,
+			NamespaceSelector: dvMutate.NamespaceSelector, TimeoutSeconds: dvMutate.TimeoutSeconds,
+			AdmissionReviewVersions: dvMutate.AdmissionReviewVersions,
+		}}
+	}
 	reg := a.c.kube.AdmissionregistrationV1()
 	if err := a.unregister(ctx); err != nil {
 		return err
@@ -143,6 +148,9 @@ func (a *Admission) waitActive(ctx context.Context) error {
 				last = fmt.Sprintf("VM probe: %v", err)
 				return false, nil
 			}
+		}
+		if a.cfg.RealCDI {
+			return true, nil
 		}
 		_, err := a.c.cdi.CdiV1beta1().DataVolumes(ns).Create(ctx, bad, dry)
 		if !deniedBy(err, webhookDVValidate) {

@@ -81,6 +81,12 @@ type Config struct {
 	// status; it plays virt-handler for the launcher pods virt-controller
 	// renders (see kubevirt_handler.go). LauncherRuntimeClass is unused.
 	RealKubeVirt bool
+	// RealCDI says CDI's own controller, apiserver and uploadproxy run
+	// (test/framework/cdi, with real storage: make test-e2e): the CDI
+	// stand-in then registers no DataVolume webhook and imports nothing,
+	// and CloneBytesPerSecond is unused. With RealKubeVirt as well the
+	// stand-ins serve no webhook at all.
+	RealCDI bool
 	// VMIGracePeriod is how long a deleted VMI stays (in its phase, being
 	// deleted, under KubeVirt's finalizer) before it is gone, as KubeVirt
 	// keeps one while virt-handler stops its guest within the termination
@@ -205,11 +211,17 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer stopEvents()
-	admission, err := startAdmission(ctx, cfg, c)
-	if err != nil {
-		return err
+	runners := []func(context.Context) error{}
+	if !cfg.RealCDI || !cfg.RealKubeVirt {
+		admission, err := startAdmission(ctx, cfg, c)
+		if err != nil {
+			return err
+		}
+		defer admission.Close()
+		if !cfg.RealCDI {
+			runners = append(runners, (&CDI{cfg: cfg, c: c, tokens: admission.tokens}).run)
+		}
 	}
-	defer admission.Close()
 	storage := &Storage{cfg: cfg, c: c}
 	if err := storage.EnsureStorageClass(ctx); err != nil {
 		return err
@@ -217,8 +229,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Ready != nil {
 		close(cfg.Ready)
 	}
-	cdi := &CDI{cfg: cfg, c: c, tokens: admission.tokens}
-	runners := []func(context.Context) error{storage.run, cdi.run, (&KubeVirt{cfg: cfg, c: c}).run}
+	runners = append(runners, storage.run, (&KubeVirt{cfg: cfg, c: c}).run)
 	var wg sync.WaitGroup
 	errs := make([]error, len(runners))
 	ctx, cancel := context.WithCancel(ctx)

@@ -56,26 +56,6 @@ func installCDI(t *testing.T, env *framework.Environment) {
 	imagesDir := os.Getenv(cdi.EnvImagesDir)
 	installOnce.Do(func() {
 		ctx := context.Background()
-		crds := ""
-		if d := os.Getenv(cdi.EnvCDIDir); d != "" {
-			crds = filepath.Join(d, "crds")
-		}
-		b, err := cdi.LoadBuild(imagesDir, crds)
-		if err != nil {
-			installErr = err
-			return
-		}
-		start := time.Now()
-		for _, tb := range b.Tarballs {
-			t0 := time.Now()
-			if installErr = env.ImportImage(ctx, tb); installErr != nil {
-				return
-			}
-			fi, _ := os.Stat(tb)
-			t.Logf("imported %s (%d MiB) in %s", filepath.Base(tb), fi.Size()>>20, time.Since(t0).Round(time.Millisecond))
-		}
-		t.Logf("CDI's six images imported in %s", time.Since(start).Round(time.Millisecond))
-
 		storageCfg = standins.Config{RestConfig: env.Config(), Root: filepath.Join(env.Dir(), "cdi-volumes"), LocalVolumeNode: env.NodeName(),
 			RealProvisioners: []string{localpath.Provisioner}}
 		storage, err := standins.NewStorage(storageCfg)
@@ -89,9 +69,7 @@ func installCDI(t *testing.T, env *framework.Environment) {
 		// The stand-in runs until the suite's environment stops.
 		go func() { _ = storage.Run(context.Background()) }()
 
-		if installErr = cdi.Install(ctx, env.Config(), cdi.Options{
-			Images: b.Images, CRDDir: b.CRDDir, ResourcesDir: b.ResourcesDir, Logf: t.Logf, Timeout: 3 * time.Minute,
-		}); installErr != nil {
+		if _, installErr = cdi.InstallOnNode(ctx, env, imagesDir, os.Getenv(cdi.EnvCDIDir), 3*time.Minute, t.Logf); installErr != nil {
 			return
 		}
 		installErr = installLocalPath(ctx, t, env)

@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -34,6 +33,7 @@ import (
 	"platform.example/vm-migration/pkg/steps/pipeline"
 	"platform.example/vm-migration/test/builders"
 	"platform.example/vm-migration/test/framework"
+	"platform.example/vm-migration/test/framework/cdi"
 	"platform.example/vm-migration/test/framework/localpath"
 )
 
@@ -53,17 +53,8 @@ func installLocalPath(ctx context.Context, t *testing.T, env *framework.Environm
 	if dir == "" {
 		return nil
 	}
-	b, err := localpath.LoadBuild(dir)
+	b, root, err := localpath.InstallOnNode(ctx, env, dir, t.Logf)
 	if err != nil {
-		return err
-	}
-	for _, tb := range b.Tarballs {
-		if err := env.ImportImage(ctx, tb); err != nil {
-			return err
-		}
-	}
-	root := filepath.Join(env.Dir(), "local-path")
-	if err := localpath.Install(ctx, env.Config(), localpath.Options{Build: b, Root: root, Logf: t.Logf}); err != nil {
 		return err
 	}
 	localPathRoot, localPathBuild = root, b
@@ -195,8 +186,7 @@ func TestRenderedDataVolumeClonesThroughRealCDI(t *testing.T) {
 	// The admin's fix: the profile says what the class's claims are. CDI
 	// takes the waiting DataVolume up again.
 	start := time.Now()
-	_, err = dc.Resource(storageProfiles).Patch(ctx, localpath.StorageClass, types.MergePatchType,
-		[]byte(`{"spec":{"claimPropertySets":[{"accessModes":["ReadWriteOnce"],"volumeMode":"Filesystem"}]}}`), metav1.PatchOptions{})
+	err = cdi.SetClaimProperties(ctx, env.Config(), localpath.StorageClass, "ReadWriteOnce", "Filesystem")
 	require.NoError(t, err, "setting the StorageProfile's claim property sets")
 	dv := waitDataVolume(t, dc, cs, ns, disk.DataVolume, 4*time.Minute)
 	cloneType, _, _ := unstructured.NestedString(dv.Object, "metadata", "annotations", "cdi.kubevirt.io/cloneType")

@@ -10,9 +10,12 @@
 # (test/vcsimlocal, test/vcsimlocal/cmd/vcsim-local); KubeVirt's own
 # virt-api and virt-controller (v1.8.2, built from its modules by
 # hack/build-kubevirt.sh, installed by test/framework/cmd/install-kubevirt);
-# and the SIMULATED storage provisioner, CDI and virt-handler of
-# test/standins (virt-controller's launcher pods run the launcher image of
-# test/images, QEMU under TCG). It then applies an
+# CDI's own controller, apiserver and uploadproxy (v1.65.0, hack/build-cdi.sh
+# and hack/build-cdi-images.sh) on Rancher's local-path-provisioner
+# (v0.0.30, hack/build-local-path.sh), installed by
+# test/framework/cmd/install-cdi, so that every disk is imported by CDI's own
+# pods; and the SIMULATED virt-handler of test/standins (virt-controller's
+# launcher pods run the launcher image of test/images, QEMU under TCG). It then applies an
 # example migration in a namespace that enforces PodSecurity restricted and
 # shows its phase, per-disk progress and the pods of its Jobs until it
 # succeeds, then the migration's own time, its downtime and which
@@ -146,18 +149,24 @@ testbin=$("$root/hack/build-testbin.sh" | tail -n 1)
 COREDNS_DIR=$("$root/hack/build-coredns.sh" | tail -n 1)
 export COREDNS_DIR
 "$root/hack/install-node-deps.sh"
-say "building (or reusing) KubeVirt's control plane (about 9 minutes the first time; cached after) and CDI's CRDs"
+say "building (or reusing) KubeVirt's control plane (about 9 minutes the first time; cached after)"
 kubevirt_dir=$("$root/hack/build-kubevirt.sh" | tail -n 1)
-cdi_dir=$("$root/hack/build-cdi.sh" --crds | tail -n 1)
+say "building (or reusing) CDI, its images and local-path-provisioner (about 30 minutes the first time; cached after)"
+cdi_dir=$("$root/hack/build-cdi.sh" | tail -n 1)
+cdi_images_dir=$("$root/hack/build-cdi-images.sh" | tail -n 1)
+local_path_dir=$("$root/hack/build-local-path.sh" | tail -n 1)
 kubevirt_version=$(awk '$1 == "virt-api" { n = split($2, a, ":"); print a[n] }' "$kubevirt_dir/images")
 [ -n "$kubevirt_version" ] || die "no virt-api image in $kubevirt_dir/images"
 kubectl() { "$testbin/kubectl" "$@"; }
 say "building testnode, vcsim-local, the stand-ins and the images into $bin"
 mkdir -p "$bin"
 (cd "$root" && go build -o "$bin/" ./test/framework/cmd/testnode ./test/vcsimlocal/cmd/vcsim-local \
-  ./test/standins/cmd/standins ./test/images/cmd/build-images ./test/framework/cmd/install-kubevirt ./hack/runlocal ./cmd/kubectl-vmm)
+  ./test/standins/cmd/standins ./test/images/cmd/build-images ./test/framework/cmd/install-kubevirt ./test/framework/cmd/install-cdi \
+  ./hack/runlocal ./cmd/kubectl-vmm)
 imports=()
-while read -r _ _ tarball; do imports+=(--import "$kubevirt_dir/$tarball"); done <"$kubevirt_dir/images"
+for d in "$kubevirt_dir" "$cdi_images_dir" "$local_path_dir"; do
+  while read -r _ _ tarball; do imports+=(--import "$d/$tarball"); done <"$d/images"
+done
 controller_image=
 conversion_image=
 launcher_image=
@@ -211,6 +220,15 @@ kubevirt_line=$("$bin/install-kubevirt" --kubeconfig "$KUBECONFIG" --kubevirt-di
   2>"$state/logs/kubevirt.log" | tail -n 1) || { tail -n 20 "$state/logs/kubevirt.log" >&2; die "installing KubeVirt failed"; }
 say "$kubevirt_line; virt-handler simulated (test/standins)"
 
+# --- CDI and the storage --------------------------------------------------------
+# local-path-provisioner's volumes live under local-path/ (its helper pods
+# make and remove them), then CDI as Deployments (test/framework/cdi).
+mkdir -p "$state/local-path"
+cdi_line=$("$bin/install-cdi" --kubeconfig "$KUBECONFIG" --cdi-dir "$cdi_dir" --cdi-images-dir "$cdi_images_dir" \
+  --local-path-dir "$local_path_dir" --volumes "$state/local-path" 2>"$state/logs/cdi.log" | tail -n 1) ||
+  { tail -n 20 "$state/logs/cdi.log" >&2; die "installing CDI and local-path-provisioner failed"; }
+say "$cdi_line"
+
 # --- vcsim --------------------------------------------------------------------
 start vcsim "$bin/vcsim-local" --address="$HOST_ADDRESS:0" --state-dir="$state/vcsim" "${vcsim_args[@]}"
 wait_until "vcsim" 60 test -s "$state/vcsim/vms.json"
@@ -223,9 +241,9 @@ fi
 
 # --- the stand-ins ------------------------------------------------------------
 start standins "$bin/standins" --kubeconfig="$KUBECONFIG" --root="$state/standins" \
-  --local-volume-node="$NODE_NAME" --real-kubevirt --clone-bytes-per-second=$((4 << 20)) --vmi-start-delay=2s -v=1
+  --local-volume-node="$NODE_NAME" --real-kubevirt --real-cdi --real-provisioners=rancher.io/local-path --vmi-start-delay=2s -v=1
 wait_until "the stand-ins" 60 kubectl get storageclass standard
-say "simulated storage provisioner, CDI and virt-handler running (test/standins; virt-controller's launcher pods run QEMU under TCG)"
+say "simulated virt-handler running (test/standins; virt-controller's launcher pods run QEMU under TCG)"
 
 # --- the controller, as it ships -----------------------------------------------
 rel=$(realpath --relative-to="$state/overlay" "$root/manifests")
@@ -302,11 +320,11 @@ spec:
     name: $1
     storage:
       default:
-        storageClassName: standard
+        storageClassName: local-path
     networks:
 $networks
   staging:
-    storageClassName: standard
+    storageClassName: local-path
   policy:
     shutdown:
       mode: GuestThenPowerOff
@@ -322,16 +340,23 @@ status_template='{.status.phase}{"\t"}{.status.progress}{"\t"}{range .status.dis
 # Fields separated by "|": a pod not yet scheduled has no node name, which
 # whitespace separators would collapse.
 pods_template='{range .items[*]}{.metadata.name}{"|"}{.metadata.labels.migration\.platform\.example/component}{"|"}{.spec.nodeName}{"|"}{.status.phase}{"\n"}{end}'
+cdi_pods_template='{range .items[*]}{.metadata.name}{"|"}{.metadata.labels.cdi\.kubevirt\.io}{"|"}{.spec.nodeName}{"|"}{.status.phase}{"\n"}{end}'
 declare -A pod_seen=()
-# show_pods prints each Job pod of the example once per phase it is seen in.
+# show_pods prints each Job pod of the example, and each pod CDI starts to
+# serve its DataVolumes, once per phase it is seen in (the part: the
+# component label of ours, or of CDI's).
 show_pods() {
+  show_pods_of migration.platform.example/component "$pods_template"
+  show_pods_of cdi.kubevirt.io "$cdi_pods_template"
+}
+show_pods_of() {
   local name component node phase
   while IFS='|' read -r name component node phase; do
     [ -n "$name" ] || continue
     [ "${pod_seen[$name]:-}" = "$node/$phase" ] && continue
     pod_seen[$name]=$node/$phase
     printf '  %4ds  pod %s/%s (%s) on node %s: %s\n' "$((SECONDS - started))" "$namespace" "$name" "$component" "${node:-<none>}" "${phase:-?}"
-  done < <(kubectl get pods -n "$namespace" -l migration.platform.example/component -o jsonpath="$pods_template" 2>/dev/null || true)
+  done < <(kubectl get pods -n "$namespace" -l "$1" -o jsonpath="$2" 2>/dev/null || true)
 }
 last=""
 phase=""

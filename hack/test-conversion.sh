@@ -4,7 +4,8 @@
 #   1. installs the Debian packages they need when missing (as root:
 #      hack/install-conversion-deps.sh, hack/install-node-deps.sh);
 #   2. builds the control plane and node binaries, CoreDNS (the node's
-#      cluster DNS), KubeVirt's control plane and CDI's CRDs, the BIOS and EFI Debian
+#      cluster DNS), KubeVirt's control plane, CDI and its images,
+#      local-path-provisioner, the BIOS and EFI Debian
 #      guest images and the conversion image (make conversion-image), or
 #      reuses them (all cached outside the clone);
 #   3. runs the conversion script on disks virt-v2v must refuse (blank,
@@ -14,7 +15,9 @@
 #      controller's Deployment, a real transfer pod, a real conversion pod
 #      running the conversion image (virt-v2v-in-place, uid 107, read-only
 #      root, no capabilities, in a namespace enforcing PodSecurity
-#      restricted), the CDI stand-in's clone; then KubeVirt's own virt-api
+#      restricted), CDI's own clone of the converted disk into a
+#      local-path volume (its clone source and upload server pods); then
+#      KubeVirt's own virt-api
 #      admits the VM and virt-controller renders its launcher pod, where
 #      the guest runs (QEMU under TCG; the stand-in plays virt-handler)
 #      until its guest agent reports; then a blank disk whose conversion
@@ -53,7 +56,9 @@ timed "node packages" hack/install-node-deps.sh
 timed "control-plane and node binaries" hack/build-testbin.sh >/dev/null
 coredns=$(timed "CoreDNS (the node's cluster DNS)" hack/build-coredns.sh | tail -n 1)
 kubevirt=$(timed "KubeVirt's control plane" hack/build-kubevirt.sh | tail -n 1)
-cdi_crds=$(timed "CDI's CRDs" hack/build-cdi.sh --crds | tail -n 1)
+cdi=$(timed "CDI" hack/build-cdi.sh | tail -n 1)
+cdi_images=$(timed "CDI's images" hack/build-cdi-images.sh | tail -n 1)
+local_path=$(timed "local-path-provisioner" hack/build-local-path.sh | tail -n 1)
 images=$(timed "guest images" hack/build-guest-images.sh | tail -n 1)
 timed "conversion image" make --no-print-directory conversion-image >/dev/null
 
@@ -69,7 +74,8 @@ fi
 step "real guests $guests (log: $out/e2e.log)"
 s=$SECONDS
 GUESTS=$guests GUEST_IMAGES=$images REAL_GUEST_REPORT="$out/report.txt" REAL_GUEST_ARTIFACTS="$out" \
-  TESTBIN_DIR="$root/_output/testbin" COREDNS_DIR="$coredns" KUBEVIRT_DIR="$kubevirt" CDI_DIR="$cdi_crds" \
+  TESTBIN_DIR="$root/_output/testbin" COREDNS_DIR="$coredns" KUBEVIRT_DIR="$kubevirt" CDI_DIR="$cdi" \
+  CDI_IMAGES_DIR="$cdi_images" LOCAL_PATH_DIR="$local_path" \
   go test -count=1 -tags e2e,conversion -timeout 120m -run '^(TestMigratedGuestRuns|TestRealGuestBlankDisk)$' -v ./test/e2e/ >"$out/e2e.log" 2>&1 || status=1
 grep -E '^\s*--- (PASS|FAIL)' "$out/e2e.log" >&2 || true
 step "end to end: $((SECONDS - s))s"

@@ -2,7 +2,7 @@
 // (storage, CDI, KubeVirt, and KubeVirt's and CDI's admission webhooks)
 // against an API server with a real node, for hack/run-local.sh:
 //
-//	standins --kubeconfig FILE --root DIR --local-volume-node NODE [--launcher-image REF] [--real-kubevirt]
+//	standins --kubeconfig FILE --root DIR --local-volume-node NODE [--launcher-image REF] [--real-kubevirt] [--real-cdi --real-provisioners P]
 //
 // It runs until SIGINT or SIGTERM, then unregisters its webhooks. See the package documentation for
 // what is simulated and which rules of the real components it enforces.
@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -45,6 +46,9 @@ func run() error {
 	fs.Int64Var(&cfg.CloneBytesPerSecond, "clone-bytes-per-second", 0, "throttle of the simulated CDI clone (0: none)")
 	fs.DurationVar(&cfg.VMIStartDelay, "vmi-start-delay", 0, "how long a VMI stays Scheduling before its launcher pod is created")
 	fs.BoolVar(&cfg.RealKubeVirt, "real-kubevirt", false, "KubeVirt's own virt-api and virt-controller run (install-kubevirt): play virt-handler only, for the launcher pods virt-controller renders")
+	fs.BoolVar(&cfg.RealCDI, "real-cdi", false, "CDI's own controller, apiserver and uploadproxy run (install-cdi): serve no DataVolume webhook, import nothing")
+	var realProvisioners string
+	fs.StringVar(&realProvisioners, "real-provisioners", "", "comma-separated provisioners of real storage beside the stand-in, whose classes' claims it leaves alone (install-cdi installs rancher.io/local-path)")
 	fs.StringVar(&cfg.LauncherImage, "launcher-image", "", "launcher image (test/images) to run each VMI's guest with in a pod on the node (empty: VMIs are marked Running, no guest runs)")
 	fs.StringVar(&cfg.LauncherRuntimeClass, "launcher-runtime-class", "", "RuntimeClass offering /dev/kvm to launcher pods (empty: TCG)")
 	fs.BoolVar(&cfg.Light, "light", false, "control-plane benchmark mode: clones complete at once; no bytes move")
@@ -54,6 +58,9 @@ func run() error {
 			return nil
 		}
 		return err
+	}
+	if realProvisioners != "" {
+		cfg.RealProvisioners = strings.Split(realProvisioners, ",")
 	}
 	if kubeconfig == "" || cfg.Root == "" {
 		return errors.New("--kubeconfig and --root are required")

@@ -11,7 +11,7 @@ IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
 CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi local-path coredns kubevirt test-kubevirt fmt vet
+.PHONY: help build test upstream test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi local-path coredns kubevirt test-kubevirt fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -21,7 +21,7 @@ build: ## build the controller and the transfer command into bin/
 
 test: ## everything CI runs: make verify first (it fails in minutes, before the long suites), then unit tests, alert rules, integration and end-to-end tests against a real API server, then the BIOS real-guest conversion
 	$(MAKE) verify
-	$(MAKE) testbin
+	$(MAKE) -j4 --output-sync=target upstream
 	$(GO) test -count=1 ./...
 	$(MAKE) test-alerts
 	$(MAKE) test-integration
@@ -79,6 +79,8 @@ bench-transfer: ## (installs curl, openssl and time when missing) vm-transfer vs
 
 bench-scale: ## control-plane benchmark: N migrations (N=1000; HOSTS=10, QUIET=1m) on a real control plane, light stand-ins and a pod completer (no node), the controller as a process; API requests, status writes, RSS, reconcile latency, vSphere calls
 	N=$(or $(N),1000) HOSTS=$(or $(HOSTS),10) QUIET=$(or $(QUIET),1m) hack/bench-scale.sh
+
+upstream: testbin coredns kubevirt cdi-images local-path ## build (or reuse the cached) every upstream component the suites run, at once with make -j (make test does: they build side by side on a machine with cores to spare; each is cached by content outside the clone)
 
 testbin: ## build (or reuse the cached) kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl, etcd and containerd (with its shim and ctr)
 	hack/build-testbin.sh

@@ -5,17 +5,14 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -69,37 +66,14 @@ func installCDI(ctx context.Context, env *framework.Environment) (string, error)
 		framework.Tag(b.Images.Controller), env.NodeName(), lp.Version, time.Since(start).Round(time.Millisecond)), nil
 }
 
-// cdiPodLabel is the label CDI puts on the pods it starts, naming their
-// part (cdi-clone-source, cdi-upload-server, cdi-importer, ...).
-const cdiPodLabel = "cdi.kubevirt.io"
-
-// cdiPods records, from now on, the pods CDI starts in the test's
-// namespace: per pod, its part, its node and the last phase seen. The
-// returned function lists them as "pod <ns>/<name> (<part>) on node
-// <node>: <phase>".
+// watchCDIPods records the pods CDI starts in the test's namespace from
+// now on (cdi.WatchPods) until the test ends.
 func (s *stack) watchCDIPods(t *testing.T) func() []string {
 	t.Helper()
-	w, err := s.kube.CoreV1().Pods(s.ns).Watch(s.ctx, metav1.ListOptions{LabelSelector: cdiPodLabel})
-	require.NoError(t, err, "watching CDI's pods")
-	t.Cleanup(w.Stop)
-	var mu sync.Mutex
-	seen := map[string]string{}
-	go func() {
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			seen[p.Name] = fmt.Sprintf("pod %s/%s (%s) on node %s: %s", p.Namespace, p.Name, p.Labels[cdiPodLabel], p.Spec.NodeName, p.Status.Phase)
-			mu.Unlock()
-		}
-	}()
-	return func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Sorted(maps.Values(seen))
-	}
+	list, stop, err := cdi.WatchPods(s.ctx, s.kube, s.ns)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	return list
 }
 
 // assertRealClones checks, beside the real CDI, that CDI's own pods served

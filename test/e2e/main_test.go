@@ -14,8 +14,12 @@
 // bytes), except in the real-guest tests. With $KUBEVIRT_DIR (make
 // test-e2e sets it) KubeVirt's own virt-api and virt-controller are
 // installed on the node (kubevirt_test.go) and the KubeVirt stand-in plays
-// virt-handler only; CDI and the volume provisioner are the stand-ins of
-// test/standins (and, without $KUBEVIRT_DIR, KubeVirt too). The crash and leader
+// virt-handler only; with $CDI_IMAGES_DIR and $LOCAL_PATH_DIR (make
+// test-e2e sets them too) CDI's own controller, apiserver and uploadproxy
+// and Rancher's local-path-provisioner are (cdi_test.go), and every disk
+// is cloned by CDI's own pods into a local-path volume; without them, CDI
+// and the volume provisioner are the stand-ins of test/standins (and,
+// without $KUBEVIRT_DIR, KubeVirt too). The crash and leader
 // election tests run the controller's command as processes of their own,
 // to kill them at chosen instants, with the Deployment scaled to zero.
 package e2e

@@ -33,6 +33,11 @@
 //     path, unless Config.CloneBytesPerSecond throttles it (the
 //     DataVolume's Running condition then says so); a 320 MiB disk takes
 //     about as long as a plain copy of the file (BenchmarkCDIStandinImport).
+//     With Config.RealCDI (make test-e2e, make run-local and make
+//     test-conversion, where test/framework/cdi installs CDI v1.65.0 and
+//     test/framework/localpath the real storage) it does nothing and
+//     registers no DataVolume webhook: CDI's own controller and pods
+//     import every disk. The benchmarks and the integration suites keep it.
 //   - KubeVirt: for a VirtualMachine whose runStrategy is Always (or
 //     running: true), creates its VirtualMachineInstance (same name, the
 //     template's labels, annotations and spec, controlled by the VM); when

@@ -10,9 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -193,8 +192,8 @@ func TestRenderedDataVolumeClonesThroughRealCDI(t *testing.T) {
 	pods := seen()
 	t.Logf("clone Succeeded %s after the profile's fix, strategy %q; CDI's pods in the namespace: %s", time.Since(start).Round(time.Millisecond), cloneType, strings.Join(pods, "; "))
 	assert.Equal(t, "copy", cloneType, "the strategy CDI chose for a provisioner without CSI clones nor snapshots: a host-assisted copy")
-	assert.True(t, containsPrefix(pods, "cdi-clone-source"), "CDI's cloner pod ran: %v", pods)
-	assert.True(t, containsPrefix(pods, "cdi-upload-server"), "CDI's upload server pod ran: %v", pods)
+	assert.True(t, servedBy(pods, "cdi-clone-source"), "CDI's cloner pod ran: %v", pods)
+	assert.True(t, servedBy(pods, "cdi-upload-server"), "CDI's upload server pod ran: %v", pods)
 
 	target, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, disk.DataVolume, metav1.GetOptions{})
 	require.NoError(t, err, "the target claim")
@@ -270,45 +269,19 @@ func waitDataVolumeEvent(t *testing.T, cs kubernetes.Interface, ns, name, reason
 	return message
 }
 
-// watchPods records every pod of ns (name, its app and cdi.kubevirt.io
-// labels, the node) from now on; the returned function lists them.
+// watchPods records the pods CDI starts in ns (cdi.WatchPods) until the
+// test ends.
 func watchPods(t *testing.T, cs kubernetes.Interface, ns string) func() []string {
 	t.Helper()
-	w, err := cs.CoreV1().Pods(ns).Watch(context.Background(), metav1.ListOptions{})
-	require.NoError(t, err, "watching the namespace's pods")
-	t.Cleanup(w.Stop)
-	var mu sync.Mutex
-	seen := map[string]string{}
-	go func() {
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			mu.Lock()
-			seen[p.Name] = p.Labels["cdi.kubevirt.io"] + " pod " + ns + "/" + p.Name + " on node " + p.Spec.NodeName + ": " + string(p.Status.Phase)
-			mu.Unlock()
-		}
-	}()
-	return func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		var out []string
-		for _, line := range seen {
-			out = append(out, line)
-		}
-		sort.Strings(out)
-		return out
-	}
+	list, stop, err := cdi.WatchPods(context.Background(), cs, ns)
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	return list
 }
 
-func containsPrefix(lines []string, prefix string) bool {
-	for _, l := range lines {
-		if strings.HasPrefix(l, prefix) {
-			return true
-		}
-	}
-	return false
+// servedBy reports whether one of CDI's pods listed (cdi.WatchPods) plays part.
+func servedBy(pods []string, part string) bool {
+	return slices.ContainsFunc(pods, func(p string) bool { return strings.Contains(p, " ("+part+") ") })
 }
 
 // toUnstructured is a typed object as the dynamic client takes it.

@@ -26,8 +26,8 @@ import (
 // claims the API server's quota admission refuses). The migration fails in
 // Importing once no import progress was seen for its stall timeout past
 // its retry deadline, saying what CDI said of each DataVolume; the
-// rollback deletes the DataVolumes and the staging claims and powers the
-// source on again; no VM is created.
+// rollback powers the source on again; no VM is created; deleting the
+// failed migration removes its DataVolumes and staging claims.
 func TestCDIRefusedTargetClaimsFailAndRestore(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	const name = "cdi-quota-01"
@@ -56,8 +56,12 @@ func TestCDIRefusedTargetClaimsFailAndRestore(t *testing.T) {
 	}
 	_, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, name, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "no VirtualMachine was created: %v", err)
+	// The failed migration's objects stay for inspection; deleting it
+	// removes them, its DataVolumes (no VM owns them) included.
+	require.NoError(t, s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{}))
+	s.waitGone(name, 2*time.Minute)
 	s.waitNoLeftovers(m, 2*time.Minute)
 	dvs, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).List(s.ctx, metav1.ListOptions{})
 	require.NoError(t, err)
-	assert.Empty(t, dvs.Items, "the rollback deletes the migration's DataVolumes")
+	assert.Empty(t, dvs.Items, "the deletion removes the migration's DataVolumes")
 }

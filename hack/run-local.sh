@@ -343,19 +343,44 @@ pods_template='{range .items[*]}{.metadata.name}{"|"}{.metadata.labels.migration
 cdi_pods_template='{range .items[*]}{.metadata.name}{"|"}{.metadata.labels.cdi\.kubevirt\.io}{"|"}{.spec.nodeName}{"|"}{.status.phase}{"\n"}{end}'
 declare -A pod_seen=()
 # show_pods prints each Job pod of the example, and each pod CDI starts to
-# serve its DataVolumes, once per phase it is seen in (the part: the
-# component label of ours, or of CDI's).
+# serve its DataVolumes (with the DataVolume it serves), once per phase it
+# is seen in (the part: the component label of ours, or of CDI's).
 show_pods() {
   show_pods_of migration.platform.example/component "$pods_template"
+  claim_names=()
+  local uid name
+  while IFS='|' read -r uid name; do
+    [ -n "$uid" ] && claim_names[$uid]=$name
+  done < <(kubectl get pvc -n "$namespace" -o jsonpath='{range .items[*]}{.metadata.uid}{"|"}{.metadata.name}{"\n"}{end}' 2>/dev/null || true)
   show_pods_of cdi.kubevirt.io "$cdi_pods_template"
 }
+declare -A claim_names=()
+# served_data_volume POD names the DataVolume a CDI pod serves: its upload
+# server is cdi-upload-<DataVolume>; its clone source and size detection
+# pods carry the UID of the DataVolume's claim (or of its prime claim,
+# prime-<UID of the claim>).
+served_data_volume() {
+  local pod=$1 uid claim
+  case $pod in
+    cdi-upload-*) echo "${pod#cdi-upload-}"; return ;;
+    *-source-pod) uid=${pod%-source-pod} ;;
+    size-detection-*) uid=${pod#size-detection-} ;;
+    *) return ;;
+  esac
+  claim=${claim_names[$uid]:-}
+  [[ $claim == prime-* ]] && claim=${claim_names[${claim#prime-}]:-}
+  echo "$claim"
+}
 show_pods_of() {
-  local name component node phase
+  local name component node phase dv
   while IFS='|' read -r name component node phase; do
     [ -n "$name" ] || continue
     [ "${pod_seen[$name]:-}" = "$node/$phase" ] && continue
     pod_seen[$name]=$node/$phase
-    printf '  %4ds  pod %s/%s (%s) on node %s: %s\n' "$((SECONDS - started))" "$namespace" "$name" "$component" "${node:-<none>}" "${phase:-?}"
+    dv=
+    [ "$1" = cdi.kubevirt.io ] && dv=$(served_data_volume "$name")
+    printf '  %4ds  pod %s/%s (%s) on node %s: %s%s\n' "$((SECONDS - started))" "$namespace" "$name" "$component" "${node:-<none>}" "${phase:-?}" \
+      "${dv:+ (DataVolume $dv)}"
   done < <(kubectl get pods -n "$namespace" -l "$1" -o jsonpath="$2" 2>/dev/null || true)
 }
 last=""

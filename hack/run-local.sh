@@ -351,14 +351,14 @@ show_pods() {
   local uid name
   while IFS='|' read -r uid name; do
     [ -n "$uid" ] && claim_names[$uid]=$name
-  done < <(kubectl get pvc -n "$namespace" -o jsonpath='{range .items[*]}{.metadata.uid}{"|"}{.metadata.name}{"\n"}{end}' 2>/dev/null || true)
+  done < <(kubectl get pvc,dv -n "$namespace" -o jsonpath='{range .items[*]}{.metadata.uid}{"|"}{.metadata.name}{"\n"}{end}' 2>/dev/null || true)
   show_pods_of cdi.kubevirt.io "$cdi_pods_template"
 }
 declare -A claim_names=()
 # served_data_volume POD names the DataVolume a CDI pod serves: its upload
 # server is cdi-upload-<DataVolume>; its clone source and size detection
-# pods carry the UID of the DataVolume's claim (or of its prime claim,
-# prime-<UID of the claim>).
+# pods carry the UID of the DataVolume or of its claim (or of its prime
+# claim, prime-<UID of the claim>).
 served_data_volume() {
   local pod=$1 uid claim
   case $pod in

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
@@ -452,8 +453,15 @@ func (w *walkEnv) failJob(name, container, message string) {
 func (w *walkEnv) endJob(name, container, message string, succeeded bool) {
 	w.t.Helper()
 	ctx := testContext(w.t)
-	job, err := w.kube.BatchV1().Jobs(w.ns).Get(ctx, name, metav1.GetOptions{})
-	require.NoError(w.t, err, "getting job %s", name)
+	// The controller writes the status that names the Job (its intent)
+	// before it creates the Job: wait for the Job a moment.
+	var job *batchv1.Job
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		job, err = w.kube.BatchV1().Jobs(w.ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	require.NoError(w.t, err, "waiting for job %s", name)
 	podLabels := map[string]string{}
 	for k, v := range job.Spec.Template.Labels {
 		podLabels[k] = v

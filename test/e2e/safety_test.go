@@ -237,7 +237,7 @@ func TestCancelAfterStartKeepsTarget(t *testing.T) {
 	}
 
 	s.deleteMigration(m.Name)
-	s.waitGone(m.Name, time.Minute)
+	s.waitGone(m.Name, 3*time.Minute)
 	s.waitNoLeftovers(m, time.Minute)
 	got, err := s.kv.KubevirtV1().VirtualMachines(s.ns).Get(s.ctx, name, metav1.GetOptions{})
 	require.NoError(t, err, "the started target VM is gone with its migration")

@@ -267,7 +267,7 @@ func (s *stack) describeInstances() string {
 	}
 	var b strings.Builder
 	for _, vmi := range vmis.Items {
-		fmt.Fprintf(&b, "  instance %s: phase %s reason %q node %q\n", vmi.Name, vmi.Status.Phase, vmi.Status.Reason, vmi.Status.NodeName)
+		fmt.Fprintf(&b, "  instance %s: phase %s reason %q node %q%s\n", vmi.Name, vmi.Status.Phase, vmi.Status.Reason, vmi.Status.NodeName, deleting(&vmi.ObjectMeta))
 		for _, c := range vmi.Status.Conditions {
 			fmt.Fprintf(&b, "    condition %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
 		}
@@ -280,7 +280,7 @@ func (s *stack) describeInstances() string {
 		if !strings.HasPrefix(p.Name, "virt-launcher-") {
 			continue
 		}
-		fmt.Fprintf(&b, "  pod %s: %s %s\n", p.Name, p.Status.Phase, p.Status.Message)
+		fmt.Fprintf(&b, "  pod %s: %s %s%s\n", p.Name, p.Status.Phase, p.Status.Message, deleting(&p.ObjectMeta))
 		for _, cs := range p.Status.ContainerStatuses {
 			if t := cs.State.Terminated; t != nil {
 				fmt.Fprintf(&b, "    container %s ended %d %s: %s\n", cs.Name, t.ExitCode, t.Reason, t.Message)
@@ -291,6 +291,14 @@ func (s *stack) describeInstances() string {
 		}
 	}
 	return b.String()
+}
+
+// deleting says since when an object is being deleted and what holds it.
+func deleting(o *metav1.ObjectMeta) string {
+	if o.DeletionTimestamp == nil {
+		return ""
+	}
+	return fmt.Sprintf(" deleting since %s, finalizers %v", o.DeletionTimestamp.Format(time.RFC3339), o.Finalizers)
 }
 
 // waitPhase waits for a migration's phase.
@@ -311,11 +319,17 @@ func (s *stack) waitPhase(name string, phase v1alpha1.Phase, timeout time.Durati
 // waitGone waits for a migration to be deleted.
 func (s *stack) waitGone(name string, timeout time.Duration) {
 	s.t.Helper()
+	var last *v1alpha1.VirtualMachineMigration
 	err := wait.PollUntilContextTimeout(s.ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		_, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Get(ctx, name, metav1.GetOptions{})
+		m, err := s.mig.MigrationV1alpha1().VirtualMachineMigrations(s.ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			last = m
+		}
 		return apierrors.IsNotFound(err), nil
 	})
-	require.NoError(s.t, err, "migration %s still exists after %s", name, timeout)
+	if err != nil {
+		require.NoError(s.t, err, "migration %s still exists after %s\n%s%s", name, timeout, describe(last), s.describeInstances())
+	}
 }
 
 // describe is a migration's status for failure messages.

@@ -44,26 +44,18 @@ func suiteStorageClass() string {
 }
 
 // installCDI imports CDI's images and local-path-provisioner's into the
-// node, installs both, and says in local-path's StorageProfile what its
-// claims are (ReadWriteOnce, Filesystem), as a cluster's admin does for a
-// provisioner CDI does not know: without it CDI renders no target claim
-// and the controller's preflight refuses the class (StorageProfileIncomplete).
+// node and installs both (cdi.InstallWithStorageOnNode: local-path's
+// StorageProfile says ReadWriteOnce, Filesystem, as a cluster's admin sets
+// it, else the controller's preflight refuses the class with
+// StorageProfileIncomplete); it returns the line naming them.
 func installCDI(ctx context.Context, env *framework.Environment) (string, error) {
 	start := time.Now()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) }
-	lp, _, err := localpath.InstallOnNode(ctx, env, os.Getenv(localpath.EnvDir), logf)
+	line, err := cdi.InstallWithStorageOnNode(ctx, env, os.Getenv(cdi.EnvImagesDir), os.Getenv(cdi.EnvCDIDir), os.Getenv(localpath.EnvDir), 4*time.Minute, logf)
 	if err != nil {
-		return "", fmt.Errorf("installing local-path-provisioner: %w", err)
-	}
-	b, err := cdi.InstallOnNode(ctx, env, os.Getenv(cdi.EnvImagesDir), os.Getenv(cdi.EnvCDIDir), 4*time.Minute, logf)
-	if err != nil {
-		return "", fmt.Errorf("installing CDI: %w", err)
-	}
-	if err := cdi.SetClaimProperties(ctx, env.Config(), localpath.StorageClass, "ReadWriteOnce", "Filesystem"); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("cdi: %s controller, apiserver, uploadproxy on node %s; storage: local-path-provisioner %s; in %s",
-		framework.Tag(b.Images.Controller), env.NodeName(), lp.Version, time.Since(start).Round(time.Millisecond)), nil
+	return fmt.Sprintf("%s; in %s", line, time.Since(start).Round(time.Millisecond)), nil
 }
 
 // watchCDIPods records the pods CDI starts in the test's namespace from

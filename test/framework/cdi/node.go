@@ -18,26 +18,22 @@ import (
 	"platform.example/vm-migration/test/framework"
 )
 
-// storageProfileGVR is CDI's StorageProfile, one per StorageClass.
-var storageProfileGVR = schema.GroupVersionResource{Group: "cdi.kubevirt.io", Version: "v1beta1", Resource: "storageprofiles"}
+// crdDir is the CRDs' folder of hack/build-cdi.sh's folder cdiDir; empty
+// when cdiDir is (LoadBuild then takes the CRDs from the images' folder).
+func crdDir(cdiDir string) string {
+	if cdiDir == "" {
+		return ""
+	}
+	return filepath.Join(cdiDir, "crds")
+}
 
-// InstallOnNode imports the images of hack/build-cdi-images.sh's folder
-// imagesDir into env's node and installs CDI (Install) with the CRDs of
-// hack/build-cdi.sh's folder cdiDir (when not empty); it returns the build.
-func InstallOnNode(ctx context.Context, env *framework.Environment, imagesDir, cdiDir string, timeout time.Duration, logf func(string, ...any)) (*Build, error) {
-	crds := ""
-	if cdiDir != "" {
-		crds = filepath.Join(cdiDir, "crds")
-	}
-	b, err := LoadBuild(imagesDir, crds)
-	if err != nil {
-		return nil, err
-	}
+// importImages imports the build's image tarballs into env's node.
+func importImages(ctx context.Context, env *framework.Environment, b *Build, logf func(string, ...any)) error {
 	start := time.Now()
 	for _, tb := range b.Tarballs {
 		t0 := time.Now()
 		if err := env.ImportImage(ctx, tb); err != nil {
-			return nil, fmt.Errorf("importing %s: %w", tb, err)
+			return fmt.Errorf("importing %s: %w", tb, err)
 		}
 		if fi, err := os.Stat(tb); err == nil && logf != nil {
 			logf("imported %s (%d MiB) in %s", filepath.Base(tb), fi.Size()>>20, time.Since(t0).Round(time.Millisecond))
@@ -45,6 +41,23 @@ func InstallOnNode(ctx context.Context, env *framework.Environment, imagesDir, c
 	}
 	if logf != nil {
 		logf("CDI's %d images imported in %s", len(b.Tarballs), time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// storageProfileGVR is CDI's StorageProfile, one per StorageClass.
+var storageProfileGVR = schema.GroupVersionResource{Group: "cdi.kubevirt.io", Version: "v1beta1", Resource: "storageprofiles"}
+
+// InstallOnNode imports the images of hack/build-cdi-images.sh's folder
+// imagesDir into env's node and installs CDI (Install) with the CRDs of
+// hack/build-cdi.sh's folder cdiDir (when not empty); it returns the build.
+func InstallOnNode(ctx context.Context, env *framework.Environment, imagesDir, cdiDir string, timeout time.Duration, logf func(string, ...any)) (*Build, error) {
+	b, err := LoadBuild(imagesDir, crdDir(cdiDir))
+	if err != nil {
+		return nil, err
+	}
+	if err := importImages(ctx, env, b, logf); err != nil {
+		return nil, err
 	}
 	err = Install(ctx, env.Config(), Options{Images: b.Images, CRDDir: b.CRDDir, ResourcesDir: b.ResourcesDir, Logf: logf, Timeout: timeout})
 	if err != nil {

@@ -22,12 +22,8 @@ import (
 	"path/filepath"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"platform.example/vm-migration/test/framework"
 	"platform.example/vm-migration/test/framework/cdi"
 	"platform.example/vm-migration/test/framework/localpath"
 )
@@ -65,38 +61,10 @@ func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	if err := localpath.Install(ctx, cfg, localpath.Options{Build: lp, Root: volumes, Logf: logf}); err != nil {
-		return err
-	}
-	if err := cdi.Install(ctx, cfg, cdi.Options{Images: b.Images, CRDDir: b.CRDDir, ResourcesDir: b.ResourcesDir, Logf: logf}); err != nil {
-		return err
-	}
-	if err := cdi.SetClaimProperties(ctx, cfg, localpath.StorageClass, "ReadWriteOnce", "Filesystem"); err != nil {
-		return err
-	}
-	node, err := controllerNode(ctx, cfg)
+	line, err := cdi.InstallWithStorage(ctx, cfg, cdi.StorageInstall{CDI: b, LocalPath: lp, Volumes: volumes, Logf: logf})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("cdi: %s controller, apiserver, uploadproxy on node %s; storage: local-path-provisioner %s\n",
-		framework.Tag(b.Images.Controller), node, lp.Version)
+	fmt.Println(line)
 	return nil
-}
-
-// controllerNode is the node cdi-deployment's pod runs on.
-func controllerNode(ctx context.Context, cfg *rest.Config) (string, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return "", err
-	}
-	pods, err := kube.CoreV1().Pods(cdi.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "cdi.kubevirt.io=" + cdi.ControllerName})
-	if err != nil {
-		return "", fmt.Errorf("listing CDI's controller pods: %w", err)
-	}
-	for _, p := range pods.Items {
-		if p.Spec.NodeName != "" {
-			return p.Spec.NodeName, nil
-		}
-	}
-	return "", fmt.Errorf("no pod of %s/%s is on a node", cdi.Namespace, cdi.ControllerName)
 }

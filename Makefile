@@ -11,7 +11,7 @@ IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
 CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test upstream test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi local-path coredns kubevirt test-kubevirt fmt vet
+.PHONY: help build test upstream test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-downtime bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi local-path coredns kubevirt test-kubevirt fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -44,9 +44,11 @@ node-deps: ## install, when missing, the Debian packages the real node needs (ru
 	hack/install-node-deps.sh
 
 test-e2e: testbin coredns node-deps kubevirt cdi-images local-path ## whole migrations on a real control plane and node: the controller's Deployment and image as shipped, transfer and conversion pods as containers, vcsim, KubeVirt's own virt-api and virt-controller, CDI's own controller, apiserver and uploadproxy cloning every disk with its own pods, local-path-provisioner's volumes; simulated virt-handler (test/standins) and virt-v2v (test/images)
-	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) KUBEVIRT_DIR=$$(hack/build-kubevirt.sh | tail -n 1) CDI_DIR=$$(hack/build-cdi.sh | tail -n 1) \
-		CDI_IMAGES_DIR=$$(hack/build-cdi-images.sh | tail -n 1) LOCAL_PATH_DIR=$$(hack/build-local-path.sh | tail -n 1) \
-		$(GO) test -count=1 -tags e2e -timeout 75m ./test/e2e/...
+	$(E2E_ENV) $(GO) test -count=1 -tags e2e -timeout 75m ./test/e2e/...
+
+# E2E_ENV names the upstream builds the e2e stack runs (each prints its folder last).
+E2E_ENV = TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) KUBEVIRT_DIR=$$(hack/build-kubevirt.sh | tail -n 1) CDI_DIR=$$(hack/build-cdi.sh | tail -n 1) \
+	CDI_IMAGES_DIR=$$(hack/build-cdi-images.sh | tail -n 1) LOCAL_PATH_DIR=$$(hack/build-local-path.sh | tail -n 1)
 
 test-alerts: ## promtool check and unit tests of the alerts in manifests/monitoring (installs the Debian package prometheus when missing)
 	hack/test-alerts.sh
@@ -76,6 +78,9 @@ local-remove: ## remove images from the node of a running make run-local: REF=re
 
 bench-transfer: ## (installs curl, openssl and time when missing) vm-transfer vs curl, curl -o file and curl|tee|openssl on a 2 GiB vcsim disk (throughput, CPU/GiB, RSS), and 1-8 streams over capped connections
 	hack/bench-transfer.sh
+
+bench-downtime: testbin coredns node-deps kubevirt cdi-images local-path ## (as root) the outage against the disk's size: one VM of one disk of SIZE GiB (default "2 8", one run each) through the real node, CDI and local-path with the simulated conversion; per size transfer, conversion, other and total seconds and the bytes written and read per disk byte during the outage (hack/bench-downtime.sh)
+	$(E2E_ENV) SIZE="$(or $(SIZE),2 8)" hack/bench-downtime.sh
 
 bench-scale: ## control-plane benchmark: N migrations (N=1000; HOSTS=10, QUIET=1m) on a real control plane, light stand-ins and a pod completer (no node), the controller as a process; API requests, status writes, RSS, reconcile latency, vSphere calls
 	N=$(or $(N),1000) HOSTS=$(or $(HOSTS),10) QUIET=$(or $(QUIET),1m) hack/bench-scale.sh

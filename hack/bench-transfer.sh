@@ -9,9 +9,12 @@
 # runs, one after the other on the same flat-extent URL:
 #   (a) curl -o /dev/null                          the wire alone
 #   (b) curl -o FILE                               the wire and a write
+#   (d) curl -o FILE && sync FILE                  the wire and a durable write (vm-transfer fsyncs)
 #   (c) curl | tee FILE | openssl dgst -sha256     the same work as vm-transfer
 #   vm-transfer                                    login, descriptor, copy, SHA-256, fsync
 # and openssl dgst -sha256 over the copy (b) wrote, for the hashing CPU.
+# Before each of them the page cache is written back (sync, not timed), so
+# that no tool's writes are still going to the disk while the next runs.
 # Throughput is the best of ROUNDS; CPU seconds (user + system of the client
 # processes, from /usr/bin/time) per GiB are the lowest of ROUNDS, the same
 # rule for every tool; the spread of both is printed. The ideal CPU per GiB
@@ -185,6 +188,7 @@ record() { # tool timefile serverCPU
 }
 rss_kib=0
 for round in $(seq "$ROUNDS"); do
+	sync
 	s0=$(sim_cpu)
 	got=$(timed "$work/a.time" curl -o /dev/null -w '%{size_download}' "${curl_args[@]}")
 	[ "$got" = "$SIZE" ] || { echo "bench-transfer: curl got $got bytes of $SIZE" >&2; exit 1; }
@@ -192,15 +196,29 @@ for round in $(seq "$ROUNDS"); do
 	record a "$work/a.time" "$(calc "$s1 - $s0")"
 
 	rm -f "$work/curl.img"
+	sync
+	s1=$(sim_cpu)
 	timed "$work/b.time" curl -o "$work/curl.img" "${curl_args[@]}"
 	s2=$(sim_cpu)
 	record b "$work/b.time" "$(calc "$s2 - $s1")"
 
+	rm -f "$work/synced.img"
+	sync
+	s2=$(sim_cpu)
+	timed "$work/d.time" bash -c 'curl -o "'"$work/synced.img"'" "$@" && sync "'"$work/synced.img"'"' _ "${curl_args[@]}"
+	s3=$(sim_cpu)
+	record d "$work/d.time" "$(calc "$s3 - $s2")"
+	rm -f "$work/synced.img"
+
 	rm -f "$work/tee.img"
+	sync
+	s2=$(sim_cpu)
 	timed "$work/c.time" bash -c 'curl "$@" | tee "'"$work/tee.img"'" | openssl dgst -sha256 -r >"'"$work/c.sum"'"' _ "${curl_args[@]}"
 	s3=$(sim_cpu)
 	record c "$work/c.time" "$(calc "$s3 - $s2")"
 
+	sync
+	s3=$(sim_cpu)
 	run_xfer "$work/main" $XFER_FLAGS
 	s4=$(sim_cpu)
 	record x "$work/main/time" "$(calc "$s4 - $s3")"
@@ -211,7 +229,7 @@ for round in $(seq "$ROUNDS"); do
 	echo "h 0 $(calc "$(cpu "$work/h.time") / $gib") 0" >>"$work/results"
 	awk -v r="$round" '{ l[NR] = $0 } END {
 		printf "round %d:", r
-		for (i = NR - 4; i <= NR; i++) { split(l[i], f, " "); printf " %s %s MiB/s %s CPU-s/GiB;", f[1], f[2], f[3] }
+		for (i = NR - 5; i <= NR; i++) { split(l[i], f, " "); printf " %s %s MiB/s %s CPU-s/GiB;", f[1], f[2], f[3] }
 		printf "\n" }' "$work/results"
 done
 
@@ -227,10 +245,11 @@ best() { awk -v t="$1" -v f="$2" -v m="$3" '$1 == t { v = $f + 0; if (n++ == 0 |
 spread() { awk -v t="$1" -v f="$2" '$1 == t { v = $f + 0; if (n++ == 0 || v < lo) lo = v; if (v > hi) hi = v } END { printf "%s-%s", lo, hi }' "$work/results"; }
 echo
 echo "$SIZE_MIB MiB disk, $ROUNDS rounds; MiB/s best (spread), client CPU-s per GiB lowest (spread), server CPU-s per GiB lowest:"
-for t in a b c x; do
+for t in a b d c x; do
 	case $t in
 	a) name="(a) curl -o /dev/null" ;;
 	b) name="(b) curl -o file" ;;
+	d) name="(d) curl -o file && sync file" ;;
 	c) name="(c) curl | tee file | openssl dgst" ;;
 	x) name="vm-transfer $XFER_FLAGS" ;;
 	esac
@@ -244,7 +263,11 @@ if [ -n "${thin_line:-}" ]; then
 	echo "$thin_title"
 	echo "$thin_line"
 fi
+# Against the wire alone (a), the wire and a write (b), a durable write
+# (d), the same work (c).
 ratio=$(calc "$(best x 2 max) / $(best a 2 max)")
+to_file=$(calc "$(best x 2 max) / $(best b 2 max)")
+synced=$(calc "$(best x 2 max) / $(best d 2 max)")
 same=$(calc "$(best x 2 max) / $(best c 2 max)")
 ideal=$(calc "$(best a 3 min) + $(best h 3 min)")
-echo "transfer/curl throughput ratio: $ratio (same work: $same), peak RSS: $((rss_kib / 1024)) MiB, cpu/GiB: $(best x 3 min) (ideal: $ideal)"
+echo "transfer/curl throughput ratio: $ratio (to a file: $to_file; synced: $synced; same work: $same), peak RSS: $((rss_kib / 1024)) MiB, cpu/GiB: $(best x 3 min) (ideal: $ideal)"

@@ -4,10 +4,6 @@ package cdi
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -23,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"platform.example/vm-migration/test/framework/localpath"
+	"platform.example/vm-migration/test/vcsimlocal"
 )
 
 // annAllowClaimAdoption is CDI's DataVolume annotation that lets a
@@ -73,7 +70,8 @@ func TestRealCDIAdoptsAClaimWrittenBeforeIt(t *testing.T) {
 	require.NoError(t, err, "the claim's volume")
 	require.NotNil(t, pv.Spec.Local, "a local-path volume")
 	image := filepath.Join(pv.Spec.Local.Path, "disk.img")
-	before := fileDigest(t, image)
+	before, err := vcsimlocal.FileSHA256(image)
+	require.NoError(t, err)
 
 	seen := watchPods(t, cs, ns)
 	dv := &unstructured.Unstructured{Object: map[string]any{
@@ -103,7 +101,9 @@ func TestRealCDIAdoptsAClaimWrittenBeforeIt(t *testing.T) {
 		assert.Equal(t, got.GetUID(), owner.UID, "the owner is the DataVolume")
 	}
 	t.Logf("the adopted claim's annotations: %v", c.Annotations)
-	assert.Equal(t, before, fileDigest(t, image), "the bytes the writer left")
+	after, err := vcsimlocal.FileSHA256(image)
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "the bytes the writer left")
 
 	// The DataVolume owns the claim now: deleting it deletes the claim.
 	require.NoError(t, dc.Resource(dataVolumes).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
@@ -112,16 +112,4 @@ func TestRealCDIAdoptsAClaimWrittenBeforeIt(t *testing.T) {
 		return apierrors.IsNotFound(err), nil
 	})
 	require.NoError(t, err, "the adopted claim deleted with its DataVolume\n%s", describeNamespace(cs, ns))
-}
-
-// fileDigest is the hex SHA-256 of a file on the node.
-func fileDigest(t *testing.T, path string) string {
-	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err, "opening %s", path)
-	defer f.Close()
-	h := sha256.New()
-	_, err = io.Copy(h, f)
-	require.NoError(t, err, "reading %s", path)
-	return hex.EncodeToString(h.Sum(nil))
 }

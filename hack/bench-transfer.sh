@@ -186,42 +186,31 @@ curl_args=(-sS -k -b "$COOKIE" "$FLAT_URL")
 record() { # tool timefile serverCPU
 	echo "$1 $(calc "$SIZE / 1048576 / $(wall "$2")" 1) $(calc "$(cpu "$2") / $gib") $(calc "$3 / $gib")" >>"$work/results"
 }
+# measure TOOL CMD...: the page cache written back (not timed), then CMD
+# timed into $work/TOOL.time and recorded with the simulator's CPU meanwhile.
+measure() {
+	local tool=$1 s
+	shift
+	sync
+	s=$(sim_cpu)
+	timed "$work/$tool.time" "$@"
+	record "$tool" "$work/$tool.time" "$(calc "$(sim_cpu) - $s")"
+}
 rss_kib=0
 for round in $(seq "$ROUNDS"); do
+	got=$(measure a curl -o /dev/null -w '%{size_download}' "${curl_args[@]}")
+	[ "$got" = "$SIZE" ] || { echo "bench-transfer: curl got $got bytes of $SIZE" >&2; exit 1; }
+	rm -f "$work/curl.img"
+	measure b curl -o "$work/curl.img" "${curl_args[@]}"
+	rm -f "$work/synced.img"
+	measure d bash -c 'curl -o "'"$work/synced.img"'" "$@" && sync "'"$work/synced.img"'"' _ "${curl_args[@]}"
+	rm -f "$work/synced.img" "$work/tee.img"
+	measure c bash -c 'curl "$@" | tee "'"$work/tee.img"'" | openssl dgst -sha256 -r >"'"$work/c.sum"'"' _ "${curl_args[@]}"
+
 	sync
 	s0=$(sim_cpu)
-	got=$(timed "$work/a.time" curl -o /dev/null -w '%{size_download}' "${curl_args[@]}")
-	[ "$got" = "$SIZE" ] || { echo "bench-transfer: curl got $got bytes of $SIZE" >&2; exit 1; }
-	s1=$(sim_cpu)
-	record a "$work/a.time" "$(calc "$s1 - $s0")"
-
-	rm -f "$work/curl.img"
-	sync
-	s1=$(sim_cpu)
-	timed "$work/b.time" curl -o "$work/curl.img" "${curl_args[@]}"
-	s2=$(sim_cpu)
-	record b "$work/b.time" "$(calc "$s2 - $s1")"
-
-	rm -f "$work/synced.img"
-	sync
-	s2=$(sim_cpu)
-	timed "$work/d.time" bash -c 'curl -o "'"$work/synced.img"'" "$@" && sync "'"$work/synced.img"'"' _ "${curl_args[@]}"
-	s3=$(sim_cpu)
-	record d "$work/d.time" "$(calc "$s3 - $s2")"
-	rm -f "$work/synced.img"
-
-	rm -f "$work/tee.img"
-	sync
-	s2=$(sim_cpu)
-	timed "$work/c.time" bash -c 'curl "$@" | tee "'"$work/tee.img"'" | openssl dgst -sha256 -r >"'"$work/c.sum"'"' _ "${curl_args[@]}"
-	s3=$(sim_cpu)
-	record c "$work/c.time" "$(calc "$s3 - $s2")"
-
-	sync
-	s3=$(sim_cpu)
 	run_xfer "$work/main" $XFER_FLAGS
-	s4=$(sim_cpu)
-	record x "$work/main/time" "$(calc "$s4 - $s3")"
+	record x "$work/main/time" "$(calc "$(sim_cpu) - $s0")"
 	rss=$(awk '{ print $4 }' "$work/main/time")
 	[ "$rss" -gt "$rss_kib" ] && rss_kib=$rss
 

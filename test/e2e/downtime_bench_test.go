@@ -118,13 +118,11 @@ func benchDowntime(t *testing.T, gib int) {
 			before, err = readDiskCounters(device)
 			require.NoError(t, err)
 		}
-		switch m.Status.Phase {
-		case v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseStoppingSource:
-		case v1alpha1.PhaseConverting:
+		// Past the transfer once the outage began: past the conversion
+		// too unless converting.
+		if phase := m.Status.Phase; !marks.stopped.IsZero() && phase != v1alpha1.PhaseStoppingSource && phase != v1alpha1.PhaseTransferringDisks {
 			setOnce(&marks.transferred, now)
-		default:
-			if !marks.stopped.IsZero() {
-				setOnce(&marks.transferred, now)
+			if phase != v1alpha1.PhaseConverting {
 				setOnce(&marks.converted, now)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,10 +16,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	cdiinformers "platform.example/vm-migration/pkg/generated/cdi/informers/externalversions"
@@ -63,7 +66,9 @@ func (d *CDI) run(ctx context.Context) error {
 	return nil
 }
 
-// sync moves a DataVolume one step: target claim, bind, copy, done.
+// sync moves a DataVolume one step. A DataVolume whose claim exists and
+// needs no work (claimMayExistBefore) adopts it; a blank one gets an empty
+// claim; a clone goes: target claim, bind, copy, done.
 func (d *CDI) sync(ctx context.Context, key string) (time.Duration, error) {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	dv, err := d.dvs.DataVolumes(ns).Get(name)
@@ -80,12 +85,14 @@ func (d *CDI) sync(ctx context.Context, key string) (time.Duration, error) {
 		return 0, nil
 	}
 	switch dv.Status.Phase {
-	case cdiv1.Succeeded, cdiv1.Failed:
+	case cdiv1.Failed:
 		return 0, nil
-	}
-	src := dv.Spec.Source
-	if src == nil || src.PVC == nil {
-		return 0, d.setPhase(ctx, dv, cdiv1.Failed, "", "the CDI stand-in only clones PVCs (spec.source.pvc)")
+	case cdiv1.Succeeded:
+		// CDI goes on trying to become the controller of an adopted claim
+		// after it marked the DataVolume Succeeded; any other is done.
+		if allow, _ := strconv.ParseBool(dv.Annotations[AnnotationAllowClaimAdoption]); !allow {
+			return 0, nil
+		}
 	}
 	d.mu.Lock()
 	cloning := d.copying[key] != nil
@@ -93,15 +100,44 @@ func (d *CDI) sync(ctx context.Context, key string) (time.Duration, error) {
 	if cloning {
 		return 0, nil
 	}
-	srcNS := orDefault(src.PVC.Namespace, dv.Namespace)
-	if err := d.authorized(dv, srcNS, src.PVC.Name); err != nil {
+	claim, err := d.c.kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil && claimMayExistBefore(claim, dv):
+		return 0, d.adopt(ctx, dv, claim)
+	case apierrors.IsNotFound(err):
+		claim = nil
+	case err != nil:
+		return 0, fmt.Errorf("reading the claim of data volume %s: %w", key, err)
+	}
+	if dv.Status.Phase == cdiv1.Succeeded {
+		return 0, nil
+	}
+	src := dv.Spec.Source
+	switch {
+	case src != nil && src.Blank != nil:
+		return d.blank(ctx, dv, claim)
+	case src == nil || src.PVC == nil:
+		return 0, d.setPhase(ctx, dv, cdiv1.Failed, "", messageUnsupportedSource)
+	}
+	return d.syncClone(ctx, key, dv, src.PVC)
+}
+
+// messageUnsupportedSource is the Running condition's message of a
+// DataVolume the stand-in cannot fill, which it fails.
+const messageUnsupportedSource = "the CDI stand-in only clones PVCs (spec.source.pvc), creates blank images (spec.source.blank) " +
+	"and adopts existing claims (annotation " + AnnotationAllowClaimAdoption + `: "true")`
+
+// syncClone moves a clone one step: target claim, bind, copy, done.
+func (d *CDI) syncClone(ctx context.Context, key string, dv *cdiv1.DataVolume, src *cdiv1.DataVolumeSourcePVC) (time.Duration, error) {
+	srcNS := orDefault(src.Namespace, dv.Namespace)
+	if err := d.authorized(dv, srcNS, src.Name); err != nil {
 		return 0, fmt.Errorf("data volume %s: %w", key, err)
 	}
-	srcDir, ready, err := d.sourceReady(ctx, dv, srcNS, src.PVC.Name)
+	srcDir, ready, err := d.sourceReady(ctx, dv, srcNS, src.Name)
 	if err != nil || !ready {
 		return time.Second, err
 	}
-	if err := d.ensureTarget(ctx, dv, srcNS, src.PVC.Name); err != nil {
+	if err := d.ensureTarget(ctx, dv, srcNS, src.Name); err != nil {
 		return 0, err
 	}
 	dstDir, ok, err := claimDir(ctx, d.c, d.cfg.Root, dv.Namespace, dv.Name)
@@ -284,42 +320,227 @@ func (d *CDI) ensureTarget(ctx context.Context, dv *cdiv1.DataVolume, srcNS, src
 	if err != nil {
 		return fmt.Errorf("reading source claim %s/%s: %w", srcNS, srcName, err)
 	}
+	spec := storageClaimSpec(dv.Spec.Storage)
+	if _, ok := spec.Resources.Requests[corev1.ResourceStorage]; !ok {
+		spec.Resources.Requests[corev1.ResourceStorage] = src.Spec.Resources.Requests[corev1.ResourceStorage]
+	}
+	return d.createClaim(ctx, dv, spec)
+}
+
+// storageClaimSpec is the claim spec.storage asks for (ReadWriteOnce when
+// it names no access mode), with a requests map to add to.
+func storageClaimSpec(st *cdiv1.StorageSpec) corev1.PersistentVolumeClaimSpec {
 	spec := corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}
-	if st := dv.Spec.Storage; st != nil {
+	if st != nil {
 		spec.StorageClassName = st.StorageClassName
 		spec.VolumeMode = st.VolumeMode
 		if len(st.AccessModes) > 0 {
 			spec.AccessModes = st.AccessModes
 		}
-		spec.Resources = st.Resources
+		spec.Resources = *st.Resources.DeepCopy()
 	}
 	if spec.Resources.Requests == nil {
 		spec.Resources.Requests = corev1.ResourceList{}
 	}
-	if _, ok := spec.Resources.Requests[corev1.ResourceStorage]; !ok {
-		spec.Resources.Requests[corev1.ResourceStorage] = src.Spec.Resources.Requests[corev1.ResourceStorage]
-	}
+	return spec
+}
+
+// createClaim creates the DataVolume's claim with spec, as CDI does: the
+// DataVolume's name and labels, annotated as created for this DataVolume
+// (so it never adopts it: claimMayExistBefore), controlled by it.
+func (d *CDI) createClaim(ctx context.Context, dv *cdiv1.DataVolume, spec corev1.PersistentVolumeClaimSpec) error {
 	labels := map[string]string{}
 	for k, v := range dv.Labels {
 		labels[k] = v
 	}
 	labels["app"] = "containerized-data-importer"
-	yes := true
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: dv.Name, Namespace: dv.Namespace, Labels: labels,
-			Annotations: map[string]string{AnnotationContentType: string(cdiv1.DataVolumeKubeVirt)},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: cdiv1.SchemeGroupVersion.String(), Kind: "DataVolume", Name: dv.Name, UID: dv.UID,
-				Controller: &yes, BlockOwnerDeletion: &yes,
-			}},
+			Annotations: map[string]string{
+				AnnotationContentType:          string(cdiv1.DataVolumeKubeVirt),
+				AnnotationCreatedForDataVolume: string(dv.UID),
+			},
+			OwnerReferences: []metav1.OwnerReference{dataVolumeControllerRef(dv)},
 		},
 		Spec: spec,
 	}
-	if _, err := api.Create(ctx, pvc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	_, err := d.c.kube.CoreV1().PersistentVolumeClaims(dv.Namespace).Create(ctx, pvc, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating the target claim of data volume %s/%s: %w", dv.Namespace, dv.Name, err)
 	}
 	return nil
+}
+
+// dataVolumeControllerRef is the owner reference that makes dv an
+// object's controller, as CDI's (controller-runtime's
+// SetControllerReference) is: blocking the owner's deletion.
+func dataVolumeControllerRef(dv *cdiv1.DataVolume) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion: cdiv1.SchemeGroupVersion.String(), Kind: "DataVolume", Name: dv.Name, UID: dv.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+// Event reasons and messages of CDI's DataVolume controller for a claim
+// of the DataVolume's name it did not create (CDI v1.65 and v1.66
+// pkg/controller/datavolume/controller-base.go, validatePVC).
+const (
+	reasonResourceExists             = "ErrResourceExists"
+	messageResourceExists            = "Resource %q already exists and is not managed by DataVolume"
+	reasonResourceMarkedForDeletion  = "ErrResourceMarkedForDeletion"
+	messageResourceMarkedForDeletion = "Resource %q marked for deletion"
+	// reasonClaimNotAdopted is the stand-in's own: where another
+	// controller holds the claim, CDI's controller only logs the error.
+	reasonClaimNotAdopted = "StandinClaimNotAdopted"
+)
+
+// adoptedProgress is the progress of a DataVolume that adopted its claim:
+// no pod reported any, and CDI's reconcileProgressUpdate writes "N/A"
+// where there is none.
+const adoptedProgress = "N/A"
+
+// messageAdopted is the Running condition's message of a DataVolume that
+// adopted its claim.
+const messageAdopted = "claim adopted (simulated CDI: no pod, nothing copied)"
+
+// adopt is what CDI's DataVolume controller does with a claim that exists
+// and needs no work (claimMayExistBefore; controller-base.go: validatePVC
+// in its sync, then updateStatus): it makes the DataVolume the claim's
+// controller (setControllerReference; other owner references stay) and
+// marks the DataVolume Succeeded, with no pod and the bytes untouched. A
+// claim being deleted gets an event and an error, and the phase stays.
+// Where another controller holds the claim, CDI's sync fails (and is
+// retried) while its status update, which does not look at owners, marks
+// the DataVolume Succeeded all the same: the stand-in does both, and
+// records a Warning event when it first meets the refusal.
+func (d *CDI) adopt(ctx context.Context, dv *cdiv1.DataVolume, claim *corev1.PersistentVolumeClaim) error {
+	if claim.DeletionTimestamp != nil {
+		msg := fmt.Sprintf(messageResourceMarkedForDeletion, claim.Name)
+		d.c.events.Event(dv, corev1.EventTypeWarning, reasonResourceMarkedForDeletion, msg)
+		return errors.New(msg)
+	}
+	var ownErr error
+	if !metav1.IsControlledBy(claim, dv) {
+		ownErr = d.takeClaim(ctx, dv, claim)
+		var owned *alreadyOwnedError
+		if errors.As(ownErr, &owned) && dv.Status.Phase != cdiv1.Succeeded {
+			d.c.events.Event(dv, corev1.EventTypeWarning, reasonClaimNotAdopted, ownErr.Error())
+		}
+	}
+	if dv.Status.Phase != cdiv1.Succeeded {
+		if err := d.setPhase(ctx, dv, cdiv1.Succeeded, adoptedProgress, messageAdopted); err != nil {
+			return errors.Join(ownErr, err)
+		}
+	}
+	return ownErr
+}
+
+// takeClaim makes dv the controller of its claim.
+func (d *CDI) takeClaim(ctx context.Context, dv *cdiv1.DataVolume, claim *corev1.PersistentVolumeClaim) error {
+	cur := claim.DeepCopy()
+	if err := setControllerReference(dv, cur); err != nil {
+		return err
+	}
+	if _, err := d.c.kube.CoreV1().PersistentVolumeClaims(cur.Namespace).Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("adopting claim %s/%s: %w", cur.Namespace, cur.Name, err)
+	}
+	return nil
+}
+
+// alreadyOwnedError is controller-runtime's AlreadyOwnedError, which CDI's
+// controller returns for a claim another controller holds.
+type alreadyOwnedError struct {
+	namespace, name string
+	owner           metav1.OwnerReference
+}
+
+func (e *alreadyOwnedError) Error() string {
+	return fmt.Sprintf("Object %s/%s is already owned by another %s controller %s", e.namespace, e.name, e.owner.Kind, e.owner.Name)
+}
+
+// setControllerReference is controller-runtime's SetControllerReference
+// (pkg/controller/controllerutil), which CDI calls to adopt a claim: it
+// refuses an object whose controller is another object, replaces a
+// reference to the same owner (same group, kind and name), and keeps every
+// other reference.
+func setControllerReference(dv *cdiv1.DataVolume, obj metav1.Object) error {
+	ref := dataVolumeControllerRef(dv)
+	if cur := metav1.GetControllerOf(obj); cur != nil && !sameOwner(*cur, ref) {
+		return &alreadyOwnedError{namespace: obj.GetNamespace(), name: obj.GetName(), owner: *cur}
+	}
+	refs := obj.GetOwnerReferences()
+	for i := range refs {
+		if sameOwner(refs[i], ref) {
+			refs[i] = ref
+			obj.SetOwnerReferences(refs)
+			return nil
+		}
+	}
+	obj.SetOwnerReferences(append(refs, ref))
+	return nil
+}
+
+// sameOwner says whether two owner references name the same object, as
+// controller-runtime compares them: group, kind and name.
+func sameOwner(a, b metav1.OwnerReference) bool {
+	ga, errA := schema.ParseGroupVersion(a.APIVersion)
+	gb, errB := schema.ParseGroupVersion(b.APIVersion)
+	return errA == nil && errB == nil && ga.Group == gb.Group && a.Kind == b.Kind && a.Name == b.Name
+}
+
+// messageBlank is the Running condition's message of a blank DataVolume
+// done.
+const messageBlank = "blank image created (simulated CDI: a sparse disk.img)"
+
+// blank is CDI's import of a blank image (spec.source.blank) into a claim
+// of its own: it creates the claim from spec.pvc or spec.storage, and once
+// the claim is bound writes a sparse disk.img of the requested size on a
+// Filesystem claim (nothing on a Block one), and the DataVolume is
+// Succeeded. A claim of the name that it did not create and may not adopt
+// is refused as CDI refuses it (event ErrResourceExists, the sync retried).
+func (d *CDI) blank(ctx context.Context, dv *cdiv1.DataVolume, claim *corev1.PersistentVolumeClaim) (time.Duration, error) {
+	spec := storageClaimSpec(dv.Spec.Storage)
+	if dv.Spec.PVC != nil {
+		spec = *dv.Spec.PVC.DeepCopy()
+	}
+	switch {
+	case claim == nil:
+		if err := d.createClaim(ctx, dv, spec); err != nil {
+			return 0, err
+		}
+	case !metav1.IsControlledBy(claim, dv):
+		msg := fmt.Sprintf(messageResourceExists, claim.Name)
+		d.c.events.Event(dv, corev1.EventTypeWarning, reasonResourceExists, msg)
+		return 0, errors.New(msg)
+	}
+	dir, bound, err := claimDir(ctx, d.c, d.cfg.Root, dv.Namespace, dv.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return 0, err
+	}
+	if !bound {
+		return time.Second, d.setPhase(ctx, dv, cdiv1.ImportScheduled, "", "waiting for claim "+dv.Name+" to bind")
+	}
+	if !d.cfg.Light && (spec.VolumeMode == nil || *spec.VolumeMode == corev1.PersistentVolumeFilesystem) {
+		size := spec.Resources.Requests[corev1.ResourceStorage]
+		if err := blankImage(filepath.Join(dir, "disk.img"), size.Value()); err != nil {
+			return 0, d.setPhase(ctx, dv, cdiv1.Failed, "", "creating the blank image: "+err.Error())
+		}
+	}
+	return 0, d.setPhase(ctx, dv, cdiv1.Succeeded, "100.0%", messageBlank)
+}
+
+// blankImage makes path a sparse file of size bytes.
+func blankImage(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // clone copies the files at the root of the source volume into the target,

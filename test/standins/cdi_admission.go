@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -214,7 +215,9 @@ func (a *Admission) admitDataVolume(ctx context.Context, req *admissionv1.Admiss
 }
 
 // claimNotTaken is CDI's check that no claim of the DataVolume's name
-// exists that a DataVolume does not control (datavolume-validate.go, Admit).
+// exists that a DataVolume does not control (datavolume-validate.go, Admit),
+// unless the DataVolume may take it over (claimMayExistBefore): a claim
+// populated for it, or one it is allowed to adopt.
 func (a *Admission) claimNotTaken(ctx context.Context, dv *cdiv1.DataVolume) (*metav1.StatusCause, error) {
 	pvc, err := a.c.kube.CoreV1().PersistentVolumeClaims(dv.Namespace).Get(ctx, dv.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -222,6 +225,9 @@ func (a *Admission) claimNotTaken(ctx context.Context, dv *cdiv1.DataVolume) (*m
 	}
 	if err != nil {
 		return nil, err
+	}
+	if claimMayExistBefore(pvc, dv) {
+		return nil, nil
 	}
 	if owner := metav1.GetControllerOf(pvc); owner != nil && owner.Kind == "DataVolume" {
 		return nil, nil
@@ -231,6 +237,43 @@ func (a *Admission) claimNotTaken(ctx context.Context, dv *cdiv1.DataVolume) (*m
 		Message: fmt.Sprintf("Destination PVC %s/%s already exists", pvc.Namespace, pvc.Name),
 		Field:   field.NewPath("DataVolume").Child("Name").String(),
 	}, nil
+}
+
+// Annotations of CDI's claim adoption (CDI v1.65 and v1.66
+// pkg/controller/common/util.go).
+const (
+	// AnnotationAllowClaimAdoption on a DataVolume lets it adopt the claim
+	// of its name that exists before it (AnnAllowClaimAdoption): parsed as
+	// strconv.ParseBool, it wins over CDI's DataVolumeClaimAdoption feature
+	// gate, which the stand-in holds off.
+	AnnotationAllowClaimAdoption = "cdi.kubevirt.io/allowClaimAdoption"
+	// AnnotationPopulatedFor on a claim names the DataVolume it was
+	// populated for, which may then take it (AnnPopulatedFor).
+	AnnotationPopulatedFor = "cdi.kubevirt.io/storage.populatedFor"
+	// AnnotationCreatedForDataVolume on a claim is the UID of the
+	// DataVolume CDI created it for; that DataVolume never adopts it
+	// (AnnCreatedForDataVolume), so it still does its work.
+	AnnotationCreatedForDataVolume = "cdi.kubevirt.io/createdForDataVolume"
+)
+
+// claimMayExistBefore is CDI's ClaimMayExistBeforeDataVolume
+// (pkg/controller/common/util.go), which both its webhook and its
+// controller ask: the claim was populated for the DataVolume, or the
+// DataVolume may adopt it (AllowClaimAdoption: not a claim CDI created for
+// this very DataVolume, and the adoption annotation true). Such a claim
+// needs no work: the DataVolume takes it as it is.
+func claimMayExistBefore(pvc *corev1.PersistentVolumeClaim, dv *cdiv1.DataVolume) bool {
+	if pvc == nil || dv == nil {
+		return false
+	}
+	if name, ok := pvc.Annotations[AnnotationPopulatedFor]; ok && name == dv.Name {
+		return true
+	}
+	if uid, ok := pvc.Annotations[AnnotationCreatedForDataVolume]; ok && uid == string(dv.UID) {
+		return false
+	}
+	allow, _ := strconv.ParseBool(dv.Annotations[AnnotationAllowClaimAdoption])
+	return allow
 }
 
 // errorResponse is a failed admission with a 400 and err's text, as both

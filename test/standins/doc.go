@@ -38,6 +38,34 @@
 //     test/framework/localpath the real storage) it does nothing and
 //     registers no DataVolume webhook: CDI's own controller and pods
 //     import every disk. The benchmarks and the integration suites keep it.
+//     It also plays CDI's claim adoption, the one-pass data path's import
+//     (test/integration/cdi/adopt_test.go proves it against CDI v1.65): a
+//     DataVolume whose claim (its name, its namespace) exists and needs
+//     no work, that is one whose annotation cdi.kubevirt.io/allowClaimAdoption
+//     reads true (strconv.ParseBool) on a claim CDI did not create for it
+//     (cdi.kubevirt.io/createdForDataVolume, which the stand-in puts on the
+//     claims it creates), or a claim annotated
+//     cdi.kubevirt.io/storage.populatedFor with its name, whatever its
+//     source: the DataVolume is made the claim's controller as
+//     controller-runtime's SetControllerReference does (other owner
+//     references kept; a reference to an earlier DataVolume of the name
+//     replaced) and marked Succeeded with progress "N/A" (no pod reported
+//     any, as CDI's), with no pod and nothing copied, so deleting it lets
+//     the garbage collector delete the claim. A claim another object
+//     controls keeps its controller: as in CDI, whose sync then fails while
+//     its status update does not look at owners, the DataVolume is marked
+//     Succeeded all the same and the sync fails and is retried ("Object
+//     ns/name is already owned by another Kind controller name"); the
+//     stand-in adds a Warning event StandinClaimNotAdopted once, where CDI
+//     only logs. A claim being deleted gets CDI's event
+//     ErrResourceMarkedForDeletion and the DataVolume waits. A blank
+//     DataVolume (spec.source.blank) with no claim gets one of its own
+//     (from spec.pvc or spec.storage, controlled by it), and once bound a
+//     sparse disk.img of the requested size on a Filesystem claim, then
+//     Succeeded at "100.0%"; a claim of its name that it may not adopt and
+//     does not control gets CDI's event ErrResourceExists and the sync
+//     retried. Any other source (http, registry, upload...) fails the
+//     DataVolume.
 //   - KubeVirt: for a VirtualMachine whose runStrategy is Always (or
 //     running: true), creates its VirtualMachineInstance (same name, the
 //     template's labels, annotations and spec, controlled by the VM); when
@@ -145,7 +173,10 @@
 // request's user (create datavolumes/source, else create pods, in the
 // source namespace; a clone within one namespace needs neither), refusing
 // with CDI's message and adding a clone token otherwise; the validating
-// webhook's immutable spec, claim not taken, exactly one of pvc and
+// webhook's immutable spec, claim not taken (a claim of the DataVolume's
+// name exists only if a DataVolume controls it, or the DataVolume may take
+// it: the adoption annotation true, or the claim populated for it; else
+// "Destination PVC ns/name already exists"), exactly one of pvc and
 // storage, a size of at least 1 MiB (optional only with storage on a
 // clone), access modes, one of source and sourceRef, one kind of source,
 // content type, and a PVC source with namespace and name.
@@ -169,7 +200,13 @@
 // target claim gets the source's size), size detection from the image, the
 // short/extended token expiry (the stand-in's token is its own HMAC, not
 // CDI's JWT), smart clones, and CDI's own importer and cloner pods (the
-// stand-in copies on the machine, not in pods).
+// stand-in copies on the machine, not in pods). Of claim adoption: CDI's
+// DataVolumeClaimAdoption feature gate (held off: only the annotation
+// allows adoption), the prePopulated and checkStaticVolume annotations,
+// a Lost claim failing the DataVolume, the filesystem overhead of the
+// blank image, and the annotations CDI copies from the DataVolume onto
+// the claims it creates; the stand-in does not compare an adopted claim's
+// spec with the DataVolume's.
 //
 // Run starts them all, the webhooks first; Config.Ready says when the
 // webhooks are active and the StorageClass exists.

@@ -204,6 +204,9 @@ func copiedHow(d v1alpha1.DiskStatus) string {
 
 func stagingEvidence(d v1alpha1.DiskStatus) string {
 	claim := "claim " + orNone(d.StagingClaim)
+	if d.WrittenInPlace() {
+		claim += " (the VM's disk, written in place)"
+	}
 	if d.SHA256 == "" {
 		return claim + ", no checksum yet"
 	}

@@ -312,8 +312,8 @@ func pullBackOff(m *v1alpha1.VirtualMachineMigration) {
 func withPlan(m *v1alpha1.VirtualMachineMigration) {
 	m.Spec.PlanOnly = true
 	m.Status.Plan = &v1alpha1.PlanStatus{ConfigMapName: naming.PlanConfigMap(m.Name), RenderedAt: ptr.To(at(7 * time.Second)), Objects: []v1alpha1.PlannedObject{
-		{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: naming.StagingClaim(m.Name, 2000)},
-		{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: naming.StagingClaim(m.Name, 2001)},
+		{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: naming.DataVolume("web-01", 0)},
+		{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: naming.DataVolume("web-01", 1)},
 		{APIVersion: "v1", Kind: "ConfigMap", Name: naming.TransferProgressConfigMap(m.Name, 1)},
 		{APIVersion: "v1", Kind: "ServiceAccount", Name: naming.TransferAccess(m.Name, 1)},
 		{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role", Name: naming.TransferAccess(m.Name, 1)},

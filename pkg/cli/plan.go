@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/steps/pipeline"
 )
 
 // parsePlanObjects reads the plan's multi-document YAML, in order; empty
@@ -207,6 +208,12 @@ func planDetail(m *v1alpha1.VirtualMachineMigration, o *unstructured.Unstructure
 	case "PersistentVolumeClaim":
 		size, _, _ := unstructured.NestedString(o.Object, "spec", "resources", "requests", "storage")
 		class, _, _ := unstructured.NestedString(o.Object, "spec", "storageClassName")
+		if o.GetLabels()[v1alpha1.LabelComponent] == v1alpha1.ComponentImport {
+			mode, _, _ := unstructured.NestedString(o.Object, "spec", "volumeMode")
+			modes, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "accessModes")
+			return fmt.Sprintf("the VM's disk (written in place) %s, %s, %s, storage class %s",
+				orNone(size), orNone(mode), orNone(strings.Join(modes, ",")), orDefaultClass(class))
+		}
 		return fmt.Sprintf("staging volume %s, storage class %s", orNone(size), orDefaultClass(class))
 	case "ConfigMap":
 		return configMapDetail(o)
@@ -303,6 +310,9 @@ func dataVolumeDetail(o *unstructured.Unstructured) string {
 	class, _, _ := unstructured.NestedString(o.Object, "spec", "storage", "storageClassName")
 	size, _, _ := unstructured.NestedString(o.Object, "spec", "storage", "resources", "requests", "storage")
 	what := fmt.Sprintf("clone of %s into storage class %s", orNone(src), orDefaultClass(class))
+	if o.GetAnnotations()[pipeline.AnnotationAllowClaimAdoption] == "true" {
+		what = fmt.Sprintf("adopts claim %s (no copy), storage class %s", o.GetName(), orDefaultClass(class))
+	}
 	if size != "" {
 		what += ", " + size
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -9,6 +10,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/steps/pipeline"
 	"platform.example/vm-migration/test/builders"
 	"platform.example/vm-migration/test/fakes"
@@ -27,8 +29,12 @@ func TestStaleCacheDoesNotUndoAWrite(t *testing.T) {
 	if !f.walk(walkOptions{}, func(p v1alpha1.Phase) bool { return p == v1alpha1.PhaseImporting }) {
 		t.Fatal("the walk did not stop in Importing")
 	}
+	// The conversion's read of the disks written in place is older than
+	// the verification's maximum age: a verification Job reads them.
+	f.clock.Step(statemachine.DefaultVerificationMaxAge + time.Minute)
 	f.setDataVolumePhases(cdiv1.Succeeded, "100.0%")
 	m := f.syncTo(v1alpha1.PhaseImporting)
+	require.NotNil(t, m.Status.Verification, "the aged read is renewed")
 	verifyJob := naming.VerificationJob(walkName, 1)
 	readBack, err := builders.ReadBackResult(m, 1<<20)
 	require.NoError(t, err)

@@ -241,7 +241,7 @@ func TestTTLDeletesTheFinishedMigrationAndKeepsWhatItMade(t *testing.T) {
 			instances = append(instances, c)
 		}
 	}
-	f.requireChildren("after the migration expired (what still carries its labels)", instances...)
+	f.requireChildren("after the migration expired (what still carries its labels)", append(instances, targetClaims(whole)...)...)
 }
 
 var migrationsResource = v1alpha1.SchemeGroupVersion.WithResource("virtualmachinemigrations")

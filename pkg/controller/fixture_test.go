@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -75,6 +76,7 @@ func newFixture(t *testing.T, source steps.SourceStep, objs ...runtime.Object) *
 	p := &pipeline.Step{Kube: f.kube, KubeVirt: f.kv, CDI: f.cdi, Config: pipelineConfig,
 		Listers: pipeline.ListersFrom(fk.Kube, fk.KubeVirt, fk.CDI)}
 	f.informers = fk.Informers(pipeline.ChildInformers(fk.Kube, fk.KubeVirt, fk.CDI))
+	p.StorageClasses = storagelisters.NewStorageClassLister(f.informers.StorageClasses.GetIndexer())
 	c, err := New(clients, f.informers, Steps{Source: source, Pipeline: p}, f.rec, Config{
 		Clock: f.clock, BaseRetryDelay: 50 * time.Millisecond, MaxRetryDelay: time.Second,
 		DefaultConversionImage: pipelineConfig.ConversionImage,

@@ -125,13 +125,10 @@ func (f *walkFixture) sync() time.Duration {
 	f.t.Helper()
 	before := f.migrationPhase()
 	after := f.fixture.sync(f.m)
-	// The reads a reconcile makes: creating the verification Job, the
-	// volume mode of each target claim, which no cache holds; rolling
-	// back or cancelling, once, the target's instance right before the
-	// source may be powered on (the instance cache can lag).
-	reads := slices.DeleteFunc(slices.Clone(f.reads), func(r string) bool {
-		return r == "get persistentvolumeclaims" && slices.Contains(f.writes, "create jobs")
-	})
+	// The reads a reconcile makes (uncachedReads), and rolling back or
+	// cancelling, once, the target's instance right before the source may
+	// be powered on (the instance cache can lag).
+	reads := f.uncachedReads()
 	if i := slices.Index(reads, "get virtualmachineinstances"); i >= 0 && (before == v1alpha1.PhaseRollingBack || before == v1alpha1.PhaseCancelling) {
 		reads = slices.Delete(reads, i, i+1)
 	}
@@ -139,6 +136,18 @@ func (f *walkFixture) sync() time.Duration {
 	f.playAPIServer()
 	f.resync()
 	return after
+}
+
+// uncachedReads are the last reconcile's reads from the API server but
+// those a reconcile makes by design: creating the verification Job, the
+// volume mode of each target claim of the clone path, which no cache
+// holds yet; creating the target claims, CDI's StorageProfiles (at most
+// once a minute for all migrations).
+func (f *walkFixture) uncachedReads() []string {
+	return slices.DeleteFunc(slices.Clone(f.reads), func(r string) bool {
+		return (r == "get persistentvolumeclaims" && slices.Contains(f.writes, "create jobs")) ||
+			(r == "list storageprofiles" && slices.Contains(f.writes, "create persistentvolumeclaims"))
+	})
 }
 
 // syncTo syncs once and requires the phase it leads to.
@@ -291,6 +300,19 @@ func (f *walkFixture) children() []string {
 	return out
 }
 
+// targetClaims are m's target claims, as children: the VM's disks, which
+// keep the migration's labels once handed over (the controller may not
+// patch claims), as the claims CDI makes keep those of their DataVolumes.
+func targetClaims(m *v1alpha1.VirtualMachineMigration) []string {
+	var out []string
+	for _, d := range m.Status.Disks {
+		if d.WrittenInPlace() {
+			out = append(out, "PersistentVolumeClaim/"+d.StagingClaim)
+		}
+	}
+	return out
+}
+
 // requireChildren requires exactly these children.
 func (f *walkFixture) requireChildren(where string, want ...string) {
 	f.t.Helper()
@@ -337,6 +359,18 @@ func (f *walkFixture) requireOwnedByMigration(obj metav1.Object) {
 	assert.Equal(f.t, "VirtualMachineMigration", owner.Kind, obj.GetName())
 	assert.Equal(f.t, walkName, owner.Name, obj.GetName())
 	assert.Equal(f.t, types2.UID(walkUID), owner.UID, obj.GetName())
+}
+
+// requireOwnedNotControlled requires an owner reference to the migration
+// that does not control the object (a target claim: CDI's DataVolume
+// becomes its controller).
+func (f *walkFixture) requireOwnedNotControlled(obj metav1.Object) {
+	f.t.Helper()
+	require.Nil(f.t, metav1.GetControllerOf(obj), "%s has a controller owner", obj.GetName())
+	refs := obj.GetOwnerReferences()
+	require.Len(f.t, refs, 1, obj.GetName())
+	assert.Equal(f.t, "VirtualMachineMigration", refs[0].Kind, obj.GetName())
+	assert.Equal(f.t, types2.UID(walkUID), refs[0].UID, obj.GetName())
 }
 
 // powerState reads the source VM's power state from vcsim with a client
@@ -626,7 +660,8 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 		claims = append(claims, "PersistentVolumeClaim/"+d.StagingClaim)
 		pvc, err := f.kube.CoreV1().PersistentVolumeClaims(walkNamespace).Get(f.ctx, d.StagingClaim, metav1.GetOptions{})
 		require.NoError(t, err)
-		f.requireOwnedByMigration(pvc)
+		assert.Equal(t, d.DataVolume, d.StagingClaim, "written in place, into the claim its DataVolume adopts")
+		f.requireOwnedNotControlled(pvc)
 		assert.Equal(t, "kubevirt", pvc.Annotations[pipeline.AnnotationContentType])
 	}
 	f.requireChildren("staging claims created", claims...)
@@ -710,7 +745,8 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 		children = append(children, "Pod/"+convJob+"-x7k2p")
 	}
 
-	// Importing: DataVolumes owned by nothing, cloning the staging claims.
+	// Importing: DataVolumes owned by nothing, adopting the claims the
+	// disks were written and converted in.
 	m = f.syncTo(v1alpha1.PhaseImporting)
 	var dvNames []string
 	for i, d := range m.Status.Disks {
@@ -719,8 +755,9 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 		dv, err := f.cdi.CdiV1beta1().DataVolumes(walkNamespace).Get(f.ctx, d.DataVolume, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Empty(t, dv.OwnerReferences, "a DataVolume is owned by nothing until the VM adopts it")
-		require.NotNil(t, dv.Spec.Source.PVC)
-		assert.Equal(t, d.StagingClaim, dv.Spec.Source.PVC.Name)
+		assert.NotNil(t, dv.Spec.Source.Blank, "nothing to import: the claim exists")
+		assert.Equal(t, "true", dv.Annotations[pipeline.AnnotationAllowClaimAdoption])
+		assert.Equal(t, d.StagingClaim, dv.Name, "the DataVolume adopts the claim of its name")
 	}
 	children = append(children, dvNames...)
 	f.requireChildren("data volumes created", children...)
@@ -733,26 +770,19 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 	if stop(v1alpha1.PhaseImporting) {
 		return true
 	}
-	f.setDataVolumePhases(cdiv1.Succeeded, "100.0%")
-	// The target disks are read back before the VM exists.
-	m = f.syncTo(v1alpha1.PhaseImporting)
-	verifyJob := naming.VerificationJob(walkName, 1)
-	require.NotNil(t, m.Status.Verification)
-	assert.Equal(t, verifyJob, m.Status.Verification.JobName)
-	f.requireChildren("verification job created", append(slices.Clone(children), "Job/"+verifyJob)...)
-	readBack, err := builders.ReadBackResult(m, 1<<20)
-	require.NoError(t, err)
-	f.finishJob(verifyJob, pipeline.VerificationContainer, true, readBack)
-	m = f.syncTo(v1alpha1.PhaseImporting)
+	f.setDataVolumePhases(cdiv1.Succeeded, "N/A")
+	// The disks were written in place and hashed by the conversion (or,
+	// skipped, by the transfer): no copy, so no read back.
+	m = f.syncTo(v1alpha1.PhaseCreatingVM)
+	assert.Nil(t, m.Status.Verification, "no verification Job")
 	for _, d := range m.Status.Disks {
 		require.NotNil(t, d.Checksums, "disk %d checksums", d.Key)
 		assert.NotEmpty(t, d.Checksums.Converted, "disk %d converted checksum", d.Key)
-		assert.Equal(t, d.Checksums.Converted, d.Checksums.Target, "disk %d: the target holds the converted bytes", d.Key)
+		assert.Equal(t, d.Checksums.Converted, d.Checksums.Target, "disk %d: the target is the converted volume", d.Key)
 		assert.NotNil(t, d.Checksums.VerifiedAt, "disk %d", d.Key)
 	}
-	f.requireChildren("verification job removed", children...)
-	m = f.syncTo(v1alpha1.PhaseCreatingVM)
-	assert.Contains(t, evidence(m, v1alpha1.PhaseImporting), fmt.Sprintf("%d DataVolumes populated; job %s read every target disk back", len(m.Status.Disks), verifyJob))
+	f.requireChildren("data volumes populated", children...)
+	assert.Contains(t, evidence(m, v1alpha1.PhaseImporting), fmt.Sprintf("%d DataVolumes adopted the claims the disks were written and converted in, with no copy", len(m.Status.Disks)))
 
 	// CreatingVM: the VM, owned by nothing, halted; then it adopts its disks.
 	m = f.syncTo(v1alpha1.PhaseCreatingVM)
@@ -803,9 +833,14 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 		return true
 	}
 
-	// CleaningUp: staging objects go, the VM and its disks stay.
+	// CleaningUp: staging objects go, the VM and its disks (DataVolumes
+	// and the claims they adopted) stay.
 	m = f.syncTo(v1alpha1.PhaseCleaningUp)
 	kept := append(slices.Clone(dvNames), "VirtualMachine/"+target, "VirtualMachineInstance/"+target)
+	for _, d := range m.Status.Disks {
+		kept = append(kept, "PersistentVolumeClaim/"+d.StagingClaim)
+	}
+	slices.Sort(kept)
 	f.requireChildren("staging deleted", kept...)
 	m = f.syncTo(v1alpha1.PhaseSucceeded)
 	assert.Equal(t, "staging objects deleted", evidence(m, v1alpha1.PhaseCleaningUp))
@@ -849,7 +884,7 @@ func TestWalkThroughEveryPhase(t *testing.T) {
 			assert.Nil(t, f.migration(), "the finalizer of a finished migration is released once its VM is handed over")
 			// The running instance keeps its template's labels until the
 			// VM restarts; the VM and its disks are handed over.
-			f.requireChildren("after deleting the finished migration", "VirtualMachineInstance/"+target)
+			f.requireChildren("after deleting the finished migration", append(targetClaims(m), "VirtualMachineInstance/"+target)...)
 			f.requireReleased(m)
 			vm, err := f.kv.KubevirtV1().VirtualMachines(walkNamespace).Get(f.ctx, target, metav1.GetOptions{})
 			require.NoError(t, err, "the migrated VM outlives its migration")
@@ -883,8 +918,9 @@ func TestWalkCancelInEveryPhase(t *testing.T) {
 				require.Equal(t, vsphereOff, f.powerState())
 			}
 			t.Logf("cancelling in %s with children %v", phase, f.children())
-			var kept []string
+			var kept, claims []string
 			if started := m.Status.Target != nil && m.Status.Target.StartRequestedAt != nil; started {
+				claims = targetClaims(m)
 				kept = append(kept, "VirtualMachine/"+m.Status.Target.Name)
 				for _, d := range m.Status.Disks {
 					kept = append(kept, "DataVolume/"+d.DataVolume)
@@ -905,7 +941,7 @@ func TestWalkCancelInEveryPhase(t *testing.T) {
 				f.clock.Step(statemachine.DefaultPollInterval)
 				f.sync()
 			}
-			f.requireChildren("after cancelling in " + string(phase))
+			f.requireChildren("after cancelling in "+string(phase), claims...)
 			if kept != nil {
 				f.requireReleased(m)
 				vm, err := f.kv.KubevirtV1().VirtualMachines(walkNamespace).Get(f.ctx, m.Status.Target.Name, metav1.GetOptions{})
@@ -1014,7 +1050,7 @@ func TestReconcilesReadOnlyFromCaches(t *testing.T) {
 	} {
 		f.sync()
 		assert.Equal(t, want.phase, f.migrationPhase())
-		assert.Empty(t, f.reads)
+		assert.Empty(t, f.uncachedReads())
 		assert.Equal(t, want.writes, f.writes, "writes of a reconcile in %s", want.phase)
 	}
 	m := f.migration()
@@ -1027,7 +1063,7 @@ func TestReconcilesReadOnlyFromCaches(t *testing.T) {
 	} {
 		f.sync()
 		assert.Equal(t, want.phase, f.migrationPhase())
-		assert.Empty(t, f.reads)
+		assert.Empty(t, f.uncachedReads())
 		assert.Equal(t, want.writes, f.writes, "writes of a reconcile in %s", want.phase)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
@@ -147,7 +148,8 @@ func Steps(clients controller.Clients, inf controller.Informers, sessions *vsphe
 		Source: &source.Step{Secrets: corelisters.NewSecretLister(inf.Secrets.GetIndexer()), Sessions: sessions, CallTimeout: opts.VSphereCallTimeout},
 		Pipeline: &pipeline.Step{
 			Kube: clients.Kube, KubeVirt: clients.KubeVirt, CDI: clients.CDI, Config: opts.Pipeline,
-			Listers: pipeline.ListersOver(inf.Children),
+			Listers:        pipeline.ListersOver(inf.Children),
+			StorageClasses: storagelisters.NewStorageClassLister(inf.StorageClasses.GetIndexer()),
 		},
 	}
 }

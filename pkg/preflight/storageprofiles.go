@@ -3,6 +3,8 @@ package preflight
 import (
 	"fmt"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // ReasonStorageProfileIncomplete: a disk goes to a storage class whose CDI
@@ -22,6 +24,10 @@ type StorageProfileFact struct {
 	// volume mode) the profile gives, its spec's or, without them, those
 	// CDI knows of the provisioner (its status).
 	ClaimPropertySets int
+	// AccessModes and VolumeMode are the first of those sets: what CDI
+	// gives a claim of the class when a DataVolume names neither.
+	AccessModes []corev1.PersistentVolumeAccessMode
+	VolumeMode  *corev1.PersistentVolumeMode
 }
 
 // storageProfiles blocks a migration whose disks CDI could not place: the

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
 )
@@ -50,15 +53,98 @@ func (d *decider) convertedUnchanged() {
 	}
 }
 
-// verifyTargets runs once every DataVolume is populated: a verification
-// Job reads each target claim, the chain is checked, the Job goes (its
-// pod no longer holds the claims the VM uses), and the migration moves
-// on to create the VM.
+// verifyTargets runs once every DataVolume is populated. Where the disks
+// were written in place and the conversion hashed each of them, the
+// target is the converted volume: its checksum is the converted one, and
+// no read is made, unless the migration was paused since that read (a
+// person may have written the claims meanwhile) or it is older than
+// VerificationMaxAge. Otherwise (a CDI clone copied the bytes, a disk the
+// conversion did not hash) a verification Job reads each target claim,
+// the chain is checked, the Job goes (its pod no longer holds the claims
+// the VM uses), and the migration moves on to create the VM.
 func (d *decider) verifyTargets() {
+	done := func() { d.advance(v1alpha1.PhaseCreatingVM, d.chainEvidence()) }
+	if d.st.Verification == nil {
+		if at := d.inPlaceRead(); at != nil {
+			reason, why := d.readStale(at.Time)
+			if reason == "" {
+				d.recordInPlaceTargets(*at)
+				done()
+				return
+			}
+			d.readAgain(reason, why)
+		}
+	}
 	if d.st.Verification == nil {
 		d.st.Verification = verificationAttempt(d.m.Name, 1)
 	}
-	d.verify(func() { d.advance(v1alpha1.PhaseCreatingVM, d.chainEvidence()) })
+	d.verify(done)
+}
+
+// inPlaceRead is when every target disk was last read whole without a
+// verification Job: each written in place, hashed by the conversion as
+// it left it (or, with the conversion skipped, by the transfer as it
+// wrote it). Nil when any disk needs a verification read.
+func (d *decider) inPlaceRead() *metav1.Time {
+	for i := range d.st.Disks {
+		if disk := &d.st.Disks[i]; !disk.WrittenInPlace() || disk.ConvertedSHA256() == "" {
+			return nil
+		}
+	}
+	if c := d.st.Conversion; c != nil && !c.Skipped {
+		return c.CompletedAt
+	}
+	if t := d.st.Transfer; t != nil {
+		return t.CompletedAt
+	}
+	return nil
+}
+
+// lastTargetRead is when the target disks were last read whole: by the
+// last verification Job, else by the conversion or the transfer of disks
+// written in place. Nil when they were not, or a verification runs.
+func (d *decider) lastTargetRead() *metav1.Time {
+	if v := d.st.Verification; v != nil {
+		return v.CompletedAt
+	}
+	return d.inPlaceRead()
+}
+
+// readStale says why target disks read at the given time must be read
+// again before the VM is created or started: the migration was paused
+// since (the Paused condition changed after the read, or holds), or the
+// read is older than VerificationMaxAge. An empty reason: it holds.
+func (d *decider) readStale(at time.Time) (reason, why string) {
+	if c := meta.FindStatusCondition(d.st.Conditions, ConditionPaused); c != nil &&
+		(c.Status == metav1.ConditionTrue || !c.LastTransitionTime.Time.Before(at)) {
+		return ReasonTargetsReadAgain, fmt.Sprintf("the migration was paused after the target disks were last read (%s): reading them again before VirtualMachine %s is created or started",
+			at.UTC().Format(time.RFC3339), d.targetName())
+	}
+	if age := d.now.Sub(at); age > d.cfg.VerificationMaxAge {
+		return ReasonVerificationAged, fmt.Sprintf("the target disks were read back %s ago, more than %s: reading them back again before VirtualMachine %s starts",
+			age.Round(time.Second), d.cfg.VerificationMaxAge, d.targetName())
+	}
+	return "", ""
+}
+
+// readAgain records a new verification attempt, and says why in an event.
+func (d *decider) readAgain(reason, why string) {
+	d.out.Events = append(d.out.Events, Event{Reason: reason, Message: why})
+	attempt := int32(1)
+	if v := d.st.Verification; v != nil {
+		attempt = v.Attempt + 1
+	}
+	d.st.Verification = verificationAttempt(d.m.Name, attempt)
+}
+
+// recordInPlaceTargets records, for disks written in place, the converted
+// checksum as the target's: the VM's disk is the volume the conversion
+// read, verified as of that read.
+func (d *decider) recordInPlaceTargets(at metav1.Time) {
+	for i := range d.st.Disks {
+		sums := d.st.Disks[i].Checksums
+		sums.Target, sums.TargetBytes, sums.VerifiedAt = sums.Converted, sums.ConvertedBytes, &at
+	}
 }
 
 // verify runs the verification attempt recorded in status.verification
@@ -112,6 +198,12 @@ func (d *decider) checkChain(job *JobObservation) {
 			sums.Converted, sums.ConvertedBytes = c.SHA256, c.Size
 		}
 		c, ok := findChecksum(job.Checksums, disk.Name, false)
+		if ok && sums.Converted == "" && disk.WrittenInPlace() {
+			// The conversion did not hash this disk (a block device, a
+			// disk beyond the ones it hashes): the target is the volume
+			// it converted, and this read is the converted image's.
+			sums.Converted, sums.ConvertedBytes = c.SHA256, c.Size
+		}
 		switch {
 		case !ok || sums.Converted == "":
 			missing = append(missing, disk.Name)
@@ -160,6 +252,10 @@ func (d *decider) chainEvidence() string {
 	for _, disk := range d.st.Disks {
 		parts = append(parts, fmt.Sprintf("%s sha256 %s", disk.Name, shortSum(disk.TargetSHA256())))
 	}
+	if d.st.Verification == nil {
+		return fmt.Sprintf("%d DataVolumes adopted the claims the disks were written and converted in, with no copy; each target is its converted image (%s)",
+			len(d.st.Disks), strings.Join(parts, ", "))
+	}
 	return fmt.Sprintf("%d DataVolumes populated; job %s read every target disk back, each equal to its converted image (%s)",
 		len(d.st.Disks), d.st.Verification.JobName, strings.Join(parts, ", "))
 }
@@ -172,29 +268,29 @@ func shortSum(s string) string {
 	return s
 }
 
-// reverifyBeforeStart reads every target disk back again when the
-// recorded verification is older than VerificationMaxAge at the start
-// (the VM's creation was held by a quota, a webhook or a slow API, the
-// migration was paused): the claims may have been written since, and the
-// VM must start on the bytes the chain vouches for. It returns true
-// while that verification runs (a new attempt, its Job removed before
-// the start); bytes that differ fail the migration with the VM never
-// started. A status without a recorded verification (written by a
-// version before the chain) has nothing to renew.
+// reverifyBeforeStart reads every target disk back again when their last
+// whole read (the verification's, or the conversion's of disks written
+// in place) is older than VerificationMaxAge at the start, or the
+// migration was paused since (the VM's creation was held by a quota, a
+// webhook or a slow API, a person paused it): the claims may have been
+// written since, and the VM must start on the bytes the chain vouches
+// for. It returns true while that verification runs (a new attempt, its
+// Job removed before the start); bytes that differ fail the migration
+// with the VM never started. A status without a recorded read (written
+// by a version before the chain) has nothing to renew.
 func (d *decider) reverifyBeforeStart() bool {
 	v := d.st.Verification
-	if v == nil {
-		return false
-	}
-	if v.CompletedAt != nil && d.obs.VerificationJob == nil {
-		age := d.now.Sub(v.CompletedAt.Time)
-		if age <= d.cfg.VerificationMaxAge {
+	running := v != nil && (v.CompletedAt == nil || d.obs.VerificationJob != nil)
+	if !running {
+		at := d.lastTargetRead()
+		if at == nil {
 			return false
 		}
-		d.out.Events = append(d.out.Events, Event{Reason: ReasonVerificationAged, Message: fmt.Sprintf(
-			"the target disks were read back %s ago (job %s), more than %s: reading them back again before VirtualMachine %s starts",
-			age.Round(time.Second), v.JobName, d.cfg.VerificationMaxAge, d.targetName())})
-		*v = *verificationAttempt(d.m.Name, v.Attempt+1)
+		reason, why := d.readStale(at.Time)
+		if reason == "" {
+			return false
+		}
+		d.readAgain(reason, why)
 	}
 	d.verify(func() {})
 	return true

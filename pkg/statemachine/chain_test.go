@@ -191,16 +191,59 @@ func TestConvertedChecksums(t *testing.T) {
 	}
 }
 
-// TestDriveCorruptTarget: a target whose bytes change between the import
-// and the verification fails the migration before any VM exists, and the
+// TestDriveCorruptTarget: disks written in place, whose bytes change
+// after the conversion read them while the migration was paused: the
+// pause makes a verification Job read the targets again before the VM
+// is created, which fails the migration before any VM exists, and the
 // rollback powers the source on again.
 func TestDriveCorruptTarget(t *testing.T) {
 	m := newMigration(builders.WithoutFinalizer)
 	w := &world{sourceOn: true, jobs: map[string]bool{}, corruptTarget: true}
-	m = drive(t, m, w)
+	m, now := driveTo(t, m, w, v1alpha1.PhaseImporting)
+	m.Spec.Policy.Paused = true
+	d := decideAt(m, w.observe(m), now)
+	m = after(m, d)
+	m.Spec.Policy.Paused = false
+	m = driveFrom(t, m, w, now+time.Second)
 	require.Equal(t, v1alpha1.PhaseFailed, m.Status.Phase)
 	wantLastError(t, Decision{Status: m.Status}, v1alpha1.PhaseImporting, ReasonChecksumMismatch)
 	assert.Nil(t, w.vm, "no VirtualMachine was created")
 	assert.True(t, w.sourceOn, "the source is on again")
 	assert.NotNil(t, m.Status.SourceControl.RestoredAt)
+}
+
+// TestDriveInPlaceNeedsNoVerificationRead: disks written in place reach
+// Succeeded with no verification Job: each target's checksum is the one
+// the conversion read, verified as of that read.
+func TestDriveInPlaceNeedsNoVerificationRead(t *testing.T) {
+	m := newMigration(builders.WithoutFinalizer)
+	w := &world{sourceOn: true, jobs: map[string]bool{}, corruptTarget: true}
+	m = drive(t, m, w)
+	require.Equal(t, v1alpha1.PhaseSucceeded, m.Status.Phase, "the corruption the world would show is never read: no read is made")
+	assert.Nil(t, m.Status.Verification, "no verification Job")
+	for _, disk := range m.Status.Disks {
+		assert.True(t, disk.WrittenInPlace(), "disk %s: %+v", disk.Name, disk)
+		require.NotNil(t, disk.Checksums, "disk %s", disk.Name)
+		assert.Equal(t, disk.Checksums.Converted, disk.Checksums.Target, "disk %s", disk.Name)
+		assert.Equal(t, m.Status.Conversion.CompletedAt, disk.Checksums.VerifiedAt, "disk %s: verified as of the conversion's read", disk.Name)
+	}
+	assert.Contains(t, evidenceFor(m.Status, v1alpha1.PhaseImporting).Observed, "adopted the claims the disks were written and converted in, with no copy")
+}
+
+// driveTo drives a migration as drive does until it reaches phase p; it
+// returns the migration and the time of the next decision.
+func driveTo(t *testing.T, m *v1alpha1.VirtualMachineMigration, w *world, p v1alpha1.Phase) (*v1alpha1.VirtualMachineMigration, time.Duration) {
+	t.Helper()
+	now := time.Duration(0)
+	for step := 0; step < 500; step++ {
+		d := decideAt(m, w.observe(m), now)
+		m = after(m, d)
+		w.apply(m, d.Action)
+		now += max(d.RequeueAfter, time.Second)
+		if m.Status.Phase == p {
+			return m, now
+		}
+	}
+	require.FailNow(t, "phase not reached after 500 decisions", "want %s, phase %s", p, m.Status.Phase)
+	return nil, 0
 }

@@ -25,10 +25,25 @@ func newMigration(opts ...builders.MigrationMod) *v1alpha1.VirtualMachineMigrati
 func phaseIndex(p v1alpha1.Phase) int { return slices.Index(builders.Happy, p) }
 
 // initialDisks is status.disks as TransferringDisks first fills it.
-func initialDisks() []v1alpha1.DiskStatus { return builders.Disks(builders.Name, builders.Inventory()) }
+func initialDisks() []v1alpha1.DiskStatus {
+	return builders.DisksInPlace(builders.DefaultTarget, builders.Inventory())
+}
 
 func stagingClaims() []string {
 	return []string{naming.StagingClaim(builders.Name, builders.DiskKey0), naming.StagingClaim(builders.Name, builders.DiskKey1)}
+}
+
+// observeClaims lists the claims the transfer writes into, as the
+// observer does: the target claims of disks written in place, the
+// staging claims of the others (a status of the clone path).
+func observeClaims(m *v1alpha1.VirtualMachineMigration, o *Observation) {
+	for _, d := range m.Status.Disks {
+		if d.WrittenInPlace() {
+			o.Children.TargetClaims = append(o.Children.TargetClaims, ref(KindPersistentVolumeClaim, d.StagingClaim))
+		} else if d.StagingClaim != "" {
+			o.Children.StagingClaims = append(o.Children.StagingClaims, ref(KindPersistentVolumeClaim, d.StagingClaim))
+		}
+	}
 }
 
 func dvNames() []string {

@@ -285,29 +285,46 @@ func (d *decider) transferringDisks() {
 
 // initDisks fills status.disks from the inventory, once, and starts the
 // progress at 0% (the PROGRESS column shows the transfer from its start).
+// Each disk is written in place: the transfer writes into the claim that
+// becomes the VM's disk, named as its DataVolume, which adopts it.
 func (d *decider) initDisks() {
 	if len(d.st.Disks) > 0 || d.st.Source == nil {
 		return
 	}
 	d.st.Progress = "0%"
+	target := d.targetName()
 	for i, disk := range d.st.Source.Disks {
+		dv := naming.DataVolume(target, i)
 		d.st.Disks = append(d.st.Disks, v1alpha1.DiskStatus{
 			Key:           disk.Key,
 			Name:          naming.DiskName(i),
-			StagingClaim:  naming.StagingClaim(d.m.Name, disk.Key),
+			StagingClaim:  dv,
+			DataVolume:    dv,
 			CapacityBytes: disk.CapacityBytes,
 		})
 	}
 }
 
+// missingStagingClaims names the claims the transfer writes into that do
+// not exist: the target claims of disks written in place, the staging
+// claims of the others.
 func (d *decider) missingStagingClaims() []string {
 	var missing []string
 	for _, disk := range d.st.Disks {
-		if !slices.Contains(Names(d.obs.Children.StagingClaims), disk.StagingClaim) {
+		if !d.claimSeen(&disk) {
 			missing = append(missing, disk.StagingClaim)
 		}
 	}
 	return missing
+}
+
+// claimSeen reports whether the claim a disk's transfer writes into exists.
+func (d *decider) claimSeen(disk *v1alpha1.DiskStatus) bool {
+	claims := d.obs.Children.StagingClaims
+	if disk.WrittenInPlace() {
+		claims = d.obs.Children.TargetClaims
+	}
+	return slices.Contains(Names(claims), disk.StagingClaim)
 }
 
 // nextTransferAttempt starts a fresh transfer under a new Job name, and
@@ -505,6 +522,9 @@ func (d *decider) importing() {
 		}
 	}
 	if missing > 0 {
+		if d.targetClaimLost() {
+			return
+		}
 		d.act(ActionCreateDataVolumes, "", 0)
 		d.working(fmt.Sprintf("creating %d DataVolumes", missing), d.cfg.PollInterval)
 		return
@@ -537,6 +557,26 @@ func (d *decider) importing() {
 		return
 	}
 	d.awaitImport(done)
+}
+
+// targetClaimLost fails the migration when a disk written in place has
+// neither its DataVolume nor its claim: the transferred and converted
+// bytes are gone, and a DataVolume created now would make an empty disk.
+func (d *decider) targetClaimLost() bool {
+	var lost []string
+	for i := range d.st.Disks {
+		disk := &d.st.Disks[i]
+		if _, ok := d.obs.DataVolumes[disk.DataVolume]; ok || !disk.WrittenInPlace() || d.claimSeen(disk) {
+			continue
+		}
+		lost = append(lost, fmt.Sprintf("%s (claim %s)", disk.Name, disk.StagingClaim))
+	}
+	if len(lost) == 0 {
+		return false
+	}
+	d.fail(ReasonTargetClaimLost, fmt.Sprintf("the claims the disks were transferred and converted in are gone before their DataVolumes adopted them: %s; "+
+		"the VM was not created: create the migration again to transfer the disks again", strings.Join(lost, ", ")))
+	return true
 }
 
 // DataVolumePendingGrace is how long DataVolumes may wait (CDI's Pending,

@@ -79,7 +79,7 @@ func TestPlannedStatus(t *testing.T) {
 	st := PlannedStatus(m)
 	require.Len(t, st.Disks, 2)
 	for i, d := range st.Disks {
-		assert.Equal(t, naming.StagingClaim(builders.Name, d.Key), d.StagingClaim)
+		assert.Equal(t, naming.DataVolume(builders.DefaultTarget, i), d.StagingClaim, "written in place, into the claim its DataVolume adopts")
 		assert.Equal(t, naming.DataVolume(builders.DefaultTarget, i), d.DataVolume)
 	}
 	assert.Equal(t, naming.TransferJob(builders.Name, 1), st.Transfer.JobName)

@@ -514,7 +514,7 @@ func (w *world) observe(m *v1alpha1.VirtualMachineMigration) Observation {
 		o.Source.PowerState, o.Source.ToolsRunning = PowerStateOff, false
 	}
 	if w.claims {
-		o.Children.StagingClaims = refs(KindPersistentVolumeClaim, stagingClaims()...)
+		observeClaims(m, &o)
 	}
 	o.Children.Jobs = refs(KindJob, slices.Sorted(maps.Keys(w.jobs))...)
 	if t := m.Status.Transfer; t != nil && w.jobs[t.JobName] {
@@ -577,7 +577,12 @@ func (w *world) apply(m *v1alpha1.VirtualMachineMigration, a Action) {
 // drive decides, executes and feeds the status back until a terminal phase.
 func drive(t *testing.T, m *v1alpha1.VirtualMachineMigration, w *world) *v1alpha1.VirtualMachineMigration {
 	t.Helper()
-	now := time.Duration(0)
+	return driveFrom(t, m, w, 0)
+}
+
+// driveFrom is drive with the first decision at now.
+func driveFrom(t *testing.T, m *v1alpha1.VirtualMachineMigration, w *world, now time.Duration) *v1alpha1.VirtualMachineMigration {
+	t.Helper()
 	for step := 0; step < 500; step++ {
 		d := decideAt(m, w.observe(m), now)
 		m = after(m, d)

@@ -87,6 +87,10 @@ const (
 	// ReasonChecksumMismatch: a target disk does not hold the converted
 	// bytes; the VM is not started and the source is restored.
 	ReasonChecksumMismatch = "ChecksumMismatch"
+	// ReasonTargetClaimLost: a claim a disk was transferred and converted
+	// in is gone before its DataVolume adopted it; the VM is not created
+	// and the source is restored.
+	ReasonTargetClaimLost = "TargetClaimLost"
 	// ReasonPlanOnly: a dry run rests in phase Planned while
 	// spec.planOnly is true.
 	ReasonPlanOnly = "PlanOnly"
@@ -103,6 +107,11 @@ const (
 	// before the start than the controller's --verification-max-age;
 	// they are read back again before the VM starts.
 	ReasonVerificationAged = "VerificationAged"
+	// ReasonTargetsReadAgain: the target disks were last read (by the
+	// conversion, for disks written in place) before a pause or longer
+	// ago than --verification-max-age; a verification Job reads them
+	// again before the VM is created or started.
+	ReasonTargetsReadAgain = "TargetsReadAgain"
 )
 
 // Conversion failure reasons a conversion Job reports. Inspection failures

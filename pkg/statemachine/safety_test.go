@@ -84,7 +84,7 @@ func (w *safeWorld) observe(m *v1alpha1.VirtualMachineMigration) Observation {
 		o.Source = SourceObservation{Observed: true, PowerState: w.source, ToolsRunning: true, Inventory: builders.Inventory()}
 	}
 	if w.claims {
-		o.Children.StagingClaims = refs(KindPersistentVolumeClaim, stagingClaims()...)
+		observeClaims(m, &o)
 	}
 	o.Children.Jobs = refs(KindJob, slices.Sorted(maps.Keys(w.jobs))...)
 	// Something the observer should never have let through: never ours to delete.
@@ -293,6 +293,9 @@ func checkDeletes(t *testing.T, seed int64, m *v1alpha1.VirtualMachineMigration,
 			assert.NotContains(t, []string{KindDataVolume, KindVirtualMachine}, o.Kind,
 				"seed %d: (b) %s deletes %s %s in %s after the target was started or the migration succeeded",
 				seed, a.Type, o.Kind, o.Name, m.Status.Phase)
+			assert.False(t, o.Kind == KindPersistentVolumeClaim && slices.Contains(dvNames(), o.Name),
+				"seed %d: (b) %s deletes the target disk's claim %s in %s after the target was started or the migration succeeded",
+				seed, a.Type, o.Name, m.Status.Phase)
 		}
 	}
 }

@@ -119,7 +119,7 @@ func (w *offWorld) observe(m *v1alpha1.VirtualMachineMigration) Observation {
 		o.Source = SourceObservation{Observed: true, PowerState: w.source, ToolsRunning: w.source == PowerStateOn && w.g.chance(0.5)}
 	}
 	if w.claims {
-		o.Children.StagingClaims = refs(KindPersistentVolumeClaim, stagingClaims()...)
+		observeClaims(m, &o)
 	}
 	o.Children.Jobs = refs(KindJob, slices.Sorted(maps.Keys(w.jobs))...)
 	if t := m.Status.Transfer; t != nil {

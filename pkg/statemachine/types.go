@@ -313,8 +313,14 @@ type ObjectRef struct {
 // Children lists the migration's children that exist, by kind. The
 // observer lists only objects that carry this migration's UID label.
 type Children struct {
-	// StagingClaims are the staging PersistentVolumeClaims.
+	// StagingClaims are the staging PersistentVolumeClaims (of a disk
+	// imported by a CDI clone).
 	StagingClaims []ObjectRef
+	// TargetClaims are the claims the transfer writes the VM's disks into
+	// (the one-pass path), which the target DataVolumes adopt: the
+	// migration's until the VM exists, never deleted by a cleanup (they
+	// are not staging) nor once the target is kept.
+	TargetClaims []ObjectRef
 	// Jobs are the transfer and conversion Jobs.
 	Jobs []ObjectRef
 	// ConfigMaps are the Jobs' spec, domain and progress ConfigMaps.
@@ -329,18 +335,19 @@ type Children struct {
 
 // Count is the number of children that exist.
 func (c Children) Count() int {
-	return len(c.Staging()) + len(c.DataVolumes)
+	return len(c.Staging()) + len(c.DataVolumes) + len(c.TargetClaims)
 }
 
-// Staging is every child but the target DataVolumes: what a successful
-// migration's cleanup deletes.
+// Staging is every child but the target DataVolumes and claims: what a
+// successful migration's cleanup deletes.
 func (c Children) Staging() []ObjectRef {
 	return slices.Concat(c.Jobs, c.ConfigMaps, c.TransferAccess, c.StagingClaims)
 }
 
-// All is every child, staging objects first.
+// All is every child, staging objects first, the target claims last
+// (after the DataVolumes that may have adopted them).
 func (c Children) All() []ObjectRef {
-	return slices.Concat(c.Staging(), c.DataVolumes)
+	return slices.Concat(c.Staging(), c.DataVolumes, c.TargetClaims)
 }
 
 // ownedBy keeps the children that carry uid: the observer lists no other,
@@ -350,7 +357,7 @@ func (c Children) ownedBy(uid types.UID) Children {
 		return slices.DeleteFunc(slices.Clone(refs), func(o ObjectRef) bool { return uid == "" || o.MigrationUID != uid })
 	}
 	return Children{StagingClaims: keep(c.StagingClaims), Jobs: keep(c.Jobs), ConfigMaps: keep(c.ConfigMaps),
-		DataVolumes: keep(c.DataVolumes), TransferAccess: keep(c.TransferAccess)}
+		DataVolumes: keep(c.DataVolumes), TransferAccess: keep(c.TransferAccess), TargetClaims: keep(c.TargetClaims)}
 }
 
 // Names are the names of refs, in order.

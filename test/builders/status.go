@@ -38,6 +38,35 @@ func Disks(migration string, inv *v1alpha1.SourceInventory) []v1alpha1.DiskStatu
 	return out
 }
 
+// DisksInPlace is status.disks as TransferringDisks first fills it from
+// inv for the target VM named target: each disk written in place, into
+// the claim named as its DataVolume.
+func DisksInPlace(target string, inv *v1alpha1.SourceInventory) []v1alpha1.DiskStatus {
+	var out []v1alpha1.DiskStatus
+	for i, d := range inv.Disks {
+		dv := naming.DataVolume(target, i)
+		out = append(out, v1alpha1.DiskStatus{
+			Key: d.Key, Name: naming.DiskName(i), StagingClaim: dv, DataVolume: dv, CapacityBytes: d.CapacityBytes,
+		})
+	}
+	return out
+}
+
+// InPlace gives a migration that reached TransferringDisks or later the
+// disks of the one-pass path (DisksInPlace) instead of the clone path's
+// staging claims, keeping what the disks recorded.
+func InPlace(m *v1alpha1.VirtualMachineMigration) {
+	target := DefaultTarget
+	if m.Status.Target != nil {
+		target = m.Status.Target.Name
+	}
+	for i := range m.Status.Disks {
+		d := &m.Status.Disks[i]
+		d.DataVolume = naming.DataVolume(target, i)
+		d.StagingClaim = d.DataVolume
+	}
+}
+
 // Reached gives the migration the status it has when it legitimately
 // entered phase p one minute before T0 on the happy path, with inv (nil:
 // Inventory()) as its source: a source that was powered on and shut down

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/steps/pipeline"
 
 	"platform.example/vm-migration/test/framework"
 	"platform.example/vm-migration/test/framework/cdi"
@@ -26,8 +27,8 @@ import (
 // realCDI says whether the suite runs CDI's own controller, apiserver and
 // uploadproxy, with real storage: make test-e2e sets $CDI_IMAGES_DIR
 // (hack/build-cdi-images.sh's folder) and $LOCAL_PATH_DIR
-// (hack/build-local-path.sh's). Every import is then a clone by CDI's own
-// pods into a local-path volume, and the CDI stand-in serves nothing
+// (hack/build-local-path.sh's). Every import is then CDI's own adoption of
+// the local-path claim the transfer wrote into, and the CDI stand-in serves nothing
 // (standins.Config.RealCDI); without them, the stand-ins play CDI and the
 // provisioner.
 func realCDI() bool {
@@ -68,25 +69,34 @@ func (s *stack) watchCDIPods(t *testing.T) func() []string {
 	return list
 }
 
-// assertRealClones checks, beside the real CDI, that CDI's own pods served
-// the imports on the node (a host-assisted clone: its clone source and
-// upload server pods) and that each DataVolume records the strategy CDI
-// chose for the class.
-func (s *stack) assertRealClones(t *testing.T, m *v1alpha1.VirtualMachineMigration, pods []string) {
+// assertRealAdoptions checks, beside the real CDI, the one-pass data
+// path: CDI ran no pod in the namespace for the migration's imports (no
+// importer, clone source or upload server: nothing copied), and each
+// DataVolume adopted the claim the transfer wrote into, the claim CDI
+// made the DataVolume's controller, the migration still an owner until
+// it is deleted.
+func (s *stack) assertRealAdoptions(t *testing.T, m *v1alpha1.VirtualMachineMigration, pods []string) {
 	t.Helper()
 	t.Logf("CDI's pods:\n  %s", strings.Join(pods, "\n  "))
-	for _, part := range []string{"cdi-clone-source", "cdi-upload-server"} {
-		found := slices.ContainsFunc(pods, func(p string) bool {
-			return strings.Contains(p, "("+part+") on node "+s.env.NodeName()+": ") && !strings.HasSuffix(p, ": Failed")
-		})
-		assert.True(t, found, "no %s pod of CDI ran on node %s without failing: %v", part, s.env.NodeName(), pods)
+	for _, part := range []string{"cdi-importer", "cdi-clone-source", "cdi-upload-server", "size-detection"} {
+		ran := slices.ContainsFunc(pods, func(p string) bool { return strings.Contains(p, part) })
+		assert.False(t, ran, "CDI ran a %s pod for an import that adopts its claim: %v", part, pods)
 	}
 	for _, d := range m.Status.Disks {
+		assert.Equal(t, d.DataVolume, d.StagingClaim, "disk %s: written in place, into its DataVolume's claim", d.Name)
 		dv, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).Get(s.ctx, d.DataVolume, metav1.GetOptions{})
-		if assert.NoError(t, err, "reading DataVolume %s", d.DataVolume) {
-			strategy := dv.Annotations["cdi.kubevirt.io/cloneType"]
-			t.Logf("DataVolume %s: cloned by CDI, strategy %q", d.DataVolume, strategy)
-			assert.Equal(t, "copy", strategy, "DataVolume %s: the strategy CDI chose for local-path (no CSI clones nor snapshots)", d.DataVolume)
+		if !assert.NoError(t, err, "reading DataVolume %s", d.DataVolume) {
+			continue
 		}
+		assert.Equal(t, "true", dv.Annotations[pipeline.AnnotationAllowClaimAdoption], "DataVolume %s: adopts its claim", d.DataVolume)
+		pvc, err := s.kube.CoreV1().PersistentVolumeClaims(s.ns).Get(s.ctx, d.DataVolume, metav1.GetOptions{})
+		if !assert.NoError(t, err, "reading claim %s", d.DataVolume) {
+			continue
+		}
+		owner := metav1.GetControllerOf(pvc)
+		if assert.NotNil(t, owner, "claim %s: CDI made the DataVolume its controller: %v", pvc.Name, pvc.OwnerReferences) {
+			assert.Equal(t, dv.UID, owner.UID, "claim %s: controller", pvc.Name)
+		}
+		t.Logf("DataVolume %s adopted claim %s (uid %s, owners %d)", dv.Name, pvc.Name, pvc.UID, len(pvc.OwnerReferences))
 	}
 }

@@ -26,11 +26,11 @@ import (
 )
 
 // TestChecksumChain: every byte is accounted for on the real node. The
-// transfer pod hashes what it read from vcsim, the conversion pod (the
-// SIMULATED conversion, which changes nothing) hashes what it left in
-// staging with the script's sha256sum, the verification pod (vm-transfer
-// hash, in a restricted pod reading the target claims read-only) hashes
-// what CDI's stand-in cloned: all equal, and equal to the source disks.
+// transfer pod hashes what it read from vcsim as it writes it into the
+// claims the VM uses, the conversion pod (the SIMULATED conversion, which
+// changes nothing) hashes what it left in them with the script's
+// sha256sum, and that read is the target's (no copy, no verification
+// read): all equal, and equal to the source disks.
 // The source's NICs carry a static address and a PCI slot: the
 // conversion asks to look into the guest, and says per NIC why it could
 // not (the simulated image has no guestfish): whether the address is
@@ -55,11 +55,8 @@ func TestChecksumChain(t *testing.T) {
 		assert.GreaterOrEqual(t, c.TargetBytes, d.CapacityBytes, "disk %d: the target image's size", i)
 		assert.NotNil(t, c.VerifiedAt, "disk %d", i)
 	}
-	if v := m.Status.Verification; assert.NotNil(t, v, "the verification Job's status") {
-		assert.NotNil(t, v.CompletedAt)
-		assert.Equal(t, naming.VerificationJob(m.Name, 1), v.JobName)
-	}
-	assert.Contains(t, evidenceOf(m, v1alpha1.PhaseImporting), "read every target disk back, each equal to its converted image")
+	assert.Nil(t, m.Status.Verification, "no verification read: the disks were written in place, and the conversion's read is the target's")
+	assert.Contains(t, evidenceOf(m, v1alpha1.PhaseImporting), "adopted the claims the disks were written and converted in, with no copy")
 
 	if cv := m.Status.Conversion; assert.NotNil(t, cv) && assert.Len(t, cv.Interfaces, 1, "the NIC the conversion looked for") {
 		assert.Equal(t, v1alpha1.InterfacePin{MAC: src.MACs[0], GuestUnreadable: true, Message: "the conversion image has no guestfish to look into the guest"}, cv.Interfaces[0])
@@ -74,30 +71,25 @@ func TestChecksumChain(t *testing.T) {
 	s.waitNoLeftovers(m, time.Minute)
 }
 
-// TestCorruptTargetFailsBeforeStart: bytes of a target claim altered
-// between the import and the start fail the migration before any VM
-// exists (ChecksumMismatch, naming the disk), and the rollback powers the
-// source on again. The import is slowed down and the migration paused
-// while its DataVolumes finish, so that the test alters the target
-// between CDI's copy and the verification.
+// TestCorruptTargetFailsBeforeStart: the disks are written in place and
+// the conversion hashes what it leaves in them; the migration is held in
+// Importing (a quota admits no DataVolume) and paused, a byte of a target
+// claim is altered, and the migration resumed. The pause makes a
+// verification Job read the targets again before any VM exists: the
+// migration fails (ChecksumMismatch, naming the disk), and the rollback
+// powers the source on again.
 func TestCorruptTargetFailsBeforeStart(t *testing.T) {
-	s := newStack(t, stackOptions{cloneBytesPerSecond: 512 << 10})
+	s := newStack(t, stackOptions{})
 	s.addVM("corrupt-01", 43)
+	release := s.holdDataVolumes()
 	m := s.create(s.newMigration("corrupt-01", "corrupt-01"))
-	m = s.waitFor(m.Name, 3*time.Minute, "every DataVolume created", func(m *v1alpha1.VirtualMachineMigration) bool {
-		if m.Status.Phase != v1alpha1.PhaseImporting {
-			return false
-		}
-		dvs, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).List(s.ctx, metav1.ListOptions{})
-		return err == nil && len(dvs.Items) == len(m.Status.Disks)
-	})
+	m = s.waitPhase(m.Name, v1alpha1.PhaseImporting, 4*time.Minute)
 	s.setPaused(m.Name, true)
-	for _, d := range m.Status.Disks {
-		s.waitDataVolume(d.DataVolume, cdiv1.Succeeded, 2*time.Minute)
-	}
+	release()
 	victim := m.Status.Disks[1]
-	dir := s.claimDir(victim.DataVolume)
-	flipByte(t, filepath.Join(dir, pipeline.ImageFile), 4096+17)
+	require.True(t, victim.WrittenInPlace(), "disk %s: written in place: %+v", victim.Name, victim)
+	require.NotEmpty(t, victim.ConvertedSHA256(), "disk %s: hashed by the conversion", victim.Name)
+	flipByte(t, filepath.Join(s.claimDir(victim.StagingClaim), pipeline.ImageFile), 4096+17)
 	s.setPaused(m.Name, false)
 
 	m = s.waitPhase(m.Name, v1alpha1.PhaseFailed, 3*time.Minute)
@@ -106,6 +98,9 @@ func TestCorruptTargetFailsBeforeStart(t *testing.T) {
 		assert.Equal(t, statemachine.ReasonChecksumMismatch, e.Reason, "%+v", e)
 		assert.Contains(t, e.Message, victim.Name+" (DataVolume "+victim.DataVolume+"): target sha256 ")
 		assert.Contains(t, e.Message, "the VM was not started")
+	}
+	if v := m.Status.Verification; assert.NotNil(t, v, "the pause made a verification read") {
+		assert.Equal(t, naming.VerificationJob(m.Name, 1), v.JobName)
 	}
 	for _, d := range m.Status.Disks {
 		require.NotNil(t, d.Checksums, "disk %s: checksums", d.Name)

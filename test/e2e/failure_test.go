@@ -73,8 +73,8 @@ func TestTransferAlwaysFails(t *testing.T) {
 }
 
 // TestCancel deletes a migration while it is in each of several phases:
-// the finalizer is released, no staging child is left (staging volumes,
-// Jobs and their pods, ConfigMaps, transfer access), no transfer keeps
+// the finalizer is released, no child is left (the claims the disks were
+// written into, Jobs and their pods, ConfigMaps, transfer access), no transfer keeps
 // running, and the source is powered on again. A target VM that never ran
 // goes with its DataVolumes; one that was started (Starting) holds
 // migrated data: it is halted and kept with its DataVolumes.
@@ -87,10 +87,13 @@ func TestCancel(t *testing.T) {
 		vm string
 		// holdTransfer keeps the transfer's downloads waiting.
 		holdTransfer bool
+		// holdImport keeps the DataVolumes from being created (a quota):
+		// the disks sit written and converted in their claims.
+		holdImport bool
 	}{
 		{phase: v1alpha1.PhaseTransferringDisks, vm: "web-02", holdTransfer: true},
 		{phase: v1alpha1.PhaseConverting, vm: "web-02-hold-conversion"},
-		{phase: v1alpha1.PhaseImporting, vm: "web-02", opts: stackOptions{cloneBytesPerSecond: 64 << 10}},
+		{phase: v1alpha1.PhaseImporting, vm: "web-02", holdImport: true},
 		// Starting: the started target is kept (TestCancelAfterStartKeepsTarget).
 	}
 	for _, tc := range cases {
@@ -101,20 +104,16 @@ func TestCancel(t *testing.T) {
 				release := s.vc.HoldExtentReads(tc.vm)
 				t.Cleanup(release)
 			}
+			if tc.holdImport {
+				s.holdDataVolumes()
+			}
 			m := s.create(s.newMigration(tc.vm, tc.vm))
 			m = s.waitPhase(m.Name, tc.phase, 2*time.Minute)
 			switch tc.phase {
 			case v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting:
 				s.waitPodRunning(m)
 			case v1alpha1.PhaseImporting:
-				s.waitFor(m.Name, time.Minute, "a clone in progress", func(m *v1alpha1.VirtualMachineMigration) bool {
-					for _, d := range m.Status.Disks {
-						if d.ImportPhase == "CloneInProgress" {
-							return true
-						}
-					}
-					return false
-				})
+				s.waitEvent(m, corev1.EventTypeWarning, statemachine.ReasonActionFailed, "CreateDataVolumes failed", "exceeded quota")
 			}
 			s.deleteMigration(m.Name)
 			s.waitGone(m.Name, time.Minute)
@@ -122,6 +121,7 @@ func TestCancel(t *testing.T) {
 			dvs, err := s.cdi.CdiV1beta1().DataVolumes(s.ns).List(s.ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelMigrationUID + "=" + string(m.UID)})
 			require.NoError(t, err, "listing the data volumes of migration %s", m.Name)
 			assert.Empty(t, dvs.Items, "data volumes left")
+			s.waitNoClaims(m, time.Minute)
 			s.waitNoVM(tc.vm, time.Minute)
 			assert.Equal(t, "poweredOn", s.powerState(tc.vm), "source after the cancellation, want poweredOn (as found)")
 		})

@@ -35,7 +35,7 @@ func TestHappyPath(t *testing.T) {
 	m = s.waitPhase(m.Name, v1alpha1.PhaseSucceeded, 5*time.Minute)
 	t.Logf("migration succeeded in %s", time.Since(start).Round(time.Millisecond))
 	if realCDI() {
-		s.assertRealClones(t, m, cdiPods())
+		s.assertRealAdoptions(t, m, cdiPods())
 	}
 
 	s.verifyTargetDisks(m, src)

@@ -85,7 +85,7 @@ func TestAdmissionRejectsWhatCDIRejects(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := testContext(t)
 	startAdmission(t, env, ns)
-	dvs, err := pipeline.RenderDataVolumes(renderedMigration(ns))
+	dvs, err := pipeline.RenderDataVolumes(renderedMigration(ns), nil)
 	require.NoError(t, err, "rendering the DataVolumes")
 	api := env.Dynamic(t).Resource(dvGVR).Namespace(ns)
 	strict := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}

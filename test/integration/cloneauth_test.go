@@ -50,7 +50,7 @@ func TestCloneAuthorization(t *testing.T) {
 		"the shipped RBAC lets the controller create datavolumes/source in %s: it needs no such permission", src)
 
 	m := renderedMigration(src)
-	dvs, err := pipeline.RenderDataVolumes(m)
+	dvs, err := pipeline.RenderDataVolumes(m, nil)
 	require.NoError(t, err, "rendering the DataVolumes")
 	got, err := saCDI.CdiV1beta1().DataVolumes(src).Create(ctx, dvs[0], metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict})
 	require.NoError(t, err, "the controller's own clone (same namespace) is refused")

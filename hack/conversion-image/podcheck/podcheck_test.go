@@ -101,9 +101,9 @@ func newCheck(t *testing.T) *check {
 	if c.kvm {
 		conf.ConversionRuntimeClass = "kvm"
 	}
-	cm, err := pipeline.RenderConversionConfigMap(m, 1)
+	cm, err := pipeline.RenderConversionConfigMap(m, 1, nil)
 	require.NoError(t, err, "rendering the conversion ConfigMap")
-	job, err := pipeline.RenderConversionJob(m, 1, conf)
+	job, err := pipeline.RenderConversionJob(m, 1, conf, nil)
 	require.NoError(t, err, "rendering the conversion Job")
 	c.pod, c.cm, c.migrated = job.Spec.Template.Spec, cm.Data, m
 	c.claims = map[string]string{m.Status.Disks[0].StagingClaim: c.stageDisk()}

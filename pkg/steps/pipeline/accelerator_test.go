@@ -124,7 +124,7 @@ func TestConversionKVMRendering(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := testConfig
 			cfg.ConversionRuntimeClass, cfg.ConversionKVM = tc.runtimeClass, tc.devicePlugin
-			job, err := RenderConversionJob(linuxBIOS(), 1, cfg)
+			job, err := RenderConversionJob(linuxBIOS(), 1, cfg, nil)
 			require.NoError(t, err, "rendering the conversion Job")
 			pod := job.Spec.Template.Spec
 			env := map[string]string{}
@@ -141,7 +141,7 @@ func TestConversionKVMRendering(t *testing.T) {
 			assert.Equal(t, tc.devicePlugin, limited, "a %s limit only with the device plugin", KVMResource)
 		})
 	}
-	cm, err := RenderConversionConfigMap(linuxBIOS(), 1)
+	cm, err := RenderConversionConfigMap(linuxBIOS(), 1, nil)
 	require.NoError(t, err, "rendering the conversion ConfigMap")
 	assert.Contains(t, cm.Data[AcceleratorScriptKey], "timeout 60 guestfish -v --ro -a /dev/null run", "the pod's probe: the appliance, bounded")
 	assert.Contains(t, cm.Data[ConvertScriptKey], `accelerator="$(dirname "$0")/accelerator.sh"`, "convert.sh sources the accelerator script beside it")
@@ -156,7 +156,7 @@ func TestConversionApplianceMemory(t *testing.T) {
 	}{{0, "1280"}, {2048, "2048"}} {
 		cfg := testConfig
 		cfg.ConversionApplianceMiB = tc.mib
-		job, err := RenderConversionJob(linuxBIOS(), 1, cfg)
+		job, err := RenderConversionJob(linuxBIOS(), 1, cfg, nil)
 		require.NoError(t, err, "rendering the conversion Job")
 		got := ""
 		for _, e := range job.Spec.Template.Spec.Containers[0].Env {

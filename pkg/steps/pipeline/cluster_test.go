@@ -60,7 +60,7 @@ func TestJobRefusalsAfterTheStop(t *testing.T) {
 	m := linuxBIOS()
 	m.Status.Phase = v1alpha1.PhaseTransferringDisks
 	m.Status.Transfer = &v1alpha1.JobStatus{JobName: "web-01-migration-transfer-1", Attempt: 1}
-	job, err := RenderTransferJob(m, 1, testConfig)
+	job, err := RenderTransferJob(m, 1, testConfig, nil)
 	require.NoError(t, err)
 	job.UID, job.CreationTimestamp = "job-1", metav1.NewTime(t0)
 	event := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e", Namespace: m.Namespace},
@@ -88,7 +88,7 @@ func TestStorageProfiles(t *testing.T) {
 	got, err := f.step.StorageProfiles(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, map[string]preflight.StorageProfileFact{
-		"fast": {Provisioner: "csi.example.com", ClaimPropertySets: 1}, "local-path": {Provisioner: "rancher.io/local-path"},
+		"fast": {Provisioner: "csi.example.com", ClaimPropertySets: 1, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}, "local-path": {Provisioner: "rancher.io/local-path"},
 	}, got)
 
 	// An admin fills the profile: read again once a minute, for every

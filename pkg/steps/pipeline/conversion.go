@@ -28,8 +28,9 @@ const (
 	// ConvertScriptKey holds the script the conversion container runs.
 	ConvertScriptKey = "convert.sh"
 	// conversionConfigDir is where the ConfigMap is mounted, disksRoot where
-	// the staging volumes are (disksRoot/<disk name>), conversionWorkDir the
-	// writable scratch space of libguestfs.
+	// the staging volumes are (disksRoot/<disk name>, or the device
+	// disksRoot/<disk name>.dev of a claim in Block volume mode),
+	// conversionWorkDir the writable scratch space of libguestfs.
 	conversionConfigDir = "/etc/virt-v2v"
 	disksRoot           = "/mnt/disks"
 	conversionWorkDir   = "/var/tmp"
@@ -94,7 +95,8 @@ type diskXML struct {
 		Type string `xml:"type,attr"`
 	} `xml:"driver"`
 	Source struct {
-		File string `xml:"file,attr"`
+		File string `xml:"file,attr,omitempty"`
+		Dev  string `xml:"dev,attr,omitempty"`
 	} `xml:"source"`
 	Target struct {
 		Dev string `xml:"dev,attr"`
@@ -102,8 +104,15 @@ type diskXML struct {
 	} `xml:"target"`
 }
 
-// stagedImage is where the conversion pod sees a disk's image.
-func stagedImage(diskName string) string { return path.Join(disksRoot, diskName, ImageFile) }
+// stagedImage is where the conversion pod sees a disk's image: the file
+// at the root of its staging volume, or, for a claim in Block volume
+// mode, the claim's device.
+func stagedImage(diskName string, block bool) string {
+	if block {
+		return path.Join(disksRoot, diskName+".dev")
+	}
+	return path.Join(disksRoot, diskName, ImageFile)
+}
 
 // diskNameAt is a disk's name in the VM: the one in status, or the deterministic one.
 func diskNameAt(d v1alpha1.DiskStatus, i int) string {
@@ -116,11 +125,13 @@ func diskNameAt(d v1alpha1.DiskStatus, i int) string {
 // RenderDomainXML renders the libvirt domain virt-v2v-in-place converts:
 // the source VM's name, UUID, memory (KiB), vCPUs and topology, firmware
 // (<os firmware='efi'> with the secure-boot feature when the source has
-// it), one raw file disk per staged disk, in source order, and one
+// it), one raw disk per staged disk, in source order (a file disk, or a
+// block disk on the claim's device when blockClaims names its staging
+// claim: Block volume mode; nil means every claim is Filesystem), and one
 // interface per source NIC with its MAC address, network and model. A
 // disk's target keeps the source bus (ide as hdX, sata as sdX on sata, the
 // rest as sdX on scsi) so that virt-v2v maps the guest's device names right.
-func RenderDomainXML(m *v1alpha1.VirtualMachineMigration) ([]byte, error) {
+func RenderDomainXML(m *v1alpha1.VirtualMachineMigration, blockClaims map[string]bool) ([]byte, error) {
 	inv := m.Status.Source
 	if inv == nil {
 		return nil, errors.New("the source VM is not inventoried yet (status.source)")
@@ -155,7 +166,7 @@ func RenderDomainXML(m *v1alpha1.VirtualMachineMigration) ([]byte, error) {
 	if err := sourceText("status.source.name", inv.Name, maxSourceName); err != nil {
 		return nil, err
 	}
-	dom.Devices.Disks = domainDisks(inv, m.Status.Disks)
+	dom.Devices.Disks = domainDisks(inv, m.Status.Disks, blockClaims)
 	if dom.Devices.Interfaces, err = domainInterfaces(inv); err != nil {
 		return nil, err
 	}
@@ -182,16 +193,21 @@ func setDomainFirmware(o *domainOS, inv *v1alpha1.SourceInventory) error {
 	return nil
 }
 
-// domainDisks are the staged disks as raw file disks in source order, each
-// on the source's bus: ide as hdX, sata as sdX on sata, the rest as sdX on scsi.
-func domainDisks(inv *v1alpha1.SourceInventory, disks []v1alpha1.DiskStatus) []diskXML {
+// domainDisks are the staged disks as raw disks in source order (file
+// disks, block disks for the claims blockClaims names), each on the
+// source's bus: ide as hdX, sata as sdX on sata, the rest as sdX on scsi.
+func domainDisks(inv *v1alpha1.SourceInventory, disks []v1alpha1.DiskStatus, blockClaims map[string]bool) []diskXML {
 	var out []diskXML
 	var sd, hd int
 	for i, d := range disks {
 		var x diskXML
-		x.Type, x.Device = "file", "disk"
+		x.Device = "disk"
 		x.Driver.Name, x.Driver.Type = "qemu", "raw"
-		x.Source.File = stagedImage(diskNameAt(d, i))
+		if blockClaims[d.StagingClaim] {
+			x.Type, x.Source.Dev = "block", stagedImage(diskNameAt(d, i), true)
+		} else {
+			x.Type, x.Source.File = "file", stagedImage(diskNameAt(d, i), false)
+		}
 		bus := "scsi"
 		if src := sourceDisk(inv, d.Key); src != nil {
 			switch strings.ToLower(src.ControllerType) {
@@ -241,8 +257,9 @@ func topology(inv *v1alpha1.SourceInventory) (int32, int32, error) {
 // arguments of virt-v2v.args (a Windows guest's static addresses); once
 // the conversion succeeded, it looks up (and pins) the guest's interface
 // names (network.conf, guest-network.sh: guestfish runs the script inside
-// the guest) and hashes the converted disks (SHA-256, the first
-// maxConvertedChecksums disks, at once). It leaves, as the container's
+// the guest) and hashes the converted images (SHA-256, the first
+// maxConvertedChecksums image files, at once; never a block device, whose
+// disk the verification Job reads). It leaves, as the container's
 // termination message, what observeConversion reads back:
 //
 //   - on success, first the converted disks' checksums
@@ -297,8 +314,12 @@ if [ -r @CONFIG@/@ARGS@ ]; then
   done <@CONFIG@/@ARGS@
 fi
 
-# disks lists the domain's disk images.
-disks() { sed -n "s/.*<source file=[\"']\([^\"']*\)[\"'].*/\1/p" @DOMAIN@; }
+# disks lists the domain's disks: its file disks' images, its block disks'
+# devices.
+disks() {
+  sed -n -e "s/.*<source file=[\"']\([^\"']*\)[\"'].*/\1/p" \
+    -e "s/.*<source dev=[\"']\([^\"']*\)[\"'].*/\1/p" @DOMAIN@
+}
 
 # guest_network runs the guest network script inside the converted guest
 # (guestfish) and keeps its "nic" lines; where it cannot, says why per NIC.
@@ -330,11 +351,16 @@ GUESTFISH
   done >"$nics"
 }
 
-# disk_checksums hashes the converted disks (the first @MAXSUMS@), at once.
+# disk_checksums hashes the converted images (the first @MAXSUMS@ files),
+# at once. A block device is left to the verification Job, which reads the
+# disk's capacity from it: the device may be larger than the disk, and
+# stat gives it no size.
 disk_checksums() {
   command -v sha256sum >/dev/null 2>&1 || return 0
   i=0
-  for disk in $(disks | head -n @MAXSUMS@); do
+  for disk in $(disks); do
+    [ -f "$disk" ] || continue
+    [ "$i" -lt @MAXSUMS@ ] || break
     i=$((i + 1))
     (
       size=$(stat -c %s "$disk") && sum=$(sha256sum "$disk" | cut -d' ' -f1) &&
@@ -388,11 +414,11 @@ exit "$rc"
 // convertScript is convertScriptTemplate with the pod's paths.
 var convertScript = convertScriptReplacer(conversionWorkDir, conversionConfigDir, corev1.TerminationMessagePathDefault).Replace(convertScriptTemplate)
 
-// maxConvertedChecksums is how many disks the conversion hashes: their
+// maxConvertedChecksums is how many image files the conversion hashes: their
 // lines ("sha256 disk-N <bytes> <hex>", under 100 bytes each) come first in
 // the termination message, whose 4 KiB must keep room for the NICs, the
 // inspection and the warnings. The verification Job hashes the staged
-// images of the disks beyond.
+// images of the disks beyond, and those on block devices.
 const maxConvertedChecksums = 24
 
 // convertScriptReplacer fills convertScriptTemplate's placeholders.
@@ -415,9 +441,10 @@ func convertScriptReplacer(work, config, term string) *strings.Replacer {
 // script that picks its accelerator and, where the guest's network
 // identity asks for them, the NICs to look up in the guest with the
 // script that does (network.conf, guest-network.sh) and virt-v2v's extra
-// arguments (virt-v2v.args).
-func RenderConversionConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int32) (*corev1.ConfigMap, error) {
-	dom, err := RenderDomainXML(m)
+// arguments (virt-v2v.args). blockClaims names the claims in Block volume
+// mode (RenderDomainXML).
+func RenderConversionConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int32, blockClaims map[string]bool) (*corev1.ConfigMap, error) {
+	dom, err := RenderDomainXML(m, blockClaims)
 	if err != nil {
 		return nil, err
 	}
@@ -523,12 +550,16 @@ func DefaultConversionResources() corev1.ResourceRequirements {
 // RenderConversionJob renders the conversion Job of an attempt:
 // virt-v2v-in-place over the staging volumes, from the domain XML of the
 // attempt's ConfigMap, with spec.conversion.image or the configured default.
+// A claim blockClaims names (Block volume mode) is attached as a device,
+// where the domain XML's block disk has it; the others are mounted.
 //
 // What the pod needs, and why it asks for no more:
 //   - uid/gid 107 and fsGroup 107 (StagingUID; Config.PodIdentity), non-root:
 //     the user virt-v2v images run as, and the owner of the images the
 //     transfer wrote, which the conversion rewrites in place. Nothing in
-//     virt-v2v-in-place needs root. Where the platform assigns the ids
+//     virt-v2v-in-place needs root. A block device is not the fsGroup's:
+//     the runtime must give it to the pod's user, as it does KubeVirt's
+//     non-root launcher. Where the platform assigns the ids
 //     (OpenShift), PodIdentity leaves them to it: every pod of the
 //     namespace then gets the same uid and fsGroup.
 //   - the pull secrets of the migration and of the controller (PullSecrets).
@@ -560,7 +591,7 @@ func DefaultConversionResources() corev1.ResourceRequirements {
 //     virt-v2v's errors, as the termination message (convertScriptTemplate);
 //     where it could write none, the end of the log becomes the message
 //     ReadJob classifies.
-func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg Config) (*batchv1.Job, error) {
+func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg Config, blockClaims map[string]bool) (*batchv1.Job, error) {
 	spec := m.SpecInForce()
 	image := spec.Conversion.Image
 	if image == "" {
@@ -577,7 +608,7 @@ func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg
 	if timeout <= 0 {
 		timeout = DefaultConversionTimeout
 	}
-	volumes, mounts := conversionVolumes(m, attempt)
+	volumes, mounts, devices := conversionVolumes(m, attempt, blockClaims)
 	meta, podMeta := jobMeta(m, naming.ConversionJob(m.Name, attempt), v1alpha1.ComponentConversion)
 	return runOnce(meta, podMeta, timeout, corev1.PodSpec{
 		AutomountServiceAccountToken: ptr.To(false),
@@ -592,6 +623,7 @@ func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg
 			Env:                      conversionEnv(cfg),
 			Resources:                resources,
 			VolumeMounts:             mounts,
+			VolumeDevices:            devices,
 			TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			SecurityContext:          restrictedContainer(),
@@ -645,8 +677,9 @@ func conversionResources(cfg Config) corev1.ResourceRequirements {
 }
 
 // conversionVolumes are the conversion pod's volumes and the container's
-// mounts: the script and domain XML, scratch space, and each staged disk.
-func conversionVolumes(m *v1alpha1.VirtualMachineMigration, attempt int32) ([]corev1.Volume, []corev1.VolumeMount) {
+// mounts and devices: the script and domain XML, scratch space, and each
+// staged disk (a device where blockClaims names its claim).
+func conversionVolumes(m *v1alpha1.VirtualMachineMigration, attempt int32, blockClaims map[string]bool) ([]corev1.Volume, []corev1.VolumeMount, []corev1.VolumeDevice) {
 	cmName := naming.ConversionConfigMap(m.Name, attempt)
 	volumes := []corev1.Volume{
 		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
@@ -659,11 +692,16 @@ func conversionVolumes(m *v1alpha1.VirtualMachineMigration, attempt int32) ([]co
 		{Name: "tmp", MountPath: "/tmp"},
 		{Name: "var-tmp", MountPath: conversionWorkDir},
 	}
+	var devices []corev1.VolumeDevice
 	for i, d := range m.Status.Disks {
 		vol := stagingVolumeName(d.Key)
 		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.StagingClaim}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: path.Join(disksRoot, diskNameAt(d, i))})
+		if blockClaims[d.StagingClaim] {
+			devices = append(devices, corev1.VolumeDevice{Name: vol, DevicePath: stagedImage(diskNameAt(d, i), true)})
+		} else {
+			mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: path.Join(disksRoot, diskNameAt(d, i))})
+		}
 	}
-	return volumes, mounts
+	return volumes, mounts, devices
 }

@@ -2,9 +2,12 @@ package pipeline
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -38,26 +41,41 @@ func StorageTargetFor(spec *v1alpha1.VirtualMachineMigrationSpec, disk *v1alpha1
 	return v1alpha1.StorageTarget{}
 }
 
-// RenderDataVolumes renders one DataVolume per disk, in source order: a
-// clone of the disk's staging volume into the mapped storage, through
-// spec.storage without a size (CDI infers it from the image, the staging
-// volume being KubeVirt content), bound at once, labelled for the
-// migration and owned by nothing (the VM adopts them).
-func RenderDataVolumes(m *v1alpha1.VirtualMachineMigration) ([]*cdiv1.DataVolume, error) {
+// diskStorageTarget is where a recorded disk lands (StorageTargetFor its
+// inventoried disk, by key).
+func diskStorageTarget(m *v1alpha1.VirtualMachineMigration, d v1alpha1.DiskStatus) v1alpha1.StorageTarget {
+	src := &v1alpha1.SourceDisk{Key: d.Key}
+	if m.Status.Source != nil {
+		if found := sourceDisk(m.Status.Source, d.Key); found != nil {
+			src = found
+		}
+	}
+	return StorageTargetFor(m.SpecInForce(), src)
+}
+
+// RenderDataVolumes renders one DataVolume per disk, in source order,
+// labelled for the migration and owned by nothing (the VM adopts them).
+// A disk written in place gets a DataVolume that adopts its claim (one of
+// claims, by name: the claim the transfer wrote and the conversion
+// converted), with no copy. A disk of the clone path gets a clone of its
+// staging volume into the mapped storage, through spec.storage without a
+// size (CDI infers it from the image, the staging volume being KubeVirt
+// content), bound at once.
+func RenderDataVolumes(m *v1alpha1.VirtualMachineMigration, claims []*corev1.PersistentVolumeClaim) ([]*cdiv1.DataVolume, error) {
 	if _, err := recordedDisks(m, true); err != nil {
 		return nil, err
 	}
-	spec := m.SpecInForce()
 	var out []*cdiv1.DataVolume
 	for _, d := range m.Status.Disks {
-		var src *v1alpha1.SourceDisk
-		if m.Status.Source != nil {
-			src = sourceDisk(m.Status.Source, d.Key)
+		if d.WrittenInPlace() {
+			i := slices.IndexFunc(claims, func(c *corev1.PersistentVolumeClaim) bool { return c.Name == d.StagingClaim })
+			if i < 0 {
+				return nil, fmt.Errorf("disk %d: its claim %s/%s is not there to adopt", d.Key, m.Namespace, d.StagingClaim)
+			}
+			out = append(out, adoptingDataVolume(m, d, claims[i]))
+			continue
 		}
-		if src == nil {
-			src = &v1alpha1.SourceDisk{Key: d.Key}
-		}
-		st := StorageTargetFor(spec, src)
+		st := diskStorageTarget(m, d)
 		storage := &cdiv1.StorageSpec{}
 		if st.StorageClassName != "" {
 			sc := st.StorageClassName
@@ -84,4 +102,37 @@ func RenderDataVolumes(m *v1alpha1.VirtualMachineMigration) ([]*cdiv1.DataVolume
 		out = append(out, dv)
 	}
 	return out, nil
+}
+
+// AnnotationAllowClaimAdoption lets a DataVolume take the claim of its
+// name that exists before it (CDI's cdi.kubevirt.io/allowClaimAdoption,
+// which wins over CDI's ClaimAdoption feature gate): CDI marks it
+// Succeeded without a pod and makes itself the claim's controller.
+const AnnotationAllowClaimAdoption = "cdi.kubevirt.io/allowClaimAdoption"
+
+// adoptingDataVolume is the DataVolume that adopts a disk's claim: a
+// blank source (nothing is imported: CDI adopts a claim it finds instead
+// of making one) and the claim's own storage class, modes and size.
+func adoptingDataVolume(m *v1alpha1.VirtualMachineMigration, d v1alpha1.DiskStatus, claim *corev1.PersistentVolumeClaim) *cdiv1.DataVolume {
+	storage := &cdiv1.StorageSpec{
+		AccessModes: slices.Clone(claim.Spec.AccessModes),
+		Resources:   corev1.VolumeResourceRequirements{Requests: claim.Spec.Resources.Requests.DeepCopy()},
+	}
+	if sc := claim.Spec.StorageClassName; sc != nil {
+		storage.StorageClassName = ptr.To(*sc)
+	}
+	if mode := claim.Spec.VolumeMode; mode != nil {
+		storage.VolumeMode = ptr.To(*mode)
+	}
+	dv := &cdiv1.DataVolume{
+		TypeMeta:   metav1.TypeMeta{APIVersion: cdiv1.SchemeGroupVersion.String(), Kind: "DataVolume"},
+		ObjectMeta: childMeta(m, d.DataVolume, v1alpha1.ComponentImport, false),
+		Spec: cdiv1.DataVolumeSpec{
+			Source:      &cdiv1.DataVolumeSource{Blank: &cdiv1.DataVolumeBlankImage{}},
+			Storage:     storage,
+			ContentType: cdiv1.DataVolumeKubeVirt,
+		},
+	}
+	dv.Annotations = map[string]string{AnnotationAllowClaimAdoption: "true"}
+	return dv
 }

@@ -275,7 +275,7 @@ func TestDryRunServesAWaveOfOneShape(t *testing.T) {
 	refuseClaims = true
 	for i := 24; i <= 25; i++ {
 		m, inv := waveMember(i)
-		m.Spec.Staging.StorageClassName = "refused-class"
+		m.Spec.Target.Storage.Default = &v1alpha1.StorageTarget{StorageClassName: "refused-class"}
 		got := f.step.DryRun(context.Background(), m, inv)
 		require.NotNil(t, got.Status)
 		assert.Equal(t, int32(1), got.Status.Refused)

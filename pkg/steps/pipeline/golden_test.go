@@ -53,7 +53,7 @@ func TestGolden(t *testing.T) {
 	for name, build := range cases {
 		t.Run(name, func(t *testing.T) {
 			m := build()
-			claims, err := RenderStagingClaims(m)
+			claims, err := RenderStagingClaims(m, ClaimDefaults{})
 			require.NoError(t, err, "rendering the staging claims")
 			var objs []any
 			for _, c := range claims {
@@ -61,22 +61,22 @@ func TestGolden(t *testing.T) {
 			}
 			golden(t, name+"-staging", toYAML(t, objs...))
 
-			tcm, err := RenderTransferConfigMap(m, 1)
+			tcm, err := RenderTransferConfigMap(m, 1, nil)
 			require.NoError(t, err, "rendering the transfer ConfigMap")
-			tjob, err := RenderTransferJob(m, 1, testConfig)
+			tjob, err := RenderTransferJob(m, 1, testConfig, nil)
 			require.NoError(t, err, "rendering the transfer Job")
 			golden(t, name+"-transfer", toYAML(t, tcm, tjob))
 
-			dom, err := RenderDomainXML(m)
+			dom, err := RenderDomainXML(m, nil)
 			require.NoError(t, err, "rendering the domain XML")
 			golden(t, name+"-domain.xml", dom)
-			ccm, err := RenderConversionConfigMap(m, 2)
+			ccm, err := RenderConversionConfigMap(m, 2, nil)
 			require.NoError(t, err, "rendering the conversion ConfigMap")
-			cjob, err := RenderConversionJob(m, 2, testConfig)
+			cjob, err := RenderConversionJob(m, 2, testConfig, nil)
 			require.NoError(t, err, "rendering the conversion Job")
 			golden(t, name+"-conversion", toYAML(t, ccm, cjob))
 
-			dvs, err := RenderDataVolumes(m)
+			dvs, err := RenderDataVolumes(m, nil)
 			require.NoError(t, err, "rendering the DataVolumes")
 			objs = nil
 			for _, dv := range dvs {

@@ -30,7 +30,7 @@ func TestRealV2VReadsTheNetworkIdentity(t *testing.T) {
 	_, err := exec.LookPath("virt-v2v-in-place")
 	require.NoError(t, err, "virt-v2v-in-place is not installed: run hack/install-conversion-deps.sh")
 	m := windowsEFI()
-	dom, err := RenderDomainXML(m)
+	dom, err := RenderDomainXML(m, nil)
 	require.NoError(t, err)
 	staged := t.TempDir()
 	for i, d := range m.Status.Disks {

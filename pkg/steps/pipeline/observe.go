@@ -292,10 +292,15 @@ func (s *Step) observeChildren(m *v1alpha1.VirtualMachineMigration, c *statemach
 	if err != nil {
 		return fmt.Errorf("listing staging claims: %w", err)
 	}
-	// Only staging volumes: CDI copies a DataVolume's labels to the target
-	// disk's claim, which must never be taken for staging.
+	// Staging volumes apart from target claims (those the transfer
+	// writes the VM's disks into, and those CDI made with the labels it
+	// copied from a DataVolume), which a cleanup must never take for
+	// staging.
 	c.StagingClaims = live(statemachine.KindPersistentVolumeClaim, claims, func(p *corev1.PersistentVolumeClaim) bool {
 		return p.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentStaging
+	})
+	c.TargetClaims = live(statemachine.KindPersistentVolumeClaim, claims, func(p *corev1.PersistentVolumeClaim) bool {
+		return p.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentImport
 	})
 	jobs, err := owned[*batchv1.Job](s, "jobs", m)
 	if err != nil {

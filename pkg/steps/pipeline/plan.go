@@ -22,38 +22,52 @@ import (
 // staging claims; the transfer's progress access (with the progress
 // channel on), job spec ConfigMap and Job; the conversion's domain
 // ConfigMap and Job (unless skipped); the DataVolumes; the verification
-// Job; the VirtualMachine.
+// Job; the VirtualMachine. The Jobs attach the claims in the volume
+// modes plannedBlockClaims gives them.
 func RenderPlan(m *v1alpha1.VirtualMachineMigration, cfg Config) ([]runtime.Object, error) {
 	mp := m.DeepCopy()
 	mp.Status = statemachine.PlannedStatus(m)
 	var objs []runtime.Object
 	add := func(more ...runtime.Object) { objs = append(objs, more...) }
-	claims, err := RenderStagingClaims(mp)
+	claims, err := RenderStagingClaims(mp, ClaimDefaults{})
 	if err != nil {
 		return nil, fmt.Errorf("planning the staging volumes: %w", err)
 	}
 	for _, c := range claims {
 		add(c)
 	}
-	if err := planTransfer(mp, cfg, add); err != nil {
+	block := plannedBlockClaims(mp, claims)
+	if err := planTransfer(mp, cfg, block, add); err != nil {
 		return nil, err
 	}
 	if !mp.SpecInForce().Conversion.Skip {
-		cm, err := RenderConversionConfigMap(mp, 1)
+		cm, err := RenderConversionConfigMap(mp, 1, block)
 		if err != nil {
 			return nil, fmt.Errorf("planning the conversion domain: %w", err)
 		}
-		job, err := RenderConversionJob(mp, 1, cfg)
+		job, err := RenderConversionJob(mp, 1, cfg, block)
 		if err != nil {
 			return nil, fmt.Errorf("planning the conversion job: %w", err)
 		}
 		add(cm, job)
 	}
-	return planTarget(mp, cfg, objs)
+	return planTarget(mp, cfg, objs, claims)
 }
 
-// planTransfer adds the first transfer attempt's objects.
-func planTransfer(mp *v1alpha1.VirtualMachineMigration, cfg Config, add func(...runtime.Object)) error {
+// plannedBlockClaims names the claims a plan attaches as devices: those
+// the storage mapping puts in Block volume mode (mappedBlockClaims), but
+// a claim the plan renders (claims) in the mode it has.
+func plannedBlockClaims(mp *v1alpha1.VirtualMachineMigration, claims []*corev1.PersistentVolumeClaim) map[string]bool {
+	block := mappedBlockClaims(mp)
+	for _, c := range claims {
+		block[c.Name] = c.Spec.VolumeMode != nil && *c.Spec.VolumeMode == corev1.PersistentVolumeBlock
+	}
+	return block
+}
+
+// planTransfer adds the first transfer attempt's objects, the claims
+// blockClaims names attached as devices.
+func planTransfer(mp *v1alpha1.VirtualMachineMigration, cfg Config, blockClaims map[string]bool, add func(...runtime.Object)) error {
 	if cfg.TransferProgress {
 		a, err := renderAccess(mp, 1, cfg)
 		if err != nil {
@@ -61,11 +75,11 @@ func planTransfer(mp *v1alpha1.VirtualMachineMigration, cfg Config, add func(...
 		}
 		add(a.ConfigMap, a.ServiceAccount, a.Role, a.RoleBinding)
 	}
-	cm, err := RenderTransferConfigMap(mp, 1)
+	cm, err := RenderTransferConfigMap(mp, 1, blockClaims)
 	if err != nil {
 		return fmt.Errorf("planning the transfer job spec: %w", err)
 	}
-	job, err := RenderTransferJob(mp, 1, cfg)
+	job, err := RenderTransferJob(mp, 1, cfg, blockClaims)
 	if err != nil {
 		return fmt.Errorf("planning the transfer job: %w", err)
 	}
@@ -76,8 +90,8 @@ func planTransfer(mp *v1alpha1.VirtualMachineMigration, cfg Config, add func(...
 // planTarget adds the DataVolumes, the verification Job (as it reads the
 // target disks when the conversion reported every converted checksum, in
 // the volume modes the storage mapping asks for) and the VirtualMachine.
-func planTarget(mp *v1alpha1.VirtualMachineMigration, cfg Config, objs []runtime.Object) ([]runtime.Object, error) {
-	dvs, err := RenderDataVolumes(mp)
+func planTarget(mp *v1alpha1.VirtualMachineMigration, cfg Config, objs []runtime.Object, claims []*corev1.PersistentVolumeClaim) ([]runtime.Object, error) {
+	dvs, err := RenderDataVolumes(mp, claims)
 	if err != nil {
 		return nil, fmt.Errorf("planning the data volumes: %w", err)
 	}
@@ -133,7 +147,11 @@ func RenderPlanConfigMap(m *v1alpha1.VirtualMachineMigration, cfg Config) (*core
 	if !m.SpecInForce().Conversion.Skip {
 		mp := m.DeepCopy()
 		mp.Status = statemachine.PlannedStatus(m)
-		domain, err := RenderDomainXML(mp)
+		claims, err := RenderStagingClaims(mp, ClaimDefaults{})
+		if err != nil {
+			return nil, fmt.Errorf("planning the staging volumes: %w", err)
+		}
+		domain, err := RenderDomainXML(mp, plannedBlockClaims(mp, claims))
 		if err != nil {
 			return nil, fmt.Errorf("planning the conversion domain: %w", err)
 		}

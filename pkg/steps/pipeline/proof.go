@@ -153,11 +153,13 @@ func proofPod(m *v1alpha1.VirtualMachineMigration, component string, cfg Config)
 	mp.Status = statemachine.PlannedStatus(m)
 	var job *batchv1.Job
 	var err error
+	// The proof pod keeps none of the claims: the Filesystem rendering
+	// (no block claims) leaves no device to drop.
 	switch component {
 	case v1alpha1.ComponentTransfer:
-		job, err = RenderTransferJob(mp, 1, cfg)
+		job, err = RenderTransferJob(mp, 1, cfg, nil)
 	case v1alpha1.ComponentConversion:
-		job, err = RenderConversionJob(mp, 1, cfg)
+		job, err = RenderConversionJob(mp, 1, cfg, nil)
 	default:
 		return nil, fmt.Errorf("no image proof for component %q", component)
 	}

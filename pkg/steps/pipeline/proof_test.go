@@ -47,10 +47,10 @@ func TestPullSecretsReachEveryPodAndServiceAccount(t *testing.T) {
 	want := []corev1.LocalObjectReference{{Name: "team-registry"}, {Name: "shared"}, {Name: "platform-registry"}}
 	assert.Equal(t, want, PullSecrets(m, cfg), "the migration's first, then the controller's, each once")
 
-	tj, err := RenderTransferJob(m, 1, cfg)
+	tj, err := RenderTransferJob(m, 1, cfg, nil)
 	require.NoError(t, err)
 	assert.Equal(t, want, tj.Spec.Template.Spec.ImagePullSecrets, "transfer pod")
-	cj, err := RenderConversionJob(m, 1, cfg)
+	cj, err := RenderConversionJob(m, 1, cfg, nil)
 	require.NoError(t, err)
 	assert.Equal(t, want, cj.Spec.Template.Spec.ImagePullSecrets, "conversion pod")
 	a, err := renderAccess(m, 1, cfg)
@@ -69,7 +69,7 @@ func TestPullSecretsReachEveryPodAndServiceAccount(t *testing.T) {
 
 func TestPodIdentity(t *testing.T) {
 	m := linuxBIOS()
-	tj, err := RenderTransferJob(m, 1, testConfig)
+	tj, err := RenderTransferJob(m, 1, testConfig, nil)
 	require.NoError(t, err)
 	sc := tj.Spec.Template.Spec.SecurityContext
 	assert.Equal(t, ptr.To(StagingUID), sc.RunAsUser, "default: uid 107")
@@ -79,8 +79,8 @@ func TestPodIdentity(t *testing.T) {
 	cfg := testConfig
 	cfg.PodIdentity = &PodIdentity{}
 	for _, render := range []func() (*batchv1.Job, error){
-		func() (*batchv1.Job, error) { return RenderTransferJob(m, 1, cfg) },
-		func() (*batchv1.Job, error) { return RenderConversionJob(m, 1, cfg) },
+		func() (*batchv1.Job, error) { return RenderTransferJob(m, 1, cfg, nil) },
+		func() (*batchv1.Job, error) { return RenderConversionJob(m, 1, cfg, nil) },
 	} {
 		job, err := render()
 		require.NoError(t, err)
@@ -93,7 +93,7 @@ func TestPodIdentity(t *testing.T) {
 		assert.Equal(t, corev1.SeccompProfileTypeRuntimeDefault, sc.SeccompProfile.Type)
 	}
 	cfg.PodIdentity = &PodIdentity{RunAsUser: ptr.To[int64](1000680000)}
-	job, err := RenderTransferJob(m, 1, cfg)
+	job, err := RenderTransferJob(m, 1, cfg, nil)
 	require.NoError(t, err)
 	assert.Equal(t, ptr.To[int64](1000680000), job.Spec.Template.Spec.SecurityContext.RunAsUser)
 }
@@ -105,7 +105,7 @@ func TestRenderProof(t *testing.T) {
 	m := validating("web-01")
 	tj, sa, err := RenderProof(m, v1alpha1.ComponentTransfer, cfg)
 	require.NoError(t, err)
-	real, err := RenderTransferJob(plannedFor(m), 1, cfg)
+	real, err := RenderTransferJob(plannedFor(m), 1, cfg, nil)
 	require.NoError(t, err)
 	pod, realPod := tj.Spec.Template.Spec, real.Spec.Template.Spec
 	key := tj.Labels[v1alpha1.LabelProofKey]

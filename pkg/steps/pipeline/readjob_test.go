@@ -51,11 +51,11 @@ func jobBuilder(t *testing.T, component string, mods ...func(*batchv1.Job)) *bat
 	var job *batchv1.Job
 	var err error
 	if component == v1alpha1.ComponentConversion {
-		job, err = RenderConversionJob(m, 1, testConfig)
+		job, err = RenderConversionJob(m, 1, testConfig, nil)
 	} else {
 		cfg := testConfig
 		cfg.TransferProgress = true
-		job, err = RenderTransferJob(m, 1, cfg)
+		job, err = RenderTransferJob(m, 1, cfg, nil)
 	}
 	require.NoError(t, err, "rendering the %s Job", component)
 	job.UID = types.UID("job-uid-" + component)

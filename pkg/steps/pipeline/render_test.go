@@ -82,15 +82,15 @@ func TestAllNICsIgnored(t *testing.T) {
 func TestSpecBeforeCutover(t *testing.T) {
 	m := windowsEFI()
 	m.Status.AppliedSpec = nil
-	claims, err := RenderStagingClaims(m)
+	claims, err := RenderStagingClaims(m, ClaimDefaults{})
 	require.NoError(t, err, "rendering the staging claims")
 	require.NotEmpty(t, claims, "a staging claim per disk")
 	assert.Equal(t, ptrTo("changed-later"), claims[0].Spec.StorageClassName, "the staging class is the spec's")
-	job, err := RenderConversionJob(m, 1, testConfig)
+	job, err := RenderConversionJob(m, 1, testConfig, nil)
 	require.NoError(t, err, "rendering the conversion Job")
 	assert.Equal(t, "registry.example/other:latest", job.Spec.Template.Spec.Containers[0].Image, "the conversion image is the spec's")
 	m.Spec.Conversion.Image = ""
-	job, err = RenderConversionJob(m, 1, testConfig)
+	job, err = RenderConversionJob(m, 1, testConfig, nil)
 	require.NoError(t, err, "rendering the conversion Job without an image in the spec")
 	assert.Equal(t, testConfig.ConversionImage, job.Spec.Template.Spec.Containers[0].Image, "the conversion image is the configured default")
 }
@@ -110,7 +110,7 @@ func TestDiskNamesFromStatus(t *testing.T) {
 	assert.Equal(t, "recorded-dv", vols[0].DataVolume.Name, "the first disk's DataVolume is the one recorded in status")
 	assert.Equal(t, "disk-1", vols[1].Name, "the second disk, unnamed in status, is named as the state machine names it")
 	assert.Equal(t, "sql-02-prod-disk-1", vols[1].DataVolume.Name, "the second disk's DataVolume is the one recorded in status")
-	dvs, err := RenderDataVolumes(m)
+	dvs, err := RenderDataVolumes(m, nil)
 	require.NoError(t, err, "rendering the DataVolumes")
 	require.NotEmpty(t, dvs, "a DataVolume per disk")
 	assert.Equal(t, "recorded-dv", dvs[0].Name, "the DataVolume keeps the name recorded in status")
@@ -122,7 +122,7 @@ func TestJobConfig(t *testing.T) {
 	cfg.TransferProgress = true
 	cfg.TransferCommand = "/bin/vm-transfer"
 	cfg.ImagePullPolicy = corev1.PullAlways
-	job, err := RenderTransferJob(m, 3, cfg)
+	job, err := RenderTransferJob(m, 3, cfg, nil)
 	require.NoError(t, err, "rendering the transfer Job")
 	pod := job.Spec.Template.Spec
 	c := pod.Containers[0]
@@ -140,7 +140,7 @@ func TestJobConfig(t *testing.T) {
 
 	cfg.ConversionKVM = true
 	cfg.ConversionSeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptrTo("profiles/virt-v2v.json")}
-	conv, err := RenderConversionJob(m, 1, cfg)
+	conv, err := RenderConversionJob(m, 1, cfg, nil)
 	require.NoError(t, err, "rendering the conversion Job")
 	cp := conv.Spec.Template.Spec
 	kvm := cp.Containers[0].Resources.Limits[KVMResource]

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/preflight"
 )
 
 const mib = int64(1) << 20
@@ -47,11 +49,24 @@ func recordedDisks(m *v1alpha1.VirtualMachineMigration, dataVolumes bool) ([]v1a
 	return m.Status.Disks, nil
 }
 
-// RenderStagingClaims renders one staging volume per status.disks entry:
-// Filesystem mode, ReadWriteOnce, sized from the disk's capacity plus the
-// staging overhead, on the staging storage class, annotated as KubeVirt
-// content, controlled by the migration.
-func RenderStagingClaims(m *v1alpha1.VirtualMachineMigration) ([]*corev1.PersistentVolumeClaim, error) {
+// ClaimDefaults is what the cluster gives a claim whose storage mapping
+// names no access modes or volume mode: CDI's StorageProfile of its class
+// (the class the cluster defaults to when the mapping names none).
+type ClaimDefaults struct {
+	// DefaultClass is the cluster's default storage class, "" when it has
+	// none or it was not read.
+	DefaultClass string
+	// Profiles are CDI's StorageProfiles by class; nil when unknown.
+	Profiles map[string]preflight.StorageProfileFact
+}
+
+// RenderStagingClaims renders, per status.disks entry, the claim the
+// transfer writes the disk into. A disk written in place gets the claim
+// that becomes the VM's disk (renderTargetClaim); one of the clone path
+// its staging volume: Filesystem mode, ReadWriteOnce, sized from the
+// disk's capacity plus the staging overhead, on the staging storage
+// class, annotated as KubeVirt content, controlled by the migration.
+func RenderStagingClaims(m *v1alpha1.VirtualMachineMigration, defaults ClaimDefaults) ([]*corev1.PersistentVolumeClaim, error) {
 	if _, err := recordedDisks(m, false); err != nil {
 		return nil, err
 	}
@@ -59,6 +74,14 @@ func RenderStagingClaims(m *v1alpha1.VirtualMachineMigration) ([]*corev1.Persist
 	fs := corev1.PersistentVolumeFilesystem
 	var out []*corev1.PersistentVolumeClaim
 	for _, d := range m.Status.Disks {
+		if d.WrittenInPlace() {
+			pvc, err := renderTargetClaim(m, d, defaults)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, pvc)
+			continue
+		}
 		size, err := StagingSize(d.CapacityBytes, spec.Staging.OverheadPercent())
 		if err != nil {
 			return nil, fmt.Errorf("sizing the staging volume of disk %d: %w", d.Key, err)
@@ -81,4 +104,76 @@ func RenderStagingClaims(m *v1alpha1.VirtualMachineMigration) ([]*corev1.Persist
 		out = append(out, pvc)
 	}
 	return out, nil
+}
+
+// renderTargetClaim renders the claim a disk is written in place into,
+// named as its DataVolume, which adopts it: in the storage class, volume
+// mode and access modes the storage mapping names, else those of the
+// class's StorageProfile (its first claim property set), else Filesystem
+// and ReadWriteOnce. A Filesystem claim holds the image as disk.img, and
+// is sized from the disk's capacity plus the staging overhead; a Block
+// claim is the disk, its capacity rounded up to a whole MiB. The
+// migration is an owner but not the controller (CDI makes the DataVolume
+// the claim's controller when it adopts it), so the garbage collector
+// keeps the claim while either lives; the migration's labels tie it to
+// the migration for the deletes of a rollback before the VM exists.
+func renderTargetClaim(m *v1alpha1.VirtualMachineMigration, d v1alpha1.DiskStatus, defaults ClaimDefaults) (*corev1.PersistentVolumeClaim, error) {
+	spec := m.SpecInForce()
+	st := diskStorageTarget(m, d)
+	mode, access := claimProperties(st, defaults)
+	size, err := StagingSize(d.CapacityBytes, spec.Staging.OverheadPercent())
+	if mode == corev1.PersistentVolumeBlock {
+		size, err = StagingSize(d.CapacityBytes, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sizing the claim of disk %d: %w", d.Key, err)
+	}
+	meta := childMeta(m, d.StagingClaim, v1alpha1.ComponentImport, false)
+	owner := migrationOwner(m)
+	owner.Controller = nil
+	meta.OwnerReferences = []metav1.OwnerReference{owner}
+	pvc := &corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: meta,
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: access,
+			VolumeMode:  &mode,
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)},
+			},
+		},
+	}
+	if mode == corev1.PersistentVolumeFilesystem {
+		pvc.Annotations = map[string]string{AnnotationContentType: ContentTypeKubeVirt}
+	}
+	if sc := st.StorageClassName; sc != "" {
+		pvc.Spec.StorageClassName = &sc
+	}
+	return pvc, nil
+}
+
+// claimProperties resolves a target claim's volume mode and access
+// modes: the mapping's, else the StorageProfile's first claim property
+// set (its access modes only where its volume mode is the one chosen),
+// else Filesystem and ReadWriteOnce.
+func claimProperties(st v1alpha1.StorageTarget, defaults ClaimDefaults) (corev1.PersistentVolumeMode, []corev1.PersistentVolumeAccessMode) {
+	class := st.StorageClassName
+	if class == "" {
+		class = defaults.DefaultClass
+	}
+	profile := defaults.Profiles[class]
+	mode := corev1.PersistentVolumeFilesystem
+	switch {
+	case st.VolumeMode != nil:
+		mode = *st.VolumeMode
+	case profile.VolumeMode != nil:
+		mode = *profile.VolumeMode
+	}
+	switch {
+	case len(st.AccessModes) > 0:
+		return mode, slices.Clone(st.AccessModes)
+	case len(profile.AccessModes) > 0 && (profile.VolumeMode == nil || *profile.VolumeMode == mode):
+		return mode, slices.Clone(profile.AccessModes)
+	}
+	return mode, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
 }

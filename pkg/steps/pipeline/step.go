@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
@@ -118,6 +119,10 @@ type Step struct {
 	CDI cdiclient.Interface
 	// Listers are the caches every observation reads.
 	Listers Listers
+	// StorageClasses is the cluster's storage classes (the controller's
+	// cache): which is the default, for the target claims of a mapping
+	// that names no class. Nil: listed from the API server when needed.
+	StorageClasses storagelisters.StorageClassLister
 	// Config of the rendered objects.
 	Config Config
 	// Clock stamps the results the step keeps (proofs, dry runs); nil
@@ -146,10 +151,16 @@ func (s *Step) now() time.Time {
 
 var _ steps.PipelineStep = (*Step)(nil)
 
-// CreateStagingClaims creates the staging volume of every disk that has
-// none. It does not wait for them to bind.
+// CreateStagingClaims creates the claim the transfer writes into of every
+// disk that has none: the target claim of a disk written in place (in the
+// modes its storage mapping or StorageProfile gives), the staging volume
+// of the clone path. It does not wait for them to bind.
 func (s *Step) CreateStagingClaims(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error {
-	claims, err := RenderStagingClaims(m)
+	defaults, err := s.claimDefaults(ctx, m)
+	if err != nil {
+		return err
+	}
+	claims, err := RenderStagingClaims(m, defaults)
 	if err != nil {
 		return fmt.Errorf("rendering staging volumes: %w", err)
 	}
@@ -163,16 +174,22 @@ func (s *Step) CreateStagingClaims(ctx context.Context, m *v1alpha1.VirtualMachi
 
 // CreateTransferJob creates the job spec ConfigMap and the transfer Job of
 // an attempt, and before them the attempt's progress access when the
-// progress channel is on.
+// progress channel is on. Each claim is written as its volume mode says
+// (stagingBlockClaims): the image file of a Filesystem claim, the device
+// of a Block one.
 func (s *Step) CreateTransferJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error {
 	if attempt < 1 {
 		return fmt.Errorf("transfer attempt %d: attempts count from 1", attempt)
 	}
-	cm, err := RenderTransferConfigMap(m, attempt)
+	block, err := s.stagingBlockClaims(ctx, m)
+	if err != nil {
+		return err
+	}
+	cm, err := RenderTransferConfigMap(m, attempt, block)
 	if err != nil {
 		return fmt.Errorf("rendering the transfer job spec: %w", err)
 	}
-	job, err := RenderTransferJob(m, attempt, s.Config)
+	job, err := RenderTransferJob(m, attempt, s.Config, block)
 	if err != nil {
 		return fmt.Errorf("rendering the transfer job: %w", err)
 	}
@@ -185,16 +202,21 @@ func (s *Step) CreateTransferJob(ctx context.Context, m *v1alpha1.VirtualMachine
 }
 
 // CreateConversionJob creates the domain ConfigMap and the conversion Job
-// of an attempt.
+// of an attempt, each claim attached as its volume mode says
+// (stagingBlockClaims).
 func (s *Step) CreateConversionJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error {
 	if attempt < 1 {
 		return fmt.Errorf("conversion attempt %d: attempts count from 1", attempt)
 	}
-	cm, err := RenderConversionConfigMap(m, attempt)
+	block, err := s.stagingBlockClaims(ctx, m)
+	if err != nil {
+		return err
+	}
+	cm, err := RenderConversionConfigMap(m, attempt, block)
 	if err != nil {
 		return fmt.Errorf("rendering the conversion domain: %w", err)
 	}
-	job, err := RenderConversionJob(m, attempt, s.Config)
+	job, err := RenderConversionJob(m, attempt, s.Config, block)
 	if err != nil {
 		return fmt.Errorf("rendering the conversion job: %w", err)
 	}
@@ -229,9 +251,11 @@ func (s *Step) createJob(ctx context.Context, m *v1alpha1.VirtualMachineMigratio
 	return createIfAbsent(ctx, m, "job", s.Kube.BatchV1().Jobs(m.Namespace), job)
 }
 
-// CreateDataVolumes creates the target DataVolumes that do not exist.
+// CreateDataVolumes creates the target DataVolumes that do not exist;
+// those of disks written in place adopt the migration's claims as the
+// cache has them.
 func (s *Step) CreateDataVolumes(ctx context.Context, m *v1alpha1.VirtualMachineMigration) error {
-	dvs, err := RenderDataVolumes(m)
+	dvs, err := RenderDataVolumes(m, s.targetClaims(m))
 	if err != nil {
 		return fmt.Errorf("rendering data volumes: %w", err)
 	}

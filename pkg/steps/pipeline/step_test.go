@@ -151,7 +151,7 @@ func TestRenderErrors(t *testing.T) {
 	badFirmware := linuxBIOS()
 	badFirmware.Status.Source.Firmware = "CSM"
 	f := newFakeStep(t)
-	noImageStep := &Step{Kube: f.Kube, KubeVirt: f.KV, CDI: f.CDI}
+	noImageStep := &Step{Kube: f.Kube, KubeVirt: f.KV, CDI: f.CDI, Listers: f.step.Listers}
 	tests := map[string]struct {
 		run  func() error
 		want string

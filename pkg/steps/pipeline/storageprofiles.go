@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,9 +49,13 @@ func (s *Step) StorageProfiles(ctx context.Context) (map[string]preflight.Storag
 	default:
 		profiles = map[string]preflight.StorageProfileFact{}
 		for _, p := range list.Items {
-			fact := preflight.StorageProfileFact{ClaimPropertySets: len(p.Spec.ClaimPropertySets)}
-			if fact.ClaimPropertySets == 0 {
-				fact.ClaimPropertySets = len(p.Status.ClaimPropertySets)
+			sets := p.Spec.ClaimPropertySets
+			if len(sets) == 0 {
+				sets = p.Status.ClaimPropertySets
+			}
+			fact := preflight.StorageProfileFact{ClaimPropertySets: len(sets)}
+			if len(sets) > 0 {
+				fact.AccessModes, fact.VolumeMode = slices.Clone(sets[0].AccessModes), sets[0].VolumeMode
 			}
 			if p.Status.Provisioner != nil {
 				fact.Provisioner = *p.Status.Provisioner

@@ -1,10 +1,12 @@
 package pipeline
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"time"
 
@@ -29,7 +31,8 @@ const (
 	TransferSpecKey = "transfer-spec.json"
 	// transferSpecDir, transferCredentialsDir and stagingRoot are where
 	// the job spec, the credentials Secret and the staging volumes
-	// (stagingRoot/<disk key>) are mounted.
+	// (stagingRoot/<disk key>) are mounted; a claim in Block volume mode
+	// appears as a device instead (stagingRoot/<disk key>.dev).
 	transferSpecDir        = "/etc/vm-transfer/spec"
 	transferCredentialsDir = "/etc/vm-transfer/credentials"
 	stagingRoot            = "/staging"
@@ -40,8 +43,10 @@ const (
 // RenderTransferSpec renders the vm-transfer job spec: the endpoint, the
 // inventoried VM, whether only allocated areas may be copied
 // (spec.transfer.allocatedOnly) and, per disk in status order, its backing
-// file and the image path in its staging volume. It holds no credentials.
-func RenderTransferSpec(m *v1alpha1.VirtualMachineMigration) (*wire.JobSpec, error) {
+// file and its destination: the image path in its staging volume, or the
+// claim's device when blockClaims names the claim (Block volume mode; nil
+// means every claim is Filesystem). It holds no credentials.
+func RenderTransferSpec(m *v1alpha1.VirtualMachineMigration, blockClaims map[string]bool) (*wire.JobSpec, error) {
 	inv := m.Status.Source
 	if inv == nil || inv.MoRef == "" {
 		return nil, errors.New("the source VM is not inventoried yet (status.source)")
@@ -80,7 +85,7 @@ func RenderTransferSpec(m *v1alpha1.VirtualMachineMigration) (*wire.JobSpec, err
 			Key:           d.Key,
 			FileName:      src.FileName,
 			CapacityBytes: d.CapacityBytes,
-			Destination:   path.Join(stagingMount(d.Key), ImageFile),
+			Destination:   stagingDestination(d.Key, blockClaims[d.StagingClaim]),
 		})
 	}
 	if err := js.Validate(); err != nil {
@@ -101,9 +106,53 @@ func sourceDisk(inv *v1alpha1.SourceInventory, key int32) *v1alpha1.SourceDisk {
 
 func stagingMount(key int32) string { return path.Join(stagingRoot, strconv.Itoa(int(key))) }
 
-// RenderTransferConfigMap renders the ConfigMap with the job spec of an attempt.
-func RenderTransferConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int32) (*corev1.ConfigMap, error) {
-	js, err := RenderTransferSpec(m)
+// stagingDestination is where the transfer pod writes a disk: the image
+// file at the root of its staging volume, or, for a claim in Block volume
+// mode, the claim's device (the raw disk is the device).
+func stagingDestination(key int32, block bool) string {
+	if block {
+		return stagingMount(key) + ".dev"
+	}
+	return path.Join(stagingMount(key), ImageFile)
+}
+
+// mappedBlockClaims names the claims the storage mapping puts in Block
+// volume mode: each disk's DataVolume, and so the claim of a disk written
+// in place (named as its DataVolume), when the disk's storage target says
+// Block. A staging claim of the clone path is Filesystem whatever the
+// mapping. It is what renderings made before any claim exists (the plan,
+// the dry run) know of the modes; a mode a StorageProfile picks shows only
+// on the claims themselves ((*Step).blockClaims).
+func mappedBlockClaims(m *v1alpha1.VirtualMachineMigration) map[string]bool {
+	block := map[string]bool{}
+	for _, d := range m.Status.Disks {
+		mode := diskStorageTarget(m, d).VolumeMode
+		if d.DataVolume != "" && mode != nil && *mode == corev1.PersistentVolumeBlock {
+			block[d.DataVolume] = true
+		}
+	}
+	return block
+}
+
+// stagingBlockClaims names the claims the transfer and the conversion
+// attach as devices: (*Step).blockClaims over the disks whose DataVolume
+// is named. A disk recorded before the one-pass path is named its
+// DataVolume only at the import, and its staging claim is Filesystem
+// (there is no target claim to ask about yet).
+func (s *Step) stagingBlockClaims(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (map[string]bool, error) {
+	unnamed := func(d v1alpha1.DiskStatus) bool { return d.DataVolume == "" }
+	if !slices.ContainsFunc(m.Status.Disks, unnamed) {
+		return s.blockClaims(ctx, m)
+	}
+	named := m.DeepCopy()
+	named.Status.Disks = slices.DeleteFunc(named.Status.Disks, unnamed)
+	return s.blockClaims(ctx, named)
+}
+
+// RenderTransferConfigMap renders the ConfigMap with the job spec of an
+// attempt; blockClaims names the claims in Block volume mode.
+func RenderTransferConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int32, blockClaims map[string]bool) (*corev1.ConfigMap, error) {
+	js, err := RenderTransferSpec(m, blockClaims)
 	if err != nil {
 		return nil, err
 	}
@@ -151,9 +200,10 @@ func jobMeta(m *v1alpha1.VirtualMachineMigration, name, component string) (metav
 // vm-transfer (backoffLimit 0: a failed attempt is retried by the
 // controller under a new name; the retry deadline as its active deadline),
 // the job spec and the credentials Secret mounted read-only, one staging
-// volume per disk, the result as the termination message, under the
-// restricted Pod Security profile.
-func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg Config) (*batchv1.Job, error) {
+// volume per disk (mounted, or attached as a device when blockClaims names
+// its claim: Block volume mode), the result as the termination message,
+// under the restricted Pod Security profile.
+func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg Config, blockClaims map[string]bool) (*batchv1.Job, error) {
 	if cfg.TransferImage == "" {
 		return nil, errors.New("no transfer image is configured")
 	}
@@ -170,7 +220,7 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 	if err != nil {
 		return nil, err
 	}
-	volumes, mounts := transferVolumes(naming.TransferSpecConfigMap(m.Name, attempt), secret, disks)
+	volumes, mounts, devices := transferVolumes(naming.TransferSpecConfigMap(m.Name, attempt), secret, disks, blockClaims)
 	meta, podMeta := jobMeta(m, naming.TransferJob(m.Name, attempt), v1alpha1.ComponentTransfer)
 	// A hung transfer cannot hold the migration past its retry budget:
 	// the Job fails, and the budget fails the migration.
@@ -179,7 +229,7 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 		AutomountServiceAccountToken: ptr.To(serviceAccount != ""),
 		SecurityContext:              stagingPodSecurity(cfg, nil),
 		ImagePullSecrets:             PullSecrets(m, cfg),
-		Containers:                   []corev1.Container{transferContainer(cfg, args, mounts)},
+		Containers:                   []corev1.Container{transferContainer(cfg, args, mounts, devices)},
 		Volumes:                      volumes,
 	}), nil
 }
@@ -224,8 +274,9 @@ func transferArgs(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg Config
 }
 
 // transferVolumes are the job spec and the credentials Secret, read-only,
-// a small /tmp, and one staging volume per disk.
-func transferVolumes(specConfigMap, secret string, disks []v1alpha1.DiskStatus) ([]corev1.Volume, []corev1.VolumeMount) {
+// a small /tmp, and one staging volume per disk: mounted, or attached as
+// the device stagingDestination names when blockClaims names its claim.
+func transferVolumes(specConfigMap, secret string, disks []v1alpha1.DiskStatus, blockClaims map[string]bool) ([]corev1.Volume, []corev1.VolumeMount, []corev1.VolumeDevice) {
 	volumes := []corev1.Volume{
 		{Name: "spec", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: specConfigMap}, DefaultMode: ptr.To[int32](0o444)}}},
@@ -238,18 +289,23 @@ func transferVolumes(specConfigMap, secret string, disks []v1alpha1.DiskStatus) 
 		{Name: "credentials", MountPath: transferCredentialsDir, ReadOnly: true},
 		{Name: "tmp", MountPath: "/tmp"},
 	}
+	var devices []corev1.VolumeDevice
 	for _, d := range disks {
 		vol := stagingVolumeName(d.Key)
 		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.StagingClaim}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: stagingMount(d.Key)})
+		if blockClaims[d.StagingClaim] {
+			devices = append(devices, corev1.VolumeDevice{Name: vol, DevicePath: stagingDestination(d.Key, true)})
+		} else {
+			mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: stagingMount(d.Key)})
+		}
 	}
-	return volumes, mounts
+	return volumes, mounts, devices
 }
 
 // transferContainer runs vm-transfer with its result as the termination
 // message, under the restricted profile with a read-only root.
-func transferContainer(cfg Config, args []string, mounts []corev1.VolumeMount) corev1.Container {
+func transferContainer(cfg Config, args []string, mounts []corev1.VolumeMount, devices []corev1.VolumeDevice) corev1.Container {
 	command := cfg.TransferCommand
 	if command == "" {
 		command = DefaultTransferCommand
@@ -266,6 +322,7 @@ func transferContainer(cfg Config, args []string, mounts []corev1.VolumeMount) c
 		Args:                     args,
 		Resources:                resources,
 		VolumeMounts:             mounts,
+		VolumeDevices:            devices,
 		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		SecurityContext:          restrictedContainer(),

@@ -24,7 +24,7 @@ func TestTransferStreamsArgument(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := testConfig
 			cfg.TransferStreams = tc.streams
-			job, err := RenderTransferJob(linuxBIOS(), 1, cfg)
+			job, err := RenderTransferJob(linuxBIOS(), 1, cfg, nil)
 			require.NoError(t, err, "rendering the transfer job")
 			args := job.Spec.Template.Spec.Containers[0].Args
 			var streams []string
@@ -58,7 +58,7 @@ func TestTransferSpecFullCopy(t *testing.T) {
 			m.Spec.Transfer.AllocatedOnly = ptr.To(true) // changed after the cutover: not in force
 			require.NotNil(t, m.Status.AppliedSpec, "the fixture has stopped its source")
 			m.Status.AppliedSpec.Transfer.AllocatedOnly = tc.allocatedOnly
-			js, err := RenderTransferSpec(m)
+			js, err := RenderTransferSpec(m, nil)
 			require.NoError(t, err, "rendering the job spec")
 			assert.Equal(t, tc.fullCopy, js.FullCopy, "fullCopy in the job spec")
 		})

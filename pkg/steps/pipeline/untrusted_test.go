@@ -74,7 +74,7 @@ func TestGuestAddressAddsNoConversionArgument(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			m := tc.migration()
-			cm, err := RenderConversionConfigMap(m, 1)
+			cm, err := RenderConversionConfigMap(m, 1, nil)
 			if err == nil {
 				// What the conversion pod would make of it.
 				for _, line := range strings.Split(cm.Data[NetworkConfKey], "\n") {
@@ -114,11 +114,11 @@ func TestConversionWritesCanonicalAddresses(t *testing.T) {
 	assert.Equal(t, "mode pin\nnic 00:50:56:aa:bb:01 2001:db8::21 ens192\n", conf)
 
 	linux.Status.Source.NICs[0].Guest.IPAddresses[0].IP = "2001:db8::21%eth0"
-	_, err = RenderConversionConfigMap(linux, 1)
+	_, err = RenderConversionConfigMap(linux, 1, nil)
 	assert.EqualError(t, err, `rendering network.conf: VMware Tools' address (status.source.nics[0].guest.ipAddresses[0].ip) "2001:db8::21%eth0" has a zone (%eth0)`)
 
 	win.Status.Source.NICs[0].Guest.IPAddresses[0].PrefixLength = 200
-	_, err = RenderConversionConfigMap(win, 1)
+	_, err = RenderConversionConfigMap(win, 1, nil)
 	assert.ErrorContains(t, err, "has prefix length 200, not within the 128 bits of the address")
 }
 

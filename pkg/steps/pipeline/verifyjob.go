@@ -73,7 +73,9 @@ func verifyImages(m *v1alpha1.VirtualMachineMigration, blockClaims map[string]bo
 		out = append(out, verifyImage{kind: imageTarget, disk: d, name: name, claim: d.DataVolume, block: blockClaims[d.DataVolume]})
 	}
 	for i, d := range disks {
-		if d.ConvertedSHA256() == "" && d.StagingClaim != "" {
+		// A disk written in place has no staged image apart from its
+		// target: the target's read is the converted image's.
+		if d.ConvertedSHA256() == "" && d.StagingClaim != "" && !d.WrittenInPlace() {
 			out = append(out, verifyImage{kind: imageStaged, disk: d, name: diskNameAt(d, i), claim: d.StagingClaim, block: blockClaims[d.StagingClaim]})
 		}
 	}
@@ -213,11 +215,12 @@ func addHashResult(o *statemachine.JobObservation, msg string) []string {
 }
 
 // CreateVerificationJob creates the verification Job of an attempt, each
-// claim mounted as its volume mode says: the claim's own (the staging
-// claims from the cache; the target claims, which the controller does not
-// cache, read once from the API server), else the one the DataVolume
-// asked for (the storage mapping), else Filesystem. A target claim's mode
-// may come from its storage profile: nothing else says it.
+// claim mounted as its volume mode says: the claim's own (the claims the
+// controller made, staging or written in place, from the cache; those CDI
+// made for a clone, which the cache may not hold yet, read once from the
+// API server), else the one the DataVolume asked for (the storage
+// mapping), else Filesystem. A target claim's mode may come from its
+// storage profile: nothing else says it.
 func (s *Step) CreateVerificationJob(ctx context.Context, m *v1alpha1.VirtualMachineMigration, attempt int32) error {
 	if attempt < 1 {
 		return fmt.Errorf("verification attempt %d: attempts count from 1", attempt)
@@ -237,25 +240,22 @@ func (s *Step) CreateVerificationJob(ctx context.Context, m *v1alpha1.VirtualMac
 // in Block volume mode.
 func (s *Step) blockClaims(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (map[string]bool, error) {
 	block := map[string]bool{}
-	spec := m.SpecInForce()
 	for _, d := range m.Status.Disks {
-		src := &v1alpha1.SourceDisk{Key: d.Key}
-		if m.Status.Source != nil {
-			if found := sourceDisk(m.Status.Source, d.Key); found != nil {
-				src = found
-			}
-		}
-		mapped := StorageTargetFor(spec, src).VolumeMode
+		mapped := diskStorageTarget(m, d).VolumeMode
 		block[d.DataVolume] = mapped != nil && *mapped == corev1.PersistentVolumeBlock
+		if pvc, err := s.Listers.Claims.PersistentVolumeClaims(m.Namespace).Get(d.StagingClaim); err == nil && ours(pvc, m.UID) {
+			block[d.StagingClaim] = pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock
+		}
+		if d.WrittenInPlace() {
+			// The target claim is the one the controller made: cached.
+			continue
+		}
 		mode, err := s.claimMode(ctx, m, d.DataVolume)
 		if err != nil {
 			return nil, err
 		}
 		if mode != nil {
 			block[d.DataVolume] = *mode == corev1.PersistentVolumeBlock
-		}
-		if pvc, err := s.Listers.Claims.PersistentVolumeClaims(m.Namespace).Get(d.StagingClaim); err == nil && ours(pvc, m.UID) {
-			block[d.StagingClaim] = pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock
 		}
 	}
 	return block, nil

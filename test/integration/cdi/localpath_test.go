@@ -170,7 +170,7 @@ func TestRenderedDataVolumeClonesThroughRealCDI(t *testing.T) {
 		nestedValue(profile, "status", "provisioner"), sets, strategy)
 	assert.Empty(t, sets, "CDI knows no claim properties of %s", localpath.Provisioner)
 
-	dvs, err := pipeline.RenderDataVolumes(m)
+	dvs, err := pipeline.RenderDataVolumes(m, nil)
 	require.NoError(t, err, "rendering the DataVolume")
 	rendered := toUnstructured(t, dvs[0])
 	_, err = dc.Resource(dataVolumes).Namespace(ns).Create(ctx, rendered, metav1.CreateOptions{})

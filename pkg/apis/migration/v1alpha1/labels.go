@@ -47,7 +47,8 @@ const (
 	ComponentTransfer = "transfer"
 	// ComponentConversion marks a conversion attempt's Job and ConfigMap.
 	ComponentConversion = "conversion"
-	// ComponentImport marks the target DataVolumes.
+	// ComponentImport marks the target DataVolumes and the claims the
+	// transfer writes the VM's disks into (which the DataVolumes adopt).
 	ComponentImport = "import"
 	// ComponentVerification marks a verification attempt's Job, which
 	// reads the target disks before the VM starts.

@@ -657,7 +657,10 @@ type DiskStatus struct {
 	Key int32 `json:"key"`
 	// Name is the disk's name on the target VM (disk-0, disk-1...).
 	Name string `json:"name"`
-	// StagingClaim is the staging PersistentVolumeClaim's name.
+	// StagingClaim is the name of the PersistentVolumeClaim the transfer
+	// writes the disk into. It is the DataVolume's name (dataVolume) when
+	// the disk is written in place: the claim becomes the VM's disk,
+	// adopted by the DataVolume, with no copy.
 	// +optional
 	StagingClaim string `json:"stagingClaim,omitempty"`
 	// CapacityBytes of the source disk.

@@ -208,7 +208,7 @@ func planDetail(m *v1alpha1.VirtualMachineMigration, o *unstructured.Unstructure
 	case "PersistentVolumeClaim":
 		size, _, _ := unstructured.NestedString(o.Object, "spec", "resources", "requests", "storage")
 		class, _, _ := unstructured.NestedString(o.Object, "spec", "storageClassName")
-		if o.GetLabels()[v1alpha1.LabelComponent] == v1alpha1.ComponentImport {
+		if o.GetLabels()[v1alpha1.LabelComponent] == v1alpha1.ComponentDisk {
 			mode, _, _ := unstructured.NestedString(o.Object, "spec", "volumeMode")
 			modes, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "accessModes")
 			return fmt.Sprintf("the VM's disk (written in place) %s, %s, %s, storage class %s",

@@ -44,14 +44,19 @@ type Factories struct {
 	Names metadatainformer.SharedInformerFactory
 }
 
+// childSelector selects the Kubernetes objects the children's caches
+// hold: every object with a migration's UID label but the claims CDI
+// makes for the target DataVolumes (which get the DataVolumes' labels,
+// component import, and are the VM's); the claims the transfer writes
+// the disks into (component disk) are the migration's children.
+const childSelector = v1alpha1.LabelMigrationUID + "," + v1alpha1.LabelComponent + "!=" + v1alpha1.ComponentImport
+
 // NewFactories builds the factories of one namespace, or of all of them
 // when namespace is empty. A controller of several namespaces has one per
 // namespace (see Watch).
 func NewFactories(clients Clients, namespace string, resync time.Duration) *Factories {
 	own := func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelMigrationUID }
-	ownButDisks := func(o *metav1.ListOptions) {
-		o.LabelSelector = v1alpha1.LabelMigrationUID + "," + v1alpha1.LabelComponent + "!=" + v1alpha1.ComponentImport
-	}
+	ownButDisks := func(o *metav1.ListOptions) { o.LabelSelector = childSelector }
 	credentials := func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelVSphereCredentials + "=true" }
 	return &Factories{
 		Migration: miginformers.NewSharedInformerFactoryWithOptions(clients.Migration, resync, miginformers.WithNamespace(namespace)),

@@ -293,14 +293,14 @@ func (s *Step) observeChildren(m *v1alpha1.VirtualMachineMigration, c *statemach
 		return fmt.Errorf("listing staging claims: %w", err)
 	}
 	// Staging volumes apart from target claims (those the transfer
-	// writes the VM's disks into, and those CDI made with the labels it
-	// copied from a DataVolume), which a cleanup must never take for
-	// staging.
+	// writes the VM's disks into; those CDI made with the labels it
+	// copied from a DataVolume, which the caches leave out), which a
+	// cleanup must never take for staging.
 	c.StagingClaims = live(statemachine.KindPersistentVolumeClaim, claims, func(p *corev1.PersistentVolumeClaim) bool {
 		return p.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentStaging
 	})
 	c.TargetClaims = live(statemachine.KindPersistentVolumeClaim, claims, func(p *corev1.PersistentVolumeClaim) bool {
-		return p.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentImport
+		return p.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentDisk
 	})
 	jobs, err := owned[*batchv1.Job](s, "jobs", m)
 	if err != nil {

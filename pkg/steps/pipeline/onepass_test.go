@@ -30,7 +30,7 @@ func TestRenderTargetClaims(t *testing.T) {
 	for i, c := range claims {
 		d := m.Status.Disks[i]
 		assert.Equal(t, d.DataVolume, c.Name, "disk %d: named as its DataVolume", d.Key)
-		assert.Equal(t, v1alpha1.ComponentImport, c.Labels[v1alpha1.LabelComponent], "disk %d", d.Key)
+		assert.Equal(t, v1alpha1.ComponentDisk, c.Labels[v1alpha1.LabelComponent], "disk %d", d.Key)
 		assert.Equal(t, string(m.UID), c.Labels[v1alpha1.LabelMigrationUID], "disk %d", d.Key)
 		require.Len(t, c.OwnerReferences, 1, "disk %d", d.Key)
 		assert.Equal(t, m.UID, c.OwnerReferences[0].UID, "disk %d: owned by the migration", d.Key)

@@ -128,7 +128,7 @@ func renderTargetClaim(m *v1alpha1.VirtualMachineMigration, d v1alpha1.DiskStatu
 	if err != nil {
 		return nil, fmt.Errorf("sizing the claim of disk %d: %w", d.Key, err)
 	}
-	meta := childMeta(m, d.StagingClaim, v1alpha1.ComponentImport, false)
+	meta := childMeta(m, d.StagingClaim, v1alpha1.ComponentDisk, false)
 	owner := migrationOwner(m)
 	owner.Controller = nil
 	meta.OwnerReferences = []metav1.OwnerReference{owner}

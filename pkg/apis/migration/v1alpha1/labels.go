@@ -47,9 +47,12 @@ const (
 	ComponentTransfer = "transfer"
 	// ComponentConversion marks a conversion attempt's Job and ConfigMap.
 	ComponentConversion = "conversion"
-	// ComponentImport marks the target DataVolumes and the claims the
-	// transfer writes the VM's disks into (which the DataVolumes adopt).
+	// ComponentImport marks the target DataVolumes (and the claims CDI
+	// makes for them, which get the DataVolume's labels).
 	ComponentImport = "import"
+	// ComponentDisk marks the claims the transfer writes the VM's disks
+	// into, which the target DataVolumes adopt (the one-pass data path).
+	ComponentDisk = "disk"
 	// ComponentVerification marks a verification attempt's Job, which
 	// reads the target disks before the VM starts.
 	ComponentVerification = "verification"

@@ -80,7 +80,7 @@ func TestDryRunAsksTheAPIServer(t *testing.T) {
 			assert.Contains(t, o.Message, w, "%s %s", kind, name)
 		}
 	}
-	outcome("PersistentVolumeClaim", "web-01-staging-2000", v1alpha1.DryRunRefused, "exceeded quota: no-claims")
+	outcome("PersistentVolumeClaim", "web-01-disk-0", v1alpha1.DryRunRefused, "exceeded quota: no-claims")
 	outcome("Job", "web-01-convert-1", v1alpha1.DryRunWarned, `would violate PodSecurity "restricted:latest"`, "Unconfined")
 	outcome("Job", "web-01-transfer-1", v1alpha1.DryRunAccepted)
 	outcome("RoleBinding", "web-01-transfer-1", v1alpha1.DryRunUnchecked, "Role")

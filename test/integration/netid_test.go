@@ -104,7 +104,6 @@ func TestNetworkIdentityAgainstAPIServer(t *testing.T) {
 		dvNames = append(dvNames, d.DataVolume)
 	}
 	w.setDataVolumesSucceeded(dvNames)
-	w.readBackTargets()
 
 	m = w.waitPhase(v1alpha1.PhaseStarting, progressing("waiting for VirtualMachine"))
 	target := m.Status.Target.Name

@@ -169,7 +169,6 @@ func TestKubectlWaitSucceeded(t *testing.T) {
 		dvs = append(dvs, d.DataVolume)
 	}
 	w.setDataVolumesSucceeded(dvs)
-	w.readBackTargets()
 	m = w.waitPhase(v1alpha1.PhaseStarting, progressing("waiting for VirtualMachine "))
 	wait.running(t, "before the migration succeeded")
 

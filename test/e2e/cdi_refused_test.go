@@ -42,10 +42,11 @@ func TestOnePassFitsAQuotaOfItsDisks(t *testing.T) {
 // resourceDataVolumes is the object count quota of CDI's DataVolumes.
 const resourceDataVolumes corev1.ResourceName = "count/datavolumes.cdi.kubevirt.io"
 
-// TestRefusedDataVolumesFailAndRestore: the namespace's ResourceQuota
-// admits no DataVolume, so the transfer and the conversion run into the
-// target claims, and then the API server refuses every DataVolume that
-// would adopt them. The migration waits in Importing saying so, fails
+// TestRefusedDataVolumesFailAndRestore: once the source is stopped, the
+// namespace's ResourceQuota admits no DataVolume (set after the dry runs,
+// which would refuse them before the stop), so the transfer and the
+// conversion run into the target claims, and then the API server refuses
+// every DataVolume that would adopt them. The migration waits in Importing saying so, fails
 // there once its retry deadline passed, and the rollback powers the
 // source on again; no VM is created. The claims stay for inspection;
 // deleting the failed migration removes them (no DataVolume adopted them).
@@ -53,10 +54,13 @@ func TestRefusedDataVolumesFailAndRestore(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	const name = "dv-quota-01"
 	s.addVM(name, 98)
-	s.createQuota("no-datavolumes", corev1.ResourceList{resourceDataVolumes: *resource.NewQuantity(0, resource.DecimalSI)})
 	mig := s.newMigration(name, name)
 	builders.RetryDeadline(20 * time.Second)(mig)
 	m := s.create(mig)
+	// After the dry runs before the stop, which would refuse the
+	// DataVolumes (DryRunRefused) with the source untouched.
+	s.waitPhase(m.Name, v1alpha1.PhaseTransferringDisks, 3*time.Minute)
+	s.createQuota("no-datavolumes", corev1.ResourceList{resourceDataVolumes: *resource.NewQuantity(0, resource.DecimalSI)})
 
 	m = s.waitPhase(m.Name, v1alpha1.PhaseFailed, 5*time.Minute)
 	e := m.Status.LastError
@@ -102,7 +106,8 @@ func (s *stack) waitNoClaims(m *v1alpha1.VirtualMachineMigration, timeout time.D
 }
 
 // holdDataVolumes makes the namespace admit no DataVolume until the
-// returned release is called: a migration then waits in Importing, its
+// returned release is called: a migration past its dry runs (which would
+// refuse its DataVolumes before the stop) then waits in Importing, its
 // disks written and converted in their claims.
 func (s *stack) holdDataVolumes() (release func()) {
 	s.t.Helper()

@@ -81,8 +81,9 @@ func TestChecksumChain(t *testing.T) {
 func TestCorruptTargetFailsBeforeStart(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	s.addVM("corrupt-01", 43)
-	release := s.holdDataVolumes()
 	m := s.create(s.newMigration("corrupt-01", "corrupt-01"))
+	s.waitPhase(m.Name, v1alpha1.PhaseTransferringDisks, 3*time.Minute)
+	release := s.holdDataVolumes()
 	m = s.waitPhase(m.Name, v1alpha1.PhaseImporting, 4*time.Minute)
 	s.setPaused(m.Name, true)
 	release()

@@ -104,10 +104,11 @@ func TestCancel(t *testing.T) {
 				release := s.vc.HoldExtentReads(tc.vm)
 				t.Cleanup(release)
 			}
+			m := s.create(s.newMigration(tc.vm, tc.vm))
 			if tc.holdImport {
+				s.waitPhase(m.Name, v1alpha1.PhaseTransferringDisks, 2*time.Minute)
 				s.holdDataVolumes()
 			}
-			m := s.create(s.newMigration(tc.vm, tc.vm))
 			m = s.waitPhase(m.Name, tc.phase, 2*time.Minute)
 			switch tc.phase {
 			case v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting:

@@ -13,7 +13,8 @@ import (
 // migration leaves behind for good, its target VirtualMachine and instance,
 // their DataVolumes and claims (which carry the migration's labels), keep
 // only what the step reads of them: their metadata without annotations
-// (KubeVirt's and CDI's), a VM's run strategy and what it reports of its
+// (KubeVirt's and CDI's), a claim's class, modes and requested size (what
+// the DataVolume that adopts it repeats), a VM's run strategy and what it reports of its
 // instance (status.created, printableStatus), an instance's phase, reason,
 // node, interfaces (name, MAC, name in the guest, addresses, info source)
 // and whether its guest agent connected (agentConnected), a
@@ -46,7 +47,12 @@ func cacheTransform(obj any) (any, error) {
 		t.Status.Phase, t.Status.Progress, t.Status.Conditions = o.Status.Phase, o.Status.Progress, trimDataVolumeConditions(o.Status.Conditions)
 		obj = t
 	case *corev1.PersistentVolumeClaim:
-		obj = &corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
+		t := &corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta}
+		// What a DataVolume that adopts the claim repeats, and how the
+		// Jobs attach it: class, modes, size.
+		t.Spec.StorageClassName, t.Spec.VolumeMode, t.Spec.AccessModes = o.Spec.StorageClassName, o.Spec.VolumeMode, o.Spec.AccessModes
+		t.Spec.Resources.Requests = o.Spec.Resources.Requests
+		obj = t
 	default:
 		if acc, err := meta.Accessor(obj); err == nil {
 			acc.SetManagedFields(nil)

@@ -138,7 +138,7 @@ func TestCacheTransformKeepsLittle(t *testing.T) {
 				Reason: "ErrExceededQuota", Message: "exceeded quota"}}, x.Status.Conditions,
 				"what says why the import waits is kept; a true condition and the timestamps go")
 		case *corev1.PersistentVolumeClaim:
-			assert.Empty(t, x.Spec.Resources.Requests)
+			assert.Empty(t, x.Spec.VolumeName)
 			assert.Empty(t, x.Status.Phase)
 		}
 	}
@@ -148,4 +148,21 @@ func TestCacheTransformKeepsLittle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"progress": "{}"}, got.(*corev1.ConfigMap).Data)
 	assert.Empty(t, got.(*corev1.ConfigMap).ManagedFields)
+}
+
+// TestCacheTransformKeepsTheClaimsProperties: a claim keeps its class,
+// modes and requested size (what a DataVolume adopting it repeats, and
+// how the Jobs attach it), nothing else of its spec and status.
+func TestCacheTransformKeepsTheClaimsProperties(t *testing.T) {
+	m := onePass(linuxBIOS())
+	claims, err := RenderStagingClaims(m, ClaimDefaults{})
+	require.NoError(t, err)
+	pvc := claims[0].DeepCopy()
+	pvc.Spec.VolumeName = "pv-1"
+	pvc.Status.Phase = corev1.ClaimBound
+	got, err := cacheTransform(pvc)
+	require.NoError(t, err)
+	slim := got.(*corev1.PersistentVolumeClaim)
+	assert.Equal(t, claims[0].Spec, slim.Spec, "class, modes and size kept")
+	assert.Empty(t, slim.Status.Phase)
 }

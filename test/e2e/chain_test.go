@@ -86,6 +86,10 @@ func TestCorruptTargetFailsBeforeStart(t *testing.T) {
 	release := s.holdDataVolumes()
 	m = s.waitPhase(m.Name, v1alpha1.PhaseImporting, 4*time.Minute)
 	s.setPaused(m.Name, true)
+	m = s.waitFor(m.Name, time.Minute, "the pause seen by the controller", func(m *v1alpha1.VirtualMachineMigration) bool {
+		c := condition(m, statemachine.ConditionPaused)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
 	release()
 	victim := m.Status.Disks[1]
 	require.True(t, victim.WrittenInPlace(), "disk %s: written in place: %+v", victim.Name, victim)

@@ -302,7 +302,11 @@ func jobDetail(o *unstructured.Unstructured) string {
 		}
 	}
 	component := o.GetLabels()[v1alpha1.LabelComponent]
-	return fmt.Sprintf("%s job, image %s", orNone(component), orNone(strings.Join(images, ", ")))
+	what := fmt.Sprintf("%s job, image %s", orNone(component), orNone(strings.Join(images, ", ")))
+	if component == v1alpha1.ComponentVerification {
+		what += " (disks written in place are read back only where a read is owed: a disk the conversion did not hash, a pause, a late start)"
+	}
+	return what
 }
 
 func dataVolumeDetail(o *unstructured.Unstructured) string {

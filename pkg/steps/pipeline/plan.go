@@ -87,9 +87,13 @@ func planTransfer(mp *v1alpha1.VirtualMachineMigration, cfg Config, blockClaims 
 	return nil
 }
 
-// planTarget adds the DataVolumes, the verification Job (as it reads the
-// target disks when the conversion reported every converted checksum, in
-// the volume modes the storage mapping asks for) and the VirtualMachine.
+// planTarget adds the DataVolumes, the verification Job where the run
+// would make one (as it reads the target disks when the conversion
+// reported every converted checksum, in the volume modes the storage
+// mapping asks for) and the VirtualMachine. Disks written in place need
+// no read when the conversion hashes each of them: file disks, at most
+// maxConvertedChecksums of them (a pause or a late start may still owe
+// one, which no plan foresees).
 func planTarget(mp *v1alpha1.VirtualMachineMigration, cfg Config, objs []runtime.Object, claims []*corev1.PersistentVolumeClaim) ([]runtime.Object, error) {
 	dvs, err := RenderDataVolumes(mp, claims)
 	if err != nil {
@@ -106,16 +110,33 @@ func planTarget(mp *v1alpha1.VirtualMachineMigration, cfg Config, objs []runtime
 			block[d.DataVolume] = *dv.VolumeMode == corev1.PersistentVolumeBlock
 		}
 	}
-	verify, err := RenderVerificationJob(vp, 1, cfg, block)
-	if err != nil {
-		return nil, fmt.Errorf("planning the verification job: %w", err)
+	if plannedRead(mp, block) {
+		verify, err := RenderVerificationJob(vp, 1, cfg, block)
+		if err != nil {
+			return nil, fmt.Errorf("planning the verification job: %w", err)
+		}
+		objs = append(objs, verify)
 	}
-	objs = append(objs, verify)
 	vm, err := RenderVirtualMachine(mp)
 	if err != nil {
 		return nil, fmt.Errorf("planning the virtual machine: %w", err)
 	}
 	return append(objs, vm), nil
+}
+
+// plannedRead reports whether the run would read the target disks back
+// with a verification Job: a disk imported by a clone, a Block disk (the
+// conversion hashes files only), or more disks than the conversion hashes.
+func plannedRead(mp *v1alpha1.VirtualMachineMigration, block map[string]bool) bool {
+	if len(mp.Status.Disks) > maxConvertedChecksums {
+		return true
+	}
+	for _, d := range mp.Status.Disks {
+		if !d.WrittenInPlace() || block[d.DataVolume] {
+			return true
+		}
+	}
+	return false
 }
 
 // RenderPlanConfigMap renders the ConfigMap that stores m's plan: every

@@ -9,10 +9,8 @@ import (
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/preflight"
 	"platform.example/vm-migration/pkg/statemachine"
+	"platform.example/vm-migration/pkg/steps/pipeline"
 )
-
-// annotationDefaultStorageClass marks the cluster's default storage class.
-const annotationDefaultStorageClass = "storageclass.kubernetes.io/is-default-class"
 
 // observe builds the observation the decision needs. It reads the informer
 // caches and, for what the phase needs of the source, vSphere; it changes
@@ -106,7 +104,7 @@ func (c *Controller) clusterFacts(m *v1alpha1.VirtualMachineMigration, inv *v1al
 	}
 	for _, sc := range classes {
 		facts.StorageClasses[sc.Name] = true
-		if sc.Annotations[annotationDefaultStorageClass] == "true" {
+		if sc.Annotations[pipeline.AnnotationDefaultStorageClass] == "true" {
 			facts.DefaultStorageClass = sc.Name
 		}
 	}

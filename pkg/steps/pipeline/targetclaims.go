@@ -13,8 +13,8 @@ import (
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 )
 
-// annotationDefaultStorageClass marks the cluster's default storage class.
-const annotationDefaultStorageClass = "storageclass.kubernetes.io/is-default-class"
+// AnnotationDefaultStorageClass marks the cluster's default storage class.
+const AnnotationDefaultStorageClass = "storageclass.kubernetes.io/is-default-class"
 
 // claimDefaults reads what the cluster gives the target claims of m's
 // disks written in place whose storage mapping leaves their modes open:
@@ -38,7 +38,7 @@ func (s *Step) claimDefaults(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 		return out, err
 	}
 	for _, sc := range classes {
-		if sc.Annotations[annotationDefaultStorageClass] == "true" {
+		if sc.Annotations[AnnotationDefaultStorageClass] == "true" {
 			out.DefaultClass = sc.Name
 		}
 	}

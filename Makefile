@@ -11,7 +11,7 @@ IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
 CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test upstream test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-downtime bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi local-path coredns kubevirt test-kubevirt fmt vet
+.PHONY: help build test upstream test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-downtime bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi local-path coredns kubevirt kubevirt-node test-kubevirt fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -107,8 +107,12 @@ local-path: ## build (or reuse the cached) Rancher's local-path-provisioner v0.0
 kubevirt: ## build (or reuse the cached) KubeVirt v1.8.2's control plane from its modules: virt-operator, virt-api, virt-controller, its CRDs and install objects (_output/kubevirt; make test-e2e installs it)
 	hack/build-kubevirt.sh
 
-test-kubevirt: testbin coredns node-deps kubevirt ## the real KubeVirt control plane on the real node (test/integration/kubevirt): its generated CRDs established, virt-api and virt-controller from images built here, the rendered VM judged by KubeVirt's own webhooks; not part of make test
+kubevirt-node: kubevirt ## (as root) build (or reuse the cached) KubeVirt v1.8.2's node side: virt-handler and virt-launcher from its modules, their images from Debian packages (libvirt and QEMU of trixie), never pulled (_output/kubevirt-node; make test-kubevirt installs it)
+	hack/build-kubevirt-node.sh
+
+test-kubevirt: testbin coredns node-deps kubevirt kubevirt-node ## the real KubeVirt on the real node (test/integration/kubevirt): its generated CRDs established, virt-api and virt-controller from images built here, the rendered VM judged by KubeVirt's own webhooks, virt-handler's DaemonSet running a VM in the real virt-launcher; not part of make test
 	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) KUBEVIRT_DIR=$$(hack/build-kubevirt.sh | tail -n 1) CDI_DIR=$$(hack/build-cdi.sh --crds | tail -n 1) \
+		KUBEVIRT_NODE_DIR=$$(hack/build-kubevirt-node.sh | tail -n 1) \
 		$(GO) test -count=1 -v -tags integration -timeout 20m ./test/integration/kubevirt/
 
 coredns: ## build (or reuse the cached) CoreDNS from its module for the test node's cluster DNS (_output/coredns; the targets that start a node set COREDNS_DIR to it)

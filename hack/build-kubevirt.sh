@@ -9,8 +9,9 @@
 #     time, so a rebuild is identical);
 #   - crds/*.yaml: KubeVirt's CustomResourceDefinitions, and install/*.yaml:
 #     the RBAC, Service, webhook configurations, APIService and Deployments of
-#     virt-api and virt-controller, written by our hack/tools/kubevirt/cmd/
-#     kubevirt-crds from virt-operator's own generators.
+#     virt-api and virt-controller, and node/*.yaml: virt-handler's
+#     DaemonSet, written by our hack/tools/kubevirt/cmd/kubevirt-crds from
+#     virt-operator's own generators.
 #   - tarballs/virt-api.tar and tarballs/virt-controller.tar: docker-archive
 #     tarballs (hack/cdiimage, go-containerregistry; no container engine) of
 #     each static binary alone as /usr/bin/<name>, user 107 (upstream's
@@ -18,7 +19,10 @@
 #     resolves, named as the install objects' Deployments name them
 #     (localhost/kubevirt/<name>:<version>); `images` lists them (name,
 #     reference, tarball) for the node to import.
-# virt-handler and virt-launcher are not built yet. A separate tools module
+# virt-handler and virt-launcher (cgo, and images of Debian's libvirt and
+# QEMU) are hack/build-kubevirt-node.sh's, from the same tools module, so
+# that make test, which runs the control plane only, never builds them.
+# A separate tools module
 # keeps the project's own go.mod free of KubeVirt and of the older
 # Kubernetes libraries it pins.
 #

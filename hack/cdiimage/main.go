@@ -4,7 +4,9 @@
 // with go-containerregistry, without a container engine: an optional root
 // file system tar of Debian packages as the first layer, then one layer of
 // CDI's files (binaries, scripts, links, folders), then the config
-// (entrypoint, user, working folder, environment). It writes a
+// (entrypoint, user, working folder, environment). Prepared tars (-layer)
+// go between the two, as they are: file capabilities in their extended
+// attributes reach the node. It writes a
 // docker-archive tarball, the form `ctr images import` and `docker load`
 // take.
 //
@@ -40,6 +42,7 @@ func (l *list) Set(v string) error { *l = append(*l, v); return nil }
 type spec struct {
 	ref        string
 	rootfs     string
+	layers     list // prepared tar layers after the root file system
 	files      list // /path=source (executables, 0755)
 	links      list // /path=target
 	dirs       list // /path (0755) or /path=mode (octal)
@@ -56,6 +59,7 @@ func main() {
 	fs := flag.NewFlagSet("cdiimage", flag.ExitOnError)
 	fs.StringVar(&s.ref, "image", "", "image reference (repository:tag)")
 	fs.StringVar(&s.rootfs, "rootfs", "", "root file system tar for the first layer (none: the image holds CDI's files alone)")
+	fs.Var(&s.layers, "layer", "a prepared tar (kept as it is, extended attributes included) as the next layer after -rootfs; repeatable")
 	fs.Var(&s.files, "file", "/path/in/image=host-file: an executable file (0755, root); repeatable")
 	fs.Var(&s.links, "link", "/path/in/image=target: a symbolic link; repeatable")
 	fs.Var(&s.dirs, "dir", "/path/in/image[=octal mode]: a folder (0755 unless given); repeatable")
@@ -90,6 +94,13 @@ func build(s spec) error {
 		l, err := tarball.LayerFromFile(s.rootfs, tarball.WithMediaType(types.OCILayer))
 		if err != nil {
 			return fmt.Errorf("reading the root file system %s: %w", s.rootfs, err)
+		}
+		layers = append(layers, l)
+	}
+	for _, file := range s.layers {
+		l, err := tarball.LayerFromFile(file, tarball.WithMediaType(types.OCILayer))
+		if err != nil {
+			return fmt.Errorf("reading the layer %s: %w", file, err)
 		}
 		layers = append(layers, l)
 	}

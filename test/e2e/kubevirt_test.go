@@ -22,6 +22,12 @@ import (
 // stand-in plays virt-handler only (standins.Config.RealKubeVirt).
 func realKubeVirt() bool { return os.Getenv(kubevirt.EnvDir) != "" }
 
+// realKubeVirtNode says whether KubeVirt's node side runs as well
+// ($KUBEVIRT_NODE_DIR, hack/build-kubevirt-node.sh's folder, with
+// $KUBEVIRT_DIR): virt-handler's DaemonSet hands each instance to the
+// real virt-launcher, and there is no KubeVirt stand-in.
+func realKubeVirtNode() bool { return realKubeVirt() && os.Getenv(kubevirt.EnvNodeDir) != "" }
+
 // backendNetwork is the Multus network the suite's migrations map a
 // source network to; virt-controller reads its definition before it
 // renders a launcher pod.
@@ -55,23 +61,35 @@ func installKubeVirt(ctx context.Context, env *framework.Environment) (string, e
 	if err != nil {
 		return "", err
 	}
-	l, err := images.Launcher(ctx, kubevirtLauncherImage(b.Version))
-	if err != nil {
-		return "", err
+	tarballs, what := b.Tarballs, "virt-api and virt-controller"
+	var node *kubevirt.NodeBuild
+	if realKubeVirtNode() {
+		if node, err = kubevirt.LoadNodeBuild(os.Getenv(kubevirt.EnvNodeDir)); err != nil {
+			return "", err
+		}
+		tarballs = append(tarballs, node.Tarballs...)
+		what += ", virt-handler, launcher " + node.Images["virt-launcher"]
+	} else {
+		l, err := images.Launcher(ctx, kubevirtLauncherImage(b.Version))
+		if err != nil {
+			return "", err
+		}
+		tarballs = append(tarballs, l.Tarball)
+		what += ", launcher " + l.Reference + " (the stand-in plays virt-handler)"
 	}
-	for _, tb := range append(b.Tarballs, l.Tarball) {
+	for _, tb := range tarballs {
 		if err := env.ImportImage(ctx, tb); err != nil {
 			return "", fmt.Errorf("importing %s: %w", tb, err)
 		}
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "e2e: "+format+"\n", args...) }
-	if err := kubevirt.Install(ctx, env.Config(), kubevirt.Options{Build: b, Logf: logf, Timeout: 4 * time.Minute}); err != nil {
+	if err := kubevirt.Install(ctx, env.Config(), kubevirt.Options{Build: b, Node: node, Logf: logf, Timeout: 6 * time.Minute}); err != nil {
 		return "", err
 	}
 	if err := kubevirt.DefineNetwork(ctx, env.Config(), backendNetwork); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("KubeVirt %s virt-api and virt-controller, launcher %s, in %s", b.Version, l.Reference, time.Since(start).Round(time.Millisecond)), nil
+	return fmt.Sprintf("KubeVirt %s %s, in %s", b.Version, what, time.Since(start).Round(time.Millisecond)), nil
 }
 
 // kubevirtLauncherImage is the virt-launcher image KubeVirt's install

@@ -54,7 +54,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		os.Exit(2)
 	}
-	framework.Run(m, framework.WithCRDs(crds...), framework.WithNode())
+	opts := []framework.Option{framework.WithCRDs(crds...), framework.WithNode()}
+	if realKubeVirtNode() {
+		// virt-handler's DaemonSet is privileged.
+		opts = append(opts, framework.WithPrivilegedPods())
+	}
+	framework.Run(m, opts...)
 }
 
 // build builds cmd/<name> into _output/e2e (git-ignored), so that a

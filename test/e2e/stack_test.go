@@ -154,7 +154,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	s.standins = standins.Config{
 		RestConfig: cfg, Root: t.TempDir(), Namespace: s.ns, LocalVolumeNode: env.NodeName(),
 		CloneBytesPerSecond: opts.cloneBytesPerSecond, VMIStartDelay: opts.vmiStartDelay, VMIGracePeriod: opts.vmiGracePeriod,
-		LauncherImage: launcherImage, LauncherRuntimeClass: opts.launcherRuntimeClass, RealKubeVirt: realKubeVirt(),
+		LauncherImage: launcherImage, LauncherRuntimeClass: opts.launcherRuntimeClass, RealKubeVirt: realKubeVirt(), RealKubeVirtNode: realKubeVirtNode(),
 		RealCDI: realCDI(), RealProvisioners: []string{localpath.Provisioner},
 	}
 	s.startStandins()

@@ -52,6 +52,7 @@ type options struct {
 	controllers       []string
 	managerArgs       []string
 	node              bool
+	privileged        bool
 }
 
 // Option configures the environment Run starts.
@@ -89,6 +90,14 @@ func WithControllerManagerArgs(args ...string) Option {
 // hack/install-node-deps.sh installs.
 func WithNode() Option {
 	return func(o *options) { o.node = true }
+}
+
+// WithPrivilegedPods lets the node's API server admit privileged
+// containers (--allow-privileged=true), which it refuses otherwise: for
+// KubeVirt's virt-handler DaemonSet, privileged as on every cluster that
+// runs KubeVirt. Namespaces still enforce their PodSecurity labels.
+func WithPrivilegedPods() Option {
+	return func(o *options) { o.privileged = true }
 }
 
 // Start starts a control plane outside a test binary (a benchmark's
@@ -323,7 +332,7 @@ func startOnce(binDir string, o options) (env *Environment, err error) {
 	defer cancel()
 	if o.node {
 		// The API server's flags name the node's network and CA.
-		if err := env.prepareNode(ctx); err != nil {
+		if err := env.prepareNode(ctx, o.privileged); err != nil {
 			return env, err
 		}
 	}

@@ -53,6 +53,11 @@ func setupMounts(holder int, nodeDir string) error {
 			}
 		}
 		fmt.Fprintf(&script, "mount -t overlay overlay -o lowerdir=%s,upperdir=%s,workdir=%s %s\n", d, upper, work, d)
+		// Shared, as on a node booted by systemd: virt-handler mounts
+		// /var/run/kubevirt and /var/lib/kubelet with Bidirectional
+		// propagation, which containerd refuses under a private mount.
+		// Their peers stay inside the node's namespace.
+		fmt.Fprintf(&script, "mount --make-rshared %s\n", d)
 	}
 	for target, name := range boundDirs {
 		src := filepath.Join(nodeDir, name)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,12 +50,15 @@ var nodeTools = []string{"unshare", "nsenter", "ip", "mount", "iptables", runcBi
 
 // node is the real node: its namespaces, network, runtime and kubelet.
 type node struct {
-	name         string
-	dir          string
-	cgroupRoot   string
-	network      *nodeNetwork
-	ca           *certAuthority
-	kvm          bool
+	name       string
+	dir        string
+	cgroupRoot string
+	network    *nodeNetwork
+	ca         *certAuthority
+	kvm        bool
+	// privileged lets the API server admit privileged containers
+	// (WithPrivilegedPods).
+	privileged   bool
 	sandboxImage string
 	sandboxTar   string
 	// dns is the node's CoreDNS; nil without cluster DNS.
@@ -102,7 +106,7 @@ func checkNodePrerequisites(binDir string) error {
 // prepareNode builds the sandbox image, makes the node's namespaces,
 // network, mounts, cgroup root and CA: everything the API server's flags
 // depend on. The processes come after the control plane (startNode).
-func (e *Environment) prepareNode(ctx context.Context) error {
+func (e *Environment) prepareNode(ctx context.Context, privileged bool) error {
 	sandbox, err := BuildGoImage(ctx, GoImage{Package: sandboxPackage, Reference: SandboxImage})
 	if err != nil {
 		return fmt.Errorf("building the sandbox image: %w", err)
@@ -112,6 +116,7 @@ func (e *Environment) prepareNode(ctx context.Context) error {
 		name:         NodeName,
 		dir:          filepath.Join(e.dir, "node"),
 		cgroupRoot:   cgroupRootName(id),
+		privileged:   privileged,
 		sandboxImage: sandbox.Reference,
 		sandboxTar:   sandbox.Tarball,
 	}
@@ -173,7 +178,8 @@ func shortID(id string) string {
 // RBAC authorization, NodeRestriction and ServiceAccount admission (pods
 // get projected tokens), client certificates of the node's CA, and the
 // kubelet client certificate for logs, exec and port-forward; privileged
-// containers are refused. As in a kubeadm cluster, it proxies to
+// containers are refused unless the environment asked for them
+// (WithPrivilegedPods). As in a kubeadm cluster, it proxies to
 // aggregated API servers with a front-proxy client certificate and
 // request headers, and it reaches them and admission webhooks through the
 // Services' endpoints (pod IPs, which the machine routes to the node): the
@@ -186,8 +192,9 @@ func (n *node) apiServerArgs(args []string) []string {
 		"--authorization-mode":        "Node,RBAC",
 		"--endpoint-reconciler-type":  "lease",
 		"--disable-admission-plugins": "",
-		// Nothing on the node needs a privileged container.
-		"--allow-privileged": "false",
+		// Nothing on the node needs a privileged container but
+		// KubeVirt's virt-handler.
+		"--allow-privileged": strconv.FormatBool(n.privileged),
 	}
 	var out []string
 	for _, a := range args {

@@ -55,6 +55,8 @@ func TestAPIServerArgsForANode(t *testing.T) {
 	assert.Equal(t, "Node,RBAC", flags["--authorization-mode"], "authorization")
 	assert.Equal(t, "lease", flags["--endpoint-reconciler-type"], "endpoint reconciler")
 	assert.Equal(t, "false", flags["--allow-privileged"], "privileged containers")
+	n.privileged = true
+	assert.Contains(t, n.apiServerArgs([]string{"--allow-privileged=false"}), "--allow-privileged=true", "WithPrivilegedPods")
 	assert.NotContains(t, flags, "--disable-admission-plugins", "ServiceAccount admission must be on")
 	assert.Equal(t, "NodeRestriction", flags["--enable-admission-plugins"], "admission")
 	assert.Equal(t, n.ca.certPath, flags["--client-ca-file"], "client CA")

@@ -81,6 +81,10 @@ type Config struct {
 	// status; it plays virt-handler for the launcher pods virt-controller
 	// renders (see kubevirt_handler.go). LauncherRuntimeClass is unused.
 	RealKubeVirt bool
+	// RealKubeVirtNode says KubeVirt's node side runs too (virt-handler's
+	// DaemonSet and the real virt-launcher: test/framework/kubevirt with
+	// Options.Node): there is no KubeVirt stand-in at all.
+	RealKubeVirtNode bool
 	// RealCDI says CDI's own controller, apiserver and uploadproxy run
 	// (test/framework/cdi, with real storage: make test-e2e): the CDI
 	// stand-in then registers no DataVolume webhook and imports nothing,
@@ -229,7 +233,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Ready != nil {
 		close(cfg.Ready)
 	}
-	runners = append(runners, storage.run, (&KubeVirt{cfg: cfg, c: c}).run)
+	runners = append(runners, storage.run)
+	if !cfg.RealKubeVirtNode {
+		runners = append(runners, (&KubeVirt{cfg: cfg, c: c}).run)
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(runners))
 	ctx, cancel := context.WithCancel(ctx)

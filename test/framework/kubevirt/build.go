@@ -44,3 +44,34 @@ func LoadBuild(dir string) (*Build, error) {
 	}
 	return b, nil
 }
+
+// EnvNodeDir names the folder hack/build-kubevirt-node.sh prints: the
+// images of virt-handler and virt-launcher, and node/, virt-handler's
+// DaemonSet.
+const EnvNodeDir = "KUBEVIRT_NODE_DIR"
+
+// NodeBuild is what hack/build-kubevirt-node.sh left in its folder:
+// KubeVirt's node side.
+type NodeBuild struct {
+	// Dir is the folder.
+	Dir string
+	// Images are the images' references by component (virt-handler,
+	// virt-launcher).
+	Images map[string]string
+	// Tarballs are the images' docker-archive tarballs, for the node's
+	// containerd to import.
+	Tarballs []string
+}
+
+// nodeComponents are the images a node build must hold.
+var nodeComponents = []string{"virt-handler", "virt-launcher"}
+
+// LoadNodeBuild reads the images list of hack/build-kubevirt-node.sh's
+// folder dir.
+func LoadNodeBuild(dir string) (*NodeBuild, error) {
+	l, err := framework.ReadImageList(dir, "KubeVirt node", "hack/build-kubevirt-node.sh", true, nodeComponents...)
+	if err != nil {
+		return nil, err
+	}
+	return &NodeBuild{Dir: dir, Images: l.Refs, Tarballs: l.Tarballs}, nil
+}

@@ -33,6 +33,8 @@ const (
 	// APIName and ControllerName are the Deployments.
 	APIName        = "virt-api"
 	ControllerName = "virt-controller"
+	// HandlerName is virt-handler's DaemonSet.
+	HandlerName = "virt-handler"
 	// SubresourcesAPIService is virt-api's aggregated API.
 	SubresourcesAPIService = "v1.subresources.kubevirt.io"
 	// caConfigMap holds kubevirt-ca's bundle (key ca-bundle).
@@ -55,6 +57,10 @@ type Options struct {
 	// Build is hack/build-kubevirt.sh's folder, its images already on the
 	// node.
 	Build *Build
+	// Node, when set, is hack/build-kubevirt-node.sh's folder, its images
+	// already on the node: virt-handler's DaemonSet is installed too, and
+	// KubeVirt itself runs the guests (no stand-in plays virt-handler).
+	Node *NodeBuild
 	// Timeout bounds the whole installation; zero means five minutes.
 	Timeout time.Duration
 	// Logf, when set, is told each step and how long it took.
@@ -85,19 +91,33 @@ func Install(ctx context.Context, cfg *rest.Config, o Options) error {
 		return fmt.Errorf("installing KubeVirt: %w", err)
 	}
 	in := &installer{Applier: a, o: o}
-	return in.Install(ctx, "KubeVirt "+o.Build.Version, []apply.Step{
+	steps := []apply.Step{
 		{What: "namespace and CRDs", Do: in.namespaceAndCRDs},
 		{What: "certificates and CA bundles", Do: in.certificates},
 		{What: "KubeVirt CR, Deployed", Do: in.customResource},
 		{What: "RBAC, Service, webhooks, APIServices and Deployments of install/", Do: in.components},
-		{What: "virt-api and virt-controller Available", Do: in.waitDeployments},
-		{What: "subresources APIService Available", Do: in.waitAPIService},
-		{What: "VirtualMachine webhooks answering", Do: in.waitWebhooks},
-	})
+	}
+	if o.Node != nil {
+		steps = append(steps, apply.Step{What: "virt-handler's DaemonSet of node/", Do: in.handler})
+	}
+	steps = append(steps,
+		apply.Step{What: "virt-api and virt-controller Available", Do: in.waitDeployments},
+		apply.Step{What: "subresources APIService Available", Do: in.waitAPIService},
+		apply.Step{What: "VirtualMachine webhooks answering", Do: in.waitWebhooks},
+	)
+	if o.Node != nil {
+		steps = append(steps, apply.Step{What: "virt-handler ready, its node schedulable", Do: in.waitHandler})
+	}
+	return in.Install(ctx, "KubeVirt "+o.Build.Version, steps)
 }
 
 func (in *installer) namespaceAndCRDs(ctx context.Context) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+	if in.o.Node != nil {
+		// virt-handler is privileged, as virt-operator labels its
+		// namespace for.
+		ns.Labels = map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}
+	}
 	if _, err := in.Apply(ctx, ns); err != nil {
 		return err
 	}
@@ -137,7 +157,7 @@ func (in *installer) customResource(ctx context.Context) error {
 		"spec": map[string]any{
 			"imageRegistry": "localhost/kubevirt",
 			"imageTag":      in.o.Build.Version,
-			"configuration": launcherConfiguration(),
+			"configuration": launcherConfiguration(in.o.Node != nil),
 		},
 	}}
 	cur, err := in.Apply(ctx, kv)
@@ -168,20 +188,25 @@ func (in *installer) customResource(ctx context.Context) error {
 // (useEmulation; KVM stays behind the project's own probe), and the
 // launcher pods fit for the test node and its namespaces: a RuntimeDefault
 // seccomp profile (what PodSecurity restricted requires, and what the
-// controller's preflight looks for), no guest-console-log container (the
-// launcher image of test/images writes the serial console to the pod's
-// log and has no virt-tail), and the requests of a node with two cores
-// running twenty small VMs at once: 10m per vCPU (cpuAllocationRatio 100,
-// KubeVirt's default is 10) and half the guest's memory (memoryOvercommit
-// 200).
-func launcherConfiguration() map[string]any {
-	return map[string]any{
+// controller's preflight looks for) and the requests of a node with two
+// cores running twenty small VMs at once: 10m per vCPU (cpuAllocationRatio
+// 100, KubeVirt's default is 10) and half the guest's memory
+// (memoryOvercommit 200). Without the real node side (realLauncher
+// false), no guest-console-log container either: the launcher image of
+// test/images writes the serial console to the pod's log and has no
+// virt-tail. The real virt-launcher keeps it: its virt-tail prints the
+// serial console in that container's log.
+func launcherConfiguration(realLauncher bool) map[string]any {
+	c := map[string]any{
 		"developerConfiguration": map[string]any{"useEmulation": true, "cpuAllocationRatio": int64(100), "memoryOvercommit": int64(200)},
 		"seccompConfiguration": map[string]any{
 			"virtualMachineInstanceProfile": map[string]any{"customProfile": map[string]any{"runtimeDefaultProfile": true}},
 		},
-		"virtualMachineOptions": map[string]any{"disableSerialConsoleLog": map[string]any{}},
 	}
+	if !realLauncher {
+		c["virtualMachineOptions"] = map[string]any{"disableSerialConsoleLog": map[string]any{}}
+	}
+	return c
 }
 
 // components applies install/ in order: the webhook configurations and
@@ -237,6 +262,98 @@ func (in *installer) install(ctx context.Context, u *unstructured.Unstructured, 
 	}
 	_, err = in.Apply(ctx, u)
 	return err
+}
+
+// handler applies node/, virt-handler's DaemonSet, with the references
+// of the node build's images.
+func (in *installer) handler(ctx context.Context) error {
+	n, err := in.ApplyDir(ctx, filepath.Join(in.o.Node.Dir, "node"), func(u *unstructured.Unstructured) error {
+		if u.GetKind() != "DaemonSet" {
+			return nil
+		}
+		return checkImages(u, in.o.Node.Images)
+	})
+	if err != nil {
+		return err
+	}
+	in.o.Logf("kubevirt: node/: %d objects", n)
+	return nil
+}
+
+// checkImages fails unless every container of DaemonSet u runs one of
+// images: the DaemonSet and the images came from the same version.
+func checkImages(u *unstructured.Unstructured, images map[string]string) error {
+	known := map[string]bool{}
+	for _, ref := range images {
+		known[ref] = true
+	}
+	for _, field := range []string{"initContainers", "containers"} {
+		cs, _, err := unstructured.NestedSlice(u.Object, "spec", "template", "spec", field)
+		if err != nil {
+			return fmt.Errorf("reading the %s of %s: %w", field, u.GetName(), err)
+		}
+		for _, c := range cs {
+			image, _, _ := unstructured.NestedString(c.(map[string]any), "image")
+			if !known[image] {
+				return fmt.Errorf("%s runs %s, which the node build did not make", u.GetName(), image)
+			}
+		}
+	}
+	return nil
+}
+
+// waitHandler waits until virt-handler's pod is ready and its node is
+// labelled schedulable, as virt-handler labels it once its node labeller
+// and device plugins run.
+func (in *installer) waitHandler(ctx context.Context) error {
+	var last string
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		ds, err := in.Kube.AppsV1().DaemonSets(Namespace).Get(ctx, HandlerName, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if ds.Status.DesiredNumberScheduled == 0 || ds.Status.NumberReady < ds.Status.DesiredNumberScheduled {
+			last = fmt.Sprintf("%d of %d virt-handler pods ready", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+			return false, nil
+		}
+		nodes, err := in.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io/schedulable=true"})
+		if err != nil || len(nodes.Items) == 0 {
+			last = fmt.Sprintf("no node labelled kubevirt.io/schedulable=true (%v)", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (%s); pods: %s%s", err, last, in.PodSummary(context.Background(), Namespace), in.handlerLogs(context.Background()))
+	}
+	return nil
+}
+
+// handlerLogs returns the last lines of the log of each container of
+// virt-handler's pods that is not ready (its node-labeller init container
+// included), for an error.
+func (in *installer) handlerLogs(ctx context.Context) string {
+	pods, err := in.Kube.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io=" + HandlerName})
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	tail := int64(15)
+	for _, p := range pods.Items {
+		for _, st := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if st.Ready || (st.State.Terminated != nil && st.State.Terminated.ExitCode == 0) {
+				continue
+			}
+			opts := &corev1.PodLogOptions{Container: st.Name, TailLines: &tail, Previous: st.RestartCount > 0}
+			out, err := in.Kube.CoreV1().Pods(Namespace).GetLogs(p.Name, opts).DoRaw(ctx)
+			if err != nil {
+				continue
+			}
+			fmt.Fprintf(&b, "; the end of %s/%s's log: %s", p.Name, st.Name, strings.TrimSpace(string(out)))
+		}
+	}
+	return b.String()
 }
 
 func (in *installer) waitDeployments(ctx context.Context) error {

@@ -34,7 +34,8 @@ var (
 
 // kubevirtEnv skips t without the build, else returns the suite's
 // environment with KubeVirt's control plane installed on its node (once
-// per suite: its images imported, then kubevirt.Install).
+// per suite: its images imported, then kubevirt.Install; with
+// $KUBEVIRT_NODE_DIR, virt-handler and virt-launcher too).
 func kubevirtEnv(t *testing.T) *framework.Environment {
 	t.Helper()
 	dir := kubevirtDir(t)
@@ -46,7 +47,15 @@ func kubevirtEnv(t *testing.T) *framework.Environment {
 			installErr = err
 			return
 		}
-		for _, tb := range b.Tarballs {
+		tarballs := b.Tarballs
+		var node *kubevirt.NodeBuild
+		if nodeDir := os.Getenv(kubevirt.EnvNodeDir); nodeDir != "" {
+			if node, installErr = kubevirt.LoadNodeBuild(nodeDir); installErr != nil {
+				return
+			}
+			tarballs = append(tarballs, node.Tarballs...)
+		}
+		for _, tb := range tarballs {
 			t0 := time.Now()
 			if installErr = env.ImportImage(ctx, tb); installErr != nil {
 				return
@@ -54,7 +63,7 @@ func kubevirtEnv(t *testing.T) *framework.Environment {
 			fi, _ := os.Stat(tb)
 			t.Logf("imported %s (%d MiB) in %s", filepath.Base(tb), fi.Size()>>20, time.Since(t0).Round(time.Millisecond))
 		}
-		installErr = kubevirt.Install(ctx, env.Config(), kubevirt.Options{Build: b, Logf: t.Logf, Timeout: 4 * time.Minute})
+		installErr = kubevirt.Install(ctx, env.Config(), kubevirt.Options{Build: b, Node: node, Logf: t.Logf, Timeout: 6 * time.Minute})
 	})
 	require.NoError(t, installErr, "installing KubeVirt's control plane on the node")
 	return env

@@ -30,10 +30,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "kubevirt: $%s is not set: make test-kubevirt sets it to hack/build-cdi.sh's folder\n", EnvCDIDir)
 		os.Exit(2)
 	}
-	framework.Run(m, framework.WithNode(), framework.WithCRDs(
+	opts := []framework.Option{framework.WithNode(), framework.WithCRDs(
 		framework.RepoPath("manifests/crd"),
 		filepath.Join(cdi, "crds"),
-	))
+	)}
+	if os.Getenv(kubevirt.EnvNodeDir) != "" {
+		// virt-handler's DaemonSet is privileged.
+		opts = append(opts, framework.WithPrivilegedPods())
+	}
+	framework.Run(m, opts...)
 }
 
 // kubevirtDir returns $KUBEVIRT_DIR, or skips t when it is unset.

@@ -16,6 +16,10 @@
 //	                               configurations, its APIService and the two
 //	                               Deployments, numbered in an order that can
 //	                               be applied one by one
+//	<out>/node/NN-<kind>-<name>.yaml
+//	                               virt-handler's DaemonSet (the node's
+//	                               part: hack/build-kubevirt-node.sh builds
+//	                               its images and those of virt-launcher)
 //
 // Nothing is applied to a cluster: a later step installs them.
 //
@@ -108,7 +112,8 @@ func run(out, namespace, registry, tag string) error {
 	}
 	crdDir := filepath.Join(out, "crds")
 	installDir := filepath.Join(out, "install")
-	for _, dir := range []string{crdDir, installDir} {
+	nodeDir := filepath.Join(out, "node")
+	for _, dir := range []string{crdDir, installDir, nodeDir} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("creating %s: %w", dir, err)
 		}
@@ -126,17 +131,38 @@ func run(out, namespace, registry, tag string) error {
 	if err != nil {
 		return err
 	}
+	if err := writeNumbered(installDir, objects); err != nil {
+		return err
+	}
+	return writeNumbered(nodeDir, []runtime.Object{
+		components.NewHandlerDaemonSet(deploymentConfig(namespace, registry, tag), "", "", ""),
+	})
+}
+
+// writeNumbered writes objects into dir as NN-<kind>-<name>.yaml, NN their
+// order.
+func writeNumbered(dir string, objects []runtime.Object) error {
 	for i, obj := range objects {
 		kind, name, err := kindAndName(obj)
 		if err != nil {
 			return err
 		}
 		file := fmt.Sprintf("%02d-%s-%s.yaml", i, strings.ToLower(kind), strings.ReplaceAll(name, ":", "-"))
-		if err := write(filepath.Join(installDir, file), obj); err != nil {
+		if err := write(filepath.Join(dir, file), obj); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// deploymentConfig is what virt-operator renders KubeVirt's components
+// from for a KubeVirt CR naming registry and tag in namespace.
+func deploymentConfig(namespace, registry, tag string) *operatorutil.KubeVirtDeploymentConfig {
+	kv := &virtv1.KubeVirt{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: namespace},
+		Spec:       virtv1.KubeVirtSpec{ImageRegistry: registry, ImageTag: tag},
+	}
+	return operatorutil.GetTargetConfigFromKV(kv)
 }
 
 // installObjects returns what installs virt-api and virt-controller in
@@ -162,11 +188,7 @@ func installObjects(namespace, registry, tag string) ([]runtime.Object, error) {
 	for _, svc := range components.NewVirtAPIAPIServices(namespace) {
 		objs = append(objs, svc)
 	}
-	kv := &virtv1.KubeVirt{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubevirt", Namespace: namespace},
-		Spec:       virtv1.KubeVirtSpec{ImageRegistry: registry, ImageTag: tag},
-	}
-	config := operatorutil.GetTargetConfigFromKV(kv)
+	config := deploymentConfig(namespace, registry, tag)
 	objs = append(objs,
 		components.NewApiServerDeployment(config, "", "", ""),
 		components.NewControllerDeployment(config, "", "", ""),

@@ -56,8 +56,9 @@ func TestMain(m *testing.M) {
 	}
 	opts := []framework.Option{framework.WithCRDs(crds...), framework.WithNode()}
 	if realKubeVirtNode() {
-		// virt-handler's DaemonSet is privileged.
-		opts = append(opts, framework.WithPrivilegedPods())
+		// virt-handler's DaemonSet is privileged; its launcher pods
+		// join Multus networks.
+		opts = append(opts, framework.WithPrivilegedPods(), framework.WithNetworkAttachments())
 	}
 	framework.Run(m, opts...)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -52,7 +53,7 @@ type containerd struct {
 // runtime handler "kvm" whose containers get /dev/kvm from a base spec.
 // Plugins that would create folders on the machine (/opt/containerd, NRI's)
 // are disabled.
-func containerdConfig(dir, socket, sandboxImage, kvmSpec string) string {
+func containerdConfig(dir, socket, sandboxImage, kvmSpec string, cniBinDirs []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `version = 4
 root = %q
@@ -77,7 +78,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri",
   cdi_spec_dirs = []
   netns_mounts_under_state_dir = true
   [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = [%q]
+    bin_dirs = [%s]
     conf_dir = %q
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
@@ -87,7 +88,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri",
         BinaryName = %q
         SystemdCgroup = false
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), socket, socket+".ttrpc", sandboxImage,
-		cniBinDir, filepath.Join(dir, "cni"), runcBinary)
+		tomlStrings(cniBinDirs), filepath.Join(dir, "cni"), runcBinary)
 	if kvmSpec != "" {
 		fmt.Fprintf(&b, `    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.%[1]s]
       runtime_type = "io.containerd.runc.v2"
@@ -105,10 +106,27 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri",
 	return b.String()
 }
 
+// attachmentsPackage is the stand-in for Multus (WithNetworkAttachments),
+// built as a static binary; attachmentsImage is the reference its build
+// is cached under (the image itself is never imported).
+const (
+	attachmentsPackage = "platform.example/vm-migration/test/framework/cmd/vmm-network-attachments"
+	attachmentsImage   = "platform.example/vm-migration/test/vmm-network-attachments:local"
+	// attachmentsPlugin is its CNI type: the name of its binary.
+	attachmentsPlugin = "vmm-network-attachments"
+)
+
+// attachmentsPluginConfig is the chain's last plugin, the stand-in for
+// Multus, with the cluster's kubeconfig, the folder of the plugins it
+// delegates to and its state folder.
+func attachmentsPluginConfig(kubeconfig, stateDir string) map[string]any {
+	return map[string]any{"type": attachmentsPlugin, "kubeconfig": kubeconfig, "binDir": cniBinDir, "stateDir": stateDir}
+}
+
 // cniConfig is the pod network: a bridge in the node's namespace, the pods'
 // gateway, with host-local addresses from the node's pod subnet and its
-// state in the node's folder.
-func cniConfig(n *nodeNetwork, stateDir string) ([]byte, error) {
+// state in the node's folder; then extra, the chain's other plugins.
+func cniConfig(n *nodeNetwork, stateDir string, extra ...map[string]any) ([]byte, error) {
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
 		"name":       "vmm-pods",
@@ -128,6 +146,9 @@ func cniConfig(n *nodeNetwork, stateDir string) ([]byte, error) {
 			},
 		},
 	}
+	for _, p := range extra {
+		conf["plugins"] = append(conf["plugins"].([]any), p)
+	}
 	return json.MarshalIndent(conf, "", "  ")
 }
 
@@ -141,7 +162,21 @@ func (e *Environment) startContainerd(ctx context.Context, n *node) error {
 		}
 	}
 	c := &containerd{dir: dir, socket: filepath.Join(dir, "containerd.sock"), ctr: filepath.Join(e.binDir, BinaryCtr)}
-	netConf, err := cniConfig(n.network, filepath.Join(dir, "ipam"))
+	binDirs := []string{cniBinDir}
+	var extra []map[string]any
+	if n.attachments != "" {
+		// The stand-in for Multus, under its CNI type's name.
+		bin := filepath.Join(dir, "cni-bin")
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			return fmt.Errorf("creating %s: %w", bin, err)
+		}
+		if err := os.Symlink(n.attachments, filepath.Join(bin, attachmentsPlugin)); err != nil && !os.IsExist(err) {
+			return fmt.Errorf("installing the stand-in for Multus: %w", err)
+		}
+		binDirs = append(binDirs, bin)
+		extra = append(extra, attachmentsPluginConfig(e.kubeconfigPath, filepath.Join(dir, "attachments")))
+	}
+	netConf, err := cniConfig(n.network, filepath.Join(dir, "ipam"), extra...)
 	if err != nil {
 		return fmt.Errorf("rendering the CNI configuration: %w", err)
 	}
@@ -155,7 +190,7 @@ func (e *Environment) startContainerd(ctx context.Context, n *node) error {
 		}
 	}
 	configPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(configPath, []byte(containerdConfig(dir, c.socket, n.sandboxImage, kvmSpec)), 0o644); err != nil {
+	if err := os.WriteFile(configPath, []byte(containerdConfig(dir, c.socket, n.sandboxImage, kvmSpec, binDirs)), 0o644); err != nil {
 		return fmt.Errorf("writing containerd's configuration: %w", err)
 	}
 	// containerd finds its shim on PATH.
@@ -275,4 +310,13 @@ func writeKVMSpec(ctx context.Context, ctr, dir string) (string, error) {
 		return "", fmt.Errorf("writing the kvm runtime spec: %w", err)
 	}
 	return path, nil
+}
+
+// tomlStrings renders strings as the items of a TOML array.
+func tomlStrings(items []string) string {
+	quoted := make([]string, len(items))
+	for i, s := range items {
+		quoted[i] = strconv.Quote(s)
+	}
+	return strings.Join(quoted, ", ")
 }

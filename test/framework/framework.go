@@ -53,6 +53,7 @@ type options struct {
 	managerArgs       []string
 	node              bool
 	privileged        bool
+	attachments       bool
 }
 
 // Option configures the environment Run starts.
@@ -90,6 +91,16 @@ func WithControllerManagerArgs(args ...string) Option {
 // hack/install-node-deps.sh installs.
 func WithNode() Option {
 	return func(o *options) { o.node = true }
+}
+
+// WithNetworkAttachments attaches pods to the networks their
+// k8s.v1.cni.cncf.io/networks annotation names, as Multus does on a
+// cluster that has it: the node's pod network chain ends with the stand-in
+// test/framework/cmd/vmm-network-attachments, which runs each named
+// NetworkAttachmentDefinition's plugin (Debian's CNI plugins) in the pod.
+// KubeVirt's virt-handler needs it for an instance with a Multus network.
+func WithNetworkAttachments() Option {
+	return func(o *options) { o.attachments = true }
 }
 
 // WithPrivilegedPods lets the node's API server admit privileged
@@ -332,7 +343,7 @@ func startOnce(binDir string, o options) (env *Environment, err error) {
 	defer cancel()
 	if o.node {
 		// The API server's flags name the node's network and CA.
-		if err := env.prepareNode(ctx, o.privileged); err != nil {
+		if err := env.prepareNode(ctx, o.privileged, o.attachments); err != nil {
 			return env, err
 		}
 	}

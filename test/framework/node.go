@@ -58,7 +58,10 @@ type node struct {
 	kvm        bool
 	// privileged lets the API server admit privileged containers
 	// (WithPrivilegedPods).
-	privileged   bool
+	privileged bool
+	// attachments is the Multus stand-in's binary, "" without it
+	// (WithNetworkAttachments).
+	attachments  string
 	sandboxImage string
 	sandboxTar   string
 	// dns is the node's CoreDNS; nil without cluster DNS.
@@ -106,10 +109,18 @@ func checkNodePrerequisites(binDir string) error {
 // prepareNode builds the sandbox image, makes the node's namespaces,
 // network, mounts, cgroup root and CA: everything the API server's flags
 // depend on. The processes come after the control plane (startNode).
-func (e *Environment) prepareNode(ctx context.Context, privileged bool) error {
+func (e *Environment) prepareNode(ctx context.Context, privileged, attachments bool) error {
 	sandbox, err := BuildGoImage(ctx, GoImage{Package: sandboxPackage, Reference: SandboxImage})
 	if err != nil {
 		return fmt.Errorf("building the sandbox image: %w", err)
+	}
+	attachmentsBinary := ""
+	if attachments {
+		a, err := BuildGoImage(ctx, GoImage{Package: attachmentsPackage, Reference: attachmentsImage})
+		if err != nil {
+			return fmt.Errorf("building the stand-in for Multus: %w", err)
+		}
+		attachmentsBinary = a.Binary
 	}
 	id := strings.TrimPrefix(filepath.Base(e.dir), tempDirPrefix)
 	n := &node{
@@ -117,6 +128,7 @@ func (e *Environment) prepareNode(ctx context.Context, privileged bool) error {
 		dir:          filepath.Join(e.dir, "node"),
 		cgroupRoot:   cgroupRootName(id),
 		privileged:   privileged,
+		attachments:  attachmentsBinary,
 		sandboxImage: sandbox.Reference,
 		sandboxTar:   sandbox.Tarball,
 	}

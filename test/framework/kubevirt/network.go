@@ -40,8 +40,9 @@ func DefineNetwork(ctx context.Context, cfg *rest.Config, network string) error 
 }
 
 // Summary says which KubeVirt runs and where: "v1.8.2 virt-api,
-// virt-controller on node vmm-node", from the running pods of the
-// Deployments and the version their images carry.
+// virt-controller[, virt-handler] on node vmm-node", from the running
+// pods of the Deployments (and of virt-handler's DaemonSet, when the
+// node side is installed) and the version their images carry.
 func Summary(ctx context.Context, cfg *rest.Config) (string, error) {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -50,7 +51,7 @@ func Summary(ctx context.Context, cfg *rest.Config) (string, error) {
 	nodes := map[string]bool{}
 	version := ""
 	var running []string
-	for _, name := range []string{APIName, ControllerName} {
+	for _, name := range []string{APIName, ControllerName, HandlerName} {
 		pods, err := kube.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io=" + name})
 		if err != nil {
 			return "", fmt.Errorf("listing the %s pods: %w", name, err)
@@ -68,7 +69,7 @@ func Summary(ctx context.Context, cfg *rest.Config) (string, error) {
 		}
 	}
 	if len(running) == 0 {
-		return "", fmt.Errorf("no virt-api or virt-controller pod runs in namespace %s", Namespace)
+		return "", fmt.Errorf("no virt-api, virt-controller or virt-handler pod runs in namespace %s", Namespace)
 	}
 	var on []string
 	for n := range nodes {

@@ -35,8 +35,9 @@ func TestMain(m *testing.M) {
 		filepath.Join(cdi, "crds"),
 	)}
 	if os.Getenv(kubevirt.EnvNodeDir) != "" {
-		// virt-handler's DaemonSet is privileged.
-		opts = append(opts, framework.WithPrivilegedPods())
+		// virt-handler's DaemonSet is privileged; its launcher pods
+		// join Multus networks.
+		opts = append(opts, framework.WithPrivilegedPods(), framework.WithNetworkAttachments())
 	}
 	framework.Run(m, opts...)
 }

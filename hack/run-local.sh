@@ -30,6 +30,15 @@
 #                                hack/build-guest-images.sh, 8-10 min once) converted
 #                                by the real virt-v2v in the conversion image
 #                                (make conversion-image); about 15 minutes
+#   KUBEVIRT_NODE=1 ...         KubeVirt's own node side instead of the simulated
+#                                virt-handler: virt-handler's DaemonSet and the real
+#                                virt-launcher (hack/build-kubevirt-node.sh: libvirt
+#                                and QEMU of Debian trixie, built once, about 15
+#                                minutes); the node admits privileged pods and runs
+#                                the stand-in for Multus. The sample VMs' second NIC
+#                                (Multus, bridge binding) cannot run here (this
+#                                kernel has no dummy links): use it with GUEST,
+#                                whose VM has one NIC, on the pod network
 #   VMS=web-01,db-01 ...         the source VMs vcsim serves (vcsim-local --vm each;
 #                                default web-01, with GUEST $GUEST-guest); the first
 #                                is the example's, each gets a migration manifest
@@ -50,6 +59,7 @@ state=${RUN_LOCAL_DIR:-$root/_output/run-local}
 bin=$root/_output/local/bin
 once=${ONCE:-}
 guest=${GUEST:-}
+kubevirt_node=${KUBEVIRT_NODE:-}
 timeout=${RUN_LOCAL_TIMEOUT:-$([ -n "$guest" ] && echo 3600 || echo 300)}
 namespace=migrations
 started=$SECONDS
@@ -151,6 +161,11 @@ export COREDNS_DIR
 "$root/hack/install-node-deps.sh"
 say "building (or reusing) KubeVirt's control plane (about 9 minutes the first time; cached after)"
 kubevirt_dir=$("$root/hack/build-kubevirt.sh" | tail -n 1)
+kubevirt_node_dir=
+if [ "$kubevirt_node" = 1 ]; then
+  say "building (or reusing) KubeVirt's node side: virt-handler, virt-launcher and their images (about 15 minutes the first time; cached after)"
+  kubevirt_node_dir=$("$root/hack/build-kubevirt-node.sh" | tail -n 1)
+fi
 say "building (or reusing) CDI, its images and local-path-provisioner (about 30 minutes the first time; cached after)"
 cdi_dir=$("$root/hack/build-cdi.sh" | tail -n 1)
 cdi_images_dir=$("$root/hack/build-cdi-images.sh" | tail -n 1)
@@ -164,19 +179,24 @@ mkdir -p "$bin"
   ./test/standins/cmd/standins ./test/images/cmd/build-images ./test/framework/cmd/install-kubevirt ./test/framework/cmd/install-cdi \
   ./hack/runlocal ./cmd/kubectl-vmm)
 imports=()
-for d in "$kubevirt_dir" "$cdi_images_dir" "$local_path_dir"; do
+for d in "$kubevirt_dir" "$kubevirt_node_dir" "$cdi_images_dir" "$local_path_dir"; do
+  [ -n "$d" ] || continue
   while read -r _ _ tarball; do imports+=(--import "$d/$tarball"); done <"$d/images"
 done
 controller_image=
 conversion_image=
 launcher_image=
 while read -r ref tarball; do
-  imports+=(--import "$tarball")
   case $ref in
     *controller*) controller_image=$ref ;;
-    *launcher*) launcher_image=$ref ;;
+    *launcher*)
+      launcher_image=$ref
+      # KubeVirt's own virt-launcher image carries that name then.
+      [ -n "$kubevirt_node_dir" ] && continue
+      ;;
     *) conversion_image=$ref ;;
   esac
+  imports+=(--import "$tarball")
 done < <(cd "$root" && "$bin/build-images" --launcher "localhost/kubevirt/virt-launcher:$kubevirt_version")
 [ -n "$controller_image" ] && [ -n "$conversion_image" ] && [ -n "$launcher_image" ] || die "building the images failed (run $bin/build-images to see why)"
 vcsim_args=()
@@ -199,7 +219,9 @@ mkdir -p "$state/logs" "$state/vcsim" "$state/standins" "$state/overlay" "$state
 chmod 755 "$state" "$state/standins"
 
 # --- the control plane and the real node ------------------------------------
-start node "$bin/testnode" --env-file "$state/node.env" \
+node_args=()
+[ -n "$kubevirt_node_dir" ] && node_args=(--kubevirt-node)
+start node "$bin/testnode" --env-file "$state/node.env" "${node_args[@]}" \
   --crds "$root/manifests/crd" --crds "$cdi_dir/crds" "${imports[@]}"
 wait_until "the control plane and the node" 300 test -s "$state/node.env"
 # shellcheck source=/dev/null
@@ -216,9 +238,13 @@ say "API server and vcsim reachable from pods at $HOST_ADDRESS; images imported 
 # --- KubeVirt's control plane --------------------------------------------------
 # virt-api and virt-controller as Deployments (test/framework/kubevirt), the
 # Multus network the example maps to; virt-handler is the stand-in's.
-kubevirt_line=$("$bin/install-kubevirt" --kubeconfig "$KUBECONFIG" --kubevirt-dir "$kubevirt_dir" --network default/backend \
-  2>"$state/logs/kubevirt.log" | tail -n 1) || { tail -n 20 "$state/logs/kubevirt.log" >&2; die "installing KubeVirt failed"; }
-say "$kubevirt_line; virt-handler simulated (test/standins)"
+kubevirt_line=$("$bin/install-kubevirt" --kubeconfig "$KUBECONFIG" --kubevirt-dir "$kubevirt_dir" --kubevirt-node-dir "$kubevirt_node_dir" \
+  --network default/backend 2>"$state/logs/kubevirt.log" | tail -n 1) || { tail -n 20 "$state/logs/kubevirt.log" >&2; die "installing KubeVirt failed"; }
+if [ -n "$kubevirt_node_dir" ]; then
+  say "$kubevirt_line (the real virt-launcher: $(sed -n 's/^suite //p' "$kubevirt_node_dir/BUILD-INFO"))"
+else
+  say "$kubevirt_line; virt-handler simulated (test/standins)"
+fi
 
 # --- CDI and the storage --------------------------------------------------------
 # local-path-provisioner's volumes live under local-path/ (its helper pods
@@ -240,10 +266,16 @@ else
 fi
 
 # --- the stand-ins ------------------------------------------------------------
-start standins "$bin/standins" --kubeconfig="$KUBECONFIG" --root="$state/standins" \
+standin_args=()
+[ -n "$kubevirt_node_dir" ] && standin_args=(--real-kubevirt-node)
+start standins "$bin/standins" --kubeconfig="$KUBECONFIG" --root="$state/standins" "${standin_args[@]}" \
   --local-volume-node="$NODE_NAME" --real-kubevirt --real-cdi --real-provisioners=rancher.io/local-path --vmi-start-delay=2s -v=1
 wait_until "the stand-ins" 60 kubectl get storageclass standard
-say "simulated virt-handler running (test/standins; virt-controller's launcher pods run QEMU under TCG)"
+if [ -n "$kubevirt_node_dir" ]; then
+  say "stand-ins running (test/standins: a StorageClass only; KubeVirt runs the VMs, QEMU under TCG)"
+else
+  say "simulated virt-handler running (test/standins; virt-controller's launcher pods run QEMU under TCG)"
+fi
 
 # --- the controller, as it ships -----------------------------------------------
 rel=$(realpath --relative-to="$state/overlay" "$root/manifests")

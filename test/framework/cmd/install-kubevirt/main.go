@@ -3,11 +3,12 @@
 // run-local's), its images already imported into the node, and defines
 // the Multus networks the migrations name (test/framework/kubevirt):
 //
-//	install-kubevirt --kubeconfig FILE --kubevirt-dir DIR [--network default/backend]...
+//	install-kubevirt --kubeconfig FILE --kubevirt-dir DIR [--kubevirt-node-dir DIR] [--network default/backend]...
 //
-// It prints, last, "kubevirt: <version> virt-api, virt-controller on node
-// <node>", and exits 1 with one line on standard error when the install
-// fails.
+// With --kubevirt-node-dir (hack/build-kubevirt-node.sh's folder) it
+// installs virt-handler's DaemonSet too. It prints, last, "kubevirt:
+// <version> virt-api, virt-controller[, virt-handler] on node <node>",
+// and exits 1 with one line on standard error when the install fails.
 package main
 
 import (
@@ -37,10 +38,11 @@ func main() {
 }
 
 func run() error {
-	var kubeconfig, dir string
+	var kubeconfig, dir, nodeDir string
 	var nets networks
 	flag.StringVar(&kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "the cluster's kubeconfig")
 	flag.StringVar(&dir, "kubevirt-dir", os.Getenv(kubevirt.EnvDir), "hack/build-kubevirt.sh's folder")
+	flag.StringVar(&nodeDir, "kubevirt-node-dir", os.Getenv(kubevirt.EnvNodeDir), "hack/build-kubevirt-node.sh's folder: install virt-handler too (its images on the node; the node started with testnode --kubevirt-node)")
 	flag.Var(&nets, "network", "a Multus network (namespace/name) to define (repeatable)")
 	flag.Parse()
 	if kubeconfig == "" || dir == "" {
@@ -54,10 +56,16 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	var node *kubevirt.NodeBuild
+	if nodeDir != "" {
+		if node, err = kubevirt.LoadNodeBuild(nodeDir); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 7*time.Minute)
 	defer cancel()
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	if err := kubevirt.Install(ctx, cfg, kubevirt.Options{Build: b, Logf: logf}); err != nil {
+	if err := kubevirt.Install(ctx, cfg, kubevirt.Options{Build: b, Node: node, Logf: logf}); err != nil {
 		return err
 	}
 	for _, n := range nets {

@@ -51,10 +51,12 @@ func (i *imports) Set(v string) error { *i = append(*i, v); return nil }
 
 func run() error {
 	var envFile string
+	var kubevirtNode bool
 	var crdDirs, tarballs imports
 	flag.StringVar(&envFile, "env-file", "", "write the node's facts as shell variables into this file once it is Ready")
 	flag.Var(&crdDirs, "crds", "install the CRDs of this folder (repeatable)")
 	flag.Var(&tarballs, "import", "import this image tarball into the node's containerd (repeatable)")
+	flag.BoolVar(&kubevirtNode, "kubevirt-node", false, "ready the node for KubeVirt's node side: privileged pods (virt-handler's DaemonSet) and the stand-in for Multus")
 	flag.Parse()
 
 	// Signals are taken before the start, so one during it tears down too.
@@ -62,6 +64,9 @@ func run() error {
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	start := time.Now()
 	opts := []framework.Option{framework.WithNode()}
+	if kubevirtNode {
+		opts = append(opts, framework.WithPrivilegedPods(), framework.WithNetworkAttachments())
+	}
 	if len(crdDirs) > 0 {
 		opts = append(opts, framework.WithCRDs(crdDirs...))
 	}

@@ -45,6 +45,7 @@ func run() error {
 	fs.StringVar(&cfg.NodeName, "node-name", "", "node the KubeVirt stand-in reports instances on (empty: --local-volume-node)")
 	fs.Int64Var(&cfg.CloneBytesPerSecond, "clone-bytes-per-second", 0, "throttle of the simulated CDI clone (0: none)")
 	fs.DurationVar(&cfg.VMIStartDelay, "vmi-start-delay", 0, "how long a VMI stays Scheduling before its launcher pod is created")
+	fs.BoolVar(&cfg.RealKubeVirtNode, "real-kubevirt-node", false, "KubeVirt's node side runs too (virt-handler, the real virt-launcher): no KubeVirt stand-in at all")
 	fs.BoolVar(&cfg.RealKubeVirt, "real-kubevirt", false, "KubeVirt's own virt-api and virt-controller run (install-kubevirt): play virt-handler only, for the launcher pods virt-controller renders")
 	fs.BoolVar(&cfg.RealCDI, "real-cdi", false, "CDI's own controller, apiserver and uploadproxy run (install-cdi): serve no DataVolume webhook, import nothing")
 	var realProvisioners string

@@ -66,6 +66,8 @@ declare -A packages=(
 
 # apt_indices, read_indices
 . "$root/hack/lib/apt-indices.sh"
+# bootstrap_rootfs, pack_rootfs
+. "$root/hack/lib/debian-rootfs.sh"
 if ! read_indices; then
   [ "$(id -u)" = 0 ] || fail "no complete Debian package index for $suite/$arch in the apt lists; as root this script runs apt-get update itself"
   apt-get update -q >&2
@@ -90,28 +92,16 @@ rootfs() {
     rm -rf "$work"
     mkdir -p "$work"
     say "bootstrapping the $name root file system: $suite with ${packages[$name]:-nothing more than essential} (log: $work/mmdebstrap.log)"
-    local include=()
-    [ -n "${packages[$name]}" ] && include=(--include="${packages[$name]// /,}")
-    if ! mmdebstrap --variant=essential --mode=root --format=directory --skip=update "${include[@]}" \
-      --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
-      --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
-      --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-      --dpkgopt='path-exclude=/usr/share/lintian/*' --dpkgopt='path-exclude=/usr/share/bash-completion/*' \
+    if ! bootstrap_rootfs "$work/mmdebstrap.log" "${packages[$name]}" --skip=update \
       --setup-hook='mkdir -p "$1/var/lib/apt/lists"' \
       --setup-hook="copy-in ${lists[*]} /var/lib/apt/lists/" \
-      --customize-hook='rm -f "$1/etc/resolv.conf" "$1/etc/apt/sources.list" "$1/etc/hostname"' \
-      --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/*' \
       --customize-hook='echo "cdi:x:1001:1001:cdi:/home/cdi:/bin/bash" >>"$1/etc/passwd"; echo "cdi:x:1001:" >>"$1/etc/group"' \
       --customize-hook='mkdir -p "$1/home/cdi" "$1/home/cdi-cloner" && chown 1001:1001 "$1/home/cdi" "$1/home/cdi-cloner"' \
       --customize-hook='[ -e "$1/usr/bin/tar" ] || ln -s /bin/tar "$1/usr/bin/tar"' \
-      "$suite" "$work/rootfs" "${sources[@]}" >"$work/mmdebstrap.log" 2>&1; then
-      tail -n 30 "$work/mmdebstrap.log" >&2
+      "$suite" "$work/rootfs" "${sources[@]}"; then
       fail "mmdebstrap failed for $name (the whole log is $work/mmdebstrap.log)"
     fi
-    (cd "$work/rootfs" && find . -mindepth 1 -maxdepth 1 -printf '%P\n' | LC_ALL=C sort |
-      tar --create --file "$work/rootfs.tar" --sort=name --numeric-owner --format=pax \
-        --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
-        --mtime="@$SOURCE_DATE_EPOCH" --clamp-mtime --anchored --exclude='dev/*' --files-from=-)
+    pack_rootfs "$work/rootfs" "$work/rootfs.tar" "$SOURCE_DATE_EPOCH"
     chroot "$work/rootfs" dpkg-query -W -f '${Package}\n' | wc -l >"$work/packages.count"
     rm -rf "$work/rootfs"
     echo "$((SECONDS - t))" >"$work/bootstrap.seconds"
@@ -125,7 +115,7 @@ lists_sum=$(sha256sum "${lists[@]}" | cut -d' ' -f1 | sha256sum | cut -c1-16)
 script_sum=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-16)
 # A root file system's key: the release, its package list, the apt lists
 # and the recipe (the rootfs function's own text).
-rootfs_key() { (printf '%s\n' "$suite" "$arch" "$1" "${packages[$1]}" "$lists_sum"; declare -f rootfs) | sha256sum | cut -c1-16; }
+rootfs_key() { (printf '%s\n' "$suite" "$arch" "$1" "${packages[$1]}" "$lists_sum"; declare -f rootfs bootstrap_rootfs pack_rootfs) | sha256sum | cut -c1-16; }
 # lock takes the cache's build lock (once; root only past this point).
 locked=
 lock() {

@@ -70,6 +70,9 @@ mirror=$(apt-get indextargets --format '$(BASE_URI)' 'Identifier: Packages' 'Ori
   sed -n 's#/dists/.*##p' | grep -v -- '-security$' | head -n 1)
 mirror=${KUBEVIRT_NODE_MIRROR:-${mirror:-http://deb.debian.org/debian}}
 
+# bootstrap_rootfs, pack_rootfs
+. "$root/hack/lib/debian-rootfs.sh"
+
 declare -A packages=(
   [handler]="nftables iproute2 procps qemu-utils"
   [launcher]="libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-log libvirt-clients qemu-system-x86 qemu-utils ovmf seabios ipxe-qemu passt nftables iproute2 procps dmidecode"
@@ -78,7 +81,7 @@ declare -A packages=(
 script_sum=$(sha256sum "${BASH_SOURCE[0]}" | cut -c1-16)
 # A root file system's key: the release, its package list and the recipe
 # (the rootfs function's own text).
-rootfs_key() { (printf '%s\n' "$suite" "$arch" "$1" "${packages[$1]}"; declare -f rootfs) | sha256sum | cut -c1-16; }
+rootfs_key() { (printf '%s\n' "$suite" "$arch" "$1" "${packages[$1]}"; declare -f rootfs bootstrap_rootfs pack_rootfs) | sha256sum | cut -c1-16; }
 
 # rootfs <name> makes (or finds) the root file system tar of one image and
 # prints its folder (rootfs.tar, packages: name and version of each).
@@ -90,25 +93,14 @@ rootfs() {
     rm -rf "$work"
     mkdir -p "$work"
     say "bootstrapping the $name root file system: $suite from $mirror with ${packages[$name]} (log: $work/mmdebstrap.log)"
-    if ! mmdebstrap --variant=essential --mode=root --format=directory --include="${packages[$name]// /,}" \
-      --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
-      --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
-      --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-      --dpkgopt='path-exclude=/usr/share/lintian/*' --dpkgopt='path-exclude=/usr/share/bash-completion/*' \
-      --customize-hook='rm -f "$1/etc/resolv.conf" "$1/etc/apt/sources.list" "$1/etc/hostname"' \
+    bootstrap_rootfs "$work/mmdebstrap.log" "${packages[$name]}" \
       --customize-hook='chroot "$1" dpkg-query -W -f "\${Package} \${Version}\n" >"$1/.packages"' \
-      --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/*' \
-      "$suite" "$work/rootfs" "deb $mirror $suite main" >"$work/mmdebstrap.log" 2>&1; then
-      tail -n 30 "$work/mmdebstrap.log" >&2
+      "$suite" "$work/rootfs" "deb $mirror $suite main" ||
       fail "mmdebstrap failed for $name (the whole log is $work/mmdebstrap.log)"
-    fi
     mv "$work/rootfs/.packages" "$work/packages"
     local epoch
     epoch=$(stat -c %Y "$work/rootfs/var/lib/dpkg/status")
-    (cd "$work/rootfs" && find . -mindepth 1 -maxdepth 1 -printf '%P\n' | LC_ALL=C sort |
-      tar --create --file "$work/rootfs.tar" --sort=name --numeric-owner --format=pax \
-        --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
-        --mtime="@$epoch" --clamp-mtime --anchored --exclude='dev/*' --files-from=-)
+    pack_rootfs "$work/rootfs" "$work/rootfs.tar" "$epoch"
     echo "$epoch" >"$work/epoch"
     rm -rf "$work/rootfs"
     echo "$((SECONDS - t))" >"$work/bootstrap.seconds"

@@ -27,14 +27,30 @@ import (
 // multusMAC is the MAC of the test VM's NIC on a Multus network.
 const multusMAC = "02:54:00:12:34:56"
 
-// nodeEnv skips t unless KubeVirt's node side is built, else returns the
-// suite's environment with it installed.
-func nodeEnv(t *testing.T) *framework.Environment {
+// nodeCase is what a test of KubeVirt's node side works with: the
+// suite's environment with it installed, the test's namespace, a context
+// of five minutes and the clients.
+type nodeCase struct {
+	env *framework.Environment
+	ns  string
+	ctx context.Context
+	cs  kubernetes.Interface
+	kv  kvclient.Interface
+}
+
+// newNodeCase skips t unless KubeVirt's node side is built, else returns
+// its nodeCase.
+func newNodeCase(t *testing.T) *nodeCase {
 	t.Helper()
 	if os.Getenv(kubevirt.EnvNodeDir) == "" {
 		t.Skipf("$%s is not set: KubeVirt's node side is not built (make kubevirt-node)", kubevirt.EnvNodeDir)
 	}
-	return kubevirtEnv(t)
+	env := kubevirtEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	kv, err := kvclient.NewForConfig(env.Config())
+	require.NoError(t, err)
+	return &nodeCase{env: env, ns: env.Namespace(t), ctx: ctx, cs: env.Kubernetes(t), kv: kv}
 }
 
 // TestKubeVirtRunsAVMOnTheNode: with KubeVirt's node side installed
@@ -47,13 +63,8 @@ func nodeEnv(t *testing.T) *framework.Environment {
 // firmware's output reaches the serial console that virt-tail prints in
 // the guest-console-log container.
 func TestKubeVirtRunsAVMOnTheNode(t *testing.T) {
-	env := nodeEnv(t)
-	ns := env.Namespace(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cs := env.Kubernetes(t)
-	kv, err := kvclient.NewForConfig(env.Config())
-	require.NoError(t, err)
+	c := newNodeCase(t)
+	env, ns, ctx, cs, kv := c.env, c.ns, c.ctx, c.cs, c.kv
 
 	node, err := cs.CoreV1().Nodes().Get(ctx, env.NodeName(), metav1.GetOptions{})
 	require.NoError(t, err)
@@ -104,16 +115,11 @@ func TestKubeVirtRunsAVMOnTheNode(t *testing.T) {
 // project's machines: `ip link add type dummy` answers "Unknown device
 // type"), the test shows virt-handler's refusal and skips.
 func TestMultusNICUnderKubeVirt(t *testing.T) {
-	env := nodeEnv(t)
-	ns := env.Namespace(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cs := env.Kubernetes(t)
-	kv, err := kvclient.NewForConfig(env.Config())
-	require.NoError(t, err)
-	require.NoError(t, kubevirt.DefineNetwork(ctx, env.Config(), ns+"/backend"), "defining the Multus network")
+	c := newNodeCase(t)
+	ns, ctx, cs, kv := c.ns, c.ctx, c.cs, c.kv
+	require.NoError(t, kubevirt.DefineNetwork(ctx, c.env.Config(), ns+"/backend"), "defining the Multus network")
 	vm := tinyVM("multus", ns, true)
-	_, err = kv.KubevirtV1().VirtualMachines(ns).Create(ctx, vm, metav1.CreateOptions{})
+	_, err := kv.KubevirtV1().VirtualMachines(ns).Create(ctx, vm, metav1.CreateOptions{})
 	require.NoError(t, err, "creating the VM")
 
 	var vmi *kubevirtv1.VirtualMachineInstance

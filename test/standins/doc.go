@@ -134,6 +134,10 @@
 //     played: KVM (TCG
 //     only: KubeVirt's useEmulation), the domain's own events, migrations,
 //     hotplug, paused guests, the guest's console through virt-api.
+//   - No KubeVirt at all beside KubeVirt's own node side
+//     (Config.RealKubeVirtNode: make test-kubevirt, and make
+//     test-conversion and make run-local with KUBEVIRT_NODE=1, where
+//     virt-handler's DaemonSet and the real virt-launcher run the guests).
 //   - Admission (StartAdmission, and Run before anything else): the
 //     webhooks of KubeVirt (not beside the real KubeVirt) and CDI, served over TLS on 127.0.0.1 with a
 //     certificate of a CA generated at start, registered by a

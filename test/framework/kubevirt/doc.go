@@ -25,11 +25,20 @@
 //
 // Install returns once virt-api and virt-controller are Available, the
 // subresources APIService is Available and virt-api's webhooks answer a
-// VirtualMachine dry run. virt-handler and virt-launcher are not
-// installed: a VirtualMachineInstance is admitted and gets its launcher
-// pod from virt-controller; test/standins (Config.RealKubeVirt) plays
-// virt-handler, acting as its ServiceAccount, and the launcher image of
-// test/images, imported as localhost/kubevirt/virt-launcher:<version>,
-// runs the guest. DefineNetwork defines a Multus network; Summary says
-// what runs where.
+// VirtualMachine dry run. Without Options.Node, virt-handler and
+// virt-launcher are not installed: a VirtualMachineInstance is admitted
+// and gets its launcher pod from virt-controller; test/standins
+// (Config.RealKubeVirt) plays virt-handler, acting as its ServiceAccount,
+// and the launcher image of test/images, imported as
+// localhost/kubevirt/virt-launcher:<version>, runs the guest.
+//
+// With Options.Node (hack/build-kubevirt-node.sh's folder, LoadNodeBuild;
+// its images imported, the node started with framework.WithPrivilegedPods
+// and WithNetworkAttachments), virt-handler's DaemonSet of node/ is
+// installed too, in the namespace labelled privileged, the serial console
+// log kept (virt-tail's guest-console-log container), and Install waits
+// until virt-handler is ready and its node labelled schedulable: KubeVirt
+// itself runs the guests, in the real virt-launcher.
+//
+// DefineNetwork defines a Multus network; Summary says what runs where.
 package kubevirt

@@ -106,7 +106,9 @@ func WithNetworkAttachments() Option {
 // WithPrivilegedPods lets the node's API server admit privileged
 // containers (--allow-privileged=true), which it refuses otherwise: for
 // KubeVirt's virt-handler DaemonSet, privileged as on every cluster that
-// runs KubeVirt. Namespaces still enforce their PodSecurity labels.
+// runs KubeVirt; the node's /run and /var/lib are then shared mounts in
+// its mount namespace (virt-handler's Bidirectional volumes). Namespaces
+// still enforce their PodSecurity labels.
 func WithPrivilegedPods() Option {
 	return func(o *options) { o.privileged = true }
 }

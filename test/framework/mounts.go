@@ -38,10 +38,10 @@ var kubeletSysctls = map[string]string{
 }
 
 // setupMounts builds the node's private mount namespace (made by the
-// holder, with its own /proc): the overlays, the bound folders and the
-// sysctl files. Everything is undone by the kernel when the namespace's
-// last process ends.
-func setupMounts(holder int, nodeDir string) error {
+// holder, with its own /proc): the overlays (shared ones for a node that
+// runs virt-handler), the bound folders and the sysctl files. Everything
+// is undone by the kernel when the namespace's last process ends.
+func setupMounts(holder int, nodeDir string, shared bool) error {
 	var script strings.Builder
 	script.WriteString("set -e\n")
 	for _, d := range overlaidDirs {
@@ -53,11 +53,14 @@ func setupMounts(holder int, nodeDir string) error {
 			}
 		}
 		fmt.Fprintf(&script, "mount -t overlay overlay -o lowerdir=%s,upperdir=%s,workdir=%s %s\n", d, upper, work, d)
-		// Shared, as on a node booted by systemd: virt-handler mounts
-		// /var/run/kubevirt and /var/lib/kubelet with Bidirectional
-		// propagation, which containerd refuses under a private mount.
-		// Their peers stay inside the node's namespace.
-		fmt.Fprintf(&script, "mount --make-rshared %s\n", d)
+		if shared {
+			// Shared, as on a node booted by systemd: virt-handler
+			// mounts /var/run/kubevirt and /var/lib/kubelet with
+			// Bidirectional propagation, which containerd refuses
+			// under a private mount. Their peers stay inside the
+			// node's namespace.
+			fmt.Fprintf(&script, "mount --make-rshared %s\n", d)
+		}
 	}
 	for target, name := range boundDirs {
 		src := filepath.Join(nodeDir, name)

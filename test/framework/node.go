@@ -148,7 +148,8 @@ func (e *Environment) prepareNode(ctx context.Context, privileged, attachments b
 	if n.network, err = e.setupNetwork(shortID(id), n.holder.pid()); err != nil {
 		return err
 	}
-	if err := setupMounts(n.holder.pid(), n.dir); err != nil {
+	// virt-handler (a privileged DaemonSet) needs shared mounts.
+	if err := setupMounts(n.holder.pid(), n.dir, n.privileged); err != nil {
 		return err
 	}
 	if err := createCgroupRoot(n.cgroupRoot); err != nil {

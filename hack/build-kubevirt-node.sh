@@ -46,7 +46,7 @@
 # a time (a lock). The script prints the folder on its last line and points
 # _output/kubevirt-node at it.
 #
-# Needs root (mmdebstrap in root mode), gcc and libvirt-dev (installed when
+# Needs root (mmdebstrap in root mode), gcc, libvirt-dev and setcap (installed when
 # missing). Cold: about 10 minutes for the binaries (virt-launcher the
 # longest) and 7 for the launcher's root file system on 2 cores.
 set -euo pipefail
@@ -114,7 +114,7 @@ locked=
 lock() {
   [ -n "$locked" ] && return 0
   [ "$(id -u)" = 0 ] || fail "building KubeVirt's node images needs root (mmdebstrap in root mode)"
-  "$root/hack/install-debian-packages.sh" mmdebstrap libvirt-dev gcc >&2
+  "$root/hack/install-debian-packages.sh" mmdebstrap libvirt-dev gcc libcap2-bin >&2
   mkdir -p "$cache"
   exec 9>"$cache/.lock"
   say "waiting for the build lock $cache/.lock"

@@ -241,7 +241,7 @@ say "API server and vcsim reachable from pods at $HOST_ADDRESS; images imported 
 kubevirt_line=$("$bin/install-kubevirt" --kubeconfig "$KUBECONFIG" --kubevirt-dir "$kubevirt_dir" --kubevirt-node-dir "$kubevirt_node_dir" \
   --network default/backend 2>"$state/logs/kubevirt.log" | tail -n 1) || { tail -n 20 "$state/logs/kubevirt.log" >&2; die "installing KubeVirt failed"; }
 if [ -n "$kubevirt_node_dir" ]; then
-  say "$kubevirt_line (the real virt-launcher: $(sed -n 's/^suite //p' "$kubevirt_node_dir/BUILD-INFO"))"
+  say "$kubevirt_line (the real virt-launcher: $(sed -n 's/^suite //p' "$kubevirt_node_dir/BUILD-INFO" | sed 's/ *$//'))"
 else
   say "$kubevirt_line; virt-handler simulated (test/standins)"
 fi

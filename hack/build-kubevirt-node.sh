@@ -72,6 +72,8 @@ mirror=${KUBEVIRT_NODE_MIRROR:-${mirror:-http://deb.debian.org/debian}}
 
 # bootstrap_rootfs, pack_rootfs
 . "$root/hack/lib/debian-rootfs.sh"
+# take_build_lock
+. "$root/hack/lib/upstream-build.sh"
 
 declare -A packages=(
   [handler]="nftables iproute2 procps qemu-utils"
@@ -110,16 +112,12 @@ rootfs() {
   echo "$rdir"
 }
 
-locked=
+# lock takes the cache's build lock (one build at a time; root only past
+# this point) and removes what failed or old builds left.
 lock() {
-  [ -n "$locked" ] && return 0
   [ "$(id -u)" = 0 ] || fail "building KubeVirt's node images needs root (mmdebstrap in root mode)"
   "$root/hack/install-debian-packages.sh" mmdebstrap libvirt-dev gcc libcap2-bin >&2
-  mkdir -p "$cache"
-  exec 9>"$cache/.lock"
-  say "waiting for the build lock $cache/.lock"
-  flock 9
-  locked=1
+  take_build_lock "$cache" "KubeVirt node"
   find "$cache" -mindepth 1 -maxdepth 1 -type d \( -name '*.tmp' -o -mtime +14 \) -exec rm -rf {} +
 }
 

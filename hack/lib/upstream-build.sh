@@ -1,6 +1,6 @@
 # Sourced by the scripts that build an upstream component into a cache
 # outside the clone (hack/build-cdi.sh, hack/build-coredns.sh,
-# hack/build-kubevirt.sh).
+# hack/build-kubevirt.sh; hack/build-kubevirt-node.sh takes its lock).
 
 # take_build_lock <cache root> <what> makes one build at a time per cache:
 # it holds an exclusive lock on <cache root>/.lock on file descriptor 9

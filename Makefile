@@ -64,10 +64,10 @@ conversion-image: ## the conversion Jobs' virt-v2v image from Debian packages, w
 install-plugin: ## install kubectl-vmm into GOBIN (default GOPATH/bin); with it on PATH, run kubectl vmm
 	$(GO) install -trimpath -ldflags "-s -w" ./cmd/kubectl-vmm
 
-test-conversion: ## real guests: installs the Debian packages it needs (as root), builds the guest images (cached), converts a BIOS and an EFI Debian guest with the real virt-v2v end to end and boots them; fails if any step is simulated
+test-conversion: ## real guests: installs the Debian packages it needs (as root), builds the guest images (cached), converts a BIOS and an EFI Debian guest with the real virt-v2v end to end and boots them; fails if any step is simulated; KUBEVIRT_NODE=1: the guests run under KubeVirt's own virt-handler and virt-launcher (make kubevirt-node), their NIC on the pod network
 	GUESTS="$(GUESTS)" FAILING_DISKS="$(FAILING_DISKS)" hack/test-conversion.sh
 
-run-local: ## the product as it ships on a real local node (as root) with a sample migration, live progress, then its own time and downtime; ONCE=1: no terminal, exit 0 only on success; GUEST=bios|efi: real guests and the real conversion; VMS=a,b: the source VMs (the first is the example's)
+run-local: ## the product as it ships on a real local node (as root) with a sample migration, live progress, then its own time and downtime; ONCE=1: no terminal, exit 0 only on success; GUEST=bios|efi: real guests and the real conversion; VMS=a,b: the source VMs (the first is the example's); KUBEVIRT_NODE=1: KubeVirt's own virt-handler and virt-launcher run the VM (with GUEST)
 	ONCE=$(ONCE) GUEST=$(GUEST) VMS=$(VMS) hack/run-local.sh
 
 local-import: ## import image tarballs into the node of a running make run-local: TARBALL=file (several, space-separated); the node pulls from no registry

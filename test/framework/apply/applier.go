@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -269,9 +270,14 @@ func (a *Applier) PodSummary(ctx context.Context, namespace string) string {
 	return strings.Join(parts, "; ")
 }
 
+// podLine is one pod of PodSummary: its phase, each container's state
+// (init containers first), the conditions not met, and the last log
+// lines of each container not ready (of the crashed instance when one
+// waits to restart); an init container that completed is not quoted.
 func (a *Applier) podLine(ctx context.Context, p *corev1.Pod) string {
 	s := p.Name + " " + string(p.Status.Phase)
-	for _, c := range p.Status.ContainerStatuses {
+	statuses := append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...)
+	for _, c := range statuses {
 		switch {
 		case c.State.Waiting != nil:
 			s += fmt.Sprintf(" [%s waiting: %s %s]", c.Name, c.State.Waiting.Reason, c.State.Waiting.Message)
@@ -286,11 +292,12 @@ func (a *Applier) podLine(ctx context.Context, p *corev1.Pod) string {
 			s += fmt.Sprintf(" (%s: %s)", c.Type, c.Message)
 		}
 	}
-	for _, c := range p.Status.ContainerStatuses {
-		if c.Ready {
+	for _, c := range statuses {
+		if c.Ready || (c.State.Terminated != nil && c.State.Terminated.ExitCode == 0) {
 			continue
 		}
-		logs, err := a.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: ptr.To(int64(15))}).DoRaw(ctx)
+		previous := c.State.Waiting != nil && c.RestartCount > 0
+		logs, err := a.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: ptr.To(int64(15)), Previous: previous}).DoRaw(ctx)
 		if err == nil && len(logs) > 0 {
 			s += fmt.Sprintf("\n  last lines of %s:\n%s", c.Name, logs)
 		}

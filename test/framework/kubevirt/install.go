@@ -325,35 +325,9 @@ func (in *installer) waitHandler(ctx context.Context) error {
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%w (%s); pods: %s%s", err, last, in.PodSummary(context.Background(), Namespace), in.handlerLogs(context.Background()))
+		return fmt.Errorf("%w (%s); pods: %s", err, last, in.PodSummary(context.Background(), Namespace))
 	}
 	return nil
-}
-
-// handlerLogs returns the last lines of the log of each container of
-// virt-handler's pods that is not ready (its node-labeller init container
-// included), for an error.
-func (in *installer) handlerLogs(ctx context.Context) string {
-	pods, err := in.Kube.CoreV1().Pods(Namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io=" + HandlerName})
-	if err != nil {
-		return ""
-	}
-	var b strings.Builder
-	tail := int64(15)
-	for _, p := range pods.Items {
-		for _, st := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-			if st.Ready || (st.State.Terminated != nil && st.State.Terminated.ExitCode == 0) {
-				continue
-			}
-			opts := &corev1.PodLogOptions{Container: st.Name, TailLines: &tail, Previous: st.RestartCount > 0}
-			out, err := in.Kube.CoreV1().Pods(Namespace).GetLogs(p.Name, opts).DoRaw(ctx)
-			if err != nil {
-				continue
-			}
-			fmt.Fprintf(&b, "; the end of %s/%s's log: %s", p.Name, st.Name, strings.TrimSpace(string(out)))
-		}
-	}
-	return b.String()
 }
 
 func (in *installer) waitDeployments(ctx context.Context) error {

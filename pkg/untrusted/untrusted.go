@@ -107,16 +107,24 @@ func Quote(s string) string {
 	if len(q) <= MaxQuoted+2 {
 		return q
 	}
-	cut := min(len(s), MaxQuoted)
-	for {
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
+	// Quote rune by rune (a byte that is not UTF-8 is one piece of its
+	// own, as QuoteToASCII escapes it) until the next piece would pass
+	// the bound: the quoted form of a prefix is the concatenation of its
+	// pieces' quoted forms.
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		piece := strconv.QuoteToASCII(s[i : i+size])
+		piece = piece[1 : len(piece)-1]
+		if b.Len()-1+len(piece) > MaxQuoted {
+			break
 		}
-		if q = strconv.QuoteToASCII(s[:cut]); len(q) <= MaxQuoted+2 {
-			return q + "..."
-		}
-		cut--
+		b.WriteString(piece)
+		i += size
 	}
+	b.WriteString(`"...`)
+	return b.String()
 }
 
 // Clean is s as status may keep it: every rune Text refuses replaced by

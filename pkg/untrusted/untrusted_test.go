@@ -103,6 +103,28 @@ func TestQuoteAndClean(t *testing.T) {
 	assert.Equal(t, `"`+strings.Repeat("a", 63)+`"...`, Quote(long+"b"), "cut on a rune boundary")
 	assert.Equal(t, `"`+strings.Repeat(`\n`, 32)+`"...`, Quote(strings.Repeat("\n", 100)), "at most MaxQuoted characters quoted")
 
+	// Values shorter than MaxQuoted bytes whose quoted form is longer:
+	// each once indexed past the end of the value (a guest's string
+	// crashed the controller).
+	for name, value := range map[string]string{
+		"a dozen accented letters":  strings.Repeat("é", 12),
+		"eleven CJK characters":     strings.Repeat("漢", 11),
+		"twenty control bytes":      strings.Repeat("\x01", 20),
+		"bytes that are not UTF-8":  strings.Repeat("\xff", 30),
+		"an ASCII head, a CJK tail": strings.Repeat("a", 50) + strings.Repeat("漢", 4),
+		"exactly MaxQuoted bytes":   strings.Repeat("\x02", MaxQuoted),
+		"one rune past the bound":   strings.Repeat("a", MaxQuoted) + "é",
+		"a long mixed guest string": strings.Repeat("Ünïcödé 漢字 \u202e\x9b", 20),
+	} {
+		q := Quote(value)
+		assert.LessOrEqual(t, len(q), MaxQuoted+5, "%s: %s", name, q)
+		assert.True(t, strings.HasPrefix(q, `"`) && (strings.HasSuffix(q, `"`) || strings.HasSuffix(q, `"...`)), "%s: %s", name, q)
+		for _, r := range q {
+			assert.True(t, r >= ' ' && r <= '~', "%s: printable ASCII only: %q", name, q)
+		}
+	}
+	assert.Equal(t, `"`+strings.Repeat(`\u00e9`, 10)+`"...`, Quote(strings.Repeat("é", 12)), "whole escapes only")
+
 	assert.Equal(t, "eth0\ufffd[2J", Clean("eth0\x1b[2J", 64))
 	assert.Equal(t, "a\ufffdb", Clean("a\xffb", 64), "a byte that is not UTF-8")
 	assert.Equal(t, "Größe", Clean("Größe", 64))

@@ -12,7 +12,9 @@
 //     or format characters, no line separators, valid UTF-8, bounded;
 //   - Addr: an IP address in its canonical form, without a zone;
 //   - InterfaceName: a network interface name as Linux and systemd take it;
-//   - Quote and Clean: the printable forms messages and status show.
+//   - Quote and Clean: the printable forms messages and status show;
+//   - Cut and CleanCut: a value bounded for status, its cut marked
+//     (CutMarker).
 //
 // It is a leaf: it imports the standard library only.
 package untrusted

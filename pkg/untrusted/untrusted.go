@@ -144,6 +144,41 @@ func Clean(s string, max int) string {
 	return b.String()
 }
 
+// CleanCut is Clean with the cut marked: s cleaned, and Cut to max
+// bytes when it was longer.
+func CleanCut(s string, max int) string {
+	// Clean keeps more than max bytes of a value longer than max, so
+	// that Cut sees it was longer: a rune takes at most utf8.UTFMax.
+	return Cut(Clean(s, max+utf8.UTFMax), max)
+}
+
+// CutMarker ends a value Cut shortened.
+const CutMarker = "..."
+
+// Cut is s in at most max bytes, for status and messages to keep what a
+// source sent without passing a bound: s itself when it fits; else its
+// start, cut on a rune boundary, and CutMarker, at most max bytes in
+// all (the marker alone when max leaves no room beside it, nothing of
+// it when max is shorter). Bytes bound characters too: the API server's
+// maxLength, which counts characters, takes what Cut keeps.
+func Cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	if max < len(CutMarker) {
+		return s[:runeStart(s, max)]
+	}
+	return s[:runeStart(s, max-len(CutMarker))] + CutMarker
+}
+
+// runeStart is the last rune boundary of s at or before i (i < len(s)).
+func runeStart(s string, i int) int {
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
+}
+
 // refusedInText: control and format characters, line and paragraph
 // separators (scan refuses what is not UTF-8).
 func refusedInText(r rune) bool {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -129,6 +130,37 @@ func TestQuoteAndClean(t *testing.T) {
 	assert.Equal(t, "a\ufffdb", Clean("a\xffb", 64), "a byte that is not UTF-8")
 	assert.Equal(t, "Größe", Clean("Größe", 64))
 	assert.Equal(t, "Gr", Clean("Größe", 3), "cut on a rune boundary")
+
+	assert.Equal(t, "Gr...", CleanCut("Größe", 6), "cut on a rune boundary, marked")
+	assert.Equal(t, "\ufffd\ufffd...", CleanCut(strings.Repeat("\x1b", 9), 9), "cut after the replacement")
+	assert.Equal(t, "Größe", CleanCut("Größe", len("Größe")), "a value of max bytes is whole")
+	assert.Equal(t, "eth0\ufffd[2J", CleanCut("eth0\x1b[2J", 64))
+}
+
+func TestCut(t *testing.T) {
+	for name, tc := range map[string]struct {
+		s    string
+		max  int
+		want string
+	}{
+		"fits":                     {"web-01", 6, "web-01"},
+		"empty":                    {"", 0, ""},
+		"one byte over":            {"web-012", 6, "web..."},
+		"on a rune boundary":       {"aaé" + "bbbb", 6, "aa..."},
+		"a CJK tail":               {"漢字漢字", 10, "漢字..."},
+		"max holds the marker":     {"abcdef", 3, "..."},
+		"max below the marker":     {"abcdef", 2, "ab"},
+		"max below a rune":         {"ééé", 1, ""},
+		"bytes that are not UTF-8": {"\xff\xff\xff\xff\xff", 4, "\xff..."},
+		"100 KB":                   {strings.Repeat("x", 100<<10), 256, strings.Repeat("x", 253) + CutMarker},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := Cut(tc.s, tc.max)
+			assert.Equal(t, tc.want, got)
+			assert.LessOrEqual(t, len(got), tc.max, "within the bound")
+			assert.Equal(t, got, Cut(got, tc.max), "a cut value is cut no further")
+		})
+	}
 }
 
 func TestRefuse(t *testing.T) {
@@ -157,4 +189,35 @@ func TestInterfaceName(t *testing.T) {
 	} {
 		assert.EqualError(t, InterfaceName(name), want, "%q", name)
 	}
+}
+
+// FuzzCut checks Cut: at most max bytes, the value itself when it fits,
+// else a prefix of it on a rune boundary followed by CutMarker (when max
+// holds it), and cut no further when cut again.
+func FuzzCut(f *testing.F) {
+	for _, s := range append(append([]string{}, realSeeds...), nastySeeds...) {
+		f.Add(s, uint16(64))
+		f.Add(s, uint16(3))
+	}
+	f.Fuzz(func(t *testing.T, s string, n uint16) {
+		max := int(n % 600)
+		out := Cut(s, max)
+		switch {
+		case len(out) > max:
+			t.Fatalf("Cut(%q, %d) = %q: too long", s, max, out)
+		case len(s) <= max && out != s:
+			t.Fatalf("Cut(%q, %d) = %q: changed a value that fits", s, max, out)
+		case len(s) > max && max >= len(CutMarker) && !strings.HasSuffix(out, CutMarker):
+			t.Fatalf("Cut(%q, %d) = %q: cut without the marker", s, max, out)
+		case Cut(out, max) != out:
+			t.Fatalf("Cut(%q, %d) = %q: cut again", s, max, out)
+		}
+		kept := strings.TrimSuffix(out, CutMarker)
+		if len(s) > max && (!strings.HasPrefix(s, kept) || (kept != "" && !utf8.RuneStart(s[len(kept)]))) {
+			t.Fatalf("Cut(%q, %d) = %q: not a prefix cut on a rune boundary", s, max, out)
+		}
+		if utf8.ValidString(s) && !utf8.ValidString(out) {
+			t.Fatalf("Cut(%q, %d) = %q: not UTF-8", s, max, out)
+		}
+	})
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -184,12 +185,20 @@ func (c *Controller) Run(ctx context.Context, ready chan<- struct{}) error {
 
 // processNextItem reconciles one key. The queue never hands a key to a
 // second worker while the first one holds it.
-func (c *Controller) processNextItem(ctx context.Context) bool {
+func (c *Controller) processNextItem(ctx context.Context) (more bool) {
 	key, shutdown := c.queue.Get()
 	if shutdown {
 		return false
 	}
 	defer c.queue.Done(key)
+	// A panic outside a reconcile's work (reconcile recovers its own)
+	// fails this key's turn the same way.
+	defer func() {
+		if v := recover(); v != nil {
+			c.failed(ctx, key, &panicError{value: v, stack: debug.Stack()})
+			more = true
+		}
+	}()
 	if c.handleFinished(ctx, key) {
 		// Not reconciled: a requeue asked for before the migration
 		// ended, or its time to live.
@@ -206,11 +215,9 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, work func(context.Context, cache.ObjectName) (time.Duration, error)) {
 	ctx, clock := withCallClock(ctx)
 	defer observeReconcile(ctx, key, time.Now(), clock)
-	requeueAfter, err := work(ctx, key)
+	requeueAfter, err := recovering(ctx, key, work)
 	if err != nil {
-		c.queue.AddRateLimited(key)
-		klog.FromContext(ctx).Error(err, "reconcile failed, retrying with backoff", "migration", key.String(), "retries", c.queue.NumRequeues(key))
-		reconcileTotal.WithLabelValues("error").Inc()
+		c.failed(ctx, key, err)
 		return
 	}
 	c.queue.Forget(key)
@@ -218,6 +225,18 @@ func (c *Controller) reconcile(ctx context.Context, key cache.ObjectName, work f
 		c.queue.AddAfter(key, requeueAfter)
 	}
 	reconcileTotal.WithLabelValues("success").Inc()
+}
+
+// failed queues key again with backoff after its reconcile failed or
+// panicked, and records that.
+func (c *Controller) failed(ctx context.Context, key cache.ObjectName, err error) {
+	c.queue.AddRateLimited(key)
+	if c.notePanic(ctx, key, err) {
+		reconcileTotal.WithLabelValues("panic").Inc()
+		return
+	}
+	klog.FromContext(ctx).Error(err, "reconcile failed, retrying with backoff", "migration", key.String(), "retries", c.queue.NumRequeues(key))
+	reconcileTotal.WithLabelValues("error").Inc()
 }
 
 // Enqueue adds a migration's key to the queue.

@@ -104,7 +104,7 @@ var powerOperationKind = map[statemachine.ActionType]bool{
 // cache at scrape time.
 func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
 	for _, col := range []prometheus.Collector{
-		reconcileTotal, reconcileDuration, reconcileOwnDuration, phaseDuration, validationWait, downtime, actionsTotal, actionErrors, sourcePowerOperations, statusWrites, finishedSkips, expiredTotal,
+		reconcileTotal, reconcilePanics, reconcileDuration, reconcileOwnDuration, phaseDuration, validationWait, downtime, actionsTotal, actionErrors, sourcePowerOperations, statusWrites, finishedSkips, expiredTotal,
 		phaseCollector{c}, migrationCollector{c}, c.abandoned,
 	} {
 		if err := reg.Register(col); err != nil {

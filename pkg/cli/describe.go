@@ -59,8 +59,12 @@ func describeHeader(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time.T
 	fmt.Fprintf(tw, "Source:\t%s\n", describeSource(m))
 	fmt.Fprintf(tw, "Target:\tVirtualMachine %s/%s\n", m.Namespace, orNone(targetNameOf(m)))
 	fmt.Fprintf(tw, "Started:\t%s\n", timestamp(m.Status.StartTime))
-	if m.Status.CompletionTime != nil {
-		fmt.Fprintf(tw, "Completed:\t%s (took %s)\n", timestamp(m.Status.CompletionTime), took(m.Status.StartTime.Time, m.Status.CompletionTime.Time))
+	if end := m.Status.CompletionTime; end != nil {
+		completed := timestamp(end)
+		if d, ok := took(m.Status.StartTime, end); ok {
+			completed += fmt.Sprintf(" (took %s)", d)
+		}
+		fmt.Fprintf(tw, "Completed:\t%s\n", completed)
 	}
 	if line := downtimeLine(m, now); line != "" {
 		fmt.Fprintf(tw, "Downtime:\t%s\n", line)
@@ -73,11 +77,14 @@ func describeHeader(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time.T
 	_ = tw.Flush()
 }
 
-func took(from, to time.Time) string {
-	if from.IsZero() {
-		return "-"
+// took is the time from one status time to another, to the second; ok is
+// false when either is missing (a status written by a controller of
+// another version may lack either).
+func took(from, to *metav1.Time) (d time.Duration, ok bool) {
+	if from == nil || from.IsZero() || to == nil || to.IsZero() {
+		return 0, false
 	}
-	return to.Sub(from).Round(time.Second).String()
+	return to.Sub(from.Time).Round(time.Second), true
 }
 
 func describeSource(m *v1alpha1.VirtualMachineMigration) string {
@@ -105,8 +112,8 @@ func describeTimeline(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time
 	fmt.Fprintln(tw, "  PASSED AT\tAFTER START\tCHECKPOINT\tEVIDENCE")
 	for _, e := range evidence {
 		after := "-"
-		if m.Status.StartTime != nil {
-			after = "+" + took(m.Status.StartTime.Time, e.ReachedAt.Time)
+		if d, ok := took(m.Status.StartTime, &e.ReachedAt); ok {
+			after = "+" + d.String()
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", timestamp(&e.ReachedAt), after, e.Phase, clean(e.Observed))
 	}

@@ -10,7 +10,8 @@ import (
 
 // downtimeTotal is the outage in one cell, for the table's DOWNTIME
 // column: the whole outage once it ended, the time so far while it goes
-// on, "-" when the migration did not stop its source.
+// on, "-" when the migration did not stop its source, "unknown" when
+// status does not say since when.
 func downtimeTotal(m *v1alpha1.VirtualMachineMigration, now time.Time) string {
 	dt := m.Status.Downtime
 	switch {
@@ -21,6 +22,10 @@ func downtimeTotal(m *v1alpha1.VirtualMachineMigration, now time.Time) string {
 	case isTerminal(m):
 		// Ended, its outage did not: a VM left halted, or a source left off.
 		return "open"
+	case dt.SourceStoppedAt.IsZero():
+		// Going on since a time status does not hold (written so by a
+		// controller of another version).
+		return "unknown"
 	}
 	return humanDuration(now.Sub(dt.SourceStoppedAt.Time).Round(time.Second)) + " so far"
 }

@@ -148,11 +148,15 @@ func TestCancel(t *testing.T) {
 		wantDeleted            bool
 		wantOut                []string
 		wantNotOut             []string
+		wantErr                string
 	}{
 		{name: "confirmed", migration: "transferring", input: "y\n", wantDeleted: true,
 			wantOut:    []string{"is in phase TransferringDisks. If you cancel it, ", "powers the source VM back on", "Cancel apps/transferring now? [y/N]: ", "cancelling; follow it"},
 			wantNotOut: []string{"Cancelling it"}},
-		{name: "declined", migration: "transferring", input: "n\n", wantOut: []string{"not cancelled"}},
+		// Declined: a script tells it from a cancel by its exit code.
+		{name: "declined", migration: "transferring", input: "n\n", wantCode: 1,
+			wantErr: "error: virtualmachinemigration.migration.platform.example/transferring not cancelled: the answer was not yes\n"},
+		{name: "declined by default", migration: "transferring", input: "\n", wantCode: 1, wantErr: "not cancelled"},
 		// Without a terminal (no input): the question's line is ended
 		// before the error, which goes on a line of its own.
 		{name: "no answer", migration: "transferring", input: "", wantCode: 1, wantOut: []string{"Cancel apps/transferring now? [y/N]: \n"}},
@@ -165,6 +169,11 @@ func TestCancel(t *testing.T) {
 		{name: "refused before the stop", migration: "failed", args: []string{"-y"}, wantDeleted: true,
 			wantOut:    []string{"it was refused before its source VM was touched: there is nothing to restore"},
 			wantNotOut: []string{"restored when", "rollback"}},
+		// Its image proofs are the namespace's, not its own: cancel does
+		// not promise to delete them (issue 46).
+		{name: "refused with image proofs", migration: "refused", input: "y\n", wantDeleted: true,
+			wantOut:    []string{"the migration is deleted, with its stored plan if it has one", "its image proofs' Jobs are not its own"},
+			wantNotOut: []string{"proof Job or plan it left"}},
 		{name: "failed after the stop", migration: "rolled-back", args: []string{"-y"}, wantDeleted: true,
 			wantOut: []string{"its rollback already powered the source VM back on, as it was found"}},
 		{name: "missing", migration: "nope", args: []string{"-y"}, wantCode: 1},
@@ -173,7 +182,7 @@ func TestCancel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rolledBack := inPhase("rolled-back", v1alpha1.PhaseRollingBack, lastError(v1alpha1.PhaseTransferringDisks, "TransferFailed", "transfer job failed"))
 			rolledBack.Status.Phase, rolledBack.Status.SourceControl.RestoredAt = v1alpha1.PhaseFailed, atp(41*time.Minute)
-			h := newHarness(t, objects(all["transferring"], all["starting"], all["approval"], all["succeeded"], all["cancelling"], all["failed"], rolledBack))
+			h := newHarness(t, objects(all["transferring"], all["starting"], all["approval"], all["succeeded"], all["cancelling"], all["failed"], all["refused"], rolledBack))
 			h.in.WriteString(tc.input)
 			code := h.run(context.Background(), append([]string{"cancel", tc.migration}, tc.args...)...)
 			require.Equal(t, tc.wantCode, code, "exit code (stderr %q)", h.errOut)
@@ -188,8 +197,38 @@ func TestCancel(t *testing.T) {
 				deleted = deleted || a.GetVerb() == "delete"
 			}
 			assert.Equal(t, tc.wantDeleted, deleted, "whether the migration was deleted")
+			assert.Contains(t, h.errOut.String(), tc.wantErr, "stderr")
+			if tc.wantCode == 0 {
+				assert.Empty(t, h.errOut.String(), "stderr")
+			}
 		})
 	}
+}
+
+// TestCancelPromisesOnlyWhatIsDeleted: what cancel says a refused
+// migration's deletion deletes is what the controller deletes: its
+// children, the objects carrying its UID label (the plan ConfigMap). The
+// image proofs it ran are shared by the namespace's migrations, carry an
+// empty UID label and no owner, and outlive it until their TTL (issue
+// 46: cancel promised to delete "a proof Job" it never deletes).
+func TestCancelPromisesOnlyWhatIsDeleted(t *testing.T) {
+	m := fixtures()["refused"]
+	require.NotEmpty(t, m.Status.ImageProofs, "the fixture ran its image proofs")
+	for _, component := range pipeline.ProofComponents(m) {
+		job, _, err := pipeline.RenderProof(m, component, pipeline.Config{
+			TransferImage: "registry.example/vm-migration-controller:v0.1.0", ConversionImage: "registry.example/virt-v2v:2.2"})
+		require.NoError(t, err, "rendering the %s proof", component)
+		assert.Empty(t, job.Labels[v1alpha1.LabelMigrationUID], "the %s proof Job's migration UID label: a child of the migration?", component)
+		assert.Empty(t, job.OwnerReferences, "the %s proof Job's owners", component)
+	}
+	plan, err := pipeline.RenderPlanConfigMap(inPhase(m.Name, v1alpha1.PhasePlanned, withPlan), pipeline.Config{
+		TransferImage: "registry.example/vm-migration-controller:v0.1.0", ConversionImage: "registry.example/virt-v2v:2.2"})
+	require.NoError(t, err, "rendering a plan of the migration")
+	assert.Equal(t, string(m.UID), plan.Labels[v1alpha1.LabelMigrationUID], "the plan ConfigMap's migration UID label: a child of the migration")
+
+	effect := cancelEffect(m)
+	assert.Contains(t, effect, "the migration is deleted, with its stored plan if it has one")
+	assert.NotRegexp(t, `proof[^.;]* (is|are) deleted|deleted[^.;]*proof`, effect, "cancel promises to delete a proof")
 }
 
 // planConfigMap is the plan ConfigMap of the planned fixture, rendered by

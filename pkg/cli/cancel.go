@@ -17,7 +17,12 @@ func cancelEffect(m *v1alpha1.VirtualMachineMigration) string {
 		return fmt.Sprintf("the migration succeeded, so only its leftover staging objects are deleted; VirtualMachine %s and its disks stay, %s, and the source VM stays powered off.", target, handedOver)
 	case v1alpha1.PhaseFailed:
 		if statemachine.SourceUntouched(&m.Status) {
-			return "it was refused before its source VM was touched: there is nothing to restore; the migration (and a proof Job or plan it left) is deleted."
+			// Its children (the objects carrying its UID label) can only be
+			// a stored plan. The image proofs it ran are no migration's:
+			// shared per namespace, image and pod shape, they stay until
+			// their TTL.
+			return "it was refused before its source VM was touched: there is nothing to restore; the migration is deleted, with its stored plan if it has one; " +
+				"its image proofs' Jobs are not its own (the namespace's migrations of the same images share them) and stay until they expire."
 		}
 		return failedSource(m) + "; the staging objects kept for inspection are deleted, and " + targetEffect(m, target) + "."
 	case v1alpha1.PhasePending, v1alpha1.PhaseValidating, v1alpha1.PhasePlanned, v1alpha1.PhaseAwaitingApproval, v1alpha1.PhaseQueued:

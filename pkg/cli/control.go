@@ -129,7 +129,10 @@ migration did in its current phase (kubectl vmm cancel explains it before it
 asks): it stops running Jobs, deletes staging volumes, Jobs, ConfigMaps and
 a target VM that never ran, halts and keeps one that was started (it holds
 migrated data), powers the source VM back on if it stopped it, and removes
-its snapshots. A migrated VM is never deleted.`,
+its snapshots. A migrated VM is never deleted.
+
+Any answer but y or yes leaves the migration as it is and exits with code
+1, as no answer does (without input, pass --yes).`,
 		Args: exactlyOneName,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd.Context(), args[0]) },
 	}
@@ -160,8 +163,9 @@ func (o *cancelOptions) run(ctx context.Context, name string) error {
 			return err
 		}
 		if !ok {
-			_, err := fmt.Fprintf(o.streams.Out, "%s/%s not cancelled\n", resourceName, name)
-			return err
+			// An error, so that a script tells a declined cancel (exit
+			// code 1) from one done.
+			return fmt.Errorf("%s/%s not cancelled: the answer was not yes", resourceName, name)
 		}
 	}
 	uid := m.UID

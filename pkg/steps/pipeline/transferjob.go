@@ -236,7 +236,11 @@ func RenderTransferJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg C
 
 // runOnce is a Job that runs its pod once, within deadline: backoffLimit
 // 0 (a failed attempt is retried by the controller under a new name),
-// the pod never restarted, no service links in its environment.
+// the pod never restarted, no service links in its environment, and no
+// replacement pod before the one it has is gone (podReplacementPolicy
+// Failed: with the default, TerminatingOrFailed, a drain, an eviction or
+// a partitioned node lets the Job start a second pod while the first
+// still runs, and two writers would hold one claim).
 func runOnce(meta, podMeta metav1.ObjectMeta, deadline time.Duration, pod corev1.PodSpec) *batchv1.Job {
 	pod.RestartPolicy = corev1.RestartPolicyNever
 	pod.EnableServiceLinks = ptr.To(false)
@@ -245,6 +249,7 @@ func runOnce(meta, podMeta metav1.ObjectMeta, deadline time.Duration, pod corev1
 		ObjectMeta: meta,
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To[int32](0),
+			PodReplacementPolicy:  ptr.To(batchv1.Failed),
 			ActiveDeadlineSeconds: ptr.To(int64(deadline / time.Second)),
 			Template:              corev1.PodTemplateSpec{ObjectMeta: podMeta, Spec: pod},
 		},

@@ -117,6 +117,7 @@ type VirtualMachineMigrationStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=256
 	Disks []DiskStatus `json:"disks,omitempty"`
 	// Transfer records the transfer Job.
 	// +optional
@@ -264,6 +265,7 @@ type ImageProof struct {
 	// FailedCreate (admission refused the pod), Unschedulable, or
 	// SelfCheckFailed, NotStarted.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	Reason string `json:"reason,omitempty"`
 	// Message is the cluster's own words for a failure.
 	// +optional
@@ -322,34 +324,44 @@ type PlannedObject struct {
 // SourceInventory is the observed inventory of the source VM.
 type SourceInventory struct {
 	// Name of the VM.
+	// +kubebuilder:validation:MaxLength=512
 	Name string `json:"name"`
 	// MoRef is the VM's managed object reference value.
+	// +kubebuilder:validation:MaxLength=128
 	MoRef string `json:"moRef"`
 	// InventoryPath of the VM.
 	// +optional
+	// +kubebuilder:validation:MaxLength=2048
 	InventoryPath string `json:"inventoryPath,omitempty"`
 	// BIOSUUID (config.uuid).
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	BIOSUUID string `json:"biosUUID,omitempty"`
 	// InstanceUUID (config.instanceUuid).
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	InstanceUUID string `json:"instanceUUID,omitempty"`
 	// Server is the vCenter or ESXi endpoint's instance UUID, tying the VM to it.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	Server string `json:"server,omitempty"`
 	// Datacenter holding the VM.
 	// +optional
+	// +kubebuilder:validation:MaxLength=512
 	Datacenter string `json:"datacenter,omitempty"`
 	// Host is the ESXi host running the VM (name).
 	// +optional
+	// +kubebuilder:validation:MaxLength=512
 	Host string `json:"host,omitempty"`
 	// HostMoRef is the host's managed object reference value.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	HostMoRef string `json:"hostMoRef,omitempty"`
 	// HostUUID is the host's hardware UUID (summary.hardware.uuid): the
 	// same whether the host is reached through its vCenter or directly, so
 	// the transfer limits and the claim on the source VM meet across both.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	HostUUID string `json:"hostUUID,omitempty"`
 	// CPU topology.
 	CPU CPUTopology `json:"cpu"`
@@ -363,30 +375,40 @@ type SourceInventory struct {
 	SecureBoot bool `json:"secureBoot,omitempty"`
 	// GuestID is the configured guest OS identifier, for example rhel9_64Guest.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	GuestID string `json:"guestID,omitempty"`
 	// GuestFamily is the guest OS family (linuxGuest, windowsGuest...).
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	GuestFamily string `json:"guestFamily,omitempty"`
 	// GuestFullName is the guest OS's full name.
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	GuestFullName string `json:"guestFullName,omitempty"`
 	// DetectedGuestID is the guest OS identifier VMware Tools report from
 	// the running guest (guest.guestId); empty when they report none.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	DetectedGuestID string `json:"detectedGuestID,omitempty"`
 	// DetectedGuestFullName is the guest OS's full name as VMware Tools
 	// report it (guest.guestFullName).
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	DetectedGuestFullName string `json:"detectedGuestFullName,omitempty"`
 	// ToolsRunningStatus of VMware Tools (guestToolsRunning, guestToolsNotRunning...).
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	ToolsRunningStatus string `json:"toolsRunningStatus,omitempty"`
 	// PowerState when inventoried (poweredOn, poweredOff, suspended).
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	PowerState string `json:"powerState,omitempty"`
-	// Snapshots present on the VM, by name.
+	// Snapshots present on the VM, by name; past MaxSnapshots (64), the
+	// last name kept says how many more there are.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=512
 	Snapshots []string `json:"snapshots,omitempty"`
 	// CBTEnabled says whether changed block tracking is on.
 	// +optional
@@ -397,15 +419,19 @@ type SourceInventory struct {
 	// VTPM says whether the VM has a virtual TPM.
 	// +optional
 	VTPM bool `json:"vTPM,omitempty"`
-	// Disks in source order (controller, bus, unit).
+	// Disks in source order (controller, bus, unit); a VM with more than
+	// MaxDisks (256: ESXi 8's 4 PVSCSI controllers of 64 targets) is refused.
 	// +optional
 	// +listType=map
 	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=256
 	Disks []SourceDisk `json:"disks,omitempty"`
-	// NICs in source order.
+	// NICs in source order; a VM with more than MaxNICs (16; ESXi takes
+	// 10) is refused.
 	// +optional
 	// +listType=map
 	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=16
 	NICs []SourceNIC `json:"nics,omitempty"`
 	// GuestNetworkRejected lists, quoted, what VMware Tools reported of
 	// the guest's network that is not an address the controller would
@@ -448,28 +474,35 @@ type SourceDisk struct {
 	Key int32 `json:"key"`
 	// Label is the device label, for example "Hard disk 1".
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	Label string `json:"label,omitempty"`
 	// CapacityBytes of the disk.
 	CapacityBytes int64 `json:"capacityBytes"`
 	// FileName is the backing file, "[datastore] dir/vm.vmdk".
 	// +optional
+	// +kubebuilder:validation:MaxLength=1024
 	FileName string `json:"fileName,omitempty"`
 	// Datastore holding the backing file.
 	// +optional
+	// +kubebuilder:validation:MaxLength=512
 	Datastore string `json:"datastore,omitempty"`
 	// DatastoreURL is that datastore's URL (summary.url, for example
 	// ds:///vmfs/volumes/<uuid>/): its identity across endpoints, where
 	// its name (every standalone host has a datastore1) is not.
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	DatastoreURL string `json:"datastoreURL,omitempty"`
 	// Provisioning is Thin, Thick (lazy zeroed) or EagerZeroedThick.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	Provisioning string `json:"provisioning,omitempty"`
 	// ControllerType is the bus: scsi, sata, nvme or ide.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	ControllerType string `json:"controllerType,omitempty"`
 	// ControllerModel is the controller's model (pvscsi, lsilogic, ahci...).
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	ControllerModel string `json:"controllerModel,omitempty"`
 	// BusNumber of the controller.
 	// +optional
@@ -479,9 +512,11 @@ type SourceDisk struct {
 	UnitNumber int32 `json:"unitNumber"`
 	// DiskMode: persistent, independent_persistent, independent_nonpersistent...
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	DiskMode string `json:"diskMode,omitempty"`
 	// Sharing: sharingNone or sharingMultiWriter.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	Sharing string `json:"sharing,omitempty"`
 	// RDM says the disk is a raw device mapping.
 	// +optional
@@ -491,6 +526,7 @@ type SourceDisk struct {
 	SnapshotDelta bool `json:"snapshotDelta,omitempty"`
 	// ChangeID is the CBT change ID, when CBT is on.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	ChangeID string `json:"changeID,omitempty"`
 }
 
@@ -500,15 +536,19 @@ type SourceNIC struct {
 	Key int32 `json:"key"`
 	// Label is the device label, for example "Network adapter 1".
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	Label string `json:"label,omitempty"`
 	// MAC address.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	MAC string `json:"mac,omitempty"`
 	// Network or port group name.
 	// +optional
+	// +kubebuilder:validation:MaxLength=512
 	Network string `json:"network,omitempty"`
 	// AdapterType: vmxnet3, e1000, e1000e...
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	AdapterType string `json:"adapterType,omitempty"`
 	// PCISlotNumber is the NIC's PCI slot (its device's slotInfo), from
 	// which a Linux guest on VMware names the interface (ens<slot>:
@@ -584,6 +624,7 @@ type PreflightFinding struct {
 	// Severity says whether it blocks the migration.
 	Severity Severity `json:"severity"`
 	// Message says what is wrong and what to do.
+	// +kubebuilder:validation:MaxLength=4096
 	Message string `json:"message"`
 }
 
@@ -592,6 +633,7 @@ type PreflightFinding struct {
 type SourceControlStatus struct {
 	// OriginalPowerState is the power state found before the controller acted.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	OriginalPowerState string `json:"originalPowerState,omitempty"`
 	// ShutdownRequestedAt is when a guest shutdown was requested.
 	// +optional
@@ -603,6 +645,7 @@ type SourceControlStatus struct {
 	// (its managed object reference), watched until it ends: the source
 	// is not powered on again, nor counted restored, while it may still run.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	PowerOffTask string `json:"powerOffTask,omitempty"`
 	// PoweredOffAt is when the VM was seen powered off.
 	// +optional
@@ -628,6 +671,7 @@ type SourceControlStatus struct {
 	RestoreAbandonedAt *metav1.Time `json:"restoreAbandonedAt,omitempty"`
 	// RestoreAbandonedReason is why the restore was given up.
 	// +optional
+	// +kubebuilder:validation:MaxLength=4096
 	RestoreAbandonedReason string `json:"restoreAbandonedReason,omitempty"`
 	// Snapshots the controller made, with intent and result.
 	// +optional
@@ -642,6 +686,7 @@ type SnapshotRecord struct {
 	Name string `json:"name"`
 	// MoRef of the snapshot, once created.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	MoRef string `json:"moRef,omitempty"`
 	// RequestedAt is when the creation was requested.
 	// +optional
@@ -676,6 +721,7 @@ type DiskStatus struct {
 	ETASeconds *int64 `json:"etaSeconds,omitempty"`
 	// SHA256 of the transferred image, once complete.
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	SHA256 string `json:"sha256,omitempty"`
 	// TransferredAt is when the transfer of this disk was verified complete.
 	// +optional
@@ -697,6 +743,7 @@ type DiskStatus struct {
 	// FullCopyReason says why the whole disk was copied rather than only
 	// its allocated areas.
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	FullCopyReason string `json:"fullCopyReason,omitempty"`
 	// Checksums continue the disk's checksum chain past the transfer's
 	// (sha256): the converted image's, and the target's read back before
@@ -708,9 +755,11 @@ type DiskStatus struct {
 	DataVolume string `json:"dataVolume,omitempty"`
 	// ImportPhase is the DataVolume's phase.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	ImportPhase string `json:"importPhase,omitempty"`
 	// ImportProgress is the DataVolume's progress, as "45.20%".
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	ImportProgress string `json:"importProgress,omitempty"`
 }
 
@@ -722,6 +771,7 @@ type DiskChecksums struct {
 	// the verification Job's; the transferred one when the conversion was
 	// skipped.
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	Converted string `json:"converted,omitempty"`
 	// ConvertedBytes is the staged image's size once converted.
 	// +optional
@@ -730,6 +780,7 @@ type DiskChecksums struct {
 	// claim's image (hex), read by the verification Job before the VM
 	// started; it must equal Converted.
 	// +optional
+	// +kubebuilder:validation:MaxLength=64
 	Target string `json:"target,omitempty"`
 	// TargetBytes is the size of the target claim's image (its file, or
 	// its block device), at least capacityBytes.
@@ -759,6 +810,7 @@ type ConversionStatus struct {
 	ConfigMapName string `json:"configMapName,omitempty"`
 	// OperatingSystem virt-v2v inspected, for example "rhel 9.4".
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	OperatingSystem string `json:"operatingSystem,omitempty"`
 	// Warnings are the warnings virt-v2v printed during a conversion that
 	// succeeded, in order, for example "could not determine a way to
@@ -767,6 +819,7 @@ type ConversionStatus struct {
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=512
 	Warnings []string `json:"warnings,omitempty"`
 	// Skipped says the conversion was skipped by the spec.
 	// +optional
@@ -805,6 +858,7 @@ type InterfacePin struct {
 	Name string `json:"name,omitempty"`
 	// Source says how Name was found: Address or PCISlot.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	Source string `json:"source,omitempty"`
 	// Pinned says a systemd .link file in the guest now gives the
 	// interface with this MAC address the name Name, whatever its new bus
@@ -845,6 +899,7 @@ type TargetStatus struct {
 	StartRequestedAt *metav1.Time `json:"startRequestedAt,omitempty"`
 	// VMIPhase is the VirtualMachineInstance's phase.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	VMIPhase string `json:"vmiPhase,omitempty"`
 	// AgentConnected says the guest agent connected.
 	// +optional
@@ -863,22 +918,27 @@ type TargetStatus struct {
 type TargetInterface struct {
 	// Name of the VM's interface (and network), net-<source NIC index>.
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	Name string `json:"name,omitempty"`
 	// MAC address.
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	MAC string `json:"mac,omitempty"`
 	// InterfaceName inside the guest, as its guest agent reports it.
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	InterfaceName string `json:"interfaceName,omitempty"`
 	// IPAddresses as KubeVirt reports them: the guest agent's, or, on
 	// the pod network, the pod's.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
 	IPAddresses []string `json:"ipAddresses,omitempty"`
 	// InfoSource is where KubeVirt took the data from: domain,
 	// guest-agent, multus-status, comma-separated.
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	InfoSource string `json:"infoSource,omitempty"`
 }
 
@@ -937,6 +997,7 @@ type CheckpointEvidence struct {
 	// ReachedAt is when it was observed.
 	ReachedAt metav1.Time `json:"reachedAt"`
 	// Observed says what was seen, for a person.
+	// +kubebuilder:validation:MaxLength=4096
 	Observed string `json:"observed"`
 }
 
@@ -945,8 +1006,10 @@ type MigrationError struct {
 	// Phase the failure happened in.
 	Phase Phase `json:"phase"`
 	// Reason is a CamelCase constant.
+	// +kubebuilder:validation:MaxLength=128
 	Reason string `json:"reason"`
 	// Message for a person.
+	// +kubebuilder:validation:MaxLength=4096
 	Message string `json:"message"`
 	// Summary is the message's short form, for tables (the Last Error
 	// column of kubectl get -o wide and kubectl vmm list -o wide): its
@@ -967,6 +1030,7 @@ type PodWaiting struct {
 	// Reason as the cluster names it: ErrImagePull, ImagePullBackOff,
 	// ErrImageNeverPull, InvalidImageName, CreateContainerConfigError,
 	// CreateContainerError, Unschedulable, FailedCreate.
+	// +kubebuilder:validation:MaxLength=128
 	Reason string `json:"reason"`
 	// Message is the kubelet's, the scheduler's or the admission's.
 	// +optional

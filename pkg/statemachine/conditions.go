@@ -12,7 +12,8 @@ import (
 )
 
 // finish sets the observed generation and every condition from what the
-// decision found, and collects the output status.
+// decision found, and collects the output status, every string of what a
+// source said cut to its bound (Bound) for the API server to store it.
 func (d *decider) finish() {
 	d.keepActionWait()
 	d.st.ObservedGeneration = d.m.Generation
@@ -32,6 +33,7 @@ func (d *decider) finish() {
 	d.restoreCondition()
 	d.targetKeptCondition()
 	d.networkIdentityCondition()
+	d.st.Bound()
 	d.out.Status = *d.st
 }
 

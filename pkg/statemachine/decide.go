@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/untrusted"
 )
 
 // Decide returns what to do next for one migration. It is pure and
@@ -250,6 +251,8 @@ func (d *decider) ownSeen() bool {
 // recordError keeps the last error; an identical error keeps its first time
 // so that a repeated failure does not rewrite the status.
 func (d *decider) recordError(reason, message string) {
+	// Cut as status keeps it, so that the same failure compares equal.
+	reason, message = untrusted.Cut(reason, v1alpha1.MaxWord), untrusted.Cut(message, v1alpha1.MaxMessage)
 	if e := d.st.LastError; e != nil && e.Phase == d.st.Phase && e.Reason == reason && e.Message == message {
 		return
 	}

@@ -40,6 +40,7 @@ func (d *decider) validating() {
 		return
 	}
 	inv := src.Inventory.DeepCopy()
+	inv.Bound() // as status keeps it: the target's name derives from it
 	d.st.Source = inv
 	d.st.Preflight = slices.Clone(d.obs.Preflight)
 	target := TargetName(d.spec, inv)

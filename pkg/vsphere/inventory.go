@@ -55,7 +55,9 @@ var vmProperties = []string{
 // one RetrieveProperties for the VM, its ancestors (inventory path and
 // datacenter), its datastores and its networks (names, port group keys),
 // and a second one for its host's name and hardware UUID. InventoriedAt is left for the
-// caller to stamp with its clock.
+// caller to stamp with its clock. Every string is cut to its bound
+// (SourceInventory.Bound); a VM with more disks or NICs than status keeps
+// is refused (a *v1alpha1.CountError).
 func Inventory(ctx context.Context, s *Session, vm *object.VirtualMachine) (*v1alpha1.SourceInventory, error) {
 	c := s.Client()
 	ref := vm.Reference()
@@ -82,6 +84,12 @@ func Inventory(ctx context.Context, s *Session, vm *object.VirtualMachine) (*v1a
 			inv.HostUUID = hw.Uuid
 		}
 	}
+	// What vSphere and VMware Tools say has no bound of its own: status
+	// keeps it cut, and so does everything that reads it before.
+	if err := inv.CheckCounts(); err != nil {
+		return nil, fmt.Errorf("reading inventory of virtual machine %s: %w", ref.Value, err)
+	}
+	inv.Bound()
 	return inv, nil
 }
 

@@ -33,17 +33,20 @@ import (
 // PodSecurity's warnings on Jobs, KubeVirt's and CDI's webhooks, which
 // declare no side effects) and persists nothing. It needs no RBAC beyond
 // the creates'. Its answer is kept per migration, phase and rendered
-// content for DryRunTTL (statemachine.ValidatingDryRunTTL in Validating),
-// so a migration waiting in Validating does not send it at every
-// reconcile; an answer that refused nothing also serves, for as long, the
-// other migrations of its namespace whose objects have its shape (see
-// dryRunShape): a wave of one shape sends one dry run per phase, not one
-// per migration. A dry run the API server did not answer (throttled,
+// content for statemachine.ValidatingDryRunTTL in Validating, so a
+// migration waiting in Validating does not send it at every reconcile; an
+// answer that refused nothing also serves, for as long, the other
+// migrations of its namespace whose objects have its shape (see
+// dryRunShape): a wave of one shape sends one dry run in Validating, not
+// one per migration. Right before the stop (Queued, once a transfer slot
+// is free) every migration asks for its own objects, every time: no kept
+// answer serves there, where a stale one could stop a source whose
+// objects the cluster now refuses. A dry run the API server did not answer (throttled,
 // unavailable, slower than DryRunTimeout) is asked again only after a
 // backoff of its own, DryRunRetryMin doubling up to DryRunRetryMax.
 
-// DryRunTTL is how long a dry run's answer serves a migration whose
-// objects render the same, right before the stop (Queued).
+// DryRunTTL is how long a dry run's answer is kept outside Validating
+// (its own answer right before the stop is never reused: see DryRun).
 const DryRunTTL = time.Minute
 
 // DryRunTimeout bounds one dry run of a migration's objects (the wait for
@@ -122,7 +125,14 @@ func (s *Step) DryRun(ctx context.Context, m *v1alpha1.VirtualMachineMigration, 
 		return &statemachine.DryRunObservation{Error: &statemachine.ObservedError{Class: statemachine.ErrorPermanent, Reason: ReasonRenderFailed, Message: err.Error()}}
 	}
 	uid, now := string(m.UID), s.now()
-	if st := s.dryRuns.get(uid, key, now); st != nil {
+	// Right before the stop (Queued) the answer must be the API server's
+	// of now, for this migration's own objects: an answer of a minute ago
+	// (its own, or another's of its shape) may predate the quota another
+	// migration just spent, and a webhook may refuse a name by its value,
+	// which a shape hides. Only where a stale answer cannot lead to a
+	// stop (Validating: Queued asks again) does a kept answer serve.
+	beforeStop := m.Status.Phase == v1alpha1.PhaseQueued
+	if st := s.dryRuns.get(uid, key, now); st != nil && !beforeStop {
 		return &statemachine.DryRunObservation{Status: st}
 	}
 	if e := s.dryRuns.backingOff(uid, key, now); e != nil {
@@ -134,7 +144,7 @@ func (s *Step) DryRun(ctx context.Context, m *v1alpha1.VirtualMachineMigration, 
 		return &statemachine.DryRunObservation{Error: &statemachine.ObservedError{Class: statemachine.ErrorPermanent, Reason: ReasonRenderFailed, Message: err.Error()}}
 	}
 	shape = m.Namespace + "/" + shape
-	if st := s.dryRuns.getShared(uid, shape, ids, now); st != nil {
+	if st := s.dryRuns.getShared(uid, shape, ids, now); st != nil && !beforeStop {
 		st.ObservedGeneration = m.Generation
 		s.dryRuns.put(uid, key, *st)
 		return &statemachine.DryRunObservation{Status: st}
@@ -144,7 +154,7 @@ func (s *Step) DryRun(ctx context.Context, m *v1alpha1.VirtualMachineMigration, 
 		return &statemachine.DryRunObservation{Error: s.dryRuns.putFailed(uid, key, *e, s.now())}
 	}
 	s.dryRuns.put(uid, key, *st)
-	if shareable {
+	if shareable && !beforeStop {
 		s.dryRuns.putShared(uid, shape, anonymizeAnswer(*st, ids))
 	}
 	return &statemachine.DryRunObservation{Status: st}

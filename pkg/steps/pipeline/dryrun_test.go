@@ -265,12 +265,12 @@ func TestDryRunServesAWaveOfOneShape(t *testing.T) {
 	queued, inv = waveMember(4)
 	queued.Status.Phase = v1alpha1.PhaseQueued
 	f.step.DryRun(context.Background(), queued, inv)
-	assert.Equal(t, 5*once, len(*sent), "and that answer serves the next of its shape")
+	assert.Equal(t, 6*once, len(*sent), "right before the stop, each migration asks for its own objects")
 
 	clock.SetTime(t0.Add(statemachine.ValidatingDryRunTTL))
 	late, inv := waveMember(23)
 	f.step.DryRun(context.Background(), late, inv)
-	assert.Equal(t, 6*once, len(*sent), "an old answer serves no one")
+	assert.Equal(t, 7*once, len(*sent), "an old answer serves no one")
 
 	refuseClaims = true
 	for i := 24; i <= 25; i++ {
@@ -280,7 +280,43 @@ func TestDryRunServesAWaveOfOneShape(t *testing.T) {
 		require.NotNil(t, got.Status)
 		assert.Equal(t, int32(1), got.Status.Refused)
 	}
-	assert.Equal(t, 8*once, len(*sent), "a refusal is asked by each migration itself")
+	assert.Equal(t, 9*once, len(*sent), "a refusal is asked by each migration itself")
+}
+
+// TestDryRunRightBeforeTheStopIsItsOwn (issue 46): the dry run right
+// before the stop (Queued) is never served from another migration's
+// answer, nor from the migration's own earlier one: once a migration of
+// the same shape spent the namespace's quota, the next one is refused
+// before its source is stopped, not after.
+func TestDryRunRightBeforeTheStopIsItsOwn(t *testing.T) {
+	f := newFakeStep(t)
+	f.step.Clock = clocktesting.NewFakePassiveClock(t0)
+	quotaSpent := false
+	sent := dryRunAnswers(t, f, func(resource, name string) error {
+		if quotaSpent && resource == "persistentvolumeclaims" {
+			return apierrors.NewForbidden(schema.GroupResource{Resource: resource}, name, fmt.Errorf("exceeded quota: claims"))
+		}
+		return nil
+	})
+	first, inv1 := waveMember(1)
+	first.Status.Phase = v1alpha1.PhaseQueued
+	got := f.step.DryRun(context.Background(), first, inv1)
+	require.NotNil(t, got.Status)
+	require.Zero(t, got.Status.Refused)
+	once := len(*sent)
+
+	quotaSpent = true // the first migration's claims took the quota
+	second, inv2 := waveMember(2)
+	second.Status.Phase = v1alpha1.PhaseQueued
+	got = f.step.DryRun(context.Background(), second, inv2)
+	require.NotNil(t, got.Status)
+	assert.Equal(t, int32(1), got.Status.Refused, "the same shape, seconds later: asked, and refused")
+	assert.Equal(t, 2*once, len(*sent))
+
+	got = f.step.DryRun(context.Background(), first, inv1)
+	require.NotNil(t, got.Status)
+	assert.Equal(t, int32(1), got.Status.Refused, "its own answer of a moment ago is not reused either")
+	assert.Equal(t, 3*once, len(*sent))
 }
 
 // TestDryRunUnansweredBacksOff (issue 32): a dry run the API server did not

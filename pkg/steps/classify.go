@@ -24,6 +24,10 @@ const (
 	// ReasonNameTaken: an object of that name exists and is not this
 	// migration's.
 	ReasonNameTaken = "NameTaken"
+	// ReasonProofJobDeleting: an image proof Job of the key is being
+	// deleted (a stale one, or its TTL's): the image is proven again once
+	// it is gone.
+	ReasonProofJobDeleting = "ProofJobDeleting"
 	// ReasonAPIUnavailable: the API server could not answer now.
 	ReasonAPIUnavailable = "APIUnavailable"
 	// ReasonEndpointBusy: the vSphere endpoint already runs the most

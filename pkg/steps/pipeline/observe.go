@@ -540,14 +540,14 @@ func dataVolumeMessage(dv *cdiv1.DataVolume) string {
 const (
 	maxVMIInterfaces = 64
 	maxVMIAddresses  = 32
-	maxVMIString     = 256
+	maxVMIString     = v1alpha1.MaxGuestReported
 )
 
 // vmiInterfaces are a VMI's status.interfaces as KubeVirt reports them
 // (the addresses its ipAddresses list, else its ipAddress), bounded. The
 // guest agent reports them from inside the migrated guest: every string
-// is kept without control characters (untrusted.Clean), and an address
-// in its canonical form where it is one.
+// is kept without control characters, a cut marked (untrusted.CleanCut),
+// and an address in its canonical form where it is one.
 func vmiInterfaces(in []kubevirtv1.VirtualMachineInstanceNetworkInterface) []v1alpha1.TargetInterface {
 	var out []v1alpha1.TargetInterface
 	for _, i := range in {
@@ -566,13 +566,13 @@ func vmiInterfaces(in []kubevirtv1.VirtualMachineInstanceNetworkInterface) []v1a
 			if a, err := untrusted.Addr(ip); err == nil {
 				kept = append(kept, a.String())
 			} else {
-				kept = append(kept, untrusted.Clean(ip, maxVMIString))
+				kept = append(kept, untrusted.CleanCut(ip, maxVMIString))
 			}
 		}
 		if len(kept) == 0 {
 			kept = nil
 		}
-		clean := func(s string) string { return untrusted.Clean(s, maxVMIString) }
+		clean := func(s string) string { return untrusted.CleanCut(s, maxVMIString) }
 		out = append(out, v1alpha1.TargetInterface{Name: clean(i.Name), MAC: clean(i.MAC), InterfaceName: clean(i.InterfaceName),
 			IPAddresses: kept, InfoSource: clean(i.InfoSource)})
 	}

@@ -268,13 +268,19 @@ func (s *Step) CreateProofJob(ctx context.Context, m *v1alpha1.VirtualMachineMig
 	key := job.Labels[v1alpha1.LabelProofKey]
 	var account *corev1.ServiceAccount
 	if sa != nil {
-		if account, err = createShared(ctx, "service account", s.Kube.CoreV1().ServiceAccounts(m.Namespace), sa, key); err != nil {
+		if account, err = s.proofAccount(ctx, sa, key); err != nil {
 			return err
 		}
 	}
 	created, err := createShared(ctx, "job", s.Kube.BatchV1().Jobs(m.Namespace), job, key)
 	if err != nil {
 		return err
+	}
+	if created.DeletionTimestamp != nil {
+		// A stale one on its way out, which the cache did not show yet:
+		// its account must not be handed to it.
+		return &statemachine.ObservedError{Class: statemachine.ErrorTransient, Reason: steps.ReasonProofJobDeleting,
+			Message: fmt.Sprintf("proof job %s/%s is being deleted: proving again once it is gone", created.Namespace, created.Name)}
 	}
 	s.proofs.created(key, s.now())
 	if account == nil {
@@ -308,17 +314,53 @@ func createShared[T metav1.Object](ctx context.Context, kind string, api creator
 	return existing, nil
 }
 
+// proofAccount creates the proof's ServiceAccount, or reads the one a
+// peer created. One an earlier proof Job of the key owns, a Job that is
+// gone (or was replaced under its name), is the garbage collector's to
+// delete at any moment, even once handed to a new Job: it is deleted
+// (its UID as a precondition) and made again.
+func (s *Step) proofAccount(ctx context.Context, sa *corev1.ServiceAccount, key string) (*corev1.ServiceAccount, error) {
+	api := s.Kube.CoreV1().ServiceAccounts(sa.Namespace)
+	account, err := createShared(ctx, "service account", api, sa, key)
+	if err != nil || !s.ownerGone(ctx, account) {
+		return account, err
+	}
+	err = api.Delete(ctx, account.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(account.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return nil, fmt.Errorf("deleting service account %s/%s of a proof job that is gone: %w", account.Namespace, account.Name, err)
+	}
+	return createShared(ctx, "service account", api, sa, key)
+}
+
+// ownerGone reports whether sa is owned by a Job that no longer exists
+// under its name and UID (the garbage collector deletes such an account).
+// An account no Job owns yet (its creator's handover to come) is not.
+func (s *Step) ownerGone(ctx context.Context, sa *corev1.ServiceAccount) bool {
+	for _, o := range sa.OwnerReferences {
+		if o.Kind != "Job" {
+			continue
+		}
+		job, err := s.Kube.BatchV1().Jobs(sa.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && (job.UID != o.UID || job.DeletionTimestamp != nil)) {
+			return true
+		}
+	}
+	return false
+}
+
 // ownProofAccess makes the proof Job the owner of its ServiceAccount
 // (unless it is already), so that the garbage collector removes the
-// account once the Job is gone. A ServiceAccount left by an earlier Job
-// of the key (deleted as stale) is handed to the new one.
+// account once the Job is gone, and so that the Job's deletion in the
+// foreground (a stale proof's, its TTL's) ends only once the account is
+// gone (blockOwnerDeletion): the next Job of the key never gets an
+// account the collector is about to delete.
 func (s *Step) ownProofAccess(ctx context.Context, sa *corev1.ServiceAccount, job *batchv1.Job) error {
 	if slices.ContainsFunc(sa.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == job.UID }) {
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": sa.ResourceVersion,
-		"ownerReferences": []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID}},
+		"ownerReferences": []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, BlockOwnerDeletion: ptr.To(true)}},
 	}})
 	if err != nil {
 		return fmt.Errorf("encoding the owner of service account %s/%s: %w", sa.Namespace, sa.Name, err)

@@ -175,8 +175,17 @@ func (s *Step) observeProof(m *v1alpha1.VirtualMachineMigration, component strin
 		p.Running, p.Waiting = true, "its stale Job is being deleted; proving again once it is gone"
 		return p
 	}
+	pods := s.jobPods(job)
+	if resultLost(job, pods, now) {
+		// Its pod, which held the result, is gone (terminated-pod
+		// garbage collection, a removed node) and no result was kept:
+		// proven again, not taken for a failure.
+		ref := refTo(statemachine.KindJob, job)
+		p.Stale = &ref
+		return p
+	}
 	p.Running = true
-	res, waiting := ProofOutcome(component, job, s.jobPods(job), now, s.Config.proofTimeout())
+	res, waiting := ProofOutcome(component, job, pods, now, s.Config.proofTimeout())
 	if res == nil {
 		p.Waiting = waiting
 		return p
@@ -190,6 +199,27 @@ func (s *Step) observeProof(m *v1alpha1.VirtualMachineMigration, component strin
 	s.proofs.put(*res, job.UID, now, ttl)
 	p.Running, p.Result = false, res
 	return p
+}
+
+// resultLost reports whether a proof Job ended after a pod of it ran
+// (succeeded or failed), JobResultGrace ago or more, and no pod of it is
+// left: the result, its pod's termination message, is lost. A Job that
+// failed without any pod having run (its deadline passed with the pod
+// never created) lost nothing: ProofOutcome says so.
+func resultLost(job *batchv1.Job, pods []corev1.Pod, now time.Time) bool {
+	if len(pods) > 0 || job.Status.Succeeded+job.Status.Failed == 0 {
+		return false
+	}
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			ended := c.LastTransitionTime.Time
+			if t := job.Status.CompletionTime; c.Type == batchv1.JobComplete && t != nil {
+				ended = t.Time
+			}
+			return now.Sub(ended) >= statemachine.JobResultGrace
+		}
+	}
+	return false
 }
 
 // proofTime is when a proof's result came: a pass at its Job's
@@ -270,7 +300,7 @@ func ProofOutcome(component string, job *batchv1.Job, pods []corev1.Pod, now tim
 	default:
 		return nil, podWaiting(pod, job.Spec.Template.Spec.Containers[0].Name)
 	}
-	res.Output = truncate(strings.TrimSpace(termMessage(term)), 4096)
+	res.Output = truncate(strings.TrimSpace(termMessage(term)), v1alpha1.MaxProofOutput)
 	return res, ""
 }
 

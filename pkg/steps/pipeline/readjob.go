@@ -25,10 +25,10 @@ const (
 )
 
 // maxMessage bounds the messages an observation carries into status;
-// maxReason a disk's full-copy reason.
+// maxReason a disk's full-copy reason (the schema's).
 const (
 	maxMessage = 1024
-	maxReason  = 256
+	maxReason  = v1alpha1.MaxShortMessage
 )
 
 // ObserveJob turns a Job, its pods and (for a transfer) the data of its
@@ -137,10 +137,11 @@ func observeConversion(o *statemachine.JobObservation, msg string, exitedZero bo
 	msg, sums, pins := cutConversionChain(msg)
 	r := parseConversionReport(msg)
 	// virt-v2v words the guest's product name and its warnings from the
-	// guest's own files: status keeps them without control characters.
-	r.os = untrusted.Clean(r.os, maxOSLength)
+	// guest's own files: status keeps them without control characters,
+	// a cut marked.
+	r.os = untrusted.CleanCut(r.os, maxOSLength)
 	for i, w := range r.warnings {
-		r.warnings[i] = untrusted.Clean(w, maxWarningLength)
+		r.warnings[i] = untrusted.CleanCut(w, maxWarningLength)
 	}
 	lines := strings.Split(r.errors, "\n")
 	for i, l := range lines {
@@ -178,11 +179,12 @@ type conversionReport struct {
 const warningsHeading = "# virt-v2v warnings"
 
 // Bounds of the warnings kept from one conversion: how many, and how long
-// each (status.conversion.warnings allows 16).
+// each (status.conversion.warnings allows 16), and of the inspected OS
+// (the schema's).
 const (
 	maxWarnings      = 8
-	maxWarningLength = 512
-	maxOSLength      = 256
+	maxWarningLength = v1alpha1.MaxConversionWarning
+	maxOSLength      = v1alpha1.MaxGuestOSName
 )
 
 // v2vMessage is one line of virt-v2v's --machine-readable output.

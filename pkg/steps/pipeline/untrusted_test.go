@@ -277,15 +277,16 @@ func TestConversionReportIsCleaned(t *testing.T) {
 
 // TestVMIInterfacesAreCleaned: the interfaces KubeVirt reports come from
 // the migrated guest's agent: status keeps them without control
-// characters, bounded, and its addresses in their canonical form (the
-// network identity check compares them with the source's).
+// characters, bounded with the cut marked, and its addresses in their
+// canonical form (the network identity check compares them with the
+// source's).
 func TestVMIInterfacesAreCleaned(t *testing.T) {
 	got := vmiInterfaces([]kubevirtv1.VirtualMachineInstanceNetworkInterface{{
 		Name: "net-0", MAC: "00:50:56:aa:bb:01", InterfaceName: "eth0\x1b]0;owned\x07" + strings.Repeat("x", 300),
 		IPs: []string{"2001:DB8::21", "192.168.10.21\n", "10.0.0.9"}, InfoSource: "domain, guest-agent",
 	}})
 	assert.Equal(t, []v1alpha1.TargetInterface{{
-		Name: "net-0", MAC: "00:50:56:aa:bb:01", InterfaceName: "eth0\ufffd]0;owned\ufffd" + strings.Repeat("x", maxVMIString-len("eth0\ufffd]0;owned\ufffd")),
+		Name: "net-0", MAC: "00:50:56:aa:bb:01", InterfaceName: "eth0\ufffd]0;owned\ufffd" + strings.Repeat("x", maxVMIString-len("eth0\ufffd]0;owned\ufffd")-3) + "...",
 		IPAddresses: []string{"2001:db8::21", "192.168.10.21\ufffd", "10.0.0.9"}, InfoSource: "domain, guest-agent",
 	}}, got)
 }

@@ -8,6 +8,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/untrusted"
 )
 
 // What a person reads in status and events that is not a condition: an
@@ -130,9 +131,6 @@ func (d *decider) viewedStatus() {
 	d.forgetFailedProgress()
 }
 
-// maxPodWaitingMessage bounds status.podWaiting.message (the schema's).
-const maxPodWaitingMessage = 1024
-
 // recordPodWaiting keeps status.podWaiting in step with the pod of the
 // Job the phase waits for: set while it has not started for a reason a
 // person must fix, its since kept while it is the same Job's, unset once
@@ -148,7 +146,7 @@ func (d *decider) recordPodWaiting() {
 	if w == nil || w.Job != job.Name {
 		w = &v1alpha1.PodWaiting{Job: job.Name, Since: d.now}
 	}
-	w.Reason, w.Message = job.StartProblem.Reason, truncateRunes(job.StartProblem.Message, maxPodWaitingMessage)
+	w.Reason, w.Message = job.StartProblem.Reason, untrusted.Cut(job.StartProblem.Message, v1alpha1.MaxPodMessage)
 	w.AttemptFailsAt = nil
 	if !job.CreatedAt.IsZero() {
 		failsAt := metav1.NewTime(job.CreatedAt.Add(d.cfg.PodStartTimeout))
@@ -189,13 +187,4 @@ func (d *decider) summarizeLastError() {
 	if e := d.st.LastError; e != nil {
 		e.Summary = naming.Summarize(e.Message)
 	}
-}
-
-// truncateRunes cuts s to at most n runes, ending a cut one with "...".
-func truncateRunes(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-3]) + "..."
 }

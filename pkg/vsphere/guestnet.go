@@ -24,7 +24,7 @@ const (
 	maxGuestAddresses  = 32
 	maxGuestDNSServers = 8
 	maxGuestRejected   = 16
-	maxRejectedEntry   = 256
+	maxRejectedEntry   = v1alpha1.MaxShortMessage
 )
 
 // pciSlot is a device's PCI slot number, nil when vSphere gives none.
@@ -49,7 +49,7 @@ func (r *guestReport) reject(where, value string, problem error) {
 	if len(r.rejected) == maxGuestRejected {
 		return
 	}
-	r.rejected = append(r.rejected, untrusted.Clean(untrusted.Refuse(where, value, problem).Error(), maxRejectedEntry))
+	r.rejected = append(r.rejected, untrusted.CleanCut(untrusted.Refuse(where, value, problem).Error(), maxRejectedEntry))
 }
 
 // addr parses an address the guest reported at where; ok is false (and

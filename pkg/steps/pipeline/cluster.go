@@ -102,8 +102,9 @@ func (s *Step) proofRefusals(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 	return nil
 }
 
-// jobRefusals says, of a transfer or conversion Job that has no pod, why
-// the API server refused it.
+// jobRefusals says, of a transfer or conversion Job whose pod has not
+// started, why: the API server refused its pod (it has none), or a claim
+// it mounts is not provisioned.
 func (s *Step) jobRefusals(ctx context.Context, m *v1alpha1.VirtualMachineMigration, obs *statemachine.Observation) error {
 	for _, o := range []*statemachine.JobObservation{obs.TransferJob, obs.ConversionJob} {
 		if o == nil || o.Succeeded || o.Failed || o.StartProblem != nil {
@@ -114,6 +115,9 @@ func (s *Step) jobRefusals(ctx context.Context, m *v1alpha1.VirtualMachineMigrat
 			continue
 		}
 		problem, err := s.failedCreate(ctx, job, s.now())
+		if err == nil && problem == nil {
+			problem, err = s.claimProblem(ctx, job, s.now())
+		}
 		if err != nil {
 			return err
 		}

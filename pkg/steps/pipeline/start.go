@@ -81,6 +81,8 @@ const (
 type refusals struct {
 	mu      sync.Mutex
 	byJobID map[string]refusal
+	// claimEvents holds, per claim UID, what its events said last.
+	claimEvents map[string]claimEvents
 }
 
 type refusal struct {

@@ -151,14 +151,15 @@ func (o *cancelOptions) run(ctx context.Context, name string) error {
 		return notFound(err, name, ns)
 	}
 	if m.DeletionTimestamp != nil {
-		_, err := fmt.Fprintf(o.streams.Out, "%s/%s is already being cancelled (phase %s)\n", resourceName, name, phaseOf(m))
+		_, err := fmt.Fprintf(o.view(), "%s/%s is already being cancelled (phase %s)\n", resourceName, name, phaseOf(m))
 		return err
 	}
+	out := o.view()
 	if o.yes {
-		fmt.Fprintf(o.streams.Out, "%s/%s is in phase %s. Cancelling it: %s\n", resourceName, name, phaseOf(m), cancelEffect(m))
+		fmt.Fprintf(out, "%s/%s is in phase %s. Cancelling it: %s\n", resourceName, name, clean(string(phaseOf(m))), clean(cancelEffect(m)))
 	} else {
-		fmt.Fprintf(o.streams.Out, "%s/%s is in phase %s. If you cancel it, %s\n", resourceName, name, phaseOf(m), cancelEffect(m))
-		ok, err := confirm(o.streams.In, o.streams.Out, fmt.Sprintf("Cancel %s/%s now? [y/N]: ", ns, name))
+		fmt.Fprintf(out, "%s/%s is in phase %s. If you cancel it, %s\n", resourceName, name, clean(string(phaseOf(m))), clean(cancelEffect(m)))
+		ok, err := confirm(o.streams.In, out, fmt.Sprintf("Cancel %s/%s now? [y/N]: ", ns, name))
 		if err != nil {
 			return err
 		}

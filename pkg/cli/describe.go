@@ -54,10 +54,10 @@ func describeHeader(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time.T
 	if m.DeletionTimestamp != nil {
 		phase += fmt.Sprintf(", deletion requested %s ago", age(m.DeletionTimestamp, now))
 	}
-	fmt.Fprintf(tw, "Phase:\t%s\n", phase)
-	fmt.Fprintf(tw, "Progress:\t%s\n", orNone(progressOf(m)))
-	fmt.Fprintf(tw, "Source:\t%s\n", describeSource(m))
-	fmt.Fprintf(tw, "Target:\tVirtualMachine %s/%s\n", m.Namespace, orNone(targetNameOf(m)))
+	fmt.Fprintf(tw, "Phase:\t%s\n", clean(phase))
+	fmt.Fprintf(tw, "Progress:\t%s\n", orNone(clean(progressOf(m))))
+	fmt.Fprintf(tw, "Source:\t%s\n", clean(describeSource(m)))
+	fmt.Fprintf(tw, "Target:\tVirtualMachine %s/%s\n", m.Namespace, orNone(clean(targetNameOf(m))))
 	fmt.Fprintf(tw, "Started:\t%s\n", timestamp(m.Status.StartTime))
 	if end := m.Status.CompletionTime; end != nil {
 		completed := timestamp(end)
@@ -67,7 +67,7 @@ func describeHeader(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time.T
 		fmt.Fprintf(tw, "Completed:\t%s\n", completed)
 	}
 	if line := downtimeLine(m, now); line != "" {
-		fmt.Fprintf(tw, "Downtime:\t%s\n", line)
+		fmt.Fprintf(tw, "Downtime:\t%s\n", clean(line))
 	}
 	fmt.Fprintf(tw, "Retries:\t%d of %d (deadline %s after the start)\n", m.Status.Retries, m.Spec.Policy.RetryLimit(), humanDuration(m.Spec.Policy.RetryDeadline()))
 	if line := lastErrorLine(m); line != "" {
@@ -115,14 +115,14 @@ func describeTimeline(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time
 		if d, ok := took(m.Status.StartTime, &e.ReachedAt); ok {
 			after = "+" + d.String()
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", timestamp(&e.ReachedAt), after, e.Phase, clean(e.Observed))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", timestamp(&e.ReachedAt), after, clean(string(e.Phase)), clean(e.Observed))
 	}
 	if !isTerminal(m) {
 		since := "-"
 		if m.Status.PhaseStartTime != nil {
 			since = "since " + timestamp(m.Status.PhaseStartTime)
 		}
-		fmt.Fprintf(tw, "  (not yet)\t%s\t%s\tworking toward it: %s\n", since, phaseOf(m), clean(referToLastError(m, progressingMessage(m))))
+		fmt.Fprintf(tw, "  (not yet)\t%s\t%s\tworking toward it: %s\n", since, clean(string(phaseOf(m))), clean(referToLastError(m, progressingMessage(m))))
 	}
 	_ = tw.Flush()
 }
@@ -144,18 +144,18 @@ func describeDisks(w io.Writer, m *v1alpha1.VirtualMachineMigration, _ time.Time
 	}
 	fmt.Fprintln(w, "\nDisks:")
 	for _, d := range m.Status.Disks {
-		fmt.Fprintf(w, "  %s (source disk %d%s):\n", d.Name, d.Key, sourceDiskLabel(m, d.Key))
+		fmt.Fprintf(w, "  %s (source disk %d%s):\n", clean(d.Name), d.Key, sourceDiskLabel(m, d.Key))
 		tw := printers.GetNewTabWriter(w)
 		fmt.Fprintf(tw, "    source:\t%s\n", humanBytesExact(d.CapacityBytes))
 		fmt.Fprintf(tw, "    transfer:\t%s\n", transferEvidence(d))
 		if c := copiedHow(d); c != "" {
 			fmt.Fprintf(tw, "    copied:\t%s\n", c)
 		}
-		fmt.Fprintf(tw, "    in staging:\t%s\n", stagingEvidence(d))
-		fmt.Fprintf(tw, "    converted:\t%s\n", convertedEvidence(m, d))
-		fmt.Fprintf(tw, "    after import:\t%s\n", importEvidence(d))
-		fmt.Fprintf(tw, "    on the target:\t%s\n", targetEvidence(d))
-		fmt.Fprintf(tw, "    chain:\t%s\n", chainVerdict(m, d))
+		fmt.Fprintf(tw, "    in staging:\t%s\n", clean(stagingEvidence(d)))
+		fmt.Fprintf(tw, "    converted:\t%s\n", clean(convertedEvidence(m, d)))
+		fmt.Fprintf(tw, "    after import:\t%s\n", clean(importEvidence(d)))
+		fmt.Fprintf(tw, "    on the target:\t%s\n", clean(targetEvidence(d)))
+		fmt.Fprintf(tw, "    chain:\t%s\n", clean(chainVerdict(m, d)))
 		_ = tw.Flush()
 	}
 }
@@ -249,7 +249,7 @@ func describeConversion(w io.Writer, m *v1alpha1.VirtualMachineMigration, _ time
 	if c.CompletedAt != nil {
 		job += ", completed at " + timestamp(c.CompletedAt)
 	}
-	fmt.Fprintf(tw, "  job:\t%s\n", job)
+	fmt.Fprintf(tw, "  job:\t%s\n", clean(job))
 	fmt.Fprintf(tw, "  guest:\t%s\n", orNone(clean(c.OperatingSystem)))
 	if c.CompletedAt != nil && len(c.Warnings) == 0 {
 		fmt.Fprintln(tw, "  virt-v2v warnings:\tnone")
@@ -271,7 +271,7 @@ func describeSourceControl(w io.Writer, m *v1alpha1.VirtualMachineMigration, _ t
 	}
 	fmt.Fprintln(w, "\nSource VM:")
 	tw := printers.GetNewTabWriter(w)
-	fmt.Fprintf(tw, "  found:\t%s\n", orNone(sc.OriginalPowerState))
+	fmt.Fprintf(tw, "  found:\t%s\n", orNone(clean(sc.OriginalPowerState)))
 	printIfSet(tw, "  guest shutdown requested:", sc.ShutdownRequestedAt)
 	printIfSet(tw, "  power-off requested:", sc.PowerOffRequestedAt)
 	printIfSet(tw, "  seen powered off:", sc.PoweredOffAt)
@@ -296,7 +296,7 @@ func describeConditions(w io.Writer, m *v1alpha1.VirtualMachineMigration, now ti
 	tw := printers.GetNewTabWriter(w)
 	fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tSINCE\tMESSAGE")
 	for _, c := range m.Status.Conditions {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, clean(c.Reason), age(&c.LastTransitionTime, now), clean(referToLastError(m, c.Message)))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", clean(c.Type), clean(string(c.Status)), clean(c.Reason), age(&c.LastTransitionTime, now), clean(referToLastError(m, c.Message)))
 	}
 	_ = tw.Flush()
 }
@@ -318,7 +318,7 @@ func describeEvents(w io.Writer, m *v1alpha1.VirtualMachineMigration, events []c
 		if e.Count > 1 {
 			count = fmt.Sprintf(" (x%d)", e.Count)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s%s\t%s\n", e.Type, clean(e.Reason), age(&t, now), count, clean(referToLastError(m, e.Message)))
+		fmt.Fprintf(tw, "  %s\t%s\t%s%s\t%s\n", clean(e.Type), clean(e.Reason), age(&t, now), count, clean(referToLastError(m, e.Message)))
 	}
 	_ = tw.Flush()
 }

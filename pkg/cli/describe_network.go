@@ -25,13 +25,13 @@ func describeNetwork(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time.
 	tw := printers.GetNewTabWriter(w)
 	fmt.Fprintln(tw, "  NIC\tMAC\tON VMWARE (VMWARE TOOLS)\tIN THE GUEST\tON KUBEVIRT")
 	for i, nic := range src.NICs {
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", i, orNone(nic.MAC), vmwareAddresses(nic), guestName(m, nic), kubevirtInterface(m, i, nic))
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", i, orNone(clean(nic.MAC)), vmwareAddresses(nic), clean(guestName(m, nic)), kubevirtInterface(m, i, nic))
 	}
 	_ = tw.Flush()
 	c := condition(m, "NetworkIdentityPreserved")
 	switch {
 	case c != nil:
-		fmt.Fprintf(w, "  identity: %s (%s) %s ago: %s\n", c.Status, clean(c.Reason), age(&c.LastTransitionTime, now), clean(c.Message))
+		fmt.Fprintf(w, "  identity: %s (%s) %s ago: %s\n", clean(string(c.Status)), clean(c.Reason), age(&c.LastTransitionTime, now), clean(c.Message))
 	case isTerminal(m):
 		fmt.Fprintf(w, "  identity: not checked (the migration ended %s with no report from the running VM's guest agent)\n", m.Status.Phase)
 	case !m.SpecInForce().Target.PreserveStaticIPsEnabled():

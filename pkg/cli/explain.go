@@ -8,8 +8,12 @@ import (
 )
 
 // nextStep says in one sentence what the controller waits for and what
-// the user can do about it.
+// the user can do about it; one line, cleaned, though it quotes status.
 func nextStep(m *v1alpha1.VirtualMachineMigration) string {
+	return clean(nextSentence(m))
+}
+
+func nextSentence(m *v1alpha1.VirtualMachineMigration) string {
 	switch {
 	case m.DeletionTimestamp != nil:
 		return cancellingStep(m)

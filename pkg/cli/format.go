@@ -8,7 +8,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/cli-runtime/pkg/printers"
 )
 
 // none is what a table cell shows for a value that is not known.
@@ -66,12 +65,6 @@ func orNone(s string) string {
 		return none
 	}
 	return s
-}
-
-// clean makes a string from the API safe and single-line for a terminal:
-// escape sequences are neutralised and line breaks folded into spaces.
-func clean(s string) string {
-	return printers.EscapeTerminal(strings.Join(strings.Fields(s), " "))
 }
 
 // parsePercent reads "45%" or CDI's "45.20%"; ok is false for anything else.

@@ -110,7 +110,7 @@ func (o *getOptions) run(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		return s.print(o.streams.Out)
+		return s.print(o.view())
 	}
 	list, err := o.list(ctx, clients, ns, name)
 	if err != nil {
@@ -175,13 +175,13 @@ func (o *getOptions) printOnce(list *v1alpha1.VirtualMachineMigrationList, name 
 	now := o.factory.Now()
 	switch {
 	case name != "" && o.output() == "":
-		return printProgress(out, &list.Items[0], now)
+		return printProgress(o.view(), &list.Items[0], now)
 	case o.human():
 		if len(list.Items) == 0 {
 			fmt.Fprintln(o.streams.ErrOut, "No migrations found.")
 			return nil
 		}
-		return printTable(out, list.Items, o.tableOptions(), now)
+		return printTable(o.view(), list.Items, o.tableOptions(), now)
 	}
 	p, err := o.print.ToPrinter()
 	if err != nil {

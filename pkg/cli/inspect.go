@@ -34,9 +34,9 @@ func (e *env) describe(ctx context.Context, name string) error {
 	events, err := migrationEvents(ctx, clients, m)
 	if err != nil {
 		// Events help but are not the point: say so and go on.
-		fmt.Fprintf(e.streams.ErrOut, "warning: events not shown: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(e.streams.ErrOut, "warning: events not shown: %s\n", clean(err.Error()))
 	}
-	return printDescribe(e.streams.Out, m, events, e.factory.Now())
+	return printDescribe(e.view(), m, events, e.factory.Now())
 }
 
 // migrationEvents lists the events about this migration (by UID).
@@ -98,7 +98,7 @@ func (o *planOptions) run(ctx context.Context, name string) error {
 		case m.Status.DryRun != nil && o.output == "":
 			// No stored plan, but the API server's answer to the dry run
 			// of every object the migration creates.
-			return printDryRun(o.streams.Out, m)
+			return printDryRun(o.view(), m)
 		}
 		return noPlan(m)
 	}
@@ -154,7 +154,7 @@ func (o *planOptions) print(m *v1alpha1.VirtualMachineMigration, cm *corev1.Conf
 	if o.output == "json" {
 		return printPlanJSON(o.streams.Out, objects)
 	}
-	return printPlanSummary(o.streams.Out, m, objects, domainXML, estimate)
+	return printPlanSummary(o.view(), m, objects, domainXML, estimate)
 }
 
 // printCarriedOut answers for a plan that was run: its ConfigMap was
@@ -170,7 +170,7 @@ func (o *planOptions) printCarriedOut(ctx context.Context, clients Clients, m *v
 		return fmt.Errorf("%s, its objects' YAML with it: kubectl vmm plan %s -n %s lists them; the objects the run created: %s%s",
 			carriedOut(m), m.Name, m.Namespace, childrenCommand(m), retainHint(m, "its plan"))
 	}
-	return printPlanRecord(o.streams.Out, m)
+	return printPlanRecord(o.view(), m)
 }
 
 // noPlan says why there is no plan and how to get one, as far as it can

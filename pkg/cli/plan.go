@@ -54,7 +54,7 @@ func parsePlanObjects(objectsYAML string) ([]*unstructured.Unstructured, error) 
 // before the stop, the estimate of its outage.
 func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects []*unstructured.Unstructured, domainXML, estimate string) error {
 	p := m.Status.Plan
-	fmt.Fprintf(w, "Plan of %s/%s, rendered %s and stored in ConfigMap %s.\n", m.Namespace, m.Name, timestamp(p.RenderedAt), p.ConfigMapName)
+	fmt.Fprintf(w, "Plan of %s/%s, rendered %s and stored in ConfigMap %s.\n", m.Namespace, m.Name, timestamp(p.RenderedAt), clean(p.ConfigMapName))
 	switch {
 	case pastTheStop(m) && isTerminal(m):
 		fmt.Fprintf(w, "The migration ran this plan and ended %s: these %s, in creation order:\n\n", phaseOf(m), pluralize(len(objects), "object"))
@@ -72,9 +72,9 @@ func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects 
 	}
 	for i, o := range objects {
 		if dryRun {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", i+1, o.GetKind(), o.GetName(), orDash(dryRunOutcome(m, o.GetKind(), o.GetName())), clean(planDetail(m, o)))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", i+1, clean(o.GetKind()), clean(o.GetName()), clean(orDash(dryRunOutcome(m, o.GetKind(), o.GetName()))), clean(planDetail(m, o)))
 		} else {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", i+1, o.GetKind(), o.GetName(), clean(planDetail(m, o)))
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", i+1, clean(o.GetKind()), clean(o.GetName()), clean(planDetail(m, o)))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -88,7 +88,7 @@ func printPlanSummary(w io.Writer, m *v1alpha1.VirtualMachineMigration, objects 
 		return err
 	}
 	if missing := missingFromStatus(p, objects); len(missing) > 0 {
-		fmt.Fprintf(w, "\nListed in status.plan but not in %s: %s\n", v1alpha1.PlanKeyObjects, strings.Join(missing, ", "))
+		fmt.Fprintf(w, "\nListed in status.plan but not in %s: %s\n", v1alpha1.PlanKeyObjects, clean(strings.Join(missing, ", ")))
 	}
 	if domainXML != "" {
 		fmt.Fprintf(w, "\nConversion domain (%s, %d bytes): kubectl vmm plan %s -n %s --domain shows it.\n",

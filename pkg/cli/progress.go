@@ -25,7 +25,7 @@ func printProgress(w io.Writer, m *v1alpha1.VirtualMachineMigration, now time.Ti
 	if p := progressOf(m); p != "" {
 		head += ", " + p
 	}
-	if _, err := fmt.Fprintln(w, head); err != nil {
+	if _, err := fmt.Fprintln(w, clean(head)); err != nil {
 		return err
 	}
 	if err := printDiskBars(w, m); err != nil {
@@ -51,7 +51,7 @@ func printDiskBars(w io.Writer, m *v1alpha1.VirtualMachineMigration) error {
 	}
 	tw := printers.GetNewTabWriter(w)
 	for _, r := range rows {
-		line := fmt.Sprintf("  %s\t%s\t%s %3d%%\t%s", r.name, r.stage, bar(r.fraction, barWidth), int(r.fraction*100), clean(r.detail))
+		line := fmt.Sprintf("  %s\t%s\t%s %3d%%\t%s", clean(r.name), r.stage, bar(r.fraction, barWidth), int(r.fraction*100), clean(r.detail))
 		if r.rate != "" {
 			line += "\t" + r.rate + "\t" + etaCell(r.eta)
 		}
@@ -68,7 +68,8 @@ func etaCell(eta string) string {
 }
 
 // progressLine is the migration's progress on one line, for watches whose
-// output is not a terminal: a line is printed each time it changes.
+// output is not a terminal: a line is printed each time it changes. It
+// is cleaned whole: what status holds cannot break it.
 func progressLine(m *v1alpha1.VirtualMachineMigration) string {
 	parts := []string{m.Name, string(phaseOf(m))}
 	if note := deletionNote(m); note != "" {
@@ -97,5 +98,5 @@ func progressLine(m *v1alpha1.VirtualMachineMigration) string {
 	if isTerminal(m) && m.Status.LastError != nil {
 		parts = append(parts, "error: "+lastErrorLine(m))
 	}
-	return strings.Join(parts, " ")
+	return clean(strings.Join(parts, " "))
 }

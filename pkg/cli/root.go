@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -69,13 +68,11 @@ for and what you can do about it.`,
 func Execute(ctx context.Context, cmd *cobra.Command, args []string, stderr io.Writer) int {
 	cmd.SetArgs(args)
 	if err := cmd.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(stderr, "error: "+oneLine(err.Error()))
+		fmt.Fprintln(stderr, "error: "+clean(err.Error()))
 		return 1
 	}
 	return 0
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // namespace resolves the namespace a command works in.
 func (e *env) namespace() (string, error) {

@@ -42,6 +42,7 @@ func tableHeader(o tableOptions) []string {
 // REASON and LAST ERROR are kubectl get -o wide's Reason and Last Error
 // columns (the Progressing condition's reason, status.lastError.summary);
 // a stall, which the Progressing condition does not tell, shows in PHASE.
+// Every cell is cleaned: one line, one cell, whatever status holds.
 func tableRow(m *v1alpha1.VirtualMachineMigration, o tableOptions, now time.Time) []string {
 	phase := string(phaseOf(m))
 	phase += deletionNote(m)
@@ -61,6 +62,9 @@ func tableRow(m *v1alpha1.VirtualMachineMigration, o tableOptions, now time.Time
 			disks = fmt.Sprint(len(m.Status.Source.Disks))
 		}
 		row = append(row, disks, orNone(clean(waitsFor(m))), humanRate(overallRate(m)), humanETA(overallETA(m)), downtimeTotal(m, now), orNone(clean(lastErrorSummary(m))))
+	}
+	for i := range row {
+		row[i] = clean(row[i])
 	}
 	return row
 }

@@ -139,7 +139,6 @@ func (o *getOptions) apply(state *watchState, name string, ev watch.Event) (bool
 // render shows the state: redrawn whole on a terminal; otherwise the
 // changed migration only, as a table row, a progress line or an object.
 func (o *getOptions) render(state *watchState, name string, changed *v1alpha1.VirtualMachineMigration) error {
-	out := o.streams.Out
 	switch {
 	case !o.human():
 		if changed == nil {
@@ -149,11 +148,11 @@ func (o *getOptions) render(state *watchState, name string, changed *v1alpha1.Vi
 		if err != nil {
 			return err
 		}
-		return p.PrintObj(changed, out)
-	case o.output() == "" && o.terminal(out):
-		return o.redraw(out, state, name)
+		return p.PrintObj(changed, o.streams.Out)
+	case o.output() == "" && o.terminal(o.streams.Out):
+		return o.redraw(state, name)
 	}
-	return o.printLines(out, state, name, changed)
+	return o.printLines(o.view(), state, name, changed)
 }
 
 func (o *getOptions) printAll(state *watchState) error {
@@ -169,10 +168,13 @@ func (o *getOptions) printAll(state *watchState) error {
 	return nil
 }
 
-// redraw clears the terminal and draws the whole view again.
-func (o *getOptions) redraw(out io.Writer, state *watchState, name string) error {
+// redraw clears the terminal (the one escape sequence a view writes) and
+// draws the whole view again.
+func (o *getOptions) redraw(state *watchState, name string) error {
 	now := o.factory.Now()
-	fmt.Fprintf(out, "%skubectl vmm, updated %s (Ctrl-C to stop)\n\n", clearScreen, now.UTC().Format(time.RFC3339))
+	fmt.Fprint(o.streams.Out, clearScreen)
+	out := o.view()
+	fmt.Fprintf(out, "kubectl vmm, updated %s (Ctrl-C to stop)\n\n", now.UTC().Format(time.RFC3339))
 	list := state.sorted()
 	switch {
 	case name != "" && len(list.Items) == 1:

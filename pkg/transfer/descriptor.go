@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -13,6 +14,11 @@ import (
 
 // MaxDescriptorSize bounds the text descriptor read: real ones are well under 4 KiB.
 const MaxDescriptorSize = 64 << 10
+
+// maxSectors is the most sectors whose bytes an int64 counts: an extent,
+// its offset in its file and the disk are each at most that long, so no
+// size or offset taken from a descriptor wraps around.
+const maxSectors = math.MaxInt64 / wire.SectorSize
 
 // noParentCID is the parentCID of a disk that is not a snapshot delta.
 const noParentCID = "ffffffff"
@@ -139,6 +145,13 @@ func (d *Descriptor) check() error {
 	case len(d.Extents) == 0:
 		return fmt.Errorf("%w: descriptor names no extent", ErrUnsupportedDisk)
 	}
+	var sectors int64
+	for _, e := range d.Extents {
+		if e.Sectors > maxSectors-sectors {
+			return fmt.Errorf("%w: the descriptor's extents hold more than %d sectors", ErrUnsupportedDisk, int64(maxSectors))
+		}
+		sectors += e.Sectors
+	}
 	return nil
 }
 
@@ -171,7 +184,7 @@ func parseExtentLine(line string) (ext Extent, ok bool, err error) {
 		return Extent{}, true, fmt.Errorf("extent line %q is incomplete", line)
 	}
 	sectors, perr := strconv.ParseInt(fields[0], 10, 64)
-	if perr != nil || sectors <= 0 {
+	if perr != nil || sectors <= 0 || sectors > maxSectors {
 		return Extent{}, true, fmt.Errorf("extent line %q has no valid size", line)
 	}
 	kind := strings.ToUpper(fields[1])
@@ -186,7 +199,7 @@ func parseExtentLine(line string) (ext Extent, ok bool, err error) {
 	case "FLAT":
 		if tail := strings.Fields(rest[q2+1:]); len(tail) > 0 {
 			off, perr := strconv.ParseInt(tail[0], 10, 64)
-			if perr != nil || off < 0 {
+			if perr != nil || off < 0 || off > maxSectors-sectors {
 				return Extent{}, true, fmt.Errorf("extent line %q has no valid offset", line)
 			}
 			ext.OffsetSectors = off

@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 
@@ -93,18 +94,26 @@ func (d *decider) recordImportProgress() {
 	}
 }
 
-// percent formats done/total as a whole percentage.
+// percent formats done/total as a whole percentage from 0 to 100: the
+// bytes done come from the transfer's progress, and a count below 0 or
+// past the total (or a sum that wrapped) reads as 0% or 100%, never as
+// more, nor as a product that overflowed.
 func percent(done, total int64) string {
-	if total <= 0 {
+	switch {
+	case total <= 0 || done <= 0:
 		return "0%"
+	case done >= total:
+		return "100%"
 	}
-	return fmt.Sprintf("%d%%", done*100/total)
+	hi, lo := bits.Mul64(uint64(done), 100)
+	q, _ := bits.Div64(hi, lo, uint64(total)) // done < total, so hi = done*100>>64 < total: no panic
+	return fmt.Sprintf("%d%%", q)
 }
 
-// parsePercent reads CDI's "45.20%" progress; anything else is 0.
+// parsePercent reads CDI's "45.20%" progress; anything else (NaN too) is 0.
 func parsePercent(s string) float64 {
 	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
-	if err != nil || v < 0 {
+	if err != nil || !(v >= 0) {
 		return 0
 	}
 	return min(v, 100)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -67,17 +68,22 @@ func orNone(s string) string {
 	return s
 }
 
-// parsePercent reads "45%" or CDI's "45.20%"; ok is false for anything else.
+// parsePercent reads "45%" or CDI's "45.20%"; ok is false for anything
+// else ("NaN%" too).
 func parsePercent(s string) (float64, bool) {
 	v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
-	if err != nil || !strings.HasSuffix(strings.TrimSpace(s), "%") {
+	if err != nil || math.IsNaN(v) || !strings.HasSuffix(strings.TrimSpace(s), "%") {
 		return 0, false
 	}
 	return min(max(v, 0), 100), true
 }
 
-// bar draws a progress bar of width cells for a fraction in [0, 1].
+// bar draws a progress bar of width cells for a fraction in [0, 1] (NaN
+// draws as 0).
 func bar(fraction float64, width int) string {
+	if math.IsNaN(fraction) {
+		fraction = 0
+	}
 	fraction = min(max(fraction, 0), 1)
 	filled := int(fraction * float64(width))
 	var b strings.Builder

@@ -23,6 +23,7 @@ test: ## everything CI runs: make verify first (it fails in minutes, before the 
 	$(MAKE) verify
 	$(MAKE) -j4 --output-sync=target upstream
 	$(GO) test -count=1 ./...
+	$(MAKE) test-fuzz
 	$(MAKE) test-alerts
 	$(MAKE) test-integration
 	$(MAKE) test-e2e
@@ -30,6 +31,9 @@ test: ## everything CI runs: make verify first (it fails in minutes, before the 
 
 test-unit: ## unit tests only (no API server needed)
 	$(GO) test -count=1 ./...
+
+test-fuzz: ## every Go fuzz target of the module (each func FuzzXxx, found anew on each run) for FUZZTIME each (default 10s; about 5 minutes in all): one line per target with its executions, then a summary (hack/fuzz.sh); a crasher is written to the package's testdata/fuzz/ and fails it
+	FUZZTIME=$(or $(FUZZTIME),10s) GO=$(GO) hack/fuzz.sh
 
 test-integration: testbin coredns node-deps ## integration tests against a real kube-apiserver and etcd, and the real node's (test/integration/node)
 	TESTBIN_DIR=$(abspath $(TESTBIN)) COREDNS_DIR=$(abspath $(COREDNS)) $(GO) test -count=1 -tags integration ./test/integration/...

@@ -15,6 +15,8 @@ func convertedEvidence(m *v1alpha1.VirtualMachineMigration, d v1alpha1.DiskStatu
 	c := m.Status.Conversion
 	sums := d.Checksums
 	switch {
+	case sums != nil && sums.Compared == v1alpha1.ComparedReadOnce:
+		return "not hashed by the conversion (a Block claim, or a disk past those its report has room for)"
 	case sums != nil && sums.Converted != "" && c != nil && c.Skipped:
 		return fmt.Sprintf("conversion skipped: the transferred image, sha256 %s", clean(sums.Converted))
 	case sums != nil && sums.Converted != "":
@@ -36,8 +38,16 @@ func targetEvidence(d v1alpha1.DiskStatus) string {
 		return "not read back yet"
 	}
 	s := fmt.Sprintf("sha256 %s of its first %d bytes (image %s)", clean(sums.Target), d.CapacityBytes, humanBytesExact(sums.TargetBytes))
+	switch {
+	case sums.Compared == v1alpha1.ComparedReadOnce:
+		s += ", read once after the conversion"
+	case sums.Compared == v1alpha1.ComparedConvertedInPlace:
+		s = fmt.Sprintf("sha256 %s: the claim the transfer wrote and the conversion hashed, not read again", clean(sums.Target))
+	case sums.VerifiedAt != nil:
+		s += ", read back"
+	}
 	if sums.VerifiedAt != nil {
-		s += ", read back at " + timestamp(sums.VerifiedAt)
+		s += " (read began " + timestamp(sums.VerifiedAt) + ")"
 	}
 	return s
 }
@@ -49,8 +59,12 @@ func targetEvidence(d v1alpha1.DiskStatus) string {
 func chainVerdict(m *v1alpha1.VirtualMachineMigration, d v1alpha1.DiskStatus) string {
 	sums := d.Checksums
 	switch {
+	case sums != nil && sums.VerifiedAt != nil && sums.Compared == v1alpha1.ComparedConvertedInPlace:
+		return "verified: the target is the claim the transfer wrote and the conversion hashed as it left it, bound under its DataVolume, " + readBackWhen(m, sums.VerifiedAt)
 	case sums != nil && sums.VerifiedAt != nil:
 		return "verified: the target holds the converted bytes, which came from the transferred ones, " + readBackWhen(m, sums.VerifiedAt)
+	case sums != nil && sums.Compared == v1alpha1.ComparedReadOnce:
+		return "read once, compared with nothing: the conversion hashed no image of this disk, so the chain vouches for the transferred bytes only; the target was read once after the conversion"
 	case sums != nil && sums.Target != "" && sums.Target != sums.Converted:
 		return "BROKEN: the target's bytes are not the converted ones (the VM was not started)"
 	case d.SHA256 == "":

@@ -70,6 +70,12 @@ func TestGoldenDescribeChain(t *testing.T) {
 			"the target disks do not hold the converted bytes: disk-1 (DataVolume web-01-disk-1): target sha256 deadbeef..., converted 0ff1ce...; the VM was not started"),
 			func(m *v1alpha1.VirtualMachineMigration) { m.Status.Phase = v1alpha1.PhaseRollingBack }),
 		"network-moved": inPhase("network-moved", v1alpha1.PhaseSucceeded, succeeded, chained(false), withGuestNetwork(true)),
+		"chain-read-once": inPhase("chain-read-once", v1alpha1.PhaseSucceeded, succeeded, chained(false), func(m *v1alpha1.VirtualMachineMigration) {
+			// disk-1 is a Block claim: the conversion hashed no image of it.
+			c := m.Status.Disks[1].Checksums
+			c.Compared, c.VerifiedAt = v1alpha1.ComparedReadOnce, nil
+			m.Status.Disks[0].Checksums.Compared = v1alpha1.ComparedConvertedAndTarget
+		}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			var buf bytes.Buffer

@@ -71,7 +71,11 @@ func chainRecord(d v1alpha1.DiskStatus) string {
 	if c == nil {
 		c = &v1alpha1.DiskChecksums{}
 	}
-	return fmt.Sprintf("converted sha256 %s, target sha256 %s verified %s", orNone(c.Converted), orNone(c.Target), stamp(c.VerifiedAt))
+	compared := string(c.Compared)
+	if compared == "" {
+		compared = "none"
+	}
+	return fmt.Sprintf("converted sha256 %s, target sha256 %s, compared %s, verified %s", orNone(c.Converted), orNone(c.Target), compared, stamp(c.VerifiedAt))
 }
 
 // outcomeRecord says how the migration ended.

@@ -53,11 +53,13 @@ func TestEvidenceRecordOfAFailedMigration(t *testing.T) {
 
 func TestEvidenceRecordKeepsTheChecksumChain(t *testing.T) {
 	m := builders.Migration(builders.Reached(v1alpha1.PhaseSucceeded))
-	m.Status.Disks[0].Checksums = &v1alpha1.DiskChecksums{Converted: "c0ffee", Target: "c0ffee", VerifiedAt: builders.TP(-time.Minute)}
+	m.Status.Disks[0].Checksums = &v1alpha1.DiskChecksums{Converted: "c0ffee", Target: "c0ffee", VerifiedAt: builders.TP(-time.Minute), Compared: v1alpha1.ComparedConvertedAndTarget}
 	record := evidenceRecord(m)
 	assert.Contains(t, record, "sha256 "+m.Status.Disks[0].SHA256+", transferred "+stamp(m.Status.Disks[0].TransferredAt)+
-		", converted sha256 c0ffee, target sha256 c0ffee verified "+stamp(builders.TP(-time.Minute)))
-	assert.Contains(t, record, "converted sha256 -, target sha256 - verified -", "a disk not verified says so")
+		", converted sha256 c0ffee, target sha256 c0ffee, compared ConvertedAndTarget, verified "+stamp(builders.TP(-time.Minute)))
+	assert.Contains(t, record, "converted sha256 -, target sha256 -, compared none, verified -", "a disk not verified says so")
+	m.Status.Disks[1].Checksums = &v1alpha1.DiskChecksums{Converted: "beef", Target: "beef", Compared: v1alpha1.ComparedReadOnce}
+	assert.Contains(t, evidenceRecord(m), "converted sha256 beef, target sha256 beef, compared ReadOnce, verified -", "one read: compared with nothing, verified never")
 }
 
 func TestEvidenceRecordSaysTheDowntime(t *testing.T) {

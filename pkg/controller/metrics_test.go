@@ -305,7 +305,7 @@ func TestMonitoringUsesExportedMetrics(t *testing.T) {
 	exported := map[string]bool{}
 	descs := make(chan *prometheus.Desc, 64)
 	go func() {
-		for _, col := range []prometheus.Collector{reconcileTotal, reconcileDuration, phaseDuration, validationWait, actionsTotal, actionErrors,
+		for _, col := range []prometheus.Collector{reconcileTotal, reconcilePanics, reconcileDuration, phaseDuration, validationWait, actionsTotal, actionErrors,
 			sourcePowerOperations, statusWrites, phaseCollector{}, migrationCollector{}, newAbandonedSources(nil)} {
 			col.Describe(descs)
 		}

@@ -501,9 +501,29 @@ func (f *walkFixture) setDataVolumePhases(phase cdiv1.DataVolumePhase, progress 
 	for i := range list.Items {
 		dv := &list.Items[i]
 		dv.Status.Phase, dv.Status.Progress = phase, cdiv1.DataVolumeProgress(progress)
-		_, err := api.UpdateStatus(f.ctx, dv, metav1.UpdateOptions{})
+		dv, err := api.UpdateStatus(f.ctx, dv, metav1.UpdateOptions{})
 		require.NoError(f.t, err)
+		if phase == cdiv1.Succeeded {
+			f.adoptClaim(dv)
+		}
 	}
+}
+
+// adoptClaim plays CDI's claim adoption: the claim of the DataVolume's
+// name, bound, gets the DataVolume as its controller.
+func (f *walkFixture) adoptClaim(dv *cdiv1.DataVolume) {
+	f.t.Helper()
+	claims := f.kube.CoreV1().PersistentVolumeClaims(dv.Namespace)
+	pvc, err := claims.Get(f.ctx, dv.Name, metav1.GetOptions{})
+	if err != nil || metav1.GetControllerOf(pvc) != nil {
+		return
+	}
+	pvc.OwnerReferences = append(pvc.OwnerReferences, *metav1.NewControllerRef(dv, cdiv1.SchemeGroupVersion.WithKind("DataVolume")))
+	pvc, err = claims.Update(f.ctx, pvc, metav1.UpdateOptions{})
+	require.NoError(f.t, err)
+	pvc.Status.Phase = corev1.ClaimBound
+	_, err = claims.UpdateStatus(f.ctx, pvc, metav1.UpdateOptions{})
+	require.NoError(f.t, err)
 }
 
 // setVMI plays KubeVirt: the VM's instance exists in this phase.
@@ -782,7 +802,7 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 		assert.NotNil(t, d.Checksums.VerifiedAt, "disk %d", d.Key)
 	}
 	f.requireChildren("data volumes populated", children...)
-	assert.Contains(t, evidence(m, v1alpha1.PhaseImporting), fmt.Sprintf("%d DataVolumes adopted the claims the disks were written and converted in, with no copy", len(m.Status.Disks)))
+	assert.Contains(t, evidence(m, v1alpha1.PhaseImporting), fmt.Sprintf("%d DataVolumes populated; adopting the claims the transfer wrote and the conversion hashed, unread since, with no copy", len(m.Status.Disks)))
 
 	// CreatingVM: the VM, owned by nothing, halted; then it adopts its disks.
 	m = f.syncTo(v1alpha1.PhaseCreatingVM)

@@ -64,9 +64,17 @@ func (d *decider) convertedUnchanged() {
 // the VM uses), and the migration moves on to create the VM.
 func (d *decider) verifyTargets() {
 	done := func() { d.advance(v1alpha1.PhaseCreatingVM, d.chainEvidence()) }
+	if lost := d.lostTargetClaims(); len(lost) > 0 {
+		d.fail(ReasonTargetClaimLost, fmt.Sprintf("the claims the transfer wrote are not the DataVolumes' claims any more: %s; their bytes are not the migrated disks, and the VM was not created",
+			strings.Join(lost, "; ")))
+		return
+	}
 	if d.st.Verification == nil {
 		if at := d.inPlaceRead(); at != nil {
 			reason, why := d.readStale(at.Time)
+			if reason == "" {
+				reason, why = d.inPlaceClaimsUnsure()
+			}
 			if reason == "" {
 				d.recordInPlaceTargets(*at)
 				done()
@@ -84,7 +92,8 @@ func (d *decider) verifyTargets() {
 // inPlaceRead is when every target disk was last read whole without a
 // verification Job: each written in place, hashed by the conversion as
 // it left it (or, with the conversion skipped, by the transfer as it
-// wrote it). Nil when any disk needs a verification read.
+// wrote it). A read is dated by when it began: its Job's creation. Nil
+// when any disk needs a verification read.
 func (d *decider) inPlaceRead() *metav1.Time {
 	for i := range d.st.Disks {
 		if disk := &d.st.Disks[i]; !disk.WrittenInPlace() || disk.ConvertedSHA256() == "" {
@@ -92,12 +101,71 @@ func (d *decider) inPlaceRead() *metav1.Time {
 		}
 	}
 	if c := d.st.Conversion; c != nil && !c.Skipped {
-		return c.CompletedAt
+		return readBegan(&c.JobStatus)
 	}
 	if t := d.st.Transfer; t != nil {
-		return t.CompletedAt
+		return readBegan(t)
 	}
 	return nil
+}
+
+// readBegan is when the read of a Job began: its creation, as recorded;
+// for a status recorded before creation times were (an upgrade), its
+// completion, the only time known.
+func readBegan(j *v1alpha1.JobStatus) *metav1.Time {
+	if j.CompletedAt == nil {
+		return nil
+	}
+	if j.CreatedAt != nil {
+		return j.CreatedAt
+	}
+	return j.CompletedAt
+}
+
+// lostTargetClaims names, for each disk written in place whose DataVolume
+// is populated, a claim the transfer wrote that is gone: the DataVolume's
+// claim is another (CDI makes a blank one for its blank source when the
+// written claim was deleted) or none.
+func (d *decider) lostTargetClaims() []string {
+	var lost []string
+	for _, disk := range d.st.Disks {
+		dv, ok := d.obs.DataVolumes[disk.DataVolume]
+		if !disk.WrittenInPlace() || disk.TargetClaimUID == "" || !ok || dv.Phase != DataVolumeSucceeded {
+			continue
+		}
+		switch c := dv.Claim; {
+		case c == nil:
+			lost = append(lost, fmt.Sprintf("%s: claim %s (UID %s) is gone", disk.Name, disk.StagingClaim, disk.TargetClaimUID))
+		case c.UID != disk.TargetClaimUID:
+			lost = append(lost, fmt.Sprintf("%s: claim %s is UID %s, not the UID %s the transfer wrote", disk.Name, disk.StagingClaim, c.UID, disk.TargetClaimUID))
+		}
+	}
+	return lost
+}
+
+// inPlaceClaimsUnsure says why the in-place read does not vouch for the
+// target disks (a verification reads them instead): a disk whose claim
+// is not known to be the one the transfer wrote (its UID unrecorded, by a
+// version before it was), or not bound under its DataVolume.
+func (d *decider) inPlaceClaimsUnsure() (reason, why string) {
+	for _, disk := range d.st.Disks {
+		dv := d.obs.DataVolumes[disk.DataVolume]
+		c := dv.Claim
+		switch {
+		case disk.TargetClaimUID == "":
+			why = fmt.Sprintf("the UID of the claim the transfer wrote %s into was not recorded", disk.Name)
+		case c == nil || c.UID != disk.TargetClaimUID:
+			why = fmt.Sprintf("claim %s is not seen as the one the transfer wrote %s into", disk.StagingClaim, disk.Name)
+		case !c.Bound:
+			why = fmt.Sprintf("claim %s is not bound", disk.StagingClaim)
+		case c.ControllerUID == "" || c.ControllerUID != dv.Ref.UID:
+			why = fmt.Sprintf("claim %s is not DataVolume %s's", disk.StagingClaim, disk.DataVolume)
+		default:
+			continue
+		}
+		return ReasonTargetsReadAgain, fmt.Sprintf("%s: reading the target disks before VirtualMachine %s is created", why, d.targetName())
+	}
+	return "", ""
 }
 
 // lastTargetRead is when the target disks were last read whole: by the
@@ -105,7 +173,7 @@ func (d *decider) inPlaceRead() *metav1.Time {
 // written in place. Nil when they were not, or a verification runs.
 func (d *decider) lastTargetRead() *metav1.Time {
 	if v := d.st.Verification; v != nil {
-		return v.CompletedAt
+		return readBegan(v)
 	}
 	return d.inPlaceRead()
 }
@@ -144,6 +212,7 @@ func (d *decider) recordInPlaceTargets(at metav1.Time) {
 	for i := range d.st.Disks {
 		sums := d.st.Disks[i].Checksums
 		sums.Target, sums.TargetBytes, sums.VerifiedAt = sums.Converted, sums.ConvertedBytes, &at
+		sums.Compared = v1alpha1.ComparedConvertedInPlace
 	}
 }
 
@@ -154,6 +223,9 @@ func (d *decider) recordInPlaceTargets(at metav1.Time) {
 func (d *decider) verify(done func()) {
 	v := d.st.Verification
 	job := d.obs.VerificationJob
+	if v.CompletedAt == nil {
+		noteJobCreated(v, job)
+	}
 	switch {
 	case v.CompletedAt != nil && job != nil:
 		d.remove(ActionDeleteJob, job.Name, job.Ref)
@@ -198,11 +270,14 @@ func (d *decider) checkChain(job *JobObservation) {
 			sums.Converted, sums.ConvertedBytes = c.SHA256, c.Size
 		}
 		c, ok := findChecksum(job.Checksums, disk.Name, false)
-		if ok && sums.Converted == "" && disk.WrittenInPlace() {
+		readOnce := false
+		if ok && (sums.Converted == "" || sums.Compared == v1alpha1.ComparedReadOnce) && disk.WrittenInPlace() {
 			// The conversion did not hash this disk (a block device, a
 			// disk beyond the ones it hashes): the target is the volume
-			// it converted, and this read is the converted image's.
+			// it converted, and this read is the only one of the
+			// converted image, compared with nothing.
 			sums.Converted, sums.ConvertedBytes = c.SHA256, c.Size
+			readOnce = true
 		}
 		switch {
 		case !ok || sums.Converted == "":
@@ -213,12 +288,19 @@ func (d *decider) checkChain(job *JobObservation) {
 			continue
 		}
 		sums.Target, sums.TargetBytes = c.SHA256, c.Size
+		if readOnce {
+			sums.Compared, sums.VerifiedAt = v1alpha1.ComparedReadOnce, nil
+			continue
+		}
 		if c.SHA256 != sums.Converted {
 			broken = append(broken, fmt.Sprintf("%s (DataVolume %s): target sha256 %s, converted %s", disk.Name, disk.DataVolume, c.SHA256, sums.Converted))
 			continue
 		}
-		now := d.now
-		sums.VerifiedAt = &now
+		sums.Compared, sums.VerifiedAt = v1alpha1.ComparedConvertedAndTarget, readBegan(d.st.Verification)
+		if sums.VerifiedAt == nil {
+			now := d.now
+			sums.VerifiedAt = &now
+		}
 	}
 	switch {
 	case len(broken) > 0:
@@ -232,7 +314,7 @@ func (d *decider) checkChain(job *JobObservation) {
 		now := d.now
 		d.st.Verification.CompletedAt = &now
 		d.remove(ActionDeleteJob, job.Name, job.Ref)
-		d.working("target disks verified; removing verification job "+job.Name, d.cfg.PollInterval)
+		d.working("target disks read back; removing verification job "+job.Name, d.cfg.PollInterval)
 	}
 }
 
@@ -246,18 +328,34 @@ func findChecksum(sums []ImageChecksum, disk string, staged bool) (ImageChecksum
 	return ImageChecksum{}, false
 }
 
-// chainEvidence says what the import and its verification proved.
+// chainEvidence says what the import and its verification proved, disk
+// by disk: what was compared with what.
 func (d *decider) chainEvidence() string {
-	parts := make([]string, 0, len(d.st.Disks))
+	var compared, inPlace, once []string
 	for _, disk := range d.st.Disks {
-		parts = append(parts, fmt.Sprintf("%s sha256 %s", disk.Name, shortSum(disk.TargetSHA256())))
+		part := fmt.Sprintf("%s sha256 %s", disk.Name, shortSum(disk.TargetSHA256()))
+		switch disk.Checksums.Compared {
+		case v1alpha1.ComparedReadOnce:
+			once = append(once, part)
+		case v1alpha1.ComparedConvertedInPlace:
+			inPlace = append(inPlace, part)
+		default:
+			compared = append(compared, part)
+		}
 	}
-	if d.st.Verification == nil {
-		return fmt.Sprintf("%d DataVolumes adopted the claims the disks were written and converted in, with no copy; each target is its converted image (%s)",
-			len(d.st.Disks), strings.Join(parts, ", "))
+	parts := []string{fmt.Sprintf("%d DataVolumes populated", len(d.st.Disks))}
+	if len(inPlace) > 0 {
+		parts = append(parts, fmt.Sprintf("adopting the claims the transfer wrote and the conversion hashed, unread since, with no copy (%s)", strings.Join(inPlace, ", ")))
 	}
-	return fmt.Sprintf("%d DataVolumes populated; job %s read every target disk back, each equal to its converted image (%s)",
-		len(d.st.Disks), d.st.Verification.JobName, strings.Join(parts, ", "))
+	if v := d.st.Verification; v != nil && len(compared) > 0 {
+		parts = append(parts, fmt.Sprintf("job %s read back %s, each equal to the checksum of its converted image (%s)",
+			v.JobName, plural(len(compared), "target disk"), strings.Join(compared, ", ")))
+	}
+	if v := d.st.Verification; v != nil && len(once) > 0 {
+		parts = append(parts, fmt.Sprintf("job %s read %s once after the conversion, which hashed no image of them: nothing was compared (%s)",
+			v.JobName, plural(len(once), "target disk"), strings.Join(once, ", ")))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // shortSum is a checksum's first 12 hex digits, for messages.
@@ -287,6 +385,10 @@ func (d *decider) reverifyBeforeStart() bool {
 			return false
 		}
 		reason, why := d.readStale(at.Time)
+		if reason == "" && v == nil {
+			// The in-place read vouches only for the claims it read.
+			reason, why = d.inPlaceClaimsUnsure()
+		}
 		if reason == "" {
 			return false
 		}

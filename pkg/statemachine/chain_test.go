@@ -77,7 +77,7 @@ func TestVerifyTargets(t *testing.T) {
 			phase: v1alpha1.PhaseCreatingVM, requeue: time.Millisecond,
 			check: func(t *testing.T, d Decision) {
 				wantEvidence(t, d, v1alpha1.PhaseImporting, 0)
-				assert.Contains(t, evidenceFor(d.Status, v1alpha1.PhaseImporting).Observed, "job "+verify1+" read every target disk back, each equal to its converted image")
+				assert.Contains(t, evidenceFor(d.Status, v1alpha1.PhaseImporting).Observed, "job "+verify1+" read back 2 target disks, each equal to the checksum of its converted image")
 			},
 		},
 		"verified, the Job still there: deleted again": {
@@ -227,7 +227,7 @@ func TestDriveInPlaceNeedsNoVerificationRead(t *testing.T) {
 		assert.Equal(t, disk.Checksums.Converted, disk.Checksums.Target, "disk %s", disk.Name)
 		assert.Equal(t, m.Status.Conversion.CompletedAt, disk.Checksums.VerifiedAt, "disk %s: verified as of the conversion's read", disk.Name)
 	}
-	assert.Contains(t, evidenceFor(m.Status, v1alpha1.PhaseImporting).Observed, "adopted the claims the disks were written and converted in, with no copy")
+	assert.Contains(t, evidenceFor(m.Status, v1alpha1.PhaseImporting).Observed, "adopting the claims the transfer wrote and the conversion hashed, unread since, with no copy")
 }
 
 // driveTo drives a migration as drive does until it reaches phase p; it

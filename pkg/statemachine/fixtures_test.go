@@ -167,9 +167,16 @@ func dataVolumes(phase, progress string, ownedByVM bool) obsOpt {
 	return func(o *Observation) {
 		o.DataVolumes = map[string]DataVolumeObservation{}
 		for _, n := range dvNames() {
-			o.DataVolumes[n] = DataVolumeObservation{Ref: ref(KindDataVolume, n), Phase: phase, Progress: progress, OwnedByVM: ownedByVM}
+			o.DataVolumes[n] = DataVolumeObservation{Ref: ref(KindDataVolume, n), Phase: phase, Progress: progress, OwnedByVM: ownedByVM, Claim: adoptedClaim(n)}
 		}
 	}
+}
+
+// adoptedClaim is the claim of the target DataVolume name: the one the
+// transfer wrote (builders.InPlace records its UID), bound under the
+// DataVolume.
+func adoptedClaim(name string) *ClaimState {
+	return &ClaimState{UID: types.UID("uid-" + name), Bound: true, ControllerUID: ref(KindDataVolume, name).UID}
 }
 
 func dataVolume(name, phase, progress string) obsOpt {
@@ -177,7 +184,7 @@ func dataVolume(name, phase, progress string) obsOpt {
 		if o.DataVolumes == nil {
 			o.DataVolumes = map[string]DataVolumeObservation{}
 		}
-		o.DataVolumes[name] = DataVolumeObservation{Ref: ref(KindDataVolume, name), Phase: phase, Progress: progress}
+		o.DataVolumes[name] = DataVolumeObservation{Ref: ref(KindDataVolume, name), Phase: phase, Progress: progress, Claim: adoptedClaim(name)}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -237,6 +238,7 @@ func (d *decider) transferringDisks() {
 	}
 	t := d.st.Transfer
 	job := d.obs.TransferJob
+	noteJobCreated(t, job)
 	switch {
 	case job == nil:
 		if d.earlierAttemptRuns(t.JobName) {
@@ -258,6 +260,7 @@ func (d *decider) transferringDisks() {
 			return
 		}
 		d.recordTransferResults(job.Results)
+		d.recordTargetClaims()
 		now := d.now
 		t.CompletedAt = &now
 		var total int64
@@ -334,13 +337,40 @@ func (d *decider) nextTransferAttempt() {
 	t := d.st.Transfer
 	t.Attempt++
 	t.JobName = naming.TransferJob(d.m.Name, t.Attempt)
-	t.CompletedAt = nil
+	t.CompletedAt, t.CreatedAt = nil, nil
 	d.st.Progress = "0%"
 	for i := range d.st.Disks {
 		disk := &d.st.Disks[i]
 		disk.BytesTransferred, disk.RateBytesPerSecond, disk.ETASeconds = 0, 0, nil
 		disk.SHA256, disk.TransferredAt = "", nil
 		disk.AllocatedOnly, disk.AllocatedBytes, disk.BytesRead, disk.FullCopyReason = false, nil, 0, ""
+		disk.TargetClaimUID = ""
+	}
+}
+
+// noteJobCreated records, once, when the Job of attempt j was created, as
+// the observation of that Job says.
+func noteJobCreated(j *v1alpha1.JobStatus, job *JobObservation) {
+	if job == nil || job.Name != j.JobName || j.CreatedAt != nil || job.CreatedAt.IsZero() {
+		return
+	}
+	created := metav1.NewTime(job.CreatedAt).Rfc3339Copy()
+	j.CreatedAt = &created
+}
+
+// recordTargetClaims records, for each disk written in place, the UID of
+// the claim the transfer wrote it into: the chain holds for that claim.
+func (d *decider) recordTargetClaims() {
+	for i := range d.st.Disks {
+		disk := &d.st.Disks[i]
+		if !disk.WrittenInPlace() {
+			continue
+		}
+		for _, c := range d.obs.Children.TargetClaims {
+			if c.Name == disk.StagingClaim {
+				disk.TargetClaimUID = c.UID
+			}
+		}
 	}
 }
 
@@ -429,7 +459,18 @@ func (d *decider) converting() {
 	}
 	c := d.st.Conversion
 	job := d.obs.ConversionJob
+	noteJobCreated(&c.JobStatus, job)
 	switch {
+	case job == nil && c.CreatedAt != nil:
+		// The Job of this attempt was seen and is gone without a result
+		// (deleted by a person, or with its namespace's objects): it may
+		// have converted part of the disks. As after a failed
+		// conversion, they are never converted again as they are.
+		if d.retry(ReasonConversionFailed, fmt.Sprintf("conversion job %s is gone without a result: the disks it converted may be half converted", c.JobName)) {
+			*c = *conversionAttempt(d.m.Name, c.Attempt+1)
+			d.nextTransferAttempt()
+			d.retransfer()
+		}
 	case job == nil:
 		if d.earlierAttemptRuns(c.JobName) {
 			return

@@ -239,9 +239,11 @@ func (g gen) observation(m *v1alpha1.VirtualMachineMigration) Observation {
 		o.DataVolumes = map[string]DataVolumeObservation{}
 		for _, n := range dvNames()[:1+g.r.Intn(2)] {
 			o.DataVolumes[n] = DataVolumeObservation{
+				Ref:       ref(KindDataVolume, n),
 				Phase:     pick(g, "", "ImportScheduled", "ImportInProgress", DataVolumeSucceeded, DataVolumeFailed),
 				Progress:  pick(g, "", "N/A", "12.50%", "100.0%", "junk"),
 				OwnedByVM: g.chance(0.5),
+				Claim:     pick(g, adoptedClaim(n), nil, &ClaimState{UID: "blank-by-cdi", Bound: true, ControllerUID: ref(KindDataVolume, n).UID}, &ClaimState{UID: types.UID("uid-" + n)}),
 			}
 		}
 	}
@@ -532,7 +534,7 @@ func (w *world) observe(m *v1alpha1.VirtualMachineMigration) Observation {
 	if w.dvs {
 		o.DataVolumes = map[string]DataVolumeObservation{}
 		for _, n := range dvNames() {
-			o.DataVolumes[n] = DataVolumeObservation{Phase: DataVolumeSucceeded, Progress: "100.0%", OwnedByVM: w.vm != nil}
+			o.DataVolumes[n] = DataVolumeObservation{Ref: ref(KindDataVolume, n), Phase: DataVolumeSucceeded, Progress: "100.0%", OwnedByVM: w.vm != nil, Claim: adoptedClaim(n)}
 		}
 	}
 	o.VM = w.vm

@@ -88,8 +88,9 @@ const (
 	// bytes; the VM is not started and the source is restored.
 	ReasonChecksumMismatch = "ChecksumMismatch"
 	// ReasonTargetClaimLost: a claim a disk was transferred and converted
-	// in is gone before its DataVolume adopted it; the VM is not created
-	// and the source is restored.
+	// in is gone before its DataVolume adopted it, or its DataVolume's
+	// claim is another (CDI made a blank one of its name for the blank
+	// source); the VM is not created and the source is restored.
 	ReasonTargetClaimLost = "TargetClaimLost"
 	// ReasonPlanOnly: a dry run rests in phase Planned while
 	// spec.planOnly is true.
@@ -109,8 +110,9 @@ const (
 	ReasonVerificationAged = "VerificationAged"
 	// ReasonTargetsReadAgain: the target disks were last read (by the
 	// conversion, for disks written in place) before a pause or longer
-	// ago than --verification-max-age; a verification Job reads them
-	// again before the VM is created or started.
+	// ago than --verification-max-age, or a claim is not known to be the
+	// one the transfer wrote, bound under its DataVolume; a verification
+	// Job reads them again before the VM is created or started.
 	ReasonTargetsReadAgain = "TargetsReadAgain"
 )
 

@@ -125,7 +125,7 @@ func (w *safeWorld) observeTarget(o *Observation) {
 		if o.DataVolumes == nil {
 			o.DataVolumes = map[string]DataVolumeObservation{}
 		}
-		o.DataVolumes[name] = DataVolumeObservation{Ref: ref(KindDataVolume, name), Phase: DataVolumeSucceeded, Progress: "100.0%", OwnedByVM: owned}
+		o.DataVolumes[name] = DataVolumeObservation{Ref: ref(KindDataVolume, name), Phase: DataVolumeSucceeded, Progress: "100.0%", OwnedByVM: owned, Claim: adoptedClaim(name)}
 		if !owned {
 			o.Children.DataVolumes = append(o.Children.DataVolumes, ref(KindDataVolume, name))
 		}

@@ -507,6 +507,20 @@ type DataVolumeObservation struct {
 	// of its conditions that are not true (a claim that stays Pending, a
 	// quota exceeded), joined.
 	Message string
+	// Claim is the claim of the DataVolume's name (the one it adopted, or
+	// one CDI made for it), nil when there is none.
+	Claim *ClaimState
+}
+
+// ClaimState is what was seen of a target DataVolume's claim.
+type ClaimState struct {
+	// UID of the claim.
+	UID types.UID
+	// Bound says its phase is Bound.
+	Bound bool
+	// ControllerUID is the UID of its controller owner ("" for none): the
+	// DataVolume's once CDI adopted it.
+	ControllerUID types.UID
 }
 
 // DataVolume phases the decisions look at.

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
 )
@@ -64,6 +66,7 @@ func InPlace(m *v1alpha1.VirtualMachineMigration) {
 		d := &m.Status.Disks[i]
 		d.DataVolume = naming.DataVolume(target, i)
 		d.StagingClaim = d.DataVolume
+		d.TargetClaimUID = types.UID("uid-" + d.StagingClaim)
 	}
 }
 

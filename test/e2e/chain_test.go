@@ -56,7 +56,7 @@ func TestChecksumChain(t *testing.T) {
 		assert.NotNil(t, c.VerifiedAt, "disk %d", i)
 	}
 	assert.Nil(t, m.Status.Verification, "no verification read: the disks were written in place, and the conversion's read is the target's")
-	assert.Contains(t, evidenceOf(m, v1alpha1.PhaseImporting), "adopted the claims the disks were written and converted in, with no copy")
+	assert.Contains(t, evidenceOf(m, v1alpha1.PhaseImporting), "adopting the claims the transfer wrote and the conversion hashed, unread since, with no copy")
 
 	if cv := m.Status.Conversion; assert.NotNil(t, cv) && assert.Len(t, cv.Interfaces, 1, "the NIC the conversion looked for") {
 		assert.Equal(t, v1alpha1.InterfacePin{MAC: src.MACs[0], GuestUnreadable: true, Message: "the conversion image has no guestfish to look into the guest"}, cv.Interfaces[0])

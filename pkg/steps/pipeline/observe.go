@@ -503,7 +503,7 @@ func (s *Step) observeDataVolumes(m *v1alpha1.VirtualMachineMigration, target st
 		ref := refTo(statemachine.KindDataVolume, dv)
 		obs.DataVolumes[dv.Name] = statemachine.DataVolumeObservation{
 			Ref: ref, Phase: string(dv.Status.Phase), Progress: string(dv.Status.Progress), OwnedByVM: owned,
-			Message: dataVolumeMessage(dv),
+			Message: dataVolumeMessage(dv), Claim: s.dataVolumeClaim(m, dv.Name),
 		}
 		if !owned {
 			obs.Children.DataVolumes = append(obs.Children.DataVolumes, ref)
@@ -511,6 +511,23 @@ func (s *Step) observeDataVolumes(m *v1alpha1.VirtualMachineMigration, target st
 	}
 	slices.SortFunc(obs.Children.DataVolumes, func(a, b statemachine.ObjectRef) int { return strings.Compare(a.Name, b.Name) })
 	return nil
+}
+
+// dataVolumeClaim is what the cache holds of the claim of a target
+// DataVolume's name: only a claim of m's own (its UID label; a claim CDI
+// made from the DataVolume's labels is left out of the caches), never one
+// being deleted. CDI's adoption of a claim makes the DataVolume its
+// controller and leaves its labels.
+func (s *Step) dataVolumeClaim(m *v1alpha1.VirtualMachineMigration, name string) *statemachine.ClaimState {
+	pvc, err := s.Listers.Claims.PersistentVolumeClaims(m.Namespace).Get(name)
+	if err != nil || !ours(pvc, m.UID) || pvc.DeletionTimestamp != nil {
+		return nil
+	}
+	c := &statemachine.ClaimState{UID: pvc.UID, Bound: pvc.Status.Phase == corev1.ClaimBound}
+	if owner := metav1.GetControllerOf(pvc); owner != nil && owner.Kind == "DataVolume" && owner.Name == name {
+		c.ControllerUID = owner.UID
+	}
+	return c
 }
 
 // dataVolumeMessage is what CDI says of a DataVolume that is not ready:

@@ -117,6 +117,7 @@ var sourceChecked = map[string]string{
 	"status.conversion.interfaces[].name":              "an interface name (untrusted.InterfaceName)",
 	"status.conversion.interfaces[].staticAddresses[]": "an address in its canonical form (untrusted.Addr)",
 	"status.lastError.summary":                         "the message's short form (naming.Summarize), 80 characters",
+	"status.disks[].targetClaimUID":                    "the UID the API server gave the claim, which the controller records",
 	"status.conditions[].type":                         "the controller's constants",
 	"status.conditions[].reason":                       "the controller's constants",
 }

@@ -753,6 +753,15 @@ type DiskStatus struct {
 	// DataVolume is the target DataVolume's name.
 	// +optional
 	DataVolume string `json:"dataVolume,omitempty"`
+	// TargetClaimUID is the UID of the claim the transfer wrote this disk
+	// into (a disk written in place), recorded when the transfer
+	// completed: the checksum chain holds for that claim only, not for
+	// another of the same name (one CDI made blank after it was deleted,
+	// say).
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	TargetClaimUID types.UID `json:"targetClaimUID,omitempty"`
 	// ImportPhase is the DataVolume's phase.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
@@ -786,10 +795,42 @@ type DiskChecksums struct {
 	// its block device), at least capacityBytes.
 	// +optional
 	TargetBytes int64 `json:"targetBytes,omitempty"`
-	// VerifiedAt is when Target was seen equal to Converted.
+	// VerifiedAt is when Target was seen equal to Converted: two reads of
+	// the disk compared (Compared ConvertedAndTarget), or the target
+	// being the very claim the conversion hashed as it left it (Compared
+	// ConvertedInPlace). Unset when only one read exists (ReadOnce).
 	// +optional
 	VerifiedAt *metav1.Time `json:"verifiedAt,omitempty"`
+	// Compared says what the chain compared for this disk past the
+	// transfer: ConvertedAndTarget (the conversion's checksum of the
+	// converted image and a later read of the target claim, equal),
+	// ConvertedInPlace (the target is the claim the transfer wrote and the
+	// conversion hashed, bound under its DataVolume, unread since), or
+	// ReadOnce (the conversion hashed no image of this disk, a Block claim
+	// or a disk past the ones its report has room for: the target was
+	// read once after the conversion, Converted and Target are that one
+	// read, and nothing compared it with anything).
+	// +optional
+	// +kubebuilder:validation:Enum=ConvertedAndTarget;ConvertedInPlace;ReadOnce
+	Compared ChainComparison `json:"compared,omitempty"`
 }
+
+// ChainComparison is what a disk's checksum chain compared past the
+// transfer (DiskChecksums.Compared).
+type ChainComparison string
+
+// What the chain compared.
+const (
+	// ComparedConvertedAndTarget: the converted image's checksum and a
+	// later read of the target claim, equal.
+	ComparedConvertedAndTarget ChainComparison = "ConvertedAndTarget"
+	// ComparedConvertedInPlace: the target is the claim the conversion
+	// hashed, unread since.
+	ComparedConvertedInPlace ChainComparison = "ConvertedInPlace"
+	// ComparedReadOnce: one read of the target after the conversion,
+	// compared with nothing.
+	ComparedReadOnce ChainComparison = "ReadOnce"
+)
 
 // JobStatus records a Job the controller ran.
 type JobStatus struct {
@@ -800,6 +841,12 @@ type JobStatus struct {
 	// CompletedAt is when the Job succeeded.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// CreatedAt is when this attempt's Job was created, recorded once the
+	// controller saw it: what it read, it read after that (a read is
+	// dated by when it began), and a Job of the attempt that was seen and
+	// is gone before its result vanished rather than never ran.
+	// +optional
+	CreatedAt *metav1.Time `json:"createdAt,omitempty"`
 }
 
 // ConversionStatus records the conversion.

@@ -74,18 +74,30 @@ func TestProgressStaysWithinAHundred(t *testing.T) {
 	}
 }
 
-// FuzzImportProgress records what CDI reports of two DataVolumes (their
+// FuzzProgress records what CDI reports of two DataVolumes (their
 // status.progress, "45.20%", any string CDI or whoever can write its
-// status puts there) as the decisions do: parsePercent reads a number
-// from 0 to 100, and status.progress is a whole percentage from 0 to
-// 100.
-func FuzzImportProgress(f *testing.F) {
-	for _, s := range []string{"45.20%", "0%", "100.0%", "N/A", "", "100%", "-5%", "250%", "1e3%", "NaN%", "+Inf%", "-Inf%", "0x1p-2%",
-		"45.20", " 45%", "45%%", "\x00", "\xff%", "漢字%", "\u202e45%", "\u009b45%", strings.Repeat("9", 400) + "%"} {
-		f.Add(s, "12.5%", "ImportInProgress")
-		f.Add("100.0%", s, DataVolumeSucceeded)
+// status puts there) and what the transfer's progress wire says (bytes
+// done and rate per disk, whatever a transfer pod writes into its
+// ConfigMap) as the decisions do: parsePercent reads a number from 0 to
+// 100, status.progress is a whole percentage from 0 to 100, and an ETA
+// is never negative.
+func FuzzProgress(f *testing.F) {
+	const gib = 1 << 30
+	transfers := [][6]int64{
+		{5 * gib, 100 << 20, gib, 0, 20 * gib, gib},
+		{20 * gib, 0, gib, 1, 20 * gib, gib},
+		{-1, -1, -5, -1, 20 * gib, gib},
+		{math.MaxInt64, math.MaxInt64, math.MaxInt64, 1, 20 * gib, gib},
+		{math.MaxInt64 / 50, 1, 1, 1, math.MaxInt64 / 2, math.MaxInt64 / 2},
+		{40 * gib, 1, 1, 1, 20 * gib, gib},
 	}
-	f.Fuzz(func(t *testing.T, p0, p1, phase1 string) {
+	for i, s := range []string{"45.20%", "0%", "100.0%", "N/A", "", "100%", "-5%", "250%", "1e3%", "NaN%", "+Inf%", "-Inf%", "0x1p-2%",
+		"45.20", " 45%", "45%%", "\x00", "\xff%", "漢字%", "\u202e45%", "\u009b45%", strings.Repeat("9", 400) + "%"} {
+		x := transfers[i%len(transfers)]
+		f.Add(s, "12.5%", "ImportInProgress", x[0], x[1], x[2], x[3], x[4], x[5])
+		f.Add("100.0%", s, DataVolumeSucceeded, x[0], x[1], x[2], x[3], x[4], x[5])
+	}
+	f.Fuzz(func(t *testing.T, p0, p1, phase1 string, done0, rate0, done1, rate1, capacity0, capacity1 int64) {
 		for _, s := range []string{p0, p1} {
 			if v := parsePercent(s); !(v >= 0 && v <= 100) {
 				t.Fatalf("parsePercent(%q) = %v", s, v)
@@ -102,26 +114,11 @@ func FuzzImportProgress(f *testing.F) {
 		}
 		d.recordImportProgress()
 		checkProgress(t, "imports at "+strconv.Quote(p0)+" and "+strconv.Quote(p1), d.st)
-	})
-}
 
-// FuzzTransferProgress records what the transfer's progress wire says
-// (its bytes done and rate per disk, whatever a transfer pod writes into
-// its ConfigMap) as the decisions do: status.progress is a whole
-// percentage from 0 to 100, and an ETA is never negative.
-func FuzzTransferProgress(f *testing.F) {
-	const gib = 1 << 30
-	f.Add(int64(5*gib), int64(100<<20), int64(gib), int64(0), int64(20*gib), int64(gib))
-	f.Add(int64(20*gib), int64(0), int64(gib), int64(1), int64(20*gib), int64(gib))
-	f.Add(int64(-1), int64(-1), int64(-5), int64(-1), int64(20*gib), int64(gib))
-	f.Add(int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(1), int64(20*gib), int64(gib))
-	f.Add(int64(math.MaxInt64/50), int64(1), int64(1), int64(1), int64(math.MaxInt64/2), int64(math.MaxInt64/2))
-	f.Add(int64(40*gib), int64(1), int64(1), int64(1), int64(20*gib), int64(gib))
-	f.Fuzz(func(t *testing.T, done0, rate0, done1, rate1, capacity0, capacity1 int64) {
 		if capacity0 <= 0 || capacity1 <= 0 {
 			return // the capacities come from vSphere's inventory, checked when it was read
 		}
-		d := &decider{
+		d = &decider{
 			st: &v1alpha1.VirtualMachineMigrationStatus{Phase: v1alpha1.PhaseTransferringDisks,
 				Disks: []v1alpha1.DiskStatus{{Key: 2000, CapacityBytes: capacity0}, {Key: 2001, CapacityBytes: capacity1}}},
 			now: metav1.Now(),

@@ -42,10 +42,11 @@ func checkMessage(t *testing.T, what, msg string) {
 	}
 }
 
-// FuzzField checks Field, Text and InterfaceName: what they accept is
-// valid UTF-8 within its bound without what each refuses, Text accepts
-// exactly what Clean keeps as it is, a Field is Text, an interface name
-// a Field; every refusal is one line of text, quoted whole by Refuse.
+// FuzzField checks Field, Text, InterfaceName and Addr: what they accept
+// is valid UTF-8 within its bound without what each refuses, Text
+// accepts exactly what Clean keeps as it is, a Field is Text, an
+// interface name a Field, an address as checkAddr says; every refusal is
+// one line of text, quoted whole by Refuse.
 func FuzzField(f *testing.F) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, s string) {
@@ -93,89 +94,87 @@ func FuzzField(f *testing.F) {
 		if kept := Clean(s, 3*len(s)) == s; kept != (Text(s, len(s)) == nil) {
 			t.Fatalf("Clean(%q) kept it: %v, Text accepts it: %v", s, kept, !kept)
 		}
+		checkAddr(t, s)
 	})
 }
 
-// FuzzAddr checks Addr: an address it accepts is a valid Field without a
+// checkAddr checks Addr: an address it accepts is a valid Field without a
 // zone, parses back from its canonical form to itself (which Addr
 // accepts too), and PrefixLength takes exactly the lengths within its
 // bits.
-func FuzzAddr(f *testing.F) {
-	addSeeds(f)
-	f.Fuzz(func(t *testing.T, s string) {
-		a, err := Addr(s)
-		if err != nil {
-			checkMessage(t, "Addr error", err.Error())
-			checkMessage(t, "Addr refusal", Refuse("the guest's address", s, err).Error())
-			return
+func checkAddr(t *testing.T, s string) {
+	t.Helper()
+	a, err := Addr(s)
+	if err != nil {
+		checkMessage(t, "Addr error", err.Error())
+		checkMessage(t, "Addr refusal", Refuse("the guest's address", s, err).Error())
+		return
+	}
+	if !a.IsValid() || a.Zone() != "" || len(s) > MaxAddress || Field(s, MaxAddress) != nil {
+		t.Fatalf("Addr(%q) = %v: accepted", s, a)
+	}
+	if p, perr := netip.ParseAddr(s); perr != nil || p != a {
+		t.Fatalf("Addr(%q) = %v, netip says %v, %v", s, a, p, perr)
+	}
+	canonical := a.String()
+	back, err := Addr(canonical)
+	if err != nil || back != a || back.String() != canonical {
+		t.Fatalf("Addr(%q) = %s, which reads back as %v, %v", s, canonical, back, err)
+	}
+	for _, n := range []int32{-1, 0, 1, 32, 33, 128, 129} {
+		if ok := PrefixLength(a, n) == nil; ok != (n >= 0 && int(n) <= a.BitLen()) {
+			t.Fatalf("PrefixLength(%s, %d) accepted: %v", a, n, ok)
 		}
-		if !a.IsValid() || a.Zone() != "" || len(s) > MaxAddress || Field(s, MaxAddress) != nil {
-			t.Fatalf("Addr(%q) = %v: accepted", s, a)
-		}
-		if p, perr := netip.ParseAddr(s); perr != nil || p != a {
-			t.Fatalf("Addr(%q) = %v, netip says %v, %v", s, a, p, perr)
-		}
-		canonical := a.String()
-		back, err := Addr(canonical)
-		if err != nil || back != a || back.String() != canonical {
-			t.Fatalf("Addr(%q) = %s, which reads back as %v, %v", s, canonical, back, err)
-		}
-		for _, n := range []int32{-1, 0, 1, 32, 33, 128, 129} {
-			if ok := PrefixLength(a, n) == nil; ok != (n >= 0 && int(n) <= a.BitLen()) {
-				t.Fatalf("PrefixLength(%s, %d) accepted: %v", a, n, ok)
-			}
-		}
-	})
+	}
 }
 
-// FuzzQuote checks Quote: printable ASCII in double quotes, at most
+// checkQuote checks Quote: printable ASCII in double quotes, at most
 // MaxQuoted characters between them; what it does not cut unquotes to
 // the value, what it cuts to a prefix of it on a rune boundary that
 // could take no further piece.
-func FuzzQuote(f *testing.F) {
-	addSeeds(f)
-	f.Fuzz(func(t *testing.T, s string) {
-		q := Quote(s)
-		if len(q) > MaxQuoted+5 || !strings.HasPrefix(q, `"`) {
-			t.Fatalf("Quote(%q) = %s: %d bytes", s, q, len(q))
+func checkQuote(t *testing.T, s string) {
+	t.Helper()
+	q := Quote(s)
+	if len(q) > MaxQuoted+5 || !strings.HasPrefix(q, `"`) {
+		t.Fatalf("Quote(%q) = %s: %d bytes", s, q, len(q))
+	}
+	for i := 0; i < len(q); i++ {
+		if q[i] < ' ' || q[i] > '~' {
+			t.Fatalf("Quote(%q) = %q: byte %d is not printable ASCII", s, q, i)
 		}
-		for i := 0; i < len(q); i++ {
-			if q[i] < ' ' || q[i] > '~' {
-				t.Fatalf("Quote(%q) = %q: byte %d is not printable ASCII", s, q, i)
-			}
+	}
+	body, cut := strings.CutSuffix(q, "...")
+	if len(body) < 2 || !strings.HasSuffix(body, `"`) {
+		t.Fatalf("Quote(%q) = %s: not quoted", s, q)
+	}
+	if len(body)-2 > MaxQuoted {
+		t.Fatalf("Quote(%q) = %s: %d characters quoted", s, q, len(body)-2)
+	}
+	v, err := strconv.Unquote(body)
+	if err != nil {
+		t.Fatalf("Quote(%q) = %s, which does not unquote: %v", s, q, err)
+	}
+	if !cut {
+		if v != s {
+			t.Fatalf("Quote(%q) = %s, which unquotes to %q", s, q, v)
 		}
-		body, cut := strings.CutSuffix(q, "...")
-		if len(body) < 2 || !strings.HasSuffix(body, `"`) {
-			t.Fatalf("Quote(%q) = %s: not quoted", s, q)
-		}
-		if len(body)-2 > MaxQuoted {
-			t.Fatalf("Quote(%q) = %s: %d characters quoted", s, q, len(body)-2)
-		}
-		v, err := strconv.Unquote(body)
-		if err != nil {
-			t.Fatalf("Quote(%q) = %s, which does not unquote: %v", s, q, err)
-		}
-		if !cut {
-			if v != s {
-				t.Fatalf("Quote(%q) = %s, which unquotes to %q", s, q, v)
-			}
-			return
-		}
-		if len(v) >= len(s) || !strings.HasPrefix(s, v) {
-			t.Fatalf("Quote(%q) = %s: %q is not a part of the value", s, q, v)
-		}
-		_, size := utf8.DecodeRuneInString(s[len(v):])
-		next := strconv.QuoteToASCII(s[len(v) : len(v)+size])
-		if len(body)-2+len(next)-2 <= MaxQuoted {
-			t.Fatalf("Quote(%q) = %s: cut before %s, which fits", s, q, next)
-		}
-	})
+		return
+	}
+	if len(v) >= len(s) || !strings.HasPrefix(s, v) {
+		t.Fatalf("Quote(%q) = %s: %q is not a part of the value", s, q, v)
+	}
+	_, size := utf8.DecodeRuneInString(s[len(v):])
+	next := strconv.QuoteToASCII(s[len(v) : len(v)+size])
+	if len(body)-2+len(next)-2 <= MaxQuoted {
+		t.Fatalf("Quote(%q) = %s: cut before %s, which fits", s, q, next)
+	}
 }
 
-// FuzzClean checks Clean: valid UTF-8 of at most max bytes that Text
-// accepts, kept as it is by Clean again, the longest prefix of the
-// value cleaned whole that fits, and the value itself when Text accepts
-// it within max.
+// FuzzClean checks Clean and Quote, the two forms in which a value that
+// came from outside is kept or shown: Clean's is valid UTF-8 of at most
+// max bytes that Text accepts, kept as it is by Clean again, the longest
+// prefix of the value cleaned whole that fits, and the value itself when
+// Text accepts it within max; Quote's as checkQuote says.
 func FuzzClean(f *testing.F) {
 	for _, s := range append(append([]string{}, realSeeds...), nastySeeds...) {
 		f.Add(s, uint16(64))
@@ -183,6 +182,7 @@ func FuzzClean(f *testing.F) {
 	}
 	f.Add("Größe", uint16(0))
 	f.Fuzz(func(t *testing.T, s string, n uint16) {
+		checkQuote(t, s)
 		max := int(n % 600)
 		out := Clean(s, max)
 		if !utf8.ValidString(out) || len(out) > max {

@@ -25,11 +25,12 @@ func checkOneLine(t *testing.T, what string, err error) {
 	}
 }
 
-// FuzzParseResult reads a termination message as the controller does:
-// a result it reads, written again as a termination message, reads back
-// with every disk's key, size, checksum and how it was read; it fits
-// MaxTerminationMessage whenever what never gives way fits; a cut error
-// is a prefix of the error. A hash result alike.
+// FuzzParseResult reads what a transfer pod's container says as the
+// controller does: a result it reads, written again as a termination
+// message, reads back with every disk's key, size, checksum and how it
+// was read; it fits MaxTerminationMessage whenever what never gives way
+// fits; a cut error is a prefix of the error. A hash result alike, and
+// a --version output as checkVersion says.
 func FuzzParseResult(f *testing.F) {
 	alloc := int64(1 << 20)
 	for _, r := range []*Result{
@@ -44,10 +45,17 @@ func FuzzParseResult(f *testing.F) {
 	f.Add(HashTerminationMessage(&HashResult{Kind: KindHash, Images: []ImageHash{{Name: "2000", Bytes: 512, Size: 1024, SHA256: strings.Repeat("0", 64)},
 		{Name: "2001", Error: "open /dev/vdb: permission denied"}}}))
 	f.Add([]byte(`{"kind":"progress","disks":[{"key":2000,"bytesDone":4096,"totalBytes":8192}]}`))
+	own, _ := json.Marshal(BuildVersion())
+	f.Add(own)
+	f.Add([]byte(`{"command":"vm-transfer","version":"v1.2.3","revision":"abc123","goVersion":"go1.26.8","specVersion":"v1"}`))
+	f.Add([]byte("warming up\n{\"command\":\"vm-transfer\",\"version\":\"(devel)\",\"specVersion\":\"v1\"}\n\n"))
+	f.Add([]byte(`{"command":"curl","version":"8.5.0"}`))
+	f.Add([]byte("Usage: vm-transfer [flags]\n"))
 	for _, s := range nastySeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkVersion(t, string(data))
 		r, err := ParseResult(data)
 		checkOneLine(t, "ParseResult", err)
 		if err == nil {
@@ -167,37 +175,28 @@ disks:
 	})
 }
 
-// FuzzParseVersion reads a transfer image's --version output as the
-// image proof does: a version it reads names the command and reads back
-// from its own JSON; the build's own version line, printed last, is read
+// checkVersion reads a transfer image's --version output as the image
+// proof does: a version it reads names the command and reads back from
+// its own JSON; the build's own version line, printed last, is read
 // whatever came before it; every refusal is one line.
-func FuzzParseVersion(f *testing.F) {
+func checkVersion(t *testing.T, out string) {
+	t.Helper()
 	own, _ := json.Marshal(BuildVersion())
-	f.Add(string(own))
-	f.Add(`{"command":"vm-transfer","version":"v1.2.3","revision":"abc123","goVersion":"go1.26.8","specVersion":"v1"}`)
-	f.Add("warming up\n{\"command\":\"vm-transfer\",\"version\":\"(devel)\",\"specVersion\":\"v1\"}\n\n")
-	f.Add(`{"command":"curl","version":"8.5.0"}`)
-	f.Add("Usage: vm-transfer [flags]\n")
-	for _, s := range nastySeeds {
-		f.Add(s)
+	v, err := ParseVersion(out)
+	checkOneLine(t, "ParseVersion", err)
+	if err == nil {
+		line := LastJSONLine(out)
+		if v.Command != CommandName || !strings.HasPrefix(line, "{") || strings.Contains(line, "\n") {
+			t.Fatalf("ParseVersion(%q) = %+v from line %q", out, v, line)
+		}
+		js, _ := json.Marshal(v)
+		if back, err := ParseVersion(string(js)); err != nil || back != v {
+			t.Fatalf("version %+v reads back as %+v, %v", v, back, err)
+		}
 	}
-	f.Fuzz(func(t *testing.T, out string) {
-		v, err := ParseVersion(out)
-		checkOneLine(t, "ParseVersion", err)
-		if err == nil {
-			line := LastJSONLine(out)
-			if v.Command != CommandName || !strings.HasPrefix(line, "{") || strings.Contains(line, "\n") {
-				t.Fatalf("ParseVersion(%q) = %+v from line %q", out, v, line)
-			}
-			js, _ := json.Marshal(v)
-			if back, err := ParseVersion(string(js)); err != nil || back != v {
-				t.Fatalf("version %+v reads back as %+v, %v", v, back, err)
-			}
-		}
-		if v, err := ParseVersion(out + "\n" + string(own) + "\n"); err != nil || v != BuildVersion() {
-			t.Fatalf("the build's version line after %q reads as %+v, %v", out, v, err)
-		}
-	})
+	if v, err := ParseVersion(out + "\n" + string(own) + "\n"); err != nil || v != BuildVersion() {
+		t.Fatalf("the build's version line after %q reads as %+v, %v", out, v, err)
+	}
 }
 
 // FuzzParseDatastorePath reads a datastore path as a job spec and vSphere

@@ -51,14 +51,18 @@ if [ ${#all[@]} -eq 0 ]; then
 fi
 
 start=$SECONDS
-total_execs=0 failed=0 races=0 ran=0
+total_execs=0 failed=0 races=0 ran=0 building=0
 failures=()
 declare -A built=()
 for entry in "${all[@]}"; do
   dir=${entry% *} name=${entry#* }
   bin=$tmp/$(echo "$dir" | tr / _).test
   if [ -z "${built[$dir]:-}" ]; then
-    if ! $GO test -c -fuzz=. -o "$bin" "./$dir" >"$tmp/build.log" 2>&1; then
+    b0=$SECONDS
+    rc=0
+    $GO test -c -fuzz=. -o "$bin" "./$dir" >"$tmp/build.log" 2>&1 || rc=$?
+    building=$((building + SECONDS - b0))
+    if [ "$rc" -ne 0 ]; then
       echo "fuzz: $dir: building its fuzz test binary failed:" >&2
       cat "$tmp/build.log" >&2
       failed=$((failed + 1)) failures+=("$dir (build)")
@@ -106,8 +110,8 @@ for entry in "${all[@]}"; do
 done
 
 elapsed=$((SECONDS - start))
-printf 'fuzz: %d targets, %d execs in all, %d failed, %d deadline races passed, FUZZTIME=%s, %dm%02ds\n' \
-  "$ran" "$total_execs" "$failed" "$races" "$FUZZTIME" $((elapsed / 60)) $((elapsed % 60))
+printf 'fuzz: %d targets, %d execs in all, %d failed, %d deadline races passed, FUZZTIME=%s, %dm%02ds (%ds of it building %d test binaries)\n' \
+  "$ran" "$total_execs" "$failed" "$races" "$FUZZTIME" $((elapsed / 60)) $((elapsed % 60)) "$building" "${#built[@]}"
 if [ "$failed" -gt 0 ]; then
   printf 'fuzz: failed: %s\n' "${failures[@]}"
   exit 1

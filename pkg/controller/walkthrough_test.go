@@ -361,16 +361,13 @@ func (f *walkFixture) requireOwnedByMigration(obj metav1.Object) {
 	assert.Equal(f.t, types2.UID(walkUID), owner.UID, obj.GetName())
 }
 
-// requireOwnedNotControlled requires an owner reference to the migration
-// that does not control the object (a target claim: CDI's DataVolume
-// becomes its controller).
-func (f *walkFixture) requireOwnedNotControlled(obj metav1.Object) {
+// requireUnowned requires a target claim to have no owner yet: CDI's
+// DataVolume becomes its controller, and no migration owns it, so that
+// no migration's deletion takes the VM's disk.
+func (f *walkFixture) requireUnowned(obj metav1.Object) {
 	f.t.Helper()
-	require.Nil(f.t, metav1.GetControllerOf(obj), "%s has a controller owner", obj.GetName())
-	refs := obj.GetOwnerReferences()
-	require.Len(f.t, refs, 1, obj.GetName())
-	assert.Equal(f.t, "VirtualMachineMigration", refs[0].Kind, obj.GetName())
-	assert.Equal(f.t, types2.UID(walkUID), refs[0].UID, obj.GetName())
+	require.Empty(f.t, obj.GetOwnerReferences(), obj.GetName())
+	assert.Equal(f.t, walkUID, obj.GetLabels()[v1alpha1.LabelMigrationUID], "%s: tied to the migration by its label", obj.GetName())
 }
 
 // powerState reads the source VM's power state from vcsim with a client
@@ -681,7 +678,7 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 		pvc, err := f.kube.CoreV1().PersistentVolumeClaims(walkNamespace).Get(f.ctx, d.StagingClaim, metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, d.DataVolume, d.StagingClaim, "written in place, into the claim its DataVolume adopts")
-		f.requireOwnedNotControlled(pvc)
+		f.requireUnowned(pvc)
 		assert.Equal(t, "kubevirt", pvc.Annotations[pipeline.AnnotationContentType])
 	}
 	f.requireChildren("staging claims created", claims...)

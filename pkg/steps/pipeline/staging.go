@@ -112,11 +112,14 @@ func RenderStagingClaims(m *v1alpha1.VirtualMachineMigration, defaults ClaimDefa
 // class's StorageProfile (its first claim property set), else Filesystem
 // and ReadWriteOnce. A Filesystem claim holds the image as disk.img, and
 // is sized from the disk's capacity plus the staging overhead; a Block
-// claim is the disk, its capacity rounded up to a whole MiB. The
-// migration is an owner but not the controller (CDI makes the DataVolume
-// the claim's controller when it adopts it), so the garbage collector
-// keeps the claim while either lives; the migration's labels tie it to
-// the migration for the deletes of a rollback before the VM exists.
+// claim is the disk, its capacity rounded up to a whole MiB. It has no
+// owner: CDI makes the DataVolume its controller when it adopts it, and
+// the migration is none of its owners, so that a claim that outlives its
+// DataVolume (one deleted with --cascade=orphan to keep the disk) never
+// goes with the migration's deletion or its TTL; the migration's labels
+// tie it to the migration for the deletes of a rollback before the VM
+// exists (a migration whose finalizer is removed by force leaves it: a
+// disk kept, never one lost).
 func renderTargetClaim(m *v1alpha1.VirtualMachineMigration, d v1alpha1.DiskStatus, defaults ClaimDefaults) (*corev1.PersistentVolumeClaim, error) {
 	spec := m.SpecInForce()
 	st := diskStorageTarget(m, d)
@@ -129,9 +132,7 @@ func renderTargetClaim(m *v1alpha1.VirtualMachineMigration, d v1alpha1.DiskStatu
 		return nil, fmt.Errorf("sizing the claim of disk %d: %w", d.Key, err)
 	}
 	meta := childMeta(m, d.StagingClaim, v1alpha1.ComponentDisk, false)
-	owner := migrationOwner(m)
-	owner.Controller = nil
-	meta.OwnerReferences = []metav1.OwnerReference{owner}
+	meta.OwnerReferences = nil
 	pvc := &corev1.PersistentVolumeClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 		ObjectMeta: meta,

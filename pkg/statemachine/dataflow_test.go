@@ -274,6 +274,27 @@ func TestConverting(t *testing.T) {
 			m: m(withConversion), obs: newObs(conversionJob(JobObservation{Name: conv1})),
 			phase: v1alpha1.PhaseConverting, requeue: DefaultPollInterval,
 		},
+		"running, its creation seen: recorded (it dates what it reads)": {
+			m: m(withConversion), obs: newObs(conversionJob(JobObservation{Name: conv1, CreatedAt: builders.At(-time.Minute).Time})),
+			phase: v1alpha1.PhaseConverting, requeue: DefaultPollInterval,
+			check: func(t *testing.T, d Decision) {
+				wantTime(t, "conversion.createdAt", d.Status.Conversion.CreatedAt, -time.Minute)
+			},
+		},
+		"the Job seen before is gone without a result: a failed attempt, transferred again, never run again over half-converted disks (issue 46)": {
+			m: m(builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+				s.Conversion = conversionAttempt(builders.Name, 1)
+				s.Conversion.CreatedAt = builders.TP(-time.Minute)
+			})), obs: newObs(slot(true)),
+			phase: v1alpha1.PhaseTransferringDisks,
+			check: func(t *testing.T, d Decision) {
+				assert.NotEqual(t, ActionCreateConversionJob, d.Action.Type, "not run again at the same attempt")
+				wantLastError(t, d, v1alpha1.PhaseConverting, ReasonConversionFailed)
+				assert.Contains(t, d.Status.LastError.Message, "is gone without a result")
+				assert.Equal(t, int32(2), d.Status.Conversion.Attempt)
+				assert.Equal(t, int32(2), d.Status.Transfer.Attempt, "the disks transferred again first")
+			},
+		},
 		"inspection failed: fail at once": {
 			m: m(withConversion), obs: newObs(failed(ConversionInspectionFailed)),
 			phase: v1alpha1.PhaseRollingBack, check: permanent,

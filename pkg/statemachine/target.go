@@ -49,24 +49,21 @@ func (d *decider) awaitTargetGone() bool {
 	}
 	name := fmt.Sprintf("%s/%s", d.m.Namespace, d.targetName())
 	vmi := d.obs.VMI
-	live := needsLiveTargetInstance(d.m, &d.obs)
-	if live && d.obs.LiveVMI != nil {
+	if needsLiveTargetInstance(d.m, &d.obs) {
+		switch {
+		case d.obs.LiveVMI == nil:
+			d.waitForTarget(fmt.Sprintf("the source VM stays off until VirtualMachineInstance %s is read from the API server and found gone or failed with its node: "+
+				"the controller's cache of instances can lag behind KubeVirt", name))
+			return true
+		case d.obs.LiveVMI.Error != nil:
+			d.waitForTarget(fmt.Sprintf("the source VM stays off: reading VirtualMachineInstance %s from the API server failed (%s: %s); "+
+				"the controller's cache of instances can lag behind KubeVirt, so only the API server can say it is gone",
+				name, d.obs.LiveVMI.Error.Reason, d.obs.LiveVMI.Error.Message))
+			return true
+		}
 		vmi = d.obs.LiveVMI.VMI
 	}
-	switch {
-	case vmi != nil:
-	case !live:
-		return false
-	case d.obs.LiveVMI == nil:
-		d.waitForTarget(fmt.Sprintf("the source VM stays off until VirtualMachineInstance %s is read from the API server and found gone: "+
-			"the controller's cache of instances can lag behind KubeVirt", name))
-		return true
-	case d.obs.LiveVMI.Error != nil:
-		d.waitForTarget(fmt.Sprintf("the source VM stays off: reading VirtualMachineInstance %s from the API server failed (%s: %s); "+
-			"the controller's cache of instances can lag behind KubeVirt, so only the API server can say it is gone",
-			name, d.obs.LiveVMI.Error.Reason, d.obs.LiveVMI.Error.Message))
-		return true
-	default:
+	if vmi == nil {
 		if reported := vmReportsInstance(d.obs.VM); reported != "" {
 			d.waitForTarget(fmt.Sprintf("the source VM stays off while VirtualMachine %s reports an instance (%s), though none is seen yet: "+
 				"two copies must never run with the same MAC addresses. KubeVirt clears the report once the instance is gone; "+
@@ -75,7 +72,7 @@ func (d *decider) awaitTargetGone() bool {
 		}
 		return false
 	}
-	if vmi.Phase == VMIFailed && vmi.Reason == VMINodeLost {
+	if nodeLost(vmi) {
 		d.targetNodeLost(name, vmi)
 		return false
 	}
@@ -102,7 +99,9 @@ func (d *decider) waitForTarget(message string) {
 // observation so far: the caches and the source), into obs.LiveVMI: the
 // decision may power the source on again (the migration rolls back or is
 // cancelled, the source it stopped is not restored yet and was seen not
-// running) and the cache holds no instance of the target. The decision
+// running) and the cache holds no instance of the target, or one KubeVirt
+// failed with its node (which no longer holds the source back, as far as
+// the cache knows). The decision
 // keeps the source off while such a read is missing.
 func NeedsLiveTargetInstance(m *v1alpha1.VirtualMachineMigration, obs *Observation) bool {
 	return needsLiveTargetInstance(m, obs)
@@ -112,8 +111,16 @@ func needsLiveTargetInstance(m *v1alpha1.VirtualMachineMigration, obs *Observati
 	st := &m.Status
 	src := obs.Source
 	return (st.Phase == v1alpha1.PhaseRollingBack || st.Phase == v1alpha1.PhaseCancelling) && needsRestore(st) &&
-		st.Target != nil && st.Target.Name != "" && obs.VMI == nil &&
+		st.Target != nil && st.Target.Name != "" && (obs.VMI == nil || nodeLost(obs.VMI)) &&
 		src.Observed && src.Error == nil && src.PowerState != PowerStateOn
+}
+
+// nodeLost says KubeVirt failed an instance because its node was lost:
+// such an instance no longer holds the source back, but only as the API
+// server has it (KubeVirt may have replaced it under its name since the
+// cache saw it).
+func nodeLost(vmi *VMIObservation) bool {
+	return vmi.Phase == VMIFailed && vmi.Reason == VMINodeLost
 }
 
 // vmReportsInstance says what the target VM reports of an instance of

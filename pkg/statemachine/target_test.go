@@ -44,9 +44,10 @@ func TestSourceStaysOffUntilTheTargetInstanceIsGone(t *testing.T) {
 		"cancelling, the halted target's instance still runs: wait": {
 			m: cancelling, obs: halting, phase: v1alpha1.PhaseCancelling, action: ActionNone, check: waits,
 		},
-		"the instance's node declared lost: power the source on, and say so": {
+		"the instance's node declared lost, the cache and the API server agree: power the source on, and say so": {
 			m: rollingBack, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), func(o *Observation) {
 				o.VMI = &VMIObservation{Phase: VMIFailed, Reason: VMINodeLost, NodeName: "worker-3", Deleting: true}
+				o.LiveVMI = &LiveVMIObservation{VMI: o.VMI}
 			}),
 			phase: v1alpha1.PhaseRollingBack, action: ActionPowerOnSource,
 			check: func(t *testing.T, d Decision) {
@@ -54,6 +55,19 @@ func TestSourceStaysOffUntilTheTargetInstanceIsGone(t *testing.T) {
 				assert.Contains(t, c.Message, "worker-3")
 				assert.Contains(t, eventReasons(d), ReasonTargetNodeLost, "a warning event says the node was lost")
 			},
+		},
+		"the cache's instance failed with its node, not read live yet: wait (KubeVirt may have replaced it) (issue 46)": {
+			m: rollingBack, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), func(o *Observation) {
+				o.VMI = &VMIObservation{Phase: VMIFailed, Reason: VMINodeLost, NodeName: "worker-3", Deleting: true}
+			}),
+			phase: v1alpha1.PhaseRollingBack, action: ActionNone, check: waits,
+		},
+		"the cache's instance failed with its node, the API server's is a new one, running: wait (issue 46)": {
+			m: rollingBack, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), func(o *Observation) {
+				o.VMI = &VMIObservation{Phase: VMIFailed, Reason: VMINodeLost, NodeName: "worker-3", Deleting: true}
+				o.LiveVMI = &LiveVMIObservation{VMI: &VMIObservation{Phase: VMIRunning, NodeName: "worker-4"}}
+			}),
+			phase: v1alpha1.PhaseRollingBack, action: ActionNone, check: waits,
 		},
 		"a failed instance on a node that answers: still wait": {
 			m: rollingBack, obs: newObs(sourceOff, targetVM(true, RunStrategyHalted), func(o *Observation) {

@@ -156,6 +156,22 @@ func FuzzParseContentRange(f *testing.F) {
 	})
 }
 
+// TestParseContentRangeRefusesANegativeSize keeps what
+// FuzzParseContentRange found (make test-fuzz, its crasher
+// "bytes 0-0/-2"): a size below 0 other than "*" read as a size not
+// known, so that a server's inconsistent Content-Range passed the check
+// of a range read against the file's size.
+func TestParseContentRangeRefusesANegativeSize(t *testing.T) {
+	for _, s := range []string{"bytes 0-0/-2", "bytes 0-99/-1", "bytes 5-9/-9223372036854775808"} {
+		if f, l, n, err := parseContentRange(s); err == nil {
+			t.Errorf("%q reads as %d-%d/%d", s, f, l, n)
+		}
+	}
+	if _, _, n, err := parseContentRange("bytes 0-0/*"); err != nil || n != -1 {
+		t.Errorf(`"bytes 0-0/*": size %d, %v`, n, err)
+	}
+}
+
 // layoutOf builds a disk plan from fuzz bytes: extents (one byte each, of
 // 1 to 64 units, at most 16) covering the image, and areas in the image
 // (two bytes each: the gap before, the length), in order, not touching,

@@ -232,6 +232,9 @@ func parseContentRange(s string) (first, last, size int64, err error) {
 		if size, err = strconv.ParseInt(total, 10, 64); err != nil {
 			return 0, 0, 0, fmt.Errorf("content-range %q: %w", s, err)
 		}
+		if size < 0 {
+			return 0, 0, 0, fmt.Errorf("content-range %q is inconsistent", s)
+		}
 	}
 	if first < 0 || last < first || (size >= 0 && last >= size) {
 		return 0, 0, 0, fmt.Errorf("content-range %q is inconsistent", s)

@@ -299,8 +299,12 @@ func (s *Step) observeChildren(m *v1alpha1.VirtualMachineMigration, c *statemach
 	c.StagingClaims = live(statemachine.KindPersistentVolumeClaim, claims, func(p *corev1.PersistentVolumeClaim) bool {
 		return p.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentStaging
 	})
+	// Target claims: only those named in status as its disks' (and, once
+	// recorded, of the UID the transfer wrote). A copy made with the
+	// same labels (a KubeVirt snapshot's restore copies a claim's
+	// labels) is not the migration's, and no rollback deletes it.
 	c.TargetClaims = live(statemachine.KindPersistentVolumeClaim, claims, func(p *corev1.PersistentVolumeClaim) bool {
-		return p.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentDisk
+		return p.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentDisk && targetClaim(m, p)
 	})
 	jobs, err := owned[*batchv1.Job](s, "jobs", m)
 	if err != nil {
@@ -313,6 +317,18 @@ func (s *Step) observeChildren(m *v1alpha1.VirtualMachineMigration, c *statemach
 	}
 	c.ConfigMaps = live(statemachine.KindConfigMap, cms, nil)
 	return s.observeAccess(m, c)
+}
+
+// targetClaim reports whether p is the claim status names for one of
+// m's disks written in place, of the UID the transfer wrote once that is
+// recorded.
+func targetClaim(m *v1alpha1.VirtualMachineMigration, p *corev1.PersistentVolumeClaim) bool {
+	for _, d := range m.Status.Disks {
+		if d.WrittenInPlace() && d.StagingClaim == p.Name {
+			return d.TargetClaimUID == "" || d.TargetClaimUID == p.UID
+		}
+	}
+	return false
 }
 
 // observeAccess lists the transfer attempts' RoleBindings, Roles and
@@ -492,7 +508,7 @@ func (s *Step) observeDataVolumes(m *v1alpha1.VirtualMachineMigration, target st
 		return fmt.Errorf("listing data volumes: %w", err)
 	}
 	for _, dv := range dvs {
-		if dv.Labels[v1alpha1.LabelComponent] != v1alpha1.ComponentImport || dv.DeletionTimestamp != nil {
+		if dv.Labels[v1alpha1.LabelComponent] != v1alpha1.ComponentImport || dv.DeletionTimestamp != nil || !diskDataVolume(m, dv.Name) {
 			continue
 		}
 		owner := metav1.GetControllerOf(dv)
@@ -511,6 +527,17 @@ func (s *Step) observeDataVolumes(m *v1alpha1.VirtualMachineMigration, target st
 	}
 	slices.SortFunc(obs.Children.DataVolumes, func(a, b statemachine.ObjectRef) int { return strings.Compare(a.Name, b.Name) })
 	return nil
+}
+
+// diskDataVolume reports whether status names name as one of m's disks'
+// DataVolumes (a copy with the same labels is not the migration's).
+func diskDataVolume(m *v1alpha1.VirtualMachineMigration, name string) bool {
+	for _, d := range m.Status.Disks {
+		if d.DataVolume == name {
+			return true
+		}
+	}
+	return false
 }
 
 // dataVolumeClaim is what the cache holds of the claim of a target

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
@@ -99,4 +100,30 @@ func claimNames(claims []*corev1.PersistentVolumeClaim) []string {
 		out = append(out, c.Name)
 	}
 	return out
+}
+
+// TestCopiesWithTheMigrationsLabelsAreNotItsChildren (issue 46): a claim
+// or DataVolume carrying the migration's labels but not named in its
+// status as one of its disks' (a copy a KubeVirt snapshot's restore made,
+// labels included), or a claim of a disk's name but not of the UID the
+// transfer wrote, is no child of the migration: no rollback or deletion
+// of it deletes it.
+func TestCopiesWithTheMigrationsLabelsAreNotItsChildren(t *testing.T) {
+	m := onePass(linuxBIOS())
+	disk := m.Status.Disks[0]
+	written := &corev1.PersistentVolumeClaim{ObjectMeta: builders.ChildMeta(m, disk.StagingClaim, v1alpha1.ComponentDisk, false)}
+	written.UID = disk.TargetClaimUID
+	restored := &corev1.PersistentVolumeClaim{ObjectMeta: builders.ChildMeta(m, "restore-8f1e2d-"+disk.StagingClaim, v1alpha1.ComponentDisk, false)}
+	dv := builders.DataVolume(m, disk.DataVolume, cdiv1.Succeeded, nil)
+	restoredDV := builders.DataVolume(m, "restore-8f1e2d-"+disk.DataVolume, cdiv1.Succeeded, nil)
+	f := newFakeStep(t, written, restored, dv, restoredDV)
+	var obs statemachine.Observation
+	require.NoError(t, f.step.Observe(m, &obs))
+	assert.Equal(t, []string{disk.StagingClaim}, statemachine.Names(obs.Children.TargetClaims), "the restored copy is not the migration's")
+	assert.Equal(t, []string{disk.DataVolume}, statemachine.Names(obs.Children.DataVolumes), "nor the restored DataVolume")
+
+	m.Status.Disks[0].TargetClaimUID = "the-uid-the-transfer-wrote"
+	obs = statemachine.Observation{}
+	require.NoError(t, f.step.Observe(m, &obs))
+	assert.Empty(t, obs.Children.TargetClaims, "a claim of the name but another UID is not the one written")
 }

@@ -29,12 +29,16 @@ func RefusedBeforeCutover(st *v1alpha1.VirtualMachineMigrationStatus) bool {
 // validateAgain sends a migration refused before the stop back to
 // Validating after a change of its spec: the failure is reset (its
 // error, its end, its Succeeded and Failed conditions, the proofs that
-// failed; a passed proof serves for its TTL), and the retry deadline
-// counts from now.
+// failed; a passed proof serves for its TTL), the checkpoints the refused
+// validation passed are forgotten (Validating, an approval: this
+// validation passes its own, the timeline shows no approval of before,
+// and the migration holds no claim on its source while it only
+// validates), and the retry deadline counts from now.
 func (d *decider) validateAgain() {
 	reason := d.st.LastError.Reason
 	now := d.now
 	d.st.LastError, d.st.CompletionTime, d.st.StartTime = nil, nil, &now
+	d.st.Evidence = slices.DeleteFunc(d.st.Evidence, func(e v1alpha1.CheckpointEvidence) bool { return e.Phase != v1alpha1.PhasePending })
 	d.st.ImageProofs = slices.DeleteFunc(d.st.ImageProofs, func(p v1alpha1.ImageProof) bool { return p.Result != v1alpha1.ProofPassed })
 	if len(d.st.ImageProofs) == 0 {
 		d.st.ImageProofs = nil

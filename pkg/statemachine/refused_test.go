@@ -3,6 +3,7 @@ package statemachine
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,6 +103,20 @@ func refusedInValidating(generation int64, mods ...builders.MigrationMod) *v1alp
 	return m
 }
 
+// refusedInQueued is a migration approved, then refused by the dry run
+// right before the stop, its spec then changed to the given generation.
+func refusedInQueued(generation int64) *v1alpha1.VirtualMachineMigration {
+	m := newMigration(builders.Reached(v1alpha1.PhaseQueued), builders.RequireApproval, builders.Approved, builders.WithStatus(func(s *v1alpha1.VirtualMachineMigrationStatus) {
+		s.Evidence = append(s.Evidence, v1alpha1.CheckpointEvidence{Phase: v1alpha1.PhaseAwaitingApproval, ReachedAt: builders.At(-30 * time.Minute), Observed: "approved"})
+		s.AppliedSpec = nil
+	}))
+	m = after(m, decide(m, newObs(slot(true), sourceOn(true),
+		dryRun(v1alpha1.PhaseQueued, dryRunObject("VirtualMachine", "vm", v1alpha1.DryRunRefused, "denied")),
+		preflight(v1alpha1.SeverityBlocking, "DryRunRefused"))))
+	m.Generation = generation
+	return m
+}
+
 // TestRefusedBeforeTheStopValidatesAgainOnASpecChange: a migration
 // refused before its source was touched is fixed in place: a change of
 // its spec (a new generation) validates it again, the failure reset. A
@@ -133,6 +148,18 @@ func TestRefusedBeforeTheStopValidatesAgainOnASpecChange(t *testing.T) {
 				assert.Equal(t, PhaseChangedReason(v1alpha1.PhaseValidating), d.Events[0].Reason)
 				assert.Equal(t, "Failed -> Validating: the spec changed (generation 2) after the migration was refused (PreflightFailed) before its source VM was touched: validating again",
 					d.Events[0].Message)
+			},
+		},
+		"refused right before the stop, once approved: validating again without the evidence of before (issue 46)": {
+			m: refusedInQueued(2), obs: newObs(),
+			phase: v1alpha1.PhaseValidating, requeue: ms,
+			check: func(t *testing.T, d Decision) {
+				var passed []v1alpha1.Phase
+				for _, e := range d.Status.Evidence {
+					passed = append(passed, e.Phase)
+				}
+				assert.Equal(t, []v1alpha1.Phase{v1alpha1.PhasePending}, passed,
+					"the checkpoints of the refused validation (Validating, an approval) are not this one's: no timeline shows them, and the migration holds no claim while it only validates")
 			},
 		},
 		"the same generation: stays Failed": {

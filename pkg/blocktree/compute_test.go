@@ -88,15 +88,15 @@ func TestCompute(t *testing.T) {
 func TestComputeLeavesHolesUnread(t *testing.T) {
 	const size = 20*BlockSize + 300
 	tests := map[string][]Range{
-		"no data":                 nil,
-		"all data":                {{0, size}},
-		"a run inside a block":    {{5*BlockSize + 10, 100}},
-		"runs across boundaries":  {{BlockSize - 10, 20}, {7*BlockSize + 5, 3 * BlockSize}, {size - 1, 1}},
-		"data at the very start":  {{0, 1}},
-		"the tail only":           {{20 * BlockSize, 300}},
-		"a run on a block":        {{12 * BlockSize, BlockSize}},
-		"many runs in one block":  {{2 * BlockSize, 1}, {2*BlockSize + 100, 1}, {3*BlockSize - 1, 1}},
-		"runs every other block":  {{0, BlockSize}, {2 * BlockSize, BlockSize}, {4 * BlockSize, BlockSize}, {15 * BlockSize, 4096}},
+		"no data":                  nil,
+		"all data":                 {{0, size}},
+		"a run inside a block":     {{5*BlockSize + 10, 100}},
+		"runs across boundaries":   {{BlockSize - 10, 20}, {7*BlockSize + 5, 3 * BlockSize}, {size - 1, 1}},
+		"data at the very start":   {{0, 1}},
+		"the tail only":            {{20 * BlockSize, 300}},
+		"a run on a block":         {{12 * BlockSize, BlockSize}},
+		"many runs in one block":   {{2 * BlockSize, 1}, {2*BlockSize + 100, 1}, {3*BlockSize - 1, 1}},
+		"runs every other block":   {{0, BlockSize}, {2 * BlockSize, BlockSize}, {4 * BlockSize, BlockSize}, {15 * BlockSize, 4096}},
 		"data ends before the end": {{0, 10 * BlockSize}},
 	}
 	for name, runs := range tests {

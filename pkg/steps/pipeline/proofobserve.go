@@ -15,6 +15,7 @@ import (
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/transfer/wire"
+	"platform.example/vm-migration/pkg/untrusted"
 )
 
 // proofCache keeps the proofs' results by key, as this controller first
@@ -291,7 +292,7 @@ func ProofOutcome(component string, job *batchv1.Job, pods []corev1.Pod, now tim
 		readSelfCheck(res, component, termMessage(term))
 	case term != nil:
 		res.Result, res.Reason = v1alpha1.ProofFailed, ReasonSelfCheckFailed
-		res.Message = fmt.Sprintf("the self-check exited with code %d: %s", term.ExitCode, selfCheckProblems(component, term.Message))
+		res.Message = untrusted.CleanCut(fmt.Sprintf("the self-check exited with code %d: %s", term.ExitCode, selfCheckProblems(component, term.Message)), maxMessage)
 	case o.StartProblem != nil && (o.StartProblem.Reason != ReasonUnschedulable || now.Sub(o.CreatedAt) >= timeout):
 		res.Result, res.Reason, res.Message = v1alpha1.ProofFailed, o.StartProblem.Reason, o.StartProblem.Message
 	case o.Failed:
@@ -339,6 +340,8 @@ func podWaiting(pod *corev1.Pod, container string) string {
 // conversion image's self-check must say it can convert.
 func readSelfCheck(res *v1alpha1.ImageProof, component, out string) {
 	res.Result = v1alpha1.ProofPassed
+	// The image printed it: kept without control characters.
+	defer func() { res.Message = untrusted.CleanCut(res.Message, maxMessage) }()
 	switch component {
 	case v1alpha1.ComponentTransfer:
 		v, err := wire.ParseVersion(out)

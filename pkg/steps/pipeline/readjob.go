@@ -113,7 +113,9 @@ func observeTransfer(o *statemachine.JobObservation, msg string, cm map[string]s
 				FullCopyReason: truncate(oneLine(d.FullCopyReason), maxReason)})
 		}
 		if !res.Succeeded {
-			o.Message = joinNonEmpty(": ", res.Reason, oneLine(res.Error))
+			// The transfer's error may quote what vSphere said (a
+			// descriptor's fields): kept without control characters.
+			o.Message = untrusted.CleanCut(joinNonEmpty(": ", reasonWord(res.Reason), oneLine(res.Error)), maxMessage)
 		}
 	} else if o.Succeeded {
 		o.Message = "the transfer reported no result"
@@ -128,6 +130,20 @@ func observeTransfer(o *statemachine.JobObservation, msg string, cm map[string]s
 			}
 		}
 	}
+}
+
+// reasonWord is a reason a pod reported, when it is one word of letters
+// (as the commands' CamelCase reasons are), else "" (left out).
+func reasonWord(s string) string {
+	if s == "" || len(s) > 64 {
+		return ""
+	}
+	for _, r := range s {
+		if (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') {
+			return ""
+		}
+	}
+	return s
 }
 
 // observeConversion reads the inspected OS of a successful conversion, and

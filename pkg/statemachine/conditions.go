@@ -106,9 +106,24 @@ func (d *decider) terminalConditions() {
 	}
 }
 
-// stalledCondition is true when no progress was seen for the stall timeout
-// in a phase where the controller itself should make progress.
+// stalledCondition sets Stalled, kstatus' condition (sigs.k8s.io/cli-utils,
+// which Flux, kpt and cli-utils read, and which manifests/argocd follows)
+// for a migration that cannot make progress: kstatus reads it as Failed,
+// and a GitOps tool waiting on the migration reports the failure instead
+// of timing out. It is true once the migration ended Failed, with the
+// failure's reason (the Failed condition says the message), and while it
+// runs with no progress seen for the stall timeout in a phase where the
+// controller itself should make progress (NoProgress): as kstatus reads a
+// Deployment past its progress deadline, and kstatus' own Stalled means
+// "made insufficient progress". It is false while the migration rolls
+// back (its failure is final once the source is restored, as the Failed
+// condition's) and while it waits on a person (approval, planOnly,
+// paused) or on a slot: those read InProgress.
 func (d *decider) stalledCondition() {
+	if d.st.Phase == v1alpha1.PhaseFailed {
+		d.setCondition(ConditionStalled, metav1.ConditionTrue, d.failureReason(), d.failureReference())
+		return
+	}
 	active := !IsTerminal(d.st.Phase) && !d.paused && d.waitReason == "" &&
 		d.st.Phase != v1alpha1.PhaseAwaitingApproval && d.st.Phase != v1alpha1.PhaseQueued
 	last := d.st.LastProgressTime

@@ -180,6 +180,20 @@ func TestStalled(t *testing.T) {
 			obs: newObs(sourceError(ErrorNeedsUser, "CredentialsSecretMissing")), phase: v1alpha1.PhaseValidating,
 			check: func(t *testing.T, d Decision) { wantNoCond(t, d, ConditionStalled) },
 		},
+		"ended Failed: Stalled, with the failure's reason (kstatus reads Failed)": {
+			m:   newMigration(builders.Reached(v1alpha1.PhaseValidating)),
+			obs: newObs(sourceInventory, preflight(v1alpha1.SeverityBlocking, "RDMDisk")), phase: v1alpha1.PhaseFailed,
+			check: func(t *testing.T, d Decision) {
+				c := wantCond(t, d, ConditionStalled, metav1.ConditionTrue, ReasonPreflightFailed)
+				assert.Equal(t, "failed in Validating: the Failed condition (and status.lastError) says why", c.Message)
+			},
+		},
+		"rolling back is not Stalled: the failure is final once the source is restored": {
+			m:     newMigration(builders.Reached(v1alpha1.PhaseTransferringDisks), withTransfer, idleFor(time.Hour), builders.RetryLimit(0)),
+			obs:   newObs(claims(stagingClaims()...), transferJob(JobObservation{Name: naming.TransferJob(builders.Name, 1), Failed: true, Message: "stream reset"})),
+			phase: v1alpha1.PhaseRollingBack,
+			check: func(t *testing.T, d Decision) { wantNoCond(t, d, ConditionStalled) },
+		},
 	})
 }
 

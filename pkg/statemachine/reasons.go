@@ -17,8 +17,10 @@ const (
 	// and its rollback restored the source (phase Failed), false once it
 	// succeeded. kubectl wait --for=condition=Failed vmm/NAME.
 	ConditionFailed = "Failed"
-	// ConditionStalled is true when no progress was seen for the policy's
-	// stall timeout.
+	// ConditionStalled is true when the migration cannot make progress:
+	// no progress was seen for the policy's stall timeout (NoProgress), or
+	// it ended Failed (the failure's reason). It is kstatus' Stalled,
+	// which GitOps tools (Flux, kpt) read as Failed.
 	ConditionStalled = "Stalled"
 	// ConditionPaused is true while spec.policy.paused holds the migration.
 	ConditionPaused = "Paused"

@@ -37,7 +37,7 @@ func (d *decider) recordConverted(job *JobObservation) {
 		disk.Checksums = nil
 		for _, c := range job.Checksums {
 			if c.Disk == disk.Name && !c.Staged && c.SHA256 != "" {
-				disk.Checksums = &v1alpha1.DiskChecksums{Converted: c.SHA256, ConvertedBytes: c.Size}
+				disk.Checksums = &v1alpha1.DiskChecksums{Converted: c.SHA256, ConvertedBytes: c.Size, RehashedBytes: c.Rehashed}
 			}
 		}
 	}
@@ -293,7 +293,7 @@ func (d *decider) checkChain(job *JobObservation) {
 			continue
 		}
 		if c.SHA256 != sums.Converted {
-			broken = append(broken, fmt.Sprintf("%s (DataVolume %s): target sha256 %s, converted %s", disk.Name, disk.DataVolume, c.SHA256, sums.Converted))
+			broken = append(broken, fmt.Sprintf("%s (DataVolume %s): target sha256 %s, converted %s%s", disk.Name, disk.DataVolume, c.SHA256, sums.Converted, mismatchAt(sums, c)))
 			continue
 		}
 		sums.Compared, sums.VerifiedAt = v1alpha1.ComparedConvertedAndTarget, readBegan(d.st.Verification)
@@ -316,6 +316,24 @@ func (d *decider) checkChain(job *JobObservation) {
 		d.remove(ActionDeleteJob, job.Name, job.Ref)
 		d.working("target disks read back; removing verification job "+job.Name, d.cfg.PollInterval)
 	}
+}
+
+// mismatchAt records and says where a target read differs from its
+// converted image: the first differing block the verification found
+// against the block tree stored beside the image, when that tree is the
+// converted one (its root is); otherwise it says why no range is named.
+func mismatchAt(sums *v1alpha1.DiskChecksums, c ImageChecksum) string {
+	switch {
+	case c.StoredRoot == "":
+		return ""
+	case c.StoredRoot != sums.Converted:
+		return "; the block tree stored beside the image was changed too (root " + shortSum(c.StoredRoot) + "): no range named"
+	case c.FirstDifference == nil:
+		return ""
+	}
+	r := *c.FirstDifference
+	sums.Mismatch = &v1alpha1.ByteRange{Offset: r.Offset, Length: r.Length}
+	return "; first difference at " + r.String()
 }
 
 // findChecksum finds a disk's image checksum of the kind asked for.

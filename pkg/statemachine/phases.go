@@ -342,7 +342,7 @@ func (d *decider) nextTransferAttempt() {
 	for i := range d.st.Disks {
 		disk := &d.st.Disks[i]
 		disk.BytesTransferred, disk.RateBytesPerSecond, disk.ETASeconds = 0, 0, nil
-		disk.SHA256, disk.TransferredAt = "", nil
+		disk.SHA256, disk.TransferredAt, disk.ChecksumScheme = "", nil, ""
 		disk.AllocatedOnly, disk.AllocatedBytes, disk.BytesRead, disk.FullCopyReason = false, nil, 0, ""
 		disk.TargetClaimUID = ""
 	}
@@ -436,6 +436,7 @@ func (d *decider) recordTransferResults(results []DiskResult) {
 				disk.BytesTransferred, disk.SHA256, disk.TransferredAt = r.Bytes, r.SHA256, &now
 				disk.RateBytesPerSecond, disk.ETASeconds = 0, nil
 				disk.AllocatedOnly, disk.AllocatedBytes, disk.BytesRead, disk.FullCopyReason = r.AllocatedOnly, r.AllocatedBytes, r.BytesRead, r.FullCopyReason
+				disk.ChecksumScheme = r.Scheme
 			}
 		}
 	}
@@ -464,13 +465,8 @@ func (d *decider) converting() {
 	case job == nil && c.CreatedAt != nil:
 		// The Job of this attempt was seen and is gone without a result
 		// (deleted by a person, or with its namespace's objects): it may
-		// have converted part of the disks. As after a failed
-		// conversion, they are never converted again as they are.
-		if d.retry(ReasonConversionFailed, fmt.Sprintf("conversion job %s is gone without a result: the disks it converted may be half converted", c.JobName)) {
-			*c = *conversionAttempt(d.m.Name, c.Attempt+1)
-			d.nextTransferAttempt()
-			d.retransfer()
-		}
+		// have converted part of the disks.
+		d.convertAfreshAfter(fmt.Sprintf("conversion job %s is gone without a result: the disks it converted may be half converted", c.JobName))
 	case job == nil:
 		if d.earlierAttemptRuns(c.JobName) {
 			return
@@ -483,13 +479,7 @@ func (d *decider) converting() {
 			d.fail(ReasonConversionFailed, fmt.Sprintf("%s (%s: converting again cannot help)", msg, job.Reason))
 			return
 		}
-		// A failed conversion leaves the staged disks in an unknown state:
-		// never import them; the retry starts from a fresh transfer.
-		if d.retry(ReasonConversionFailed, msg) {
-			*c = *conversionAttempt(d.m.Name, c.Attempt+1)
-			d.nextTransferAttempt()
-			d.retransfer()
-		}
+		d.convertAfreshAfter(msg)
 	case job.awaitsResult(d.now.Time):
 		d.working(fmt.Sprintf("conversion job %s completed; waiting for its result", job.Name), JobResultPoll)
 	case job.Succeeded:
@@ -507,6 +497,19 @@ func (d *decider) converting() {
 			return
 		}
 		d.working(fmt.Sprintf("converting the guest (job %s, attempt %d)%s", c.JobName, c.Attempt, d.startWait(job)), d.cfg.PollInterval)
+	}
+}
+
+// convertAfreshAfter spends a retry on a conversion that failed (msg says
+// how) and, within the budget, records the next attempt after a fresh
+// transfer: a conversion that did not finish leaves the staged disks in
+// an unknown state, never imported or converted again as they are.
+func (d *decider) convertAfreshAfter(msg string) {
+	if d.retry(ReasonConversionFailed, msg) {
+		c := d.st.Conversion
+		*c = *conversionAttempt(d.m.Name, c.Attempt+1)
+		d.nextTransferAttempt()
+		d.retransfer()
 	}
 }
 

@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -466,10 +467,33 @@ type ImageChecksum struct {
 	Bytes int64
 	// Size is the image's size (its file's, or its block device's).
 	Size int64
-	// SHA256 of those bytes, hex.
+	// SHA256 of those bytes, hex: their block-tree root (pkg/blocktree)
+	// where the transfer reported that scheme.
 	SHA256 string
+	// Rehashed is how many bytes of the image a conversion re-hashed: the
+	// blocks its overlay touched (the whole image where it had no tree).
+	Rehashed int64
+	// StoredRoot is the root of the block tree stored beside the image
+	// that a verification read compared with (empty when none).
+	StoredRoot string
+	// FirstDifference is the first byte range where the image read
+	// differs from its stored tree, when they differ.
+	FirstDifference *ByteRange
 	// Error says why the image could not be read (no SHA256 then).
 	Error string
+}
+
+// ByteRange is a range of an image's bytes.
+type ByteRange struct {
+	// Offset of the first byte.
+	Offset int64
+	// Length in bytes.
+	Length int64
+}
+
+// String is the range as "bytes 1048576-2097151".
+func (r ByteRange) String() string {
+	return fmt.Sprintf("bytes %d-%d", r.Offset, r.Offset+r.Length-1)
 }
 
 // DiskProgress is one disk's progress in a running transfer.
@@ -491,6 +515,8 @@ type DiskResult struct {
 	AllocatedBytes *int64
 	BytesRead      int64
 	FullCopyReason string
+	// Scheme is how SHA256 was computed (v1alpha1.DiskStatus.ChecksumScheme).
+	Scheme string
 }
 
 // DataVolumeObservation is what was seen of a target DataVolume.

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/statemachine"
@@ -171,18 +172,15 @@ func (s *Step) observeProof(m *v1alpha1.VirtualMachineMigration, component strin
 		return p
 	}
 	if job.DeletionTimestamp != nil {
-		// A stale one on its way out: proven again once it is gone (its
-		// deletion wakes the migrations waiting here).
+		// A stale one on its way out, proven again once it is gone.
 		p.Running, p.Waiting = true, "its stale Job is being deleted; proving again once it is gone"
 		return p
 	}
 	pods := s.jobPods(job)
 	if resultLost(job, pods, now) {
-		// Its pod, which held the result, is gone (terminated-pod
-		// garbage collection, a removed node) and no result was kept:
-		// proven again, not taken for a failure.
-		ref := refTo(statemachine.KindJob, job)
-		p.Stale = &ref
+		// Its pod, which held the result, is gone and no result was
+		// kept: proven again, not taken for a failure.
+		p.Stale = ptr.To(refTo(statemachine.KindJob, job))
 		return p
 	}
 	p.Running = true

@@ -719,10 +719,20 @@ type DiskStatus struct {
 	// ETASeconds is the estimated time left for the transfer.
 	// +optional
 	ETASeconds *int64 `json:"etaSeconds,omitempty"`
-	// SHA256 of the transferred image, once complete.
+	// SHA256 of the transferred image, once complete: the root of its
+	// block tree where ChecksumScheme says so, else the SHA-256 of the
+	// whole image.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	SHA256 string `json:"sha256,omitempty"`
+	// ChecksumScheme is how every checksum of this disk (sha256 and
+	// checksums) is computed: sha256-tree-1MiB (SHA-256 of each MiB of
+	// the image, and of the list of their hex digests: see
+	// docs/operators/safety.md to recompute it), or empty for the
+	// SHA-256 of the whole image (a transfer of an earlier version).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ChecksumScheme string `json:"checksumScheme,omitempty"`
 	// TransferredAt is when the transfer of this disk was verified complete.
 	// +optional
 	TransferredAt *metav1.Time `json:"transferredAt,omitempty"`
@@ -785,6 +795,12 @@ type DiskChecksums struct {
 	// ConvertedBytes is the staged image's size once converted.
 	// +optional
 	ConvertedBytes int64 `json:"convertedBytes,omitempty"`
+	// RehashedBytes is how many bytes the conversion read again to give
+	// Converted: the blocks its writes touched (its qcow2 overlay's
+	// clusters), or the whole disk where the image had no block tree (a
+	// block device).
+	// +optional
+	RehashedBytes int64 `json:"rehashedBytes,omitempty"`
 	// Target is the SHA-256 of the first capacityBytes of the target
 	// claim's image (hex), read by the verification Job before the VM
 	// started; it must equal Converted.
@@ -813,6 +829,22 @@ type DiskChecksums struct {
 	// +optional
 	// +kubebuilder:validation:Enum=ConvertedAndTarget;ConvertedInPlace;ReadOnce
 	Compared ChainComparison `json:"compared,omitempty"`
+	// Mismatch is, once the target was read and is not the converted
+	// image, the first range of bytes where they differ, when the block
+	// tree stored beside the image could tell (its root the converted
+	// one).
+	// +optional
+	Mismatch *ByteRange `json:"mismatch,omitempty"`
+}
+
+// ByteRange is a range of a disk's bytes.
+type ByteRange struct {
+	// Offset of its first byte.
+	// +kubebuilder:validation:Minimum=0
+	Offset int64 `json:"offset"`
+	// Length in bytes.
+	// +kubebuilder:validation:Minimum=0
+	Length int64 `json:"length"`
 }
 
 // ChainComparison is what a disk's checksum chain compared past the

@@ -115,7 +115,7 @@ func gitopsCases(t *testing.T) []gitopsCase {
 			name: "AwaitingApproval",
 			m: decidedIn(t, v1alpha1.PhaseAwaitingApproval, drivenTo(t, v1alpha1.PhaseAwaitingApproval, nil, builders.RequireApproval),
 				newObs(sourceInventory, slot(true))),
-			kstatus: kstatus.InProgressStatus, kSays: "approv",
+			kstatus: kstatus.InProgressStatus, kSays: `"approved":true`,
 			argo: argoSuspended, argoSays: `"approved":true`,
 		},
 		{

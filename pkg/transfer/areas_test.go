@@ -51,7 +51,7 @@ func TestAllocatedOnlyCopy(t *testing.T) {
 			e.waitRunServed(t)
 			require.True(t, res.Succeeded, res.Error)
 			r := res.Disks[0]
-			assert.Equal(t, sha(data), r.SHA256)
+			assert.Equal(t, treeRoot(data), r.SHA256)
 			assert.True(t, r.AllocatedOnly)
 			assert.Empty(t, r.FullCopyReason)
 			require.NotNil(t, r.AllocatedBytes)
@@ -59,6 +59,16 @@ func TestAllocatedOnlyCopy(t *testing.T) {
 			assert.Equal(t, allocated, r.BytesRead, "bytes read")
 			assert.Equal(t, allocated, e.served.Load(), "bytes the datastore served: the allocated areas, once")
 			assert.Equal(t, int64(thinSize), r.Bytes)
+			// The checksum of the copy that read the allocated areas alone
+			// (and hashed none of the holes) is the root of a full read of
+			// the image, holes read as zeros, and of the hash command's
+			// read, holes unread.
+			full, err := os.ReadFile(d.Destination)
+			require.NoError(t, err)
+			assert.Equal(t, treeRoot(full), r.SHA256, "the root of a full read of the image")
+			again, _, err := transfer.HashImage(context.Background(), d.Destination, thinSize)
+			require.NoError(t, err)
+			assert.Equal(t, again, r.SHA256, "the root vm-transfer hash gives")
 			t.Logf("%d of %d bytes allocated (%d written), %d read", allocated, thinSize, written, r.BytesRead)
 			checkThinImage(t, d.Destination, data, allocated)
 		})
@@ -67,7 +77,7 @@ func TestAllocatedOnlyCopy(t *testing.T) {
 
 // checkThinImage asserts the image holds exactly want, allocates no more
 // than the source's allocated areas (and a few blocks of the file
-// system's metadata), and is alone in its directory.
+// system's metadata), and is alone in its directory with its tree file.
 func checkThinImage(t *testing.T, path string, want []byte, allocated int64) {
 	t.Helper()
 	got, err := os.ReadFile(path)
@@ -77,9 +87,7 @@ func checkThinImage(t *testing.T, path string, want []byte, allocated int64) {
 	var st syscall.Stat_t
 	require.NoError(t, syscall.Stat(path, &st))
 	require.LessOrEqual(t, st.Blocks*512, allocated+64<<10, "the image allocates more than the source's allocated areas")
-	entries, err := os.ReadDir(filepath.Dir(path))
-	require.NoError(t, err)
-	require.Len(t, entries, 1, "only the image may remain beside it: %v", entries)
+	checkAlone(t, path, want)
 }
 
 // TestFullCopyWhenTheMapCannotBeUsed copies the same thin disk when
@@ -114,7 +122,7 @@ func TestFullCopyWhenTheMapCannotBeUsed(t *testing.T) {
 			e.waitRunServed(t)
 			require.True(t, res.Succeeded, res.Error)
 			r := res.Disks[0]
-			assert.Equal(t, sha(data), r.SHA256)
+			assert.Equal(t, treeRoot(data), r.SHA256)
 			assert.False(t, r.AllocatedOnly)
 			assert.Contains(t, r.FullCopyReason, tc.reason)
 			assert.Equal(t, int64(thinSize), r.BytesRead)
@@ -148,7 +156,7 @@ func TestAllocatedOnlyResume(t *testing.T) {
 			res = transfer.Run(context.Background(), e.plan(t, spec), testOptions(t))
 			e.waitRunServed(t)
 			require.True(t, res.Succeeded, res.Error)
-			require.Equal(t, sha(data), res.Disks[0].SHA256)
+			require.Equal(t, treeRoot(data), res.Disks[0].SHA256)
 			if full {
 				require.Zero(t, res.Disks[0].ResumedFrom, "a checkpoint of another map is not resumed")
 				require.Equal(t, int64(thinSize), e.served.Load())
@@ -205,7 +213,7 @@ func TestAHostileMapIsNeverTrusted(t *testing.T) {
 			e.waitRunServed(t)
 			require.True(t, res.Succeeded, res.Error)
 			r := res.Disks[0]
-			require.Equal(t, sha(data), r.SHA256, "the image holds every byte of the disk (allocated only: %v, %v bytes read)", r.AllocatedOnly, r.BytesRead)
+			require.Equal(t, treeRoot(data), r.SHA256, "the image holds every byte of the disk (allocated only: %v, %v bytes read)", r.AllocatedOnly, r.BytesRead)
 			assert.False(t, r.AllocatedOnly)
 			assert.Contains(t, r.FullCopyReason, "inconsistent allocated-area map")
 			assert.Equal(t, int64(thinSize), r.BytesRead)

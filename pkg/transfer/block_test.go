@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"platform.example/vm-migration/pkg/blocktree"
 	"platform.example/vm-migration/pkg/transfer"
 )
 
@@ -44,9 +45,20 @@ func TestBlockDevice(t *testing.T) {
 	data := diskData(12*mib, 15)
 	d := e.testDisk(t, "fits", data)
 	d.Destination = dev
+	// A device has no tree file unless the spec names one.
+	d.TreeFile = filepath.Join(t.TempDir(), "fits.tree")
 	res := transfer.Run(context.Background(), e.plan(t, e.jobSpec(d)), testOptions(t))
 	require.True(t, res.Succeeded, res.Error)
-	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	require.Equal(t, treeRoot(data), res.Disks[0].SHA256)
+	tf, err := os.Open(d.TreeFile)
+	require.NoError(t, err)
+	defer tf.Close()
+	tree, err := blocktree.ReadTree(tf)
+	require.NoError(t, err)
+	require.Equal(t, treeRoot(data), tree.Root(), "the tree file of the disk's capacity, not of the device")
+	entries, err := os.ReadDir(filepath.Dir(d.TreeFile))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "only the tree file, no partial left: %v", entries)
 
 	f, err := os.Open(dev)
 	require.NoError(t, err)
@@ -71,7 +83,7 @@ func TestBlockDeviceAllocatedOnly(t *testing.T) {
 	res := transfer.Run(context.Background(), plans, testOptions(t))
 	e.waitRunServed(t)
 	require.True(t, res.Succeeded, res.Error)
-	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	require.Equal(t, treeRoot(data), res.Disks[0].SHA256)
 	require.Equal(t, allocated, e.served.Load(), "only the allocated areas are read")
 
 	f, err := os.Open(dev)

@@ -1,27 +1,26 @@
 package transfer
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding"
-	"encoding/hex"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"os"
 	"path/filepath"
+
+	"platform.example/vm-migration/pkg/blocktree"
 )
 
 // checkpointVersion is bumped when the checkpoint format changes; an older
 // checkpoint is then ignored (the copy starts over). Version 2 added the
 // pieces written past Offset, and is only written after the image is
 // synced; version 3 the record of a complete image; version 4 the map of
-// the parts read.
-const checkpointVersion = 4
+// the parts read; version 5 the block tree in place of the SHA-256 state.
+const checkpointVersion = 5
 
 // checkpoint is the resume state of one disk, kept next to its image. It
-// names only bytes that were synced to the image before it was written.
+// names only bytes that were synced to the image, and leaves that were
+// synced to the partial tree file, before it was written.
 type checkpoint struct {
 	// Version of the format.
 	Version int `json:"version"`
@@ -38,26 +37,26 @@ type checkpoint struct {
 	PieceSize int64 `json:"pieceSize"`
 	// Offset is how many bytes of the image are written and hashed.
 	Offset int64 `json:"offset"`
-	// HashState is the SHA-256 state after Offset bytes.
-	HashState []byte `json:"hashState"`
-	// ChunkStart is where the verified span before Offset starts (about a
-	// chunk before it).
-	ChunkStart int64 `json:"chunkStart"`
-	// ChunkStartHashState is the SHA-256 state after ChunkStart bytes: the
-	// image's bytes [ChunkStart, Offset) hashed onto it must give HashState.
-	// It verifies the end of the hashed image on resume at no cost during the copy.
-	ChunkStartHashState []byte `json:"chunkStartHashState"`
+	// Tree is the block tree's state at Offset: the leaves made (that many
+	// are in the partial tree file, when there is one), the hash of the
+	// block under way, the root's state and the last leaves, which a
+	// resume checks against the image (the last blocks hashed are read
+	// back, at most about three MiB). A 32 MiB list of leaves per TiB is
+	// never rewritten: the leaves go to the partial tree file as they are
+	// made, synced before a checkpoint names them.
+	Tree *blocktree.BuilderState `json:"tree,omitempty"`
 	// Written lists the pieces past Offset already in the image, in order
 	// (fetched by other streams, or not hashed yet): they are not fetched
 	// again, the hasher reads them back.
 	Written []byteRange `json:"written,omitempty"`
-	// Complete says the image is whole, synced, and hashes to SHA256: the
-	// checkpoint is then the disk's completion record, kept until every
-	// disk of the run is complete, so that a run that stops for another
-	// disk (a failure, a kill, the node) does not copy this one again.
+	// Complete says the image is whole, synced, and its tree's root is
+	// Root: the checkpoint is then the disk's completion record, kept
+	// until every disk of the run is complete, so that a run that stops
+	// for another disk (a failure, a kill, the node) does not copy this
+	// one again.
 	Complete bool `json:"complete,omitempty"`
-	// SHA256 of the whole image, hex, once Complete.
-	SHA256 string `json:"sha256,omitempty"`
+	// Root of the image's block tree, hex, once Complete.
+	Root string `json:"root,omitempty"`
 	// BytesRead counts the bytes read from the source for the image, over
 	// the runs up to this checkpoint.
 	BytesRead int64 `json:"bytesRead,omitempty"`
@@ -112,81 +111,57 @@ func removeCheckpoint(path string) error {
 	return nil
 }
 
-// hashState saves a SHA-256 state.
-func hashState(h hash.Hash) ([]byte, error) {
-	m, ok := h.(encoding.BinaryMarshaler)
-	if !ok {
-		return nil, errors.New("hash state cannot be saved")
-	}
-	return m.MarshalBinary()
-}
-
-// restoreHash is a SHA-256 in a saved state.
-func restoreHash(state []byte) (hash.Hash, error) {
-	h := sha256.New()
-	u, ok := h.(encoding.BinaryUnmarshaler)
-	if !ok {
-		return nil, errors.New("hash state cannot be restored")
-	}
-	if err := u.UnmarshalBinary(state); err != nil {
-		return nil, fmt.Errorf("restoring the hash state: %w", err)
-	}
-	return h, nil
-}
-
-// resumeFrom checks a checkpoint against the source, the layout and the
-// image and, when it holds, returns the copy's state at its offset (with
-// the written pieces past it, unless the piece size changed: the note then
-// says they are fetched again). A checkpoint that does not hold returns a
-// nil state and the reason: the copy starts over.
-func resumeFrom(cp *checkpoint, plan *DiskPlan, layout pieceLayout, dst *destination, buf []byte) (*copyState, string) {
+// resumeFrom checks a checkpoint against the source, the layout, the
+// image and the partial tree file (tree, when the copy writes one) and,
+// when it holds, returns the copy's state at its offset (with the written
+// pieces past it, unless the piece size changed: the note then says they
+// are fetched again) and the partial tree file, reopened. A checkpoint
+// that does not hold returns a nil state and the reason: the copy starts
+// over.
+func resumeFrom(cp *checkpoint, plan *DiskPlan, layout pieceLayout, dst *destination, tree string, newBuilder builderFunc) (*copyState, *leafFile, string) {
 	if why := checkpointUsable(cp, plan, layout.capacity); why != "" {
-		return nil, why
+		return nil, nil, why
 	}
 	size, err := dst.size()
 	if err != nil {
-		return nil, fmt.Sprintf("sizing the image: %v", err)
+		return nil, nil, fmt.Sprintf("sizing the image: %v", err)
 	}
 	end := cp.Offset
 	if n := len(cp.Written); n > 0 {
 		end = cp.Written[n-1].End
 	}
 	if size < end {
-		return nil, fmt.Sprintf("the image is %d bytes, shorter than the checkpoint's %d", size, end)
+		return nil, nil, fmt.Sprintf("the image is %d bytes, shorter than the checkpoint's %d", size, end)
 	}
-	// Re-read the end of the hashed image, hash it onto the state before
-	// it, and compare with the state after it.
-	h, err := restoreHash(cp.ChunkStartHashState)
+	b, err := newBuilder(cp.Tree)
 	if err != nil {
-		return nil, err.Error()
+		return nil, nil, err.Error()
 	}
-	for off := cp.ChunkStart; off < cp.Offset; {
-		n := min(int64(len(buf)), cp.Offset-off)
-		if err := dst.readAt(buf[:n], off); err != nil {
-			return nil, err.Error()
+	// Read back the last blocks hashed and the block under way: they
+	// must still hash as the checkpoint says.
+	if err := cp.Tree.Verify(dst, layout.capacity); err != nil {
+		return nil, nil, "the image's last checkpointed blocks do not match the checkpoint: " + err.Error()
+	}
+	var lf *leafFile
+	if tree != "" {
+		var why string
+		if lf, why = openLeafFile(tree, layout.capacity, *cp.Tree); lf == nil {
+			return nil, nil, why
 		}
-		h.Write(buf[:n])
-		off += n
 	}
-	state, err := hashState(h)
-	if err != nil {
-		return nil, err.Error()
-	}
-	if !bytes.Equal(state, cp.HashState) {
-		return nil, "the image's last checkpointed chunk does not match the checkpoint"
-	}
-	st := &copyState{hashed: cp.Offset, h: h, state: state, written: map[int64]int64{}, readBefore: cp.BytesRead}
-	if cp.ChunkStart < cp.Offset {
-		st.marks = []hashMark{{off: cp.ChunkStart, state: cp.ChunkStartHashState}}
-	}
+	st := &copyState{hashed: cp.Offset, b: b, tree: *cp.Tree, written: map[int64]int64{}, readBefore: cp.BytesRead}
 	if cp.PieceSize != layout.size && len(cp.Written) > 0 {
-		return st, fmt.Sprintf("the piece size changed from %d to %d: the %d pieces past byte %d are fetched again", cp.PieceSize, layout.size, len(cp.Written), cp.Offset)
+		return st, lf, fmt.Sprintf("the piece size changed from %d to %d: the %d pieces past byte %d are fetched again", cp.PieceSize, layout.size, len(cp.Written), cp.Offset)
 	}
 	for _, r := range cp.Written {
 		st.written[r.Start] = r.End
 	}
-	return st, ""
+	return st, lf, ""
 }
+
+// builderFunc makes the copy's tree builder: anew (nil), or resumed from
+// a checkpoint's state.
+type builderFunc func(st *blocktree.BuilderState) (*blocktree.Builder, error)
 
 // sameSource says why a checkpoint is not one of this source and
 // capacity in this format, or "".
@@ -212,7 +187,9 @@ func checkpointUsable(cp *checkpoint, plan *DiskPlan, capacity int64) string {
 		return "the checkpoint records a complete image"
 	case cp.Map != plan.Map:
 		return fmt.Sprintf("the checkpoint read %s, this run reads %s", cp.Map, plan.Map)
-	case cp.Offset < 0 || cp.Offset > capacity || cp.ChunkStart < 0 || cp.ChunkStart > cp.Offset:
+	case cp.Tree == nil:
+		return "the checkpoint has no tree state"
+	case cp.Offset < 0 || cp.Offset > capacity || cp.Tree.Offset != cp.Offset:
 		return "checkpoint offsets are inconsistent"
 	case cp.Offset == 0 && len(cp.Written) == 0:
 		return "the checkpoint holds nothing"
@@ -227,26 +204,20 @@ func checkpointUsable(cp *checkpoint, plan *DiskPlan, capacity int64) string {
 	return ""
 }
 
-// newCopyState is the state of a copy starting from the first byte.
-func newCopyState() copyState {
-	h := sha256.New()
-	state, _ := hashState(h)
-	return copyState{h: h, state: state, written: map[int64]int64{}}
-}
-
-// completionRecord is the checkpoint of a plan's complete image, read
-// with bytesRead bytes from the source.
-func completionRecord(plan *DiskPlan, sum string, bytesRead int64) *checkpoint {
+// completionRecord is the checkpoint of a plan's complete image, whose
+// tree's root is root, read with bytesRead bytes from the source.
+func completionRecord(plan *DiskPlan, root string, bytesRead int64) *checkpoint {
 	capacity := plan.Spec.CapacityBytes
-	return &checkpoint{Version: checkpointVersion, Source: plan.Source, Map: plan.Map, Capacity: capacity, Offset: capacity, ChunkStart: capacity,
-		Complete: true, SHA256: sum, BytesRead: bytesRead, AllocatedBytes: plan.AllocatedBytes, FullCopyReason: plan.FullCopyReason}
+	return &checkpoint{Version: checkpointVersion, Source: plan.Source, Map: plan.Map, Capacity: capacity, Offset: capacity,
+		Complete: true, Root: root, BytesRead: bytesRead, AllocatedBytes: plan.AllocatedBytes, FullCopyReason: plan.FullCopyReason}
 }
 
 // completeImage checks a completion record against the source and the
-// image: the image is the capacity's size and hashes to the record's
-// SHA-256 (read back, holes hashed as zeros without reading them). It
-// returns the checksum, or "" and why the image cannot be kept.
-func completeImage(cp *checkpoint, source string, capacity int64, dst *destination, buf []byte) (string, string) {
+// image: the image is the capacity's size and its tree (computed again,
+// blocks in parallel, holes unread) has the record's root; the tree file
+// is then written anew at tree (when the copy writes one), whatever was
+// there. It returns the root, or "" and why the image cannot be kept.
+func completeImage(ctx context.Context, cp *checkpoint, source string, capacity int64, dst *destination, tree string) (string, string) {
 	if why := sameSource(cp, source, capacity); why != "" {
 		return "", why
 	}
@@ -257,12 +228,12 @@ func completeImage(cp *checkpoint, source string, capacity int64, dst *destinati
 	case size < capacity || (!dst.block && size != capacity):
 		return "", fmt.Sprintf("the image is %d bytes, the disk %d", size, capacity)
 	}
-	h := sha256.New()
-	if err := dst.hashImage(h, capacity, buf); err != nil {
+	root, err := imageTree(ctx, dst, capacity, tree, cp.Root)
+	if errors.Is(err, errRootDiffers) {
+		return "", fmt.Sprintf("the image's tree root is %s, its completion record says %s", root, cp.Root)
+	}
+	if err != nil {
 		return "", err.Error()
 	}
-	if sum := hex.EncodeToString(h.Sum(nil)); sum != cp.SHA256 {
-		return "", fmt.Sprintf("the image hashes to %s, its completion record says %s", sum, cp.SHA256)
-	}
-	return cp.SHA256, ""
+	return root, ""
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"platform.example/vm-migration/pkg/blocktree"
 	"platform.example/vm-migration/pkg/transfer/wire"
 	"platform.example/vm-migration/pkg/vsphere"
 )
@@ -215,7 +216,7 @@ func failed(spec *wire.JobSpec, err error, reason string) *wire.Result {
 	if reason == "" {
 		reason = Reason(err)
 	}
-	res := &wire.Result{Kind: wire.KindResult, Error: err.Error(), Reason: reason, Disks: []wire.DiskResult{}}
+	res := &wire.Result{Kind: wire.KindResult, Error: err.Error(), Reason: reason, Scheme: blocktree.Scheme, Disks: []wire.DiskResult{}}
 	if spec != nil {
 		for _, d := range spec.Disks {
 			res.Disks = append(res.Disks, wire.DiskResult{Key: d.Key})

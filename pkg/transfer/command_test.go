@@ -60,7 +60,7 @@ func TestCommand(t *testing.T) {
 	res, err := wire.ParseResult([]byte(lines[len(lines)-1]))
 	require.NoError(t, err)
 	require.True(t, res.Succeeded)
-	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	require.Equal(t, treeRoot(data), res.Disks[0].SHA256)
 
 	term, err := os.ReadFile(c.term)
 	require.NoError(t, err)

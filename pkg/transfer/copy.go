@@ -2,11 +2,13 @@ package transfer
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
+
+	"platform.example/vm-migration/pkg/blocktree"
 
 	"platform.example/vm-migration/pkg/transfer/wire"
 )
@@ -61,6 +63,9 @@ type Options struct {
 	RefreshSession func(ctx context.Context) error
 	// Logf reports what a person may want to know (retries, restarts).
 	Logf func(format string, args ...any)
+	// HashWorkers is how many goroutines hash one disk's whole blocks at
+	// once; 0 means GOMAXPROCS.
+	HashWorkers int
 }
 
 // withDefaults fills in zero fields.
@@ -139,6 +144,10 @@ type diskCopy struct {
 	// kept is the completion record of an image an earlier run completed,
 	// which still matches it: nothing is copied.
 	kept *checkpoint
+	// tree is where the image's tree file goes ("" for none); leaves is
+	// the partial tree file the builder writes the leaves to.
+	tree   string
+	leaves *leafFile
 }
 
 // run copies the disk and returns its result: the image is complete,
@@ -157,17 +166,20 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 		}
 		return res, err
 	}
-	if err := c.prepare(); err != nil {
+	if err := c.prepare(ctx); err != nil {
 		return done(err)
 	}
 	defer func() {
 		if c.dst != nil {
 			_ = c.dst.close()
 		}
+		if c.leaves != nil {
+			_ = c.leaves.close()
+		}
 	}()
 	res.ResumedFrom = c.ledger.hashedBytes()
 	if k := c.kept; k != nil {
-		res.SHA256, res.Kept = k.SHA256, true
+		res.SHA256, res.Kept = k.Root, true
 		res.AllocatedOnly, res.AllocatedBytes, res.FullCopyReason = allocatedOnly(k.Map), k.AllocatedBytes, k.FullCopyReason
 		c.ledger.st.readBefore = k.BytesRead
 		c.t.state.Store(wire.StateDone)
@@ -177,11 +189,19 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 	if err := c.copyWithRetries(ctx); err != nil {
 		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
 	}
-	sum := hex.EncodeToString(c.ledger.st.h.Sum(nil))
+	sum, err := c.ledger.st.b.Root()
+	if err != nil {
+		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
+	}
 	dst := c.dst
 	c.dst = nil
 	if err := dst.finish(); err != nil {
 		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
+	}
+	if c.leaves != nil {
+		if err := c.leaves.finish(sum); err != nil {
+			return done(fmt.Errorf("disk %d: %w", spec.Key, err))
+		}
 	}
 	if c.plan.Checkpoint != "" {
 		if err := saveCheckpoint(c.plan.Checkpoint, completionRecord(c.plan, sum, c.ledger.st.readBefore+c.t.read.Load())); err != nil {
@@ -236,9 +256,9 @@ func (c *diskCopy) copyWithRetries(ctx context.Context) error {
 	return nil
 }
 
-// prepare opens the destination and finds where to start: a checkpoint
-// that holds, or the beginning.
-func (c *diskCopy) prepare() error {
+// prepare opens the destination and finds where to start: a complete
+// image kept, a checkpoint that holds, or the beginning.
+func (c *diskCopy) prepare(ctx context.Context) error {
 	spec := c.plan.Spec
 	var err error
 	if c.dst, err = openDestination(spec.Destination, spec.CapacityBytes, !c.opts.BufferedIO); err != nil {
@@ -248,9 +268,16 @@ func (c *diskCopy) prepare() error {
 		c.plan.Checkpoint = defaultCheckpoint(spec, c.dst.block)
 	}
 	c.layout = newPieceLayout(c.plan, c.opts.pieceSize())
-	c.ledger.st = newCopyState()
+	c.tree = treePath(spec, c.dst.block)
 	if c.plan.Checkpoint != "" {
-		c.resume()
+		c.resume(ctx)
+	}
+	if c.ledger.st.b == nil && c.kept == nil {
+		if err = c.start(); err != nil {
+			_ = c.dst.close()
+			c.dst = nil
+			return fmt.Errorf("disk %d: %w", spec.Key, err)
+		}
 	}
 	st := &c.ledger.st
 	err = c.dst.reset(st.hashed, st.writtenRanges(), spec.CapacityBytes)
@@ -272,8 +299,44 @@ func (c *diskCopy) prepare() error {
 	return nil
 }
 
+// newBuilder is the copy's tree builder, anew (st nil) or resumed, whose
+// leaves go to the partial tree file.
+func (c *diskCopy) newBuilder(st *blocktree.BuilderState) (*blocktree.Builder, error) {
+	sink := func(i int64, l blocktree.Leaf) error {
+		if c.leaves == nil {
+			return nil
+		}
+		return c.leaves.put(i, l)
+	}
+	opts := blocktree.Options{Workers: c.opts.HashWorkers}
+	if st == nil {
+		return blocktree.NewBuilder(c.plan.Spec.CapacityBytes, opts, sink), nil
+	}
+	return blocktree.ResumeBuilder(c.plan.Spec.CapacityBytes, *st, opts, sink)
+}
+
+// start sets the copy up from the first byte: a new builder and a new
+// partial tree file. A tree file of an earlier image goes: it never sits
+// beside an image that is being written.
+func (c *diskCopy) start() error {
+	b, err := c.newBuilder(nil)
+	if err != nil {
+		return err
+	}
+	tree, _ := b.State()
+	c.ledger.st = copyState{b: b, tree: tree, written: map[int64]int64{}, readBefore: c.ledger.st.readBefore}
+	if c.tree == "" {
+		return nil
+	}
+	if err := os.Remove(c.tree); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: removing the tree file of an earlier image: %v", ErrDestination, err)
+	}
+	c.leaves, err = createLeafFile(c.tree, c.plan.Spec.CapacityBytes)
+	return err
+}
+
 // resume loads the checkpoint into the ledger when it holds.
-func (c *diskCopy) resume() {
+func (c *diskCopy) resume(ctx context.Context) {
 	key := c.plan.Spec.Key
 	cp, err := loadCheckpoint(c.plan.Checkpoint)
 	switch {
@@ -283,10 +346,10 @@ func (c *diskCopy) resume() {
 	case cp == nil:
 		return
 	case cp.Complete:
-		c.keepComplete(cp)
+		c.keepComplete(ctx, cp)
 		return
 	}
-	st, why := resumeFrom(cp, c.plan, c.layout, c.dst, c.scratch)
+	st, lf, why := resumeFrom(cp, c.plan, c.layout, c.dst, c.tree, c.newBuilder)
 	if st == nil {
 		c.opts.Logf("disk %d: starting over: %s", key, why)
 		return
@@ -294,22 +357,30 @@ func (c *diskCopy) resume() {
 	if why != "" {
 		c.opts.Logf("disk %d: %s", key, why)
 	}
-	c.ledger.st = *st
+	if c.tree != "" {
+		if err := os.Remove(c.tree); err != nil && !errors.Is(err, os.ErrNotExist) {
+			lf.discard()
+			c.opts.Logf("disk %d: starting over: removing the tree file of an earlier image: %v", key, err)
+			return
+		}
+	}
+	c.ledger.st, c.leaves = *st, lf
 	c.opts.Logf("disk %d: resuming at byte %d of %d (%d pieces past it already written)", key, st.hashed, c.plan.Spec.CapacityBytes, len(st.written))
 }
 
-// keepComplete keeps the image an earlier run completed when it still
-// matches its completion record, and otherwise lets the copy start over.
-func (c *diskCopy) keepComplete(cp *checkpoint) {
+// keepComplete keeps the image an earlier run completed when its tree,
+// computed again, still has its completion record's root (the tree file
+// is then written again), and otherwise lets the copy start over.
+func (c *diskCopy) keepComplete(ctx context.Context, cp *checkpoint) {
 	key := c.plan.Spec.Key
-	sum, why := completeImage(cp, c.plan.Source, c.plan.Spec.CapacityBytes, c.dst, c.scratch)
-	if sum == "" {
+	root, why := completeImage(ctx, cp, c.plan.Source, c.plan.Spec.CapacityBytes, c.dst, c.tree)
+	if root == "" {
 		c.opts.Logf("disk %d: starting over: %s", key, why)
 		return
 	}
 	c.kept = cp
 	c.ledger.st.hashed = c.plan.Spec.CapacityBytes
-	c.opts.Logf("disk %d: complete from an earlier run, and the image still hashes to %s: nothing to copy", key, sum)
+	c.opts.Logf("disk %d: complete from an earlier run, and the image's tree root is still %s: nothing to copy", key, root)
 }
 
 // zeroHoles makes the pieces of a block device's image that hold no area

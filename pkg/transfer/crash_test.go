@@ -72,7 +72,7 @@ func TestSIGKILLResendsAtMostOneChunkPerStream(t *testing.T) {
 			e.setFaults(faults{})
 			before := e.served.Load()
 			res := c.finish(t, e, args)
-			require.Equal(t, sha(data), res.Disks[0].SHA256)
+			require.Equal(t, treeRoot(data), res.Disks[0].SHA256)
 			require.Equal(t, int64(len(data))-durable, e.served.Load()-before, "the last run fetched exactly what was missing")
 			require.Equal(t, int64(len(data))+totalResent, e.served.Load(), "bytes served in all")
 			t.Logf("%d kills, %d bytes re-sent in all for a %d-byte disk; sha256 %s", len(killAt), totalResent, len(data), res.Disks[0].SHA256)
@@ -173,7 +173,7 @@ func TestSIGKILLWithSeveralDisks(t *testing.T) {
 	res := killThenFinish(t, e, c, args, killAt, diskDone)
 	kept := 0
 	for i, d := range disks {
-		require.Equal(t, sha(datas[i]), res.Disks[i].SHA256, "disk %d", d.Key)
+		require.Equal(t, treeRoot(datas[i]), res.Disks[i].SHA256, "disk %d", d.Key)
 		checkImage(t, d.Destination, datas[i])
 		if res.Disks[i].Kept {
 			kept++
@@ -267,7 +267,7 @@ func TestSIGKILLAllocatedOnly(t *testing.T) {
 	args := []string{"--streams", fmt.Sprint(streams), "--chunk-mib", fmt.Sprint(chunk / mib), "--retries", "0"}
 	killAt := []int64{2 * mib, 3*mib + 300<<10, 3 * mib}
 	res := killThenFinish(t, e, c, args, killAt)
-	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	require.Equal(t, treeRoot(data), res.Disks[0].SHA256)
 	require.True(t, res.Disks[0].AllocatedOnly)
 	require.GreaterOrEqual(t, res.Disks[0].BytesRead, allocated, "bytes read over the runs cover the allocated areas")
 	require.LessOrEqual(t, res.Disks[0].BytesRead, e.served.Load(), "bytes read over the runs: at most what was served")

@@ -3,7 +3,6 @@ package transfer
 import (
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -262,25 +261,6 @@ func (d *destination) readAt(buf []byte, off int64) error {
 	return nil
 }
 
-// hashImage hashes the first n bytes of the image into h, reading only
-// its data: a file's holes hash as zeros without being read (a device,
-// or a file system that cannot say where its holes are, is read whole).
-func (d *destination) hashImage(h hash.Hash, n int64, buf []byte) error {
-	for off := int64(0); off < n; {
-		data, hole := d.dataAfter(off, n)
-		hashZeros(h, data-off)
-		for off = data; off < hole; {
-			k := min(int64(len(buf)), hole-off)
-			if err := d.readAt(buf[:k], off); err != nil {
-				return err
-			}
-			h.Write(buf[:k])
-			off += k
-		}
-	}
-	return nil
-}
-
 // dataAfter is the next run of data at or after off, [data, hole), both
 // at most n: [off, data) is a hole. Without a way to tell, all of
 // [off, n) is data.
@@ -303,15 +283,6 @@ func (d *destination) dataAfter(off, n int64) (data, hole int64) {
 		return data, n
 	}
 	return data, min(hole, n)
-}
-
-// hashZeros hashes n zero bytes into h.
-func hashZeros(h hash.Hash, n int64) {
-	for n > 0 {
-		k := min(n, int64(len(zeros)))
-		h.Write(zeros[:k])
-		n -= k
-	}
 }
 
 // size is the file's size, or the device's.

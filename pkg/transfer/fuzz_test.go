@@ -304,3 +304,46 @@ func FuzzPieceLayout(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseHashSpec reads the hash command's arguments as it does: an
+// image NAME=PATH:BYTES it takes has a name without "=", a path and a
+// positive size, and its form reads back as itself (a path may hold ":"
+// and "=": BYTES is what follows the last ":"); a --tree NAME=TREEFILE
+// it takes has a name without "=" and a file, and reads back alike;
+// every refusal is one line.
+func FuzzParseHashSpec(f *testing.F) {
+	for _, s := range []string{"target/disk-0=/verify/target/disk-0/disk.img:42949672960", "x=/dev/vdb:512", "x=/a:b=c/d.img:1",
+		"x=/a.img:0", "x=/a.img:-5", "x=/a.img:+5", "x=/a.img:9223372036854775808", "no-equals", "x=:5", "=p:5", "x=/a.img:", "x=/a.img:1e3",
+		"x=/a.img:05", "漢字=/\u202e:1"} {
+		f.Add(s, "target/disk-0=/verify/target/disk-0/disk.img.tree")
+	}
+	for _, s := range nastySeeds[:len(nastySeeds)-2] {
+		f.Add(s, s)
+	}
+	f.Fuzz(func(t *testing.T, arg, tree string) {
+		s, err := parseHashSpec(arg)
+		if err != nil {
+			if strings.ContainsAny(err.Error(), "\n\r") && !strings.ContainsAny(arg, "\n\r") {
+				t.Fatalf("the refusal of %q is not one line: %q", arg, err)
+			}
+		} else {
+			if s.name == "" || strings.Contains(s.name, "=") || s.path == "" || s.bytes <= 0 {
+				t.Fatalf("%q reads as %+v", arg, s)
+			}
+			form := fmt.Sprintf("%s=%s:%d", s.name, s.path, s.bytes)
+			if back, err := parseHashSpec(form); err != nil || back != s {
+				t.Fatalf("%q reads as %+v, whose form %q reads as %+v, %v", arg, s, form, back, err)
+			}
+		}
+		name, path, err := parseTreeFlag(tree)
+		if err != nil {
+			return
+		}
+		if name == "" || strings.Contains(name, "=") || path == "" {
+			t.Fatalf("--tree %q reads as %q, %q", tree, name, path)
+		}
+		if n2, p2, err := parseTreeFlag(name + "=" + path); err != nil || n2 != name || p2 != path {
+			t.Fatalf("--tree %q reads as %q, %q, which reads back as %q, %q, %v", tree, name, path, n2, p2, err)
+		}
+	})
+}

@@ -2,10 +2,11 @@ package transfer
 
 import (
 	"cmp"
-	"hash"
 	"slices"
 	"sort"
 	"sync"
+
+	"platform.example/vm-migration/pkg/blocktree"
 )
 
 // pieceLayout cuts the image into pieces: half a chunk each, on a grid
@@ -119,25 +120,17 @@ type byteRange struct {
 	End   int64 `json:"end"`
 }
 
-// hashMark is the SHA-256 state after Off bytes of the image.
-type hashMark struct {
-	off   int64
-	state []byte
-}
-
 // copyState is where one disk's copy stands: the image's bytes before
-// hashed are written (durably, when there is a checkpoint) and hashed into
-// h; written holds the pieces past hashed that are already in the image
-// (start -> end), so they are neither fetched again nor lost.
+// hashed are written (durably, when there is a checkpoint) and taken by
+// the tree builder b; written holds the pieces past hashed that are
+// already in the image (start -> end), so they are neither fetched again
+// nor lost.
 type copyState struct {
-	hashed  int64
-	h       hash.Hash
+	hashed int64
+	b      *blocktree.Builder
+	// tree is b's state at hashed, for the checkpoints.
+	tree    blocktree.BuilderState
 	written map[int64]int64
-	// state is h's saved state; marks are the states at the starts of the
-	// last pieces hashed, oldest first: a checkpoint verifies the image
-	// from marks[0] on resume.
-	state []byte
-	marks []hashMark
 	// readBefore counts the bytes earlier runs read from the source for
 	// the image, as far as their checkpoints recorded.
 	readBefore int64
@@ -154,7 +147,7 @@ func (s *copyState) writtenRanges() []byteRange {
 }
 
 // ledger is the state shared by a disk's writer (which adds written
-// pieces) and hasher (which moves hashed on and owns h).
+// pieces) and hasher (which moves hashed on and owns the builder).
 type ledger struct {
 	mu sync.Mutex
 	st copyState
@@ -198,18 +191,14 @@ func (l *ledger) writtenCopy() map[int64]int64 {
 	return m
 }
 
-// advance records that the piece [start, end) is hashed: before is the
-// hash state at start, after the one at end.
-func (l *ledger) advance(start, end int64, before, after []byte) {
+// advance records that the piece [start, end) is hashed: tree is the
+// builder's state at end.
+func (l *ledger) advance(start, end int64, tree blocktree.BuilderState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.st.hashed = end
-	l.st.state = after
+	l.st.tree = tree
 	delete(l.st.written, start)
-	l.st.marks = append(l.st.marks, hashMark{off: start, state: before})
-	if len(l.st.marks) > piecesPerChunk {
-		l.st.marks = l.st.marks[1:]
-	}
 }
 
 // checkpoint is the ledger as a checkpoint of a plan's source and map,
@@ -217,23 +206,18 @@ func (l *ledger) advance(start, end int64, before, after []byte) {
 func (l *ledger) checkpoint(plan *DiskPlan, pieceSize, read int64) *checkpoint {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	cp := &checkpoint{
-		BytesRead:           l.st.readBefore + read,
-		Version:             checkpointVersion,
-		Source:              plan.Source,
-		Map:                 plan.Map,
-		Capacity:            plan.Spec.CapacityBytes,
-		PieceSize:           pieceSize,
-		Offset:              l.st.hashed,
-		HashState:           l.st.state,
-		ChunkStart:          l.st.hashed,
-		ChunkStartHashState: l.st.state,
-		Written:             l.st.writtenRanges(),
+	tree := l.st.tree
+	return &checkpoint{
+		BytesRead: l.st.readBefore + read,
+		Version:   checkpointVersion,
+		Source:    plan.Source,
+		Map:       plan.Map,
+		Capacity:  plan.Spec.CapacityBytes,
+		PieceSize: pieceSize,
+		Offset:    l.st.hashed,
+		Tree:      &tree,
+		Written:   l.st.writtenRanges(),
 	}
-	if len(l.st.marks) > 0 {
-		cp.ChunkStart, cp.ChunkStartHashState = l.st.marks[0].off, l.st.marks[0].state
-	}
-	return cp
 }
 
 // dispatcher hands out the pieces still to fetch, in image order.

@@ -207,12 +207,20 @@ func (c *diskCopy) makeDurable(batch []fetched) error {
 	return c.saveProgress()
 }
 
-// saveProgress writes the ledger's checkpoint, when there is one to keep.
+// saveProgress writes the ledger's checkpoint, when there is one to keep,
+// once the leaves it names are synced in the partial tree file (the
+// hasher wrote them before it moved the ledger on).
 func (c *diskCopy) saveProgress() error {
 	if c.plan.Checkpoint == "" || c.ledger.hashedBytes() == c.plan.Spec.CapacityBytes {
 		return nil
 	}
-	return saveCheckpoint(c.plan.Checkpoint, c.ledger.checkpoint(c.plan, c.layout.size, c.t.read.Load()))
+	cp := c.ledger.checkpoint(c.plan, c.layout.size, c.t.read.Load())
+	if c.leaves != nil {
+		if err := c.leaves.sync(cp.Tree.Leaves); err != nil {
+			return err
+		}
+	}
+	return saveCheckpoint(c.plan.Checkpoint, cp)
 }
 
 // hashLoop hashes the image in order: pieces as they come out of the
@@ -265,46 +273,47 @@ func (c *diskCopy) hashLoop(in <-chan fetched, free chan<- []byte, readBack map[
 
 // hashPiece hashes the piece [start, end) and moves the ledger on.
 func (c *diskCopy) hashPiece(start, end int64, b []byte) error {
-	st := &c.ledger.st
-	before := st.state
-	st.h.Write(b)
-	return c.hashed(start, end, before)
+	if err := c.ledger.st.b.Write(b); err != nil {
+		return err
+	}
+	return c.hashed(start, end)
 }
 
-// hashed moves the ledger on over [start, end), which the hasher has just
-// taken in from the state before.
-func (c *diskCopy) hashed(start, end int64, before []byte) error {
-	after, err := hashState(c.ledger.st.h)
+// hashed moves the ledger on over [start, end), which the builder has
+// just taken in.
+func (c *diskCopy) hashed(start, end int64) error {
+	tree, err := c.ledger.st.b.State()
 	if err != nil {
 		return err
 	}
-	c.ledger.advance(start, end, before, after)
+	c.ledger.advance(start, end, tree)
 	c.t.done.Store(end)
 	return nil
 }
 
 // hashHole hashes a piece that holds no area, which reads as zeros:
-// nothing is read. Holes are hashed a piece at a time, so that a
-// checkpoint's verified span stays about a chunk long.
+// nothing is read, and its whole blocks are not hashed either (ZeroLeaf).
+// Holes are taken a piece at a time, so that checkpoints keep coming.
 func (c *diskCopy) hashHole(start, end int64) error {
-	before := c.ledger.st.state
-	hashZeros(c.ledger.st.h, end-start)
-	return c.hashed(start, end, before)
+	if err := c.ledger.st.b.WriteZeros(end - start); err != nil {
+		return err
+	}
+	return c.hashed(start, end)
 }
 
 // hashFromImage hashes a piece that is already in the image.
 func (c *diskCopy) hashFromImage(start, end int64) error {
-	st := &c.ledger.st
-	before := st.state
 	for off := start; off < end; {
 		n := min(int64(len(c.scratch)), end-off)
 		if err := c.dst.readAt(c.scratch[:n], off); err != nil {
 			return err
 		}
-		st.h.Write(c.scratch[:n])
+		if err := c.ledger.st.b.Write(c.scratch[:n]); err != nil {
+			return err
+		}
 		off += n
 	}
-	return c.hashed(start, end, before)
+	return c.hashed(start, end)
 }
 
 // errRoundEnded says a round stopped short without a reason: a bug.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"platform.example/vm-migration/pkg/blocktree"
 	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
@@ -62,7 +63,7 @@ func Run(ctx context.Context, plans []DiskPlan, opts Options) *wire.Result {
 	if !slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
 		errs = append(errs, removeCompletionRecords(plans))
 	}
-	res := &wire.Result{Kind: wire.KindResult, Succeeded: true, Disks: results}
+	res := &wire.Result{Kind: wire.KindResult, Succeeded: true, Scheme: blocktree.Scheme, Disks: results}
 	for _, err := range errs {
 		if err != nil {
 			res.Succeeded = false

@@ -3,8 +3,6 @@ package transfer_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"platform.example/vm-migration/pkg/blocktree"
 	"platform.example/vm-migration/pkg/transfer"
 	"platform.example/vm-migration/pkg/transfer/wire"
 )
@@ -36,13 +35,32 @@ func testOptions(t *testing.T) transfer.Options {
 	}
 }
 
-func sha(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
+// treeRoot is the root of the block tree of b: the checksum the
+// transfer gives.
+func treeRoot(b []byte) string {
+	t, _, err := blocktree.Compute(context.Background(), bytes.NewReader(b), int64(len(b)), blocktree.Options{})
+	if err != nil {
+		panic(err)
+	}
+	return t.Root()
+}
+
+// checkTreeFile asserts that the tree file beside an image is the tree of
+// want, as blocktree.ReadTree reads it.
+func checkTreeFile(t *testing.T, image string, want []byte) {
+	t.Helper()
+	f, err := os.Open(image + transfer.TreeSuffix)
+	require.NoError(t, err, "the tree file beside the image")
+	defer f.Close()
+	tree, err := blocktree.ReadTree(f)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(want)), tree.Size)
+	require.Equal(t, treeRoot(want), tree.Root())
 }
 
 // checkImage asserts the image holds exactly want, is sparse where want
-// has whole zero blocks, and is alone in its directory.
+// has whole zero blocks, and is alone in its directory with its tree file,
+// which is want's.
 func checkImage(t *testing.T, path string, want []byte) {
 	t.Helper()
 	got, err := os.ReadFile(path)
@@ -54,9 +72,22 @@ func checkImage(t *testing.T, path string, want []byte) {
 	allocated := st.Blocks * 512
 	// diskData has at least 6 MiB of zeros in whole 64 KiB blocks.
 	require.Less(t, allocated, int64(len(want))-6*mib, "image is not sparse: %d bytes allocated of %d", allocated, len(want))
+	checkAlone(t, path, want)
+}
+
+// checkAlone asserts the image is alone in its directory with its tree
+// file, which is want's.
+func checkAlone(t *testing.T, path string, want []byte) {
+	t.Helper()
 	entries, err := os.ReadDir(filepath.Dir(path))
 	require.NoError(t, err)
-	require.Len(t, entries, 1, "only the image may remain beside it: %v", entries)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	base := filepath.Base(path)
+	require.Equal(t, []string{base, base + transfer.TreeSuffix}, names, "only the image and its tree file may remain")
+	checkTreeFile(t, path, want)
 }
 
 // TestTransferFromVcsim copies two disks at once: each image and SHA-256
@@ -85,9 +116,9 @@ func TestTransferFromVcsim(t *testing.T) {
 	e.waitRunServed(t)
 	require.True(t, res.Succeeded, res.Error)
 	require.Len(t, res.Disks, 2)
-	require.Equal(t, wire.DiskResult{Key: d1.Key, Bytes: int64(len(data)), SHA256: sha(data), DurationSeconds: res.Disks[0].DurationSeconds,
+	require.Equal(t, wire.DiskResult{Key: d1.Key, Bytes: int64(len(data)), SHA256: treeRoot(data), DurationSeconds: res.Disks[0].DurationSeconds,
 		BytesRead: int64(len(data)), FullCopyReason: "changed block tracking is off on the VM, so vSphere cannot map the disk's allocated areas"}, res.Disks[0])
-	require.Equal(t, sha(data2), res.Disks[1].SHA256)
+	require.Equal(t, treeRoot(data2), res.Disks[1].SHA256)
 	checkImage(t, d1.Destination, data)
 	checkImage(t, d2.Destination, data2)
 	require.Equal(t, int64(len(data)+len(data2)), e.served.Load(), "bytes served")
@@ -130,7 +161,7 @@ func TestResume(t *testing.T) {
 			res = transfer.Run(context.Background(), e.plan(t, e.jobSpec(d)), testOptions(t))
 			e.waitRunServed(t)
 			require.True(t, res.Succeeded, res.Error)
-			require.Equal(t, sha(data), res.Disks[0].SHA256)
+			require.Equal(t, treeRoot(data), res.Disks[0].SHA256)
 			resent := first + e.served.Load() - int64(len(data))
 			t.Logf("first run served %d, second %d (resumed from %d): %d bytes re-sent", first, e.served.Load(), res.Disks[0].ResumedFrom, resent)
 			require.GreaterOrEqual(t, resent, int64(0))
@@ -173,7 +204,7 @@ func TestResumeAfterCancel(t *testing.T) {
 	e.served.Store(0)
 	res = transfer.Run(context.Background(), e.plan(t, e.jobSpec(d)), testOptions(t))
 	require.True(t, res.Succeeded, res.Error)
-	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	require.Equal(t, treeRoot(data), res.Disks[0].SHA256)
 	t.Logf("cancelled with %d bytes written, %d served (%d by the end); resumed from %d; %d bytes re-sent",
 		doneAtCancel, servedAtCancel, first, res.Disks[0].ResumedFrom, first+e.served.Load()-int64(len(data)))
 	require.GreaterOrEqual(t, res.Disks[0].ResumedFrom, doneAtCancel, "progress made before the cancellation was lost")
@@ -193,7 +224,7 @@ func TestRetryInProcess(t *testing.T) {
 	res := transfer.Run(context.Background(), plans, opts)
 	e.waitRunServed(t)
 	require.True(t, res.Succeeded, res.Error)
-	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	require.Equal(t, treeRoot(data), res.Disks[0].SHA256)
 	require.LessOrEqual(t, e.served.Load()-int64(len(data)), int64(testChunk))
 	checkImage(t, d.Destination, data)
 }
@@ -214,7 +245,7 @@ func TestSessionEndsMidTransfer(t *testing.T) {
 	res := transfer.Run(context.Background(), plans, opts)
 	e.waitRunServed(t)
 	require.True(t, res.Succeeded, res.Error)
-	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	require.Equal(t, treeRoot(data), res.Disks[0].SHA256)
 	require.Greater(t, e.session.Relogins(), before, "the session was not renewed")
 	require.LessOrEqual(t, e.served.Load()-int64(len(data)), int64(testChunk))
 	checkImage(t, d.Destination, data)
@@ -283,7 +314,7 @@ func TestCorruptImageRestartsFromScratch(t *testing.T) {
 	require.True(t, res.Succeeded, res.Error)
 	require.Zero(t, res.Disks[0].ResumedFrom)
 	require.Equal(t, int64(len(data)), e.served.Load(), "a fresh copy re-reads everything")
-	require.Equal(t, sha(data), res.Disks[0].SHA256)
+	require.Equal(t, treeRoot(data), res.Disks[0].SHA256)
 	checkImage(t, d.Destination, data)
 }
 
@@ -331,12 +362,20 @@ RW 24576 VMFSSPARSE "snap-delta.vmdk"
 
 // TestFinishedDiskKeptWhenAnotherFails copies two disks, one of which
 // cannot be written: the run fails, the finished disk keeps its completion
-// record, and the next run checks its image against it and keeps it,
-// fetching only the other disk. An image changed since it was recorded
-// complete is copied again. Once every disk is complete the records go:
-// only the images remain.
+// record, and the next run checks its image against it (its tree computed
+// again) and keeps it, fetching only the other disk, and writes its tree
+// file again if it is gone or damaged. An image changed since it was
+// recorded complete is copied again. Once every disk is complete the
+// records go: only the images and their tree files remain.
 func TestFinishedDiskKeptWhenAnotherFails(t *testing.T) {
-	for name, damage := range map[string]bool{"image intact": false, "image changed since": true} {
+	tests := map[string]struct{ damage, damageTree, removeTree bool }{
+		"image intact":            {},
+		"image changed since":     {damage: true},
+		"tree file gone since":    {removeTree: true},
+		"tree file damaged since": {damageTree: true},
+	}
+	for name, tc := range tests {
+		damage := tc.damage
 		t.Run(name, func(t *testing.T) {
 			e := newSim(t)
 			dataA, a := e.stagedDisk(t, "keep", testSize, 61)
@@ -347,8 +386,15 @@ func TestFinishedDiskKeptWhenAnotherFails(t *testing.T) {
 			e.waitRunServed(t)
 			require.False(t, res.Succeeded)
 			require.Equal(t, wire.ReasonDestinationUnusable, res.Reason, res.Error)
-			require.Equal(t, sha(dataA), res.Disks[0].SHA256, "the disk that could be written is complete")
+			require.Equal(t, treeRoot(dataA), res.Disks[0].SHA256, "the disk that could be written is complete")
 			require.FileExists(t, filepath.Join(filepath.Dir(a.Destination), ".disk.img.checkpoint"), "its completion record stays")
+			checkTreeFile(t, a.Destination, dataA)
+			if tc.removeTree {
+				require.NoError(t, os.Remove(a.Destination+transfer.TreeSuffix))
+			}
+			if tc.damageTree {
+				require.NoError(t, os.WriteFile(a.Destination+transfer.TreeSuffix, []byte("vmm-block-tree v1 garbage\n"), 0o644))
+			}
 			if damage {
 				f, err := os.OpenFile(a.Destination, os.O_WRONLY, 0)
 				require.NoError(t, err)
@@ -362,8 +408,8 @@ func TestFinishedDiskKeptWhenAnotherFails(t *testing.T) {
 			res = transfer.Run(context.Background(), e.plan(t, e.jobSpec(a, b)), testOptions(t))
 			e.waitRunServed(t)
 			require.True(t, res.Succeeded, res.Error)
-			require.Equal(t, sha(dataA), res.Disks[0].SHA256)
-			require.Equal(t, sha(dataB), res.Disks[1].SHA256)
+			require.Equal(t, treeRoot(dataA), res.Disks[0].SHA256)
+			require.Equal(t, treeRoot(dataB), res.Disks[1].SHA256)
 			want := int64(len(dataB))
 			if damage {
 				want += int64(len(dataA))
@@ -374,5 +420,68 @@ func TestFinishedDiskKeptWhenAnotherFails(t *testing.T) {
 			checkImage(t, a.Destination, dataA)
 			checkImage(t, b.Destination, dataB)
 		})
+	}
+}
+
+// TestResumeWithTheTreeFile cuts a copy, then changes what is beside the
+// image before the next run: a checkpoint whose partial tree file is gone
+// or does not hold its leaves is not resumed (the copy starts over and
+// ends right); an intact one is. A tree file of an earlier image never
+// stays beside an image being written.
+func TestResumeWithTheTreeFile(t *testing.T) {
+	tests := map[string]struct {
+		change func(t *testing.T, partial string)
+		resume bool
+	}{
+		"partial tree intact":        {change: func(*testing.T, string) {}, resume: true},
+		"partial tree gone":          {change: func(t *testing.T, p string) { require.NoError(t, os.Remove(p)) }},
+		"partial tree cut":           {change: func(t *testing.T, p string) { require.NoError(t, os.Truncate(p, 200)) }},
+		"a leaf of the partial tree": {change: damageByte(blocktree.HeaderLen(testSize) + 32*3 + 5)},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			e := newSim(t)
+			data, d := e.stagedDisk(t, "tree", testSize, 16)
+			stale := d.Destination + transfer.TreeSuffix
+			require.NoError(t, os.WriteFile(stale, []byte("the tree of an earlier image"), 0o644))
+			e.setFaults(faults{cutAfter: 9*mib + 300<<10})
+			res := transfer.Run(context.Background(), e.plan(t, e.jobSpec(d)), testOptions(t))
+			e.waitRunServed(t)
+			require.False(t, res.Succeeded)
+			require.NoFileExists(t, stale, "a tree file of an earlier image stays beside an image being written")
+			partial := filepath.Join(filepath.Dir(d.Destination), ".disk.img.tree.partial")
+			require.FileExists(t, partial)
+			tc.change(t, partial)
+
+			e.setFaults(faults{})
+			e.served.Store(0)
+			res = transfer.Run(context.Background(), e.plan(t, e.jobSpec(d)), testOptions(t))
+			e.waitRunServed(t)
+			require.True(t, res.Succeeded, res.Error)
+			require.Equal(t, treeRoot(data), res.Disks[0].SHA256)
+			if tc.resume {
+				require.Equal(t, int64(9*mib), res.Disks[0].ResumedFrom)
+				require.Less(t, e.served.Load(), int64(len(data)))
+			} else {
+				require.Zero(t, res.Disks[0].ResumedFrom, "a checkpoint whose partial tree does not hold is not resumed")
+				require.Equal(t, int64(len(data)), e.served.Load())
+			}
+			checkImage(t, d.Destination, data)
+		})
+	}
+}
+
+// damageByte flips a byte of a file.
+func damageByte(at int64) func(t *testing.T, path string) {
+	return func(t *testing.T, path string) {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		require.NoError(t, err)
+		defer f.Close()
+		b := make([]byte, 1)
+		_, err = f.ReadAt(b, at)
+		require.NoError(t, err)
+		b[0] ^= 0x40
+		_, err = f.WriteAt(b, at)
+		require.NoError(t, err)
 	}
 }

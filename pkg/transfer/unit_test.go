@@ -115,7 +115,7 @@ func TestParseContentRange(t *testing.T) {
 }
 
 func TestJobSpecValidation(t *testing.T) {
-	good := `version: v1
+	good := `version: v2
 endpoint: {url: "https://vc.example.com/sdk", datacenter: DC0}
 vmMoRef: vm-42
 disks:
@@ -129,7 +129,11 @@ disks:
 		"odd capacity":       {from: "1048576", to: "1000", want: "multiple of 512"},
 		"relative dest":      {from: "/staging/2000/disk.img", to: "disk.img", want: "not an absolute path"},
 		"no datastore":       {from: "[ds1] web/web.vmdk", to: "web/web.vmdk", want: "does not start with [datastore]"},
-		"wrong version":      {from: "version: v1", to: "version: v2", want: "version"},
+		"wrong version":      {from: "version: v2", to: "version: v1", want: `version is "v1", want "v2"`},
+		"relative tree":      {from: "destination: /staging/2000/disk.img}", to: "destination: /staging/2000/disk.img, treeFile: disk.tree}", want: "treeFile \"disk.tree\" is not an absolute path"},
+		"tree is the image":  {from: "destination: /staging/2000/disk.img}", to: "destination: /staging/2000/disk.img, treeFile: /staging/2000/disk.img}", want: "is a destination"},
+		"tree used twice": {from: "disks:\n", to: "disks:\n- {key: 2001, fileName: \"[ds1] a.vmdk\", capacityBytes: 512, destination: /dev/vdb, treeFile: /t/x.tree}\n- {key: 2002, fileName: \"[ds1] b.vmdk\", capacityBytes: 512, destination: /dev/vdc, treeFile: /t/x.tree}\n",
+			want: "used twice"},
 		"endpoint not a URL": {from: "https://vc.example.com/sdk", to: "vc.example.com", want: "not an http(s) URL"},
 	}
 	for name, tc := range tests {

@@ -34,7 +34,7 @@ func checkOneLine(t *testing.T, what string, err error) {
 func FuzzParseResult(f *testing.F) {
 	alloc := int64(1 << 20)
 	for _, r := range []*Result{
-		{Kind: KindResult, Succeeded: true, Disks: []DiskResult{{Key: 2000, Bytes: 1 << 30, SHA256: strings.Repeat("ab", 32), DurationSeconds: 12.5,
+		{Kind: KindResult, Succeeded: true, Scheme: "sha256-tree-1MiB", Disks: []DiskResult{{Key: 2000, Bytes: 1 << 30, SHA256: strings.Repeat("ab", 32), DurationSeconds: 12.5,
 			AllocatedOnly: true, AllocatedBytes: &alloc, BytesRead: alloc}}},
 		{Kind: KindResult, Error: "disk 2001: reading [ds1] web/web-flat.vmdk: 503 Service Unavailable", Reason: ReasonBadResponse,
 			Disks: []DiskResult{{Key: 2001, Bytes: 4096, FullCopyReason: "changed block tracking is off on the VM, so vSphere cannot map the disk's allocated areas"}}},
@@ -42,8 +42,10 @@ func FuzzParseResult(f *testing.F) {
 	} {
 		f.Add(TerminationMessage(r))
 	}
-	f.Add(HashTerminationMessage(&HashResult{Kind: KindHash, Images: []ImageHash{{Name: "2000", Bytes: 512, Size: 1024, SHA256: strings.Repeat("0", 64)},
-		{Name: "2001", Error: "open /dev/vdb: permission denied"}}}))
+	f.Add(HashTerminationMessage(&HashResult{Kind: KindHash, Scheme: "sha256-tree-1MiB", Images: []ImageHash{{Name: "2000", Bytes: 512, Size: 1024, SHA256: strings.Repeat("0", 64)},
+		{Name: "2001", Error: "open /dev/vdb: permission denied"},
+		{Name: "2002", Bytes: 3 << 20, Size: 3 << 20, SHA256: strings.Repeat("1", 64), StoredRoot: strings.Repeat("2", 64), FirstDifference: &ByteRange{Offset: 1 << 20, Length: 1 << 20}},
+		{Name: "2003", Bytes: 512, Size: 512, SHA256: strings.Repeat("3", 64), TreeError: "tree file: it ends after 0 of its 1 leaves (size 512)"}}}))
 	f.Add([]byte(`{"kind":"progress","disks":[{"key":2000,"bytesDone":4096,"totalBytes":8192}]}`))
 	own, _ := json.Marshal(BuildVersion())
 	f.Add(own)
@@ -79,7 +81,7 @@ func checkResultMessage(t *testing.T, r *Result) {
 	if err != nil {
 		t.Fatalf("the termination message %q does not read back: %v", msg, err)
 	}
-	if back.Succeeded != r.Succeeded || back.Reason != r.Reason || len(back.Disks) != len(r.Disks) {
+	if back.Succeeded != r.Succeeded || back.Reason != r.Reason || back.Scheme != r.Scheme || len(back.Disks) != len(r.Disks) {
 		t.Fatalf("the termination message %q lost the outcome of %+v", msg, r)
 	}
 	checkCut(t, "the error", r.Error, back.Error)
@@ -98,7 +100,7 @@ func checkHashMessage(t *testing.T, h *HashResult) {
 	short := *h
 	short.Images = make([]ImageHash, len(h.Images))
 	for i, img := range h.Images {
-		img.Error = ""
+		img.Error, img.TreeError = "", ""
 		short.Images[i] = img
 	}
 	floor, _ := json.Marshal(&short)
@@ -111,10 +113,12 @@ func checkHashMessage(t *testing.T, h *HashResult) {
 	}
 	for i, img := range h.Images {
 		b := back.Images[i]
-		if b.Name != img.Name || b.Bytes != img.Bytes || b.Size != img.Size || b.SHA256 != img.SHA256 {
+		if b.Name != img.Name || b.Bytes != img.Bytes || b.Size != img.Size || b.SHA256 != img.SHA256 ||
+			b.StoredRoot != img.StoredRoot || !reflect.DeepEqual(b.FirstDifference, img.FirstDifference) {
 			t.Fatalf("image %d: the termination message keeps %+v of %+v", i, b, img)
 		}
 		checkCut(t, "an image's error", img.Error, b.Error)
+		checkCut(t, "an image's tree error", img.TreeError, b.TreeError)
 	}
 }
 
@@ -135,7 +139,7 @@ func checkCut(t *testing.T, what, s, got string) {
 // takes validates, names files on a datastore, and reads back as itself
 // from its JSON.
 func FuzzParseJobSpec(f *testing.F) {
-	good := `version: v1
+	good := `version: v2
 endpoint: {url: "https://vc.example.com/sdk", datacenter: DC0}
 vmMoRef: vm-42
 disks:
@@ -144,9 +148,9 @@ disks:
 	f.Add([]byte(good))
 	f.Add([]byte(strings.Replace(good, "vmMoRef:", "vmName: web\nvmMoRef:", 1)))
 	f.Add([]byte(strings.Replace(good, "[ds1] web/web.vmdk", "[ds1] web/../../etc/passwd", 1)))
-	f.Add([]byte(`{"version":"v1","endpoint":{"url":"http://10.0.0.1/sdk","insecureSkipVerify":true},"vmMoRef":"vm-7","fullCopy":true,` +
+	f.Add([]byte(`{"version":"v2","endpoint":{"url":"http://10.0.0.1/sdk","insecureSkipVerify":true},"vmMoRef":"vm-7","fullCopy":true,` +
 		`"disks":[{"key":2000,"fileName":"[SAN LUN 1] my vm/my vm.vmdk","capacityBytes":512,"destination":"/dev/vdb"},` +
-		`{"key":2001,"fileName":"[ds] 漢字/\u202e.vmdk","capacityBytes":1024,"destination":"/s/b/disk.img","checkpoint":"/s/b/.cp"}]}`))
+		`{"key":2001,"fileName":"[ds] 漢字/\u202e.vmdk","capacityBytes":1024,"destination":"/s/b/disk.img","checkpoint":"/s/b/.cp","treeFile":"/s/b/disk.tree"}]}`))
 	f.Add([]byte("a: &a [*a, *a]\nb: *a\n"))
 	for _, s := range nastySeeds {
 		f.Add([]byte(s))

@@ -67,6 +67,9 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 	// Reason classifies the failure as a CamelCase constant.
 	Reason string `json:"reason,omitempty"`
+	// Scheme names the checksum in the disks' SHA256: blocktree.Scheme,
+	// "sha256-tree-1MiB" (the root of the image's block tree).
+	Scheme string `json:"scheme,omitempty"`
 	// Disks in job spec order; a disk not finished has no SHA256.
 	Disks []DiskResult `json:"disks"`
 }
@@ -77,14 +80,17 @@ type DiskResult struct {
 	Key int32 `json:"key"`
 	// Bytes is the image's size (or, unfinished, what was done).
 	Bytes int64 `json:"bytes"`
-	// SHA256 of the whole image, zeros included, hex; empty unless done.
+	// SHA256 is the image's checksum, as Result.Scheme says: the root of
+	// the block tree of the whole image, zeros included (blocktree), hex;
+	// empty unless done. (The field kept its name from the spec version
+	// v1, when it was the SHA-256 of the whole image.)
 	SHA256 string `json:"sha256,omitempty"`
 	// DurationSeconds this run spent on the disk.
 	DurationSeconds float64 `json:"durationSeconds,omitempty"`
 	// ResumedFrom is the offset this run resumed from.
 	ResumedFrom int64 `json:"resumedFrom,omitempty"`
 	// Kept says an earlier run completed the image, and this one found it
-	// still matching its recorded SHA-256 and copied nothing.
+	// still matching its recorded checksum and copied nothing.
 	Kept bool `json:"kept,omitempty"`
 	// AllocatedOnly says only the areas vSphere reported in use were read
 	// from the source; the rest of the image is holes (zeros).

@@ -11,7 +11,9 @@ import (
 )
 
 // SpecVersion is the version of the job spec format this package reads.
-const SpecVersion = "v1"
+// v2: a disk's checksum is the root of its block tree (Result.Scheme),
+// written beside a file image (disk.img.tree) or where treeFile says.
+const SpecVersion = "v2"
 
 // JobSpec is what one run of the transfer command copies: the vSphere
 // endpoint, the source VM and, per disk, where its bytes go. The controller
@@ -59,6 +61,11 @@ type DiskSpec struct {
 	// (no resume) for a block device.
 	// +optional
 	Checkpoint string `json:"checkpoint,omitempty"`
+	// TreeFile is where the image's block tree file goes once the image
+	// is complete (package blocktree). Empty means "<destination>.tree"
+	// beside a file destination, and none for a block device.
+	// +optional
+	TreeFile string `json:"treeFile,omitempty"`
 }
 
 // LoadJobSpec reads a job spec, JSON or YAML, from a file and validates it.
@@ -101,6 +108,7 @@ func (s *JobSpec) Validate() error {
 	}
 	keys := map[int32]bool{}
 	dests := map[string]bool{}
+	trees := map[string]bool{}
 	for i, d := range s.Disks {
 		where := fmt.Sprintf("disks[%d] (key %d)", i, d.Key)
 		if keys[d.Key] {
@@ -123,6 +131,20 @@ func (s *JobSpec) Validate() error {
 		dests[clean] = true
 		if d.Checkpoint != "" && !filepath.IsAbs(d.Checkpoint) {
 			errs = append(errs, fmt.Errorf("%s: checkpoint %q is not an absolute path", where, d.Checkpoint))
+		}
+		if d.TreeFile != "" && !filepath.IsAbs(d.TreeFile) {
+			errs = append(errs, fmt.Errorf("%s: treeFile %q is not an absolute path", where, d.TreeFile))
+		}
+		if tree := filepath.Clean(d.TreeFile); d.TreeFile != "" {
+			if trees[tree] {
+				errs = append(errs, fmt.Errorf("%s: treeFile %q used twice", where, d.TreeFile))
+			}
+			trees[tree] = true
+		}
+	}
+	for i, d := range s.Disks {
+		if d.TreeFile != "" && dests[filepath.Clean(d.TreeFile)] {
+			errs = append(errs, fmt.Errorf("disks[%d] (key %d): treeFile %q is a destination", i, d.Key, d.TreeFile))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -124,14 +124,14 @@ disks:
 	_, err := wire.ParseJobSpec([]byte(good))
 	require.NoError(t, err, "the good spec")
 	tests := map[string]struct{ from, to, want string }{
-		"unknown field":      {from: "vmMoRef:", to: "vmName: web\nvmMoRef:", want: "unknown field"},
-		"duplicate key":      {from: "disks:\n", to: "disks:\n- {key: 2000, fileName: \"[ds1] a.vmdk\", capacityBytes: 512, destination: /s/b/disk.img}\n", want: "duplicate key"},
-		"odd capacity":       {from: "1048576", to: "1000", want: "multiple of 512"},
-		"relative dest":      {from: "/staging/2000/disk.img", to: "disk.img", want: "not an absolute path"},
-		"no datastore":       {from: "[ds1] web/web.vmdk", to: "web/web.vmdk", want: "does not start with [datastore]"},
-		"wrong version":      {from: "version: v2", to: "version: v1", want: `version is "v1", want "v2"`},
-		"relative tree":      {from: "destination: /staging/2000/disk.img}", to: "destination: /staging/2000/disk.img, treeFile: disk.tree}", want: "treeFile \"disk.tree\" is not an absolute path"},
-		"tree is the image":  {from: "destination: /staging/2000/disk.img}", to: "destination: /staging/2000/disk.img, treeFile: /staging/2000/disk.img}", want: "is a destination"},
+		"unknown field":     {from: "vmMoRef:", to: "vmName: web\nvmMoRef:", want: "unknown field"},
+		"duplicate key":     {from: "disks:\n", to: "disks:\n- {key: 2000, fileName: \"[ds1] a.vmdk\", capacityBytes: 512, destination: /s/b/disk.img}\n", want: "duplicate key"},
+		"odd capacity":      {from: "1048576", to: "1000", want: "multiple of 512"},
+		"relative dest":     {from: "/staging/2000/disk.img", to: "disk.img", want: "not an absolute path"},
+		"no datastore":      {from: "[ds1] web/web.vmdk", to: "web/web.vmdk", want: "does not start with [datastore]"},
+		"wrong version":     {from: "version: v2", to: "version: v1", want: `version is "v1", want "v2"`},
+		"relative tree":     {from: "destination: /staging/2000/disk.img}", to: "destination: /staging/2000/disk.img, treeFile: disk.tree}", want: "treeFile \"disk.tree\" is not an absolute path"},
+		"tree is the image": {from: "destination: /staging/2000/disk.img}", to: "destination: /staging/2000/disk.img, treeFile: /staging/2000/disk.img}", want: "is a destination"},
 		"tree used twice": {from: "disks:\n", to: "disks:\n- {key: 2001, fileName: \"[ds1] a.vmdk\", capacityBytes: 512, destination: /dev/vdb, treeFile: /t/x.tree}\n- {key: 2002, fileName: \"[ds1] b.vmdk\", capacityBytes: 512, destination: /dev/vdc, treeFile: /t/x.tree}\n",
 			want: "used twice"},
 		"endpoint not a URL": {from: "https://vc.example.com/sdk", to: "vc.example.com", want: "not an http(s) URL"},

@@ -151,4 +151,15 @@
 // wire.MaxHashImages images, so that the result fits the termination
 // message. The migration's verification Job runs it over the target disks
 // before the VM starts.
+//
+// "vm-transfer checksum [--json] [--tree-out FILE] PATH [SIZE]"
+// (ChecksumMain) prints the tree root of a file or device (SIZE bytes,
+// its size by default) as "<root>  PATH", or one JSON line, for a person
+// checking a disk on their own; --tree-out writes the tree file.
+//
+// "vm-transfer tree-update --image PATH --tree FILE --qemu-img-map FILE
+// [--size N]" (TreeUpdateMain) re-hashes, in an image's tree file, the
+// blocks a committed qcow2 overlay wrote (its qemu-img map --output=json)
+// and writes the tree back atomically: the conversion's checksum without
+// reading the whole image again.
 package transfer

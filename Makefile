@@ -83,6 +83,9 @@ local-remove: ## remove images from the node of a running make run-local: REF=re
 bench-transfer: ## (installs curl, openssl and time when missing) vm-transfer vs curl, curl -o file and curl|tee|openssl on a 2 GiB vcsim disk (throughput, CPU/GiB, RSS), and 1-8 streams over capped connections
 	hack/bench-transfer.sh
 
+bench-hash: ## (installs time when missing) block-tree hashing: vm-transfer checksum on one core and on all cores against sha256sum, same run, on a 2 GiB random file and a 2 GiB sparse file (25% allocated): seconds, MiB/s, CPU-s/GiB (hack/bench-hash.sh; SIZE_MIB, ROUNDS)
+	hack/bench-hash.sh
+
 bench-downtime: testbin coredns node-deps kubevirt cdi-images local-path ## (as root) the outage against the disk's size: one VM of one disk of SIZE GiB (default "2 8", one run each) through the real node, CDI and local-path with the simulated conversion; per size transfer, conversion, other and total seconds and the bytes written and read per disk byte during the outage (hack/bench-downtime.sh)
 	$(E2E_ENV) SIZE="$(or $(SIZE),2 8)" hack/bench-downtime.sh
 

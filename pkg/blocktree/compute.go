@@ -169,93 +169,107 @@ type result struct {
 	leaves [batchBlocks]Leaf
 }
 
+// walk is one run of hashBlocks: a producer hands out jobs in order, a
+// token taken for each; workers read and hash them; the caller's
+// goroutine emits the leaves in order and gives the tokens back.
+type walk struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	once    sync.Once
+	err     error
+	r       io.ReaderAt
+	size    int64
+	tokens  chan struct{}
+	jobs    chan job
+	results chan result
+	seq     int64
+}
+
 // hashBlocks hashes the blocks of runs (in order, not overlapping) of
 // the first size bytes of r on workers goroutines and calls emit with
 // each leaf in block order. Blocks wholly in a hole of a DataMapper are
 // ZeroLeaf, unread.
 func hashBlocks(ctx context.Context, r io.ReaderAt, size int64, workers int, runs []blockRun, emit func(int64, Leaf) error) (Stats, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		once     sync.Once
-		firstErr error
-	)
-	fail := func(err error) {
-		once.Do(func() {
-			firstErr = err
-			cancel()
-		})
-	}
-	tokens := make(chan struct{}, window)
-	jobs := make(chan job)
-	results := make(chan result, window)
+	w := &walk{r: r, size: size, tokens: make(chan struct{}, window), jobs: make(chan job), results: make(chan result, window)}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	defer w.cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		defer close(jobs)
-		if err := produce(ctx, r, size, runs, tokens, jobs, results); err != nil {
-			fail(err)
+		defer close(w.jobs)
+		if err := w.produce(runs); err != nil {
+			w.fail(err)
 		}
 	})
 	for range max(workers, 1) {
-		wg.Go(func() {
-			buf := make([]byte, BlockSize)
-			for j := range jobs {
-				res := result{job: j}
-				if ctx.Err() == nil {
-					if err := readJob(r, size, j, buf, &res.leaves); err != nil {
-						fail(err)
-					}
-				}
-				results <- res
-			}
-		})
+		wg.Go(w.work)
 	}
 	go func() {
 		wg.Wait()
-		close(results)
+		close(w.results)
 	}()
+	st := w.emitInOrder(emit)
+	if w.err == nil && w.ctx.Err() != nil {
+		w.err = w.ctx.Err()
+	}
+	return st, w.err
+}
 
+// fail records the first error and stops the walk.
+func (w *walk) fail(err error) {
+	w.once.Do(func() {
+		w.err = err
+		w.cancel()
+	})
+}
+
+// work reads and hashes jobs until there are none (after a failure, it
+// only passes them on).
+func (w *walk) work() {
+	buf := make([]byte, BlockSize)
+	for j := range w.jobs {
+		res := result{job: j}
+		if w.ctx.Err() == nil {
+			if err := readJob(w.r, w.size, j, buf, &res.leaves); err != nil {
+				w.fail(err)
+			}
+		}
+		w.results <- res // a token is held: results has room
+	}
+}
+
+// emitInOrder emits the leaves of the jobs in their order, giving back
+// their tokens, until every job is done; after a failure it only drains.
+func (w *walk) emitInOrder(emit func(int64, Leaf) error) Stats {
 	var st Stats
 	pending := map[int64]result{}
 	next := int64(0)
-	for res := range results {
+	for res := range w.results {
 		pending[res.seq] = res
-		for {
-			p, ok := pending[next]
-			if !ok {
-				break
-			}
+		for p, ok := pending[next]; ok; p, ok = pending[next] {
 			delete(pending, next)
 			next++
-			<-tokens
-			if ctx.Err() != nil {
-				continue // draining after a failure
+			<-w.tokens
+			if w.ctx.Err() != nil {
+				continue
 			}
 			for k := range p.count {
 				i := p.first + k
-				l := ZeroLeaf(int(BlockLen(i, size)))
+				l := ZeroLeaf(int(BlockLen(i, w.size)))
 				if !p.zero {
 					l = p.leaves[k]
+					st.BlocksRead++
+					st.BytesRead += BlockLen(i, w.size)
+				} else {
+					st.BlocksUnread++
 				}
 				if err := emit(i, l); err != nil {
-					fail(err)
+					w.fail(err)
 					break
-				}
-			}
-			if p.zero {
-				st.BlocksUnread += p.count
-			} else {
-				st.BlocksRead += p.count
-				for k := range p.count {
-					st.BytesRead += BlockLen(p.first+k, size)
 				}
 			}
 		}
 	}
-	if firstErr == nil && ctx.Err() != nil {
-		firstErr = ctx.Err()
-	}
-	return st, firstErr
+	return st
 }
 
 // readJob reads and hashes a job's blocks into leaves.
@@ -278,68 +292,79 @@ func readJob(r io.ReaderAt, size int64, j job, buf []byte, leaves *[batchBlocks]
 	return nil
 }
 
-// produce hands out the jobs of runs in order, a token taken for each:
-// holes (wholly unread blocks of a DataMapper) go straight to results,
-// the rest to the workers in batches.
-func produce(ctx context.Context, r io.ReaderAt, size int64, runs []blockRun, tokens chan struct{}, jobs chan<- job, results chan<- result) error {
-	dm, _ := r.(DataMapper)
-	seq := int64(0)
-	send := func(first, count int64, zero bool) error {
-		select {
-		case tokens <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		j := job{seq: seq, first: first, count: count, zero: zero}
-		seq++
-		if zero {
-			results <- result{job: j} // a token is held: results has room
-			return nil
-		}
-		select {
-		case jobs <- j:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+// send hands out the next job, once a token is taken: a hole goes
+// straight to the results, blocks to read to the workers.
+func (w *walk) send(first, count int64, zero bool) error {
+	select {
+	case w.tokens <- struct{}{}:
+	case <-w.ctx.Done():
+		return w.ctx.Err()
 	}
+	j := job{seq: w.seq, first: first, count: count, zero: zero}
+	w.seq++
+	if zero {
+		w.results <- result{job: j} // a token is held: results has room
+		return nil
+	}
+	select {
+	case w.jobs <- j:
+		return nil
+	case <-w.ctx.Done():
+		return w.ctx.Err()
+	}
+}
+
+// sendRead hands out the blocks [first, end) to read, in batches.
+func (w *walk) sendRead(first, end int64) error {
+	for i := first; i < end; {
+		n := min(batchBlocks, end-i)
+		if err := w.send(i, n, false); err != nil {
+			return err
+		}
+		i += n
+	}
+	return nil
+}
+
+// produce hands out the jobs of runs in order: without a DataMapper,
+// every block is read; with one, the blocks wholly in its holes are
+// holes, those that meet its data are read.
+func (w *walk) produce(runs []blockRun) error {
+	dm, _ := w.r.(DataMapper)
 	// [data, hole) is the data run known at or after the block looked at.
 	data, hole := int64(0), int64(-1)
 	for _, run := range runs {
-		for i := run.first; i < run.end; {
-			off := i * BlockSize
-			readUntil := run.end
-			if dm != nil {
-				if off >= hole {
-					var err error
-					if data, hole, err = nextData(dm, off, size); err != nil {
-						return err
-					}
-				}
-				if data >= size {
-					if err := send(i, run.end-i, true); err != nil {
-						return err
-					}
-					break
-				}
-				// Blocks wholly before data are holes; those that meet
-				// [data, hole) are read.
-				if zeroUntil := min(data/BlockSize, run.end); zeroUntil > i {
-					if err := send(i, zeroUntil-i, true); err != nil {
-						return err
-					}
-					i = zeroUntil
-					continue
-				}
-				readUntil = min(run.end, NumLeaves(hole))
+		if dm == nil {
+			if err := w.sendRead(run.first, run.end); err != nil {
+				return err
 			}
-			for i < readUntil {
-				n := min(batchBlocks, readUntil-i)
-				if err := send(i, n, false); err != nil {
+			continue
+		}
+		for i := run.first; i < run.end; {
+			if off := i * BlockSize; off >= hole {
+				var err error
+				if data, hole, err = nextData(dm, off, w.size); err != nil {
 					return err
 				}
-				i += n
 			}
+			// Blocks wholly before data are holes; those that meet
+			// [data, hole) are read.
+			zeroUntil := run.end
+			if data < w.size {
+				zeroUntil = min(data/BlockSize, run.end)
+			}
+			if zeroUntil > i {
+				if err := w.send(i, zeroUntil-i, true); err != nil {
+					return err
+				}
+				i = zeroUntil
+				continue
+			}
+			readUntil := min(run.end, NumLeaves(hole))
+			if err := w.sendRead(i, readUntil); err != nil {
+				return err
+			}
+			i = readUntil
 		}
 	}
 	return nil

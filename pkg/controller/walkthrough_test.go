@@ -501,26 +501,9 @@ func (f *walkFixture) setDataVolumePhases(phase cdiv1.DataVolumePhase, progress 
 		dv, err := api.UpdateStatus(f.ctx, dv, metav1.UpdateOptions{})
 		require.NoError(f.t, err)
 		if phase == cdiv1.Succeeded {
-			f.adoptClaim(dv)
+			require.NoError(f.t, builders.AdoptClaim(f.ctx, f.kube, dv))
 		}
 	}
-}
-
-// adoptClaim plays CDI's claim adoption: the claim of the DataVolume's
-// name, bound, gets the DataVolume as its controller.
-func (f *walkFixture) adoptClaim(dv *cdiv1.DataVolume) {
-	f.t.Helper()
-	claims := f.kube.CoreV1().PersistentVolumeClaims(dv.Namespace)
-	pvc, err := claims.Get(f.ctx, dv.Name, metav1.GetOptions{})
-	if err != nil || metav1.GetControllerOf(pvc) != nil {
-		return
-	}
-	pvc.OwnerReferences = append(pvc.OwnerReferences, *metav1.NewControllerRef(dv, cdiv1.SchemeGroupVersion.WithKind("DataVolume")))
-	pvc, err = claims.Update(f.ctx, pvc, metav1.UpdateOptions{})
-	require.NoError(f.t, err)
-	pvc.Status.Phase = corev1.ClaimBound
-	_, err = claims.UpdateStatus(f.ctx, pvc, metav1.UpdateOptions{})
-	require.NoError(f.t, err)
 }
 
 // setVMI plays KubeVirt: the VM's instance exists in this phase.

@@ -506,7 +506,8 @@ func (w *walkEnv) endJob(name, container, message string, succeeded bool) {
 	require.NoError(w.t, err, "ending job %s", name)
 }
 
-// setDataVolumesSucceeded plays CDI.
+// setDataVolumesSucceeded plays CDI: the DataVolumes succeed, each
+// adopting the claim of its name.
 func (w *walkEnv) setDataVolumesSucceeded(names []string) {
 	w.t.Helper()
 	ctx := testContext(w.t)
@@ -514,8 +515,9 @@ func (w *walkEnv) setDataVolumesSucceeded(names []string) {
 		dv, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).Get(ctx, name, metav1.GetOptions{})
 		require.NoError(w.t, err, "getting DataVolume %s", name)
 		dv.Status.Phase, dv.Status.Progress = cdiv1.Succeeded, "100.0%"
-		_, err = w.cdi.CdiV1beta1().DataVolumes(w.ns).UpdateStatus(ctx, dv, metav1.UpdateOptions{})
+		dv, err = w.cdi.CdiV1beta1().DataVolumes(w.ns).UpdateStatus(ctx, dv, metav1.UpdateOptions{})
 		require.NoError(w.t, err, "marking DataVolume %s Succeeded", name)
+		require.NoError(w.t, builders.AdoptClaim(ctx, w.kube, dv))
 	}
 }
 

@@ -198,14 +198,18 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 	if err := dst.finish(); err != nil {
 		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
 	}
-	if c.leaves != nil {
-		if err := c.leaves.finish(sum); err != nil {
-			return done(fmt.Errorf("disk %d: %w", spec.Key, err))
-		}
-	}
+	// The completion record comes before the tree file: a crash between
+	// them leaves a record, and the next run keeps the image and writes
+	// its tree file again (the other way round, it would find a
+	// checkpoint whose partial tree file is gone, and copy it all again).
 	if c.plan.Checkpoint != "" {
 		if err := saveCheckpoint(c.plan.Checkpoint, completionRecord(c.plan, sum, c.ledger.st.readBefore+c.t.read.Load())); err != nil {
 			return done(fmt.Errorf("disk %d: recording the complete image: %w", spec.Key, err))
+		}
+	}
+	if c.leaves != nil {
+		if err := c.leaves.finish(sum); err != nil {
+			return done(fmt.Errorf("disk %d: %w", spec.Key, err))
 		}
 	}
 	res.SHA256 = sum

@@ -189,32 +189,42 @@ func (c *diskCopy) run(ctx context.Context) (wire.DiskResult, error) {
 	if err := c.copyWithRetries(ctx); err != nil {
 		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
 	}
-	sum, err := c.ledger.st.b.Root()
+	sum, err := c.complete()
 	if err != nil {
 		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
-	}
-	dst := c.dst
-	c.dst = nil
-	if err := dst.finish(); err != nil {
-		return done(fmt.Errorf("disk %d: %w", spec.Key, err))
-	}
-	// The completion record comes before the tree file: a crash between
-	// them leaves a record, and the next run keeps the image and writes
-	// its tree file again (the other way round, it would find a
-	// checkpoint whose partial tree file is gone, and copy it all again).
-	if c.plan.Checkpoint != "" {
-		if err := saveCheckpoint(c.plan.Checkpoint, completionRecord(c.plan, sum, c.ledger.st.readBefore+c.t.read.Load())); err != nil {
-			return done(fmt.Errorf("disk %d: recording the complete image: %w", spec.Key, err))
-		}
-	}
-	if c.leaves != nil {
-		if err := c.leaves.finish(sum); err != nil {
-			return done(fmt.Errorf("disk %d: %w", spec.Key, err))
-		}
 	}
 	res.SHA256 = sum
 	c.t.state.Store(wire.StateDone)
 	return done(nil)
+}
+
+// complete finishes a copied image: its root, the image flushed, its
+// completion record (when it has a checkpoint), then its tree file. The
+// record comes before the tree file: a crash between them leaves a
+// record, and the next run keeps the image and writes its tree file
+// again (the other way round, it would find a checkpoint whose partial
+// tree file is gone, and copy it all again).
+func (c *diskCopy) complete() (string, error) {
+	sum, err := c.ledger.st.b.Root()
+	if err != nil {
+		return "", err
+	}
+	dst := c.dst
+	c.dst = nil
+	if err := dst.finish(); err != nil {
+		return "", err
+	}
+	if c.plan.Checkpoint != "" {
+		if err := saveCheckpoint(c.plan.Checkpoint, completionRecord(c.plan, sum, c.ledger.st.readBefore+c.t.read.Load())); err != nil {
+			return "", fmt.Errorf("recording the complete image: %w", err)
+		}
+	}
+	if c.leaves != nil {
+		if err := c.leaves.finish(sum); err != nil {
+			return "", err
+		}
+	}
+	return sum, nil
 }
 
 // copyWithRetries runs rounds until the whole image is hashed, retrying

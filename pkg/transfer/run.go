@@ -10,8 +10,8 @@ import (
 	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
-// scratchSize bounds the buffer that reads the image back (to verify a
-// checkpoint and to hash pieces a previous round wrote).
+// scratchSize bounds the buffer that reads the image back to hash the
+// pieces a previous round wrote.
 const scratchSize = 1 << 20
 
 // Run copies the planned disks, at most opts.Parallel at once, reporting

@@ -451,6 +451,11 @@ func TestResumeWithTheTreeFile(t *testing.T) {
 			require.NoFileExists(t, stale, "a tree file of an earlier image stays beside an image being written")
 			partial := filepath.Join(filepath.Dir(d.Destination), ".disk.img.tree.partial")
 			require.FileExists(t, partial)
+			// The checkpoint names how many leaves hold, it does not list them.
+			cp, err := os.ReadFile(filepath.Join(filepath.Dir(d.Destination), ".disk.img.checkpoint"))
+			require.NoError(t, err)
+			require.Less(t, len(cp), 2048, "checkpoint: %s", cp)
+			require.Contains(t, string(cp), `"leaves":9,`)
 			tc.change(t, partial)
 
 			e.setFaults(faults{})

@@ -497,12 +497,13 @@ func (f *walkFixture) setDataVolumePhases(phase cdiv1.DataVolumePhase, progress 
 	require.NotEmpty(f.t, list.Items)
 	for i := range list.Items {
 		dv := &list.Items[i]
-		dv.Status.Phase, dv.Status.Progress = phase, cdiv1.DataVolumeProgress(progress)
-		dv, err := api.UpdateStatus(f.ctx, dv, metav1.UpdateOptions{})
-		require.NoError(f.t, err)
 		if phase == cdiv1.Succeeded {
+			// CDI adopts the claim before the DataVolume succeeds.
 			require.NoError(f.t, builders.AdoptClaim(f.ctx, f.kube, dv))
 		}
+		dv.Status.Phase, dv.Status.Progress = phase, cdiv1.DataVolumeProgress(progress)
+		_, err := api.UpdateStatus(f.ctx, dv, metav1.UpdateOptions{})
+		require.NoError(f.t, err)
 	}
 }
 

@@ -102,7 +102,7 @@ func TestGuestStringsCrashNothing(t *testing.T) {
 	mac := m.Status.Source.NICs[0].MAC
 	w.finishJob(naming.ConversionJob(walkMigration, 1), pipeline.ConversionContainer,
 		builders.ConvertedChecksumLines(m)+fmt.Sprintf("nic %s %s address pinned -\n", mac, cjk)+walkInspection)
-	m = w.waitPhase(v1alpha1.PhaseImporting, nil)
+	m = w.waitPhase(v1alpha1.PhaseImporting, progressing("importing disks: 0 of"))
 	require.Len(t, m.Status.Conversion.Interfaces, 1, "the nic line is kept, as a guest that could not be read")
 	pin := m.Status.Conversion.Interfaces[0]
 	t.Logf("pin: %+v", pin)

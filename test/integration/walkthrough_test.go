@@ -506,18 +506,18 @@ func (w *walkEnv) endJob(name, container, message string, succeeded bool) {
 	require.NoError(w.t, err, "ending job %s", name)
 }
 
-// setDataVolumesSucceeded plays CDI: the DataVolumes succeed, each
-// adopting the claim of its name.
+// setDataVolumesSucceeded plays CDI: each DataVolume adopts the claim of
+// its name (bound), then succeeds.
 func (w *walkEnv) setDataVolumesSucceeded(names []string) {
 	w.t.Helper()
 	ctx := testContext(w.t)
 	for _, name := range names {
 		dv, err := w.cdi.CdiV1beta1().DataVolumes(w.ns).Get(ctx, name, metav1.GetOptions{})
 		require.NoError(w.t, err, "getting DataVolume %s", name)
+		require.NoError(w.t, builders.AdoptClaim(ctx, w.kube, dv), "CDI adopts the claim before the DataVolume succeeds")
 		dv.Status.Phase, dv.Status.Progress = cdiv1.Succeeded, "100.0%"
-		dv, err = w.cdi.CdiV1beta1().DataVolumes(w.ns).UpdateStatus(ctx, dv, metav1.UpdateOptions{})
+		_, err = w.cdi.CdiV1beta1().DataVolumes(w.ns).UpdateStatus(ctx, dv, metav1.UpdateOptions{})
 		require.NoError(w.t, err, "marking DataVolume %s Succeeded", name)
-		require.NoError(w.t, builders.AdoptClaim(ctx, w.kube, dv))
 	}
 }
 

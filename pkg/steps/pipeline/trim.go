@@ -52,6 +52,10 @@ func cacheTransform(obj any) (any, error) {
 		// Jobs attach it: class, modes, size.
 		t.Spec.StorageClassName, t.Spec.VolumeMode, t.Spec.AccessModes = o.Spec.StorageClassName, o.Spec.VolumeMode, o.Spec.AccessModes
 		t.Spec.Resources.Requests = o.Spec.Resources.Requests
+		// Whether it is bound: a claim Pending holds a pod back
+		// (claimProblem), and the in-place read vouches only for a
+		// bound claim.
+		t.Status.Phase = o.Status.Phase
 		obj = t
 	default:
 		if acc, err := meta.Accessor(obj); err == nil {

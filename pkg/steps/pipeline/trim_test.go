@@ -139,7 +139,8 @@ func TestCacheTransformKeepsLittle(t *testing.T) {
 				"what says why the import waits is kept; a true condition and the timestamps go")
 		case *corev1.PersistentVolumeClaim:
 			assert.Empty(t, x.Spec.VolumeName)
-			assert.Empty(t, x.Status.Phase)
+			assert.Empty(t, x.Status.Capacity, "of its status, only its phase is kept")
+			assert.Empty(t, x.Status.AccessModes)
 		}
 	}
 	cm := builders.ConfigMap(m, "progress", v1alpha1.ComponentTransfer, map[string]string{"progress": "{}"})
@@ -152,7 +153,9 @@ func TestCacheTransformKeepsLittle(t *testing.T) {
 
 // TestCacheTransformKeepsTheClaimsProperties: a claim keeps its class,
 // modes and requested size (what a DataVolume adopting it repeats, and
-// how the Jobs attach it), nothing else of its spec and status.
+// how the Jobs attach it) and its phase (a Pending claim holds a pod back;
+// the in-place read vouches only for a bound claim), nothing else of its
+// spec and status.
 func TestCacheTransformKeepsTheClaimsProperties(t *testing.T) {
 	m := onePass(linuxBIOS())
 	claims, err := RenderStagingClaims(m, ClaimDefaults{})
@@ -160,9 +163,10 @@ func TestCacheTransformKeepsTheClaimsProperties(t *testing.T) {
 	pvc := claims[0].DeepCopy()
 	pvc.Spec.VolumeName = "pv-1"
 	pvc.Status.Phase = corev1.ClaimBound
+	pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")}
 	got, err := cacheTransform(pvc)
 	require.NoError(t, err)
 	slim := got.(*corev1.PersistentVolumeClaim)
 	assert.Equal(t, claims[0].Spec, slim.Spec, "class, modes and size kept")
-	assert.Empty(t, slim.Status.Phase)
+	assert.Equal(t, corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}, slim.Status, "its phase kept, nothing else")
 }

@@ -201,7 +201,7 @@ done < <(cd "$root" && "$bin/build-images" --launcher "localhost/kubevirt/virt-l
 [ -n "$controller_image" ] && [ -n "$conversion_image" ] && [ -n "$launcher_image" ] || die "building the images failed (run $bin/build-images to see why)"
 vcsim_args=()
 for v in "${vms[@]}"; do vcsim_args+=(--vm "$v"); done
-conversion="SIMULATED virt-v2v (test/images: it converts nothing; the sample VMs' disks hold random bytes, which the real one refuses)"
+conversion="SIMULATED virt-v2v (test/images: it converts nothing, but writes 4 MiB into the first disk through the overlay, as a conversion writes; the sample VMs' disks hold random bytes, which the real one refuses)"
 if [ -n "$guest" ]; then
   say "building (or reusing) the real guest images and the conversion image"
   "$root/hack/install-conversion-deps.sh"

@@ -23,6 +23,11 @@
 //
 //	vm-transfer tree-update --image PATH --tree FILE --qemu-img-map FILE [--size N]
 //
+// install copies vm-transfer itself into a folder, as the conversion
+// pod's init container does for the conversion script:
+//
+//	vm-transfer install DIR
+//
 // See package platform.example/vm-migration/pkg/transfer for the job spec,
 // the progress and result documents, and the flags.
 package main
@@ -50,6 +55,8 @@ func main() {
 		code = transfer.ChecksumMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "tree-update":
 		code = transfer.TreeUpdateMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "install":
+		code = install(os.Args[2:], os.Stderr)
 	default:
 		code = transfer.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	}

@@ -9,14 +9,15 @@ import (
 	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
-// ConvertedChecksumLines are the conversion script's checksum lines of
-// m's disks ("sha256 <disk> <bytes> <hex>"), as the conversion pod puts
-// them first in its termination message: each disk changed by the
-// conversion (its checksum is not the transferred one).
+// ConvertedChecksumLines are the conversion script's block-tree lines of
+// m's disks ("tree <disk> <bytes> <root> <re-hashed bytes>"), as the
+// conversion pod puts them first in its termination message: each disk
+// changed by the conversion (its root is not the transferred one), 4 MiB
+// of it re-hashed (at most the disk).
 func ConvertedChecksumLines(m *v1alpha1.VirtualMachineMigration) string {
 	var b strings.Builder
 	for _, d := range m.Status.Disks {
-		fmt.Fprintf(&b, "sha256 %s %d %064x\n", d.Name, d.CapacityBytes, d.Key+7)
+		fmt.Fprintf(&b, "tree %s %d %064x %d\n", d.Name, d.CapacityBytes, d.Key+7, min(d.CapacityBytes, 4<<20))
 	}
 	return b.String()
 }

@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,18 +21,22 @@ import (
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/blocktree"
 	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/steps/pipeline"
 	"platform.example/vm-migration/test/vcsimlocal"
 )
 
-// TestChecksumChain: every byte is accounted for on the real node. The
-// transfer pod hashes what it read from vcsim as it writes it into the
-// claims the VM uses, the conversion pod (the SIMULATED conversion, which
-// changes nothing) hashes what it left in them with the script's
-// sha256sum, and that read is the target's (no copy, no verification
-// read): all equal, and equal to the source disks.
+// TestChecksumChain: every byte is accounted for on the real node, with
+// no read beyond the copy and what the conversion wrote. The transfer pod
+// computes each disk's block tree as it writes the claims the VM uses
+// (its root the source disk's), the conversion pod (the SIMULATED
+// conversion, which writes 4 MiB of 0x5a at 1 MiB into the first disk
+// through its qcow2 overlay) commits the overlay and re-hashes only the
+// 4 blocks it touched, and that tree is the target's (no copy, no
+// verification read): the first disk's root is that of the source's
+// bytes with those 4 MiB written, the others' the source's.
 // The source's NICs carry a static address and a PCI slot: the
 // conversion asks to look into the guest, and says per NIC why it could
 // not (the simulated image has no guestfish): whether the address is
@@ -49,13 +55,29 @@ func TestChecksumChain(t *testing.T) {
 	for i, d := range m.Status.Disks {
 		require.NotNil(t, d.Checksums, "disk %d: no checksums past the transfer", i)
 		c := d.Checksums
-		assert.Equal(t, src.Disks[i].SHA256, c.Converted, "disk %d: converted = transferred = source (the simulated conversion changes nothing)", i)
+		want, rehashed := src.Disks[i].SHA256, int64(0)
+		if i == 0 {
+			want, rehashed = simulatedConversionRoot(t, src.Disks[0].SizeBytes, spec.Disks[0].Seed), 4<<20
+			assert.NotEqual(t, src.Disks[0].SHA256, c.Converted, "the first disk: converted")
+		}
+		assert.Equal(t, want, c.Converted, "disk %d: the converted image's root", i)
+		assert.Equal(t, rehashed, c.RehashedBytes, "disk %d: the blocks the conversion wrote, re-hashed; nothing else read", i)
 		assert.Equal(t, d.CapacityBytes, c.ConvertedBytes, "disk %d: the converted image's size", i)
 		assert.Equal(t, c.Converted, c.Target, "disk %d: the target holds the converted bytes", i)
 		assert.GreaterOrEqual(t, c.TargetBytes, d.CapacityBytes, "disk %d: the target image's size", i)
+		assert.Equal(t, v1alpha1.ComparedConvertedInPlace, c.Compared, "disk %d: the claim the transfer wrote and the conversion hashed", i)
+		assert.NotEmpty(t, d.TargetClaimUID, "disk %d: the claim written, by UID", i)
 		assert.NotNil(t, c.VerifiedAt, "disk %d", i)
 	}
 	assert.Nil(t, m.Status.Verification, "no verification read: the disks were written in place, and the conversion's read is the target's")
+	for _, d := range m.Status.Disks {
+		// The recomputation docs/operators/safety.md gives a user, with
+		// coreutils alone, over the disk's image in its claim.
+		image := filepath.Join(s.claimDir(d.DataVolume), pipeline.ImageFile)
+		out, err := exec.Command("sh", "-c", `split -b 1048576 --filter='sha256sum | cut -c1-64' "$1" | sha256sum | cut -c1-64`, "sh", image).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		assert.Equal(t, d.Checksums.Target, strings.TrimSpace(string(out)), "disk %s: the documented pipeline gives the root status holds", d.Name)
+	}
 	assert.Contains(t, evidenceOf(m, v1alpha1.PhaseImporting), "adopting the claims the transfer wrote and the conversion hashed, unread since, with no copy")
 
 	if cv := m.Status.Conversion; assert.NotNil(t, cv) && assert.Len(t, cv.Interfaces, 1, "the NIC the conversion looked for") {
@@ -102,6 +124,7 @@ func TestCorruptTargetFailsBeforeStart(t *testing.T) {
 		assert.Equal(t, v1alpha1.PhaseImporting, e.Phase, "failed before the VM exists: %+v", e)
 		assert.Equal(t, statemachine.ReasonChecksumMismatch, e.Reason, "%+v", e)
 		assert.Contains(t, e.Message, victim.Name+" (DataVolume "+victim.DataVolume+"): target sha256 ")
+		assert.Contains(t, e.Message, "first difference at bytes 0-1048575", "the block the altered byte is in, which the conversion never touched")
 		assert.Contains(t, e.Message, "the VM was not started")
 	}
 	if v := m.Status.Verification; assert.NotNil(t, v, "the pause made a verification read") {
@@ -112,6 +135,7 @@ func TestCorruptTargetFailsBeforeStart(t *testing.T) {
 		if d.Name == victim.Name {
 			assert.NotEqual(t, d.Checksums.Converted, d.Checksums.Target, "the altered disk")
 			assert.Nil(t, d.Checksums.VerifiedAt)
+			assert.Equal(t, &v1alpha1.ByteRange{Offset: 0, Length: 1 << 20}, d.Checksums.Mismatch, "the first differing block, in status")
 		} else {
 			assert.Equal(t, d.Checksums.Converted, d.Checksums.Target, "disk %s is intact", d.Name)
 		}
@@ -122,6 +146,22 @@ func TestCorruptTargetFailsBeforeStart(t *testing.T) {
 	if sc := m.Status.SourceControl; assert.NotNil(t, sc) {
 		assert.NotNil(t, sc.RestoredAt, "the restore is recorded: %+v", sc)
 	}
+}
+
+// simulatedConversionRoot is the root of the block tree of a sample disk
+// of size bytes (seed) once the simulated conversion wrote into it: 4 MiB
+// of 0x5a at 1 MiB (64 KiB at 0 of a disk under 8 MiB).
+func simulatedConversionRoot(t *testing.T, size int64, seed uint64) string {
+	t.Helper()
+	data := vcsimlocal.DiskBytes(size, seed)
+	offset, length := 1<<20, 4<<20
+	if size < 8<<20 {
+		offset, length = 0, 64<<10
+	}
+	copy(data[offset:offset+length], bytes.Repeat([]byte{0x5a}, length))
+	tree, _, err := blocktree.Compute(context.Background(), bytes.NewReader(data), size, blocktree.Options{})
+	require.NoError(t, err)
+	return tree.Root()
 }
 
 // setPaused sets spec.policy.paused.

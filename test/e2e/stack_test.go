@@ -24,6 +24,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/blocktree"
 	cdiclient "platform.example/vm-migration/pkg/generated/cdi/clientset/versioned"
 	kvclient "platform.example/vm-migration/pkg/generated/kubevirt/clientset/versioned"
 	migclient "platform.example/vm-migration/pkg/generated/migration/clientset/versioned"
@@ -459,7 +460,10 @@ func (s *stack) waitNoLeftovers(m *v1alpha1.VirtualMachineMigration, timeout tim
 }
 
 // verifyTargetDisks checks that each target disk holds exactly the
-// source disk's bytes, and nothing else.
+// converted disk's bytes, and beside them its block tree: the source
+// disk's bytes where the conversion wrote nothing (the simulated one
+// writes only into the first disk), the root status gives of the
+// converted image, and the tree file the conversion left.
 func (s *stack) verifyTargetDisks(m *v1alpha1.VirtualMachineMigration, vm *vcsimlocal.VM) {
 	s.t.Helper()
 	require.Len(s.t, m.Status.Disks, len(vm.Disks), "disks in status: one per source disk")
@@ -467,13 +471,25 @@ func (s *stack) verifyTargetDisks(m *v1alpha1.VirtualMachineMigration, vm *vcsim
 		src := vm.Disks[i]
 		assert.Equal(s.t, src.Key, d.Key, "disk %d status: key, want the source disk's", i)
 		assert.Equal(s.t, src.SHA256, d.SHA256, "disk %d status: sha256, want the source disk's", i)
+		assert.Equal(s.t, blocktree.Scheme, d.ChecksumScheme, "disk %d status: the block tree's root", i)
 		assert.Equal(s.t, src.SizeBytes, d.BytesTransferred, "disk %d status: bytes transferred, want the source disk's size", i)
 		dir, files := s.claimFiles(d.DataVolume)
-		assert.Equal(s.t, []string{pipeline.ImageFile}, files, "target volume of %s, want only %s", d.DataVolume, pipeline.ImageFile)
-		sum, err := vcsimlocal.FileSHA256(filepath.Join(dir, pipeline.ImageFile))
+		assert.Equal(s.t, []string{pipeline.ImageFile, pipeline.ImageFile + pipeline.TreeSuffix}, files,
+			"target volume of %s, want only %s and its block tree", d.DataVolume, pipeline.ImageFile)
+		root, err := vcsimlocal.FileRoot(filepath.Join(dir, pipeline.ImageFile))
 		require.NoError(s.t, err, "hashing the target disk %s", d.DataVolume)
-		if assert.Equal(s.t, src.SHA256, sum, "target disk %s: sha256, want the source disk's", d.DataVolume) {
-			s.t.Logf("disk %d (%d MiB): target %s matches the source (sha256 %s)", i, src.SizeBytes>>20, d.DataVolume, sum[:16])
+		want := src.SHA256
+		if c := d.Checksums; c != nil && c.Converted != "" {
+			want = c.Converted
+		}
+		if i > 0 {
+			assert.Equal(s.t, src.SHA256, want, "disk %d: the simulated conversion writes only into the first disk", i)
+		}
+		stored, err := os.ReadFile(filepath.Join(dir, pipeline.ImageFile+pipeline.TreeSuffix))
+		require.NoError(s.t, err, "reading the tree file of %s", d.DataVolume)
+		assert.Contains(s.t, string(stored), " root="+want+"\n", "target disk %s: its tree file is the converted image's", d.DataVolume)
+		if assert.Equal(s.t, want, root, "target disk %s: its root, want the converted image's", d.DataVolume) {
+			s.t.Logf("disk %d (%d MiB): target %s holds the converted image (root %s)", i, src.SizeBytes>>20, d.DataVolume, root[:16])
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"platform.example/vm-migration/hack/image/ociimage"
 	"platform.example/vm-migration/test/framework"
@@ -60,11 +61,39 @@ func Controller(ctx context.Context, reference string) (*framework.BuiltImage, e
 	return &framework.BuiltImage{Reference: reference, Tarball: filepath.Join(out, "vm-migration-controller.tar")}, nil
 }
 
+// qemuUtilsPackages are the Debian packages of the simulated conversion
+// image's Debian layer: qemu-img, which the conversion script makes,
+// maps and commits each disk's overlay with, and qemu-io, which the
+// simulated virt-v2v-in-place writes into the overlays with.
+var qemuUtilsPackages = []string{"qemu-utils"}
+
+// qemuUtilsELF are the binaries whose libraries must all be in the layer.
+var qemuUtilsELF = []string{"usr/bin/qemu-img", "usr/bin/qemu-io"}
+
+// qemuUtilsLayer is the Debian layer of qemu-utils and the libraries its
+// binaries need, from the machine's apt, cached.
+func qemuUtilsLayer(ctx context.Context) (string, error) {
+	deps, err := readDebianDeps(ctx, qemuUtilsPackages)
+	if err != nil {
+		return "", err
+	}
+	debs, err := downloadDebs(ctx, libraryClosure(deps, qemuUtilsPackages, map[string]bool{"qemu-utils": true}))
+	if err != nil {
+		return "", err
+	}
+	return debianLayer(ctx, "qemu-utils", debs, qemuUtilsELF)
+}
+
 // SimulatedConversion builds the simulated conversion image (see the
 // package documentation) and returns its tarball, cached by the content of
-// busybox and the simulated virt-v2v-in-place.
+// busybox, the Debian layer of qemu-utils and the simulated
+// virt-v2v-in-place.
 func SimulatedConversion(ctx context.Context, reference string) (*framework.BuiltImage, error) {
 	busybox, err := staticBusybox(ctx)
+	if err != nil {
+		return nil, err
+	}
+	qemu, err := qemuUtilsLayer(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +106,7 @@ func SimulatedConversion(ctx context.Context, reference string) (*framework.Buil
 		return nil, fmt.Errorf("reading %s: %w", busybox, err)
 	}
 	key := sha256.New()
-	for _, part := range [][]byte{data, simulatedV2V, simulatedSelfCheck, []byte(reference)} {
+	for _, part := range [][]byte{data, simulatedV2V, simulatedSelfCheck, []byte(reference), []byte(filepath.Base(qemu))} {
 		key.Write(part)
 	}
 	res := &framework.BuiltImage{Reference: reference,
@@ -90,13 +119,14 @@ func SimulatedConversion(ctx context.Context, reference string) (*framework.Buil
 	if err != nil {
 		return nil, err
 	}
-	return res, writeSimulatedConversion(res, data, applets)
+	return res, writeSimulatedConversion(res, qemu, data, applets)
 }
 
-// writeSimulatedConversion assembles the image: busybox with a link per
-// applet in /bin, virt-v2v-in-place in /usr/bin, and /var/tmp, which the
-// conversion Job mounts its work folder on.
-func writeSimulatedConversion(res *framework.BuiltImage, busybox []byte, applets []string) error {
+// writeSimulatedConversion assembles the image: the Debian layer of
+// qemu-utils (qemu), then busybox with a link per applet in /bin,
+// virt-v2v-in-place in /usr/bin, and /var/tmp, which the conversion Job
+// mounts its work folder on.
+func writeSimulatedConversion(res *framework.BuiltImage, qemu string, busybox []byte, applets []string) error {
 	tag, err := name.NewTag(res.Reference)
 	if err != nil {
 		return fmt.Errorf("image reference %q: %w", res.Reference, err)
@@ -119,11 +149,19 @@ func writeSimulatedConversion(res *framework.BuiltImage, busybox []byte, applets
 			files = append(files, ociimage.File{Path: "bin/" + a, Mode: 0o777, Link: "busybox"})
 		}
 	}
-	img, err := ociimage.Assemble([][]ociimage.File{files}, time.Unix(0, 0).UTC(), "amd64", v1.Config{
+	debian, err := tarball.LayerFromFile(qemu, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", qemu, err)
+	}
+	own, err := ociimage.Layer(files, time.Unix(0, 0).UTC())
+	if err != nil {
+		return err
+	}
+	img, err := ociimage.AssembleLayers([]v1.Layer{debian, own}, time.Unix(0, 0).UTC(), "amd64", v1.Config{
 		User:       "107:107",
 		Entrypoint: []string{"/bin/sh"},
 		Env:        []string{"PATH=/usr/bin:/bin"},
-		Labels:     map[string]string{"org.opencontainers.image.title": "SIMULATED virt-v2v conversion image (test/images): converts nothing"},
+		Labels:     map[string]string{"org.opencontainers.image.title": "SIMULATED virt-v2v conversion image (test/images): Debian's qemu-img, a virt-v2v that converts nothing"},
 	})
 	if err != nil {
 		return err

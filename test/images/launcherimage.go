@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,8 +51,8 @@ var launcherFollow = map[string]bool{"qemu-system-x86": true}
 // the image.
 var launcherELF = []string{"usr/bin/qemu-system-x86_64", "usr/lib/x86_64-linux-gnu/qemu/accel-tcg-x86_64.so"}
 
-// launcherPruned are folders of the packages nothing reads at run time.
-var launcherPruned = []string{"usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/lintian", "usr/share/locale", "usr/share/bug"}
+// debianPruned are folders of Debian packages nothing reads at run time.
+var debianPruned = []string{"usr/share/doc", "usr/share/man", "usr/share/info", "usr/share/lintian", "usr/share/locale", "usr/share/bug"}
 
 // Launcher builds the launcher image: Debian's QEMU and firmware with the
 // libraries QEMU needs, unpacked from the machine's apt (the versions of
@@ -94,9 +95,16 @@ func Launcher(ctx context.Context, reference string) (*framework.BuiltImage, err
 }
 
 // launcherRootfs unpacks the packages into a tar of the image's Debian
-// layer (sorted, owned by root, times zero), with their docs pruned and
-// QEMU's libraries checked, cached by the packages' file names.
+// layer (debianLayer), QEMU's libraries checked.
 func launcherRootfs(ctx context.Context, debs []string) (string, error) {
+	return debianLayer(ctx, "launcher-rootfs", debs, launcherELF)
+}
+
+// debianLayer unpacks the packages into a tar of an image's Debian layer
+// (sorted, owned by root, times zero), with the folders nothing reads at
+// run time pruned (debianPruned) and the libraries of each ELF file
+// checked, cached by its name, the packages' file names and the files.
+func debianLayer(ctx context.Context, name string, debs, elf []string) (string, error) {
 	cache, err := framework.ImageCacheDir()
 	if err != nil {
 		return "", err
@@ -105,14 +113,14 @@ func launcherRootfs(ctx context.Context, debs []string) (string, error) {
 	for _, d := range debs {
 		fmt.Fprintln(key, filepath.Base(d))
 	}
-	for _, p := range launcherPruned {
+	for _, p := range slices.Concat(debianPruned, elf) {
 		fmt.Fprintln(key, p)
 	}
-	out := filepath.Join(cache, "launcher-rootfs-"+hex.EncodeToString(key.Sum(nil))[:16]+".tar")
+	out := filepath.Join(cache, name+"-"+hex.EncodeToString(key.Sum(nil))[:16]+".tar")
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
-	root, err := os.MkdirTemp(cache, "launcher-rootfs-")
+	root, err := os.MkdirTemp(cache, name+"-")
 	if err != nil {
 		return "", err
 	}
@@ -120,12 +128,12 @@ func launcherRootfs(ctx context.Context, debs []string) (string, error) {
 	if err := extractDebs(ctx, debs, root); err != nil {
 		return "", err
 	}
-	for _, p := range launcherPruned {
+	for _, p := range debianPruned {
 		if err := os.RemoveAll(filepath.Join(root, p)); err != nil {
 			return "", err
 		}
 	}
-	if err := checkLinked(root, launcherELF...); err != nil {
+	if err := checkLinked(root, elf...); err != nil {
 		return "", err
 	}
 	tmp := out + ".tmp-" + fmt.Sprint(os.Getpid())

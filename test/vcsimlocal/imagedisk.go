@@ -10,7 +10,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
+
+	"platform.example/vm-migration/pkg/transfer"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -70,19 +71,22 @@ func (s *Server) placeImage(ctx context.Context, ds *object.Datastore, vm string
 			return "", fmt.Errorf("placing %s as %s: %w", d.Image, extent, err)
 		}
 	}
-	return imageSHA256(d.Image)
+	return FileRoot(d.Image)
 }
 
-// imageSHA256 is the hex SHA-256 of an image file, recorded beside it or computed.
-func imageSHA256(image string) (string, error) {
-	if data, err := os.ReadFile(image + ".sha256"); err == nil {
-		if f := strings.Fields(string(data)); len(f) > 0 && len(f[0]) == 64 {
-			return f[0], nil
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+// FileRoot is the root of the block tree (package blocktree) of a file's
+// content: the checksum the transfer reports of a disk of those bytes.
+// Its holes are not read.
+func FileRoot(path string) (string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
 		return "", err
 	}
-	return FileSHA256(image)
+	root, _, err := transfer.HashImage(context.Background(), path, info.Size())
+	if err != nil {
+		return "", fmt.Errorf("hashing %s: %w", path, err)
+	}
+	return root, nil
 }
 
 // FileSHA256 is the hex SHA-256 of a file's content.

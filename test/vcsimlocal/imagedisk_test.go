@@ -39,7 +39,10 @@ func TestImageDisk(t *testing.T) {
 	vm, err := s.AddVM(ctx, VMSpec{Name: "guest", Sockets: 1, CoresPerSocket: 1, MemoryMiB: 1024, Firmware: "bios", Disks: []DiskSpec{disk}})
 	require.NoError(t, err, "adding the VM")
 	require.Len(t, vm.Disks, 1, "the VM's one disk")
-	assert.Equal(t, hex.EncodeToString(sum[:]), vm.Disks[0].SHA256, "the disk's checksum is the image's")
+	root, err := FileRoot(disk.Image)
+	require.NoError(t, err)
+	assert.Equal(t, root, vm.Disks[0].SHA256, "the disk's checksum is the root of the image's block tree")
+	assert.NotEqual(t, hex.EncodeToString(sum[:]), root, "not the whole image's SHA-256")
 	assert.Equal(t, 4*MiB, vm.Disks[0].SizeBytes, "the disk's size is the image's")
 
 	ds, err := find.NewFinder(s.client.Client, false).Datastore(ctx, "/"+Datacenter+"/datastore/"+Datastore)

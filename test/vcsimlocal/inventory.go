@@ -3,8 +3,6 @@ package vcsimlocal
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"path"
@@ -16,6 +14,8 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"platform.example/vm-migration/pkg/blocktree"
 )
 
 // MiB is a mebibyte.
@@ -124,7 +124,9 @@ type Disk struct {
 	Datastore string
 	// SizeBytes is the capacity.
 	SizeBytes int64
-	// SHA256 of the disk's bytes (hex); empty for an empty disk.
+	// SHA256 is the root of the block tree of the disk's bytes (package
+	// blocktree: the checksum the transfer reports), hex; empty for an
+	// empty disk.
 	SHA256 string
 }
 
@@ -469,8 +471,11 @@ func (s *Server) fillDisks(ctx context.Context, at *placement, vm *object.Virtua
 		if err := upload(ctx, ds, base+"-flat.vmdk", data); err != nil {
 			return nil, err
 		}
-		sum := sha256.Sum256(data)
-		out = append(out, Disk{Key: key, FileName: fileNames[i], Datastore: d.Datastore, SizeBytes: d.SizeBytes, SHA256: hex.EncodeToString(sum[:])})
+		tree, _, err := blocktree.Compute(ctx, bytes.NewReader(data), int64(len(data)), blocktree.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("hashing disk %d of VM %s: %w", i, spec.Name, err)
+		}
+		out = append(out, Disk{Key: key, FileName: fileNames[i], Datastore: d.Datastore, SizeBytes: d.SizeBytes, SHA256: tree.Root()})
 	}
 	return out, nil
 }

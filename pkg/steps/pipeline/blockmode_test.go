@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -109,18 +108,16 @@ func TestBlockClaimsRendering(t *testing.T) {
 				assertClaimAttached(t, tjob, vol, d.StagingClaim, want.block, want.transfer, filepath.Join(stagingRoot, fmt.Sprint(d.Key)))
 				assertClaimAttached(t, cjob, vol, d.StagingClaim, want.block, want.conversion, filepath.Dir(want.conversion))
 
+				// virt-v2v converts the disk's qcow2 overlay, backed by
+				// the image or device (the disks list names which).
 				x := parsed.Devices.Disks[i]
 				assert.Equal(t, "disk", x.Device)
-				assert.Equal(t, "raw", x.Driver.Type, "disk %d: a raw image, on a file or a device", d.Key)
-				if want.block {
-					assert.Equal(t, "block", x.Type, "disk %d: a block disk", d.Key)
-					assert.Equal(t, want.conversion, x.Source.Dev)
-					assert.Empty(t, x.Source.File)
-				} else {
-					assert.Equal(t, "file", x.Type, "disk %d: a file disk", d.Key)
-					assert.Equal(t, want.conversion, x.Source.File)
-					assert.Empty(t, x.Source.Dev)
-				}
+				assert.Equal(t, "qcow2", x.Driver.Type, "disk %d: its overlay", d.Key)
+				assert.Equal(t, "file", x.Type, "disk %d: the overlay is a file", d.Key)
+				assert.Equal(t, overlayPath(diskNameAt(d, i)), x.Source.File)
+				assert.Empty(t, x.Source.Dev)
+				assert.Contains(t, ccm.Data[DisksListKey], fmt.Sprintf("%s %s %s ", diskNameAt(d, i), want.conversion, overlayPath(diskNameAt(d, i))),
+					"disk %d: the overlay's backing image", d.Key)
 			}
 		})
 	}
@@ -231,7 +228,7 @@ func TestPlanBlockClaims(t *testing.T) {
 	}
 	cm, err := RenderPlanConfigMap(m, testConfig)
 	require.NoError(t, err)
-	assert.Contains(t, cm.Data[v1alpha1.PlanKeyDomain], `<source dev="/mnt/disks/disk-0.dev"></source>`)
+	assert.Contains(t, cm.Data[v1alpha1.PlanKeyDomain], `<source file="/var/tmp/overlays/disk-0.qcow2"></source>`, "the overlay of the disk mapped Block")
 }
 
 // TestCreateJobsVolumeModes: the transfer and conversion Jobs attach a
@@ -294,7 +291,7 @@ func TestCreateJobsVolumeModes(t *testing.T) {
 			assertClaimAttached(t, tjob, stagingVolumeName(d.Key), d.StagingClaim, want.block, want.transfer, "/staging/2000")
 			ccm, err := f.Kube.CoreV1().ConfigMaps(m.Namespace).Get(ctx, naming.ConversionConfigMap(m.Name, 1), metav1.GetOptions{})
 			require.NoError(t, err)
-			assert.Contains(t, ccm.Data[DomainXMLKey], want.conversion)
+			assert.Contains(t, ccm.Data[DisksListKey], " "+want.conversion+" ", "the overlay's backing image or device")
 			cjob, err := f.Kube.BatchV1().Jobs(m.Namespace).Get(ctx, naming.ConversionJob(m.Name, 1), metav1.GetOptions{})
 			require.NoError(t, err)
 			assertClaimAttached(t, cjob, stagingVolumeName(d.Key), d.StagingClaim, want.block, want.conversion, "/mnt/disks/disk-0")
@@ -302,85 +299,61 @@ func TestCreateJobsVolumeModes(t *testing.T) {
 	}
 }
 
-// TestConvertScriptListsBlockDisks: the script's disks function lists
-// the rendered domain's disks in order, a block disk's device with the
-// file disks' images.
+// TestConvertScriptListsBlockDisks: the conversion's domain names every
+// disk's overlay, in order; the disks list names what each overlay is
+// backed by (a block disk's device, the file disks' images), with the
+// tree file of each image ("-" for the device, which has none).
 func TestConvertScriptListsBlockDisks(t *testing.T) {
 	m := onePass(windowsEFI())
 	dom, err := RenderDomainXML(m, mappedBlockClaims(m))
 	require.NoError(t, err)
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, DomainXMLKey), dom, 0o644))
-	script := convertScriptReplacer(dir, dir, filepath.Join(dir, "term")).Replace(convertScriptTemplate)
+	script := convertScriptReplacer(dir, dir, filepath.Join(dir, "term"), "/vm-transfer").Replace(convertScriptTemplate)
 	start := strings.Index(script, "\ndisks() {")
 	require.GreaterOrEqual(t, start, 0, "the script defines disks")
 	end := strings.Index(script[start:], "\n}\n")
 	require.Greater(t, end, 0)
 	out, err := exec.Command("/bin/sh", "-c", script[start:start+end+3]+"disks\n").CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	assert.Equal(t, "/mnt/disks/disk-0.dev\n/mnt/disks/disk-1/disk.img\n/mnt/disks/disk-2/disk.img\n", string(out))
+	assert.Equal(t, "/var/tmp/overlays/disk-0.qcow2\n/var/tmp/overlays/disk-1.qcow2\n/var/tmp/overlays/disk-2.qcow2\n", string(out))
+	list, err := disksList(m, mappedBlockClaims(m))
+	require.NoError(t, err)
+	var want strings.Builder
+	for i, d := range m.Status.Disks {
+		image, tree := fmt.Sprintf("/mnt/disks/disk-%d/disk.img", i), fmt.Sprintf("/mnt/disks/disk-%d/disk.img.tree", i)
+		if i == 0 {
+			image, tree = "/mnt/disks/disk-0.dev", "-"
+		}
+		fmt.Fprintf(&want, "disk-%d %s /var/tmp/overlays/disk-%d.qcow2 %d %s\n", i, image, i, d.CapacityBytes, tree)
+	}
+	assert.Equal(t, want.String(), list)
 }
 
-// TestConvertScriptBlockDisk: the conversion script hands guestfish a
-// block disk as it does a file, and hashes only the image files: the
-// verification Job reads a device's disk by its capacity. A FIFO stands
-// in for the device (a test makes no block device): not a regular file,
-// and one that hashing would show (it yields what the test writes).
+// TestConvertScriptBlockDisk: a disk without a tree file (a device) is
+// hashed whole once converted (vm-transfer checksum), the others
+// re-hashed where the conversion wrote; guestfish opens every overlay, in
+// the domain's order. A file stands in for the device (a test makes no
+// block device): the list names no tree for it, as for a device.
 func TestConvertScriptBlockDisk(t *testing.T) {
 	runs, err := filepath.Abs(v2vFixtures)
 	require.NoError(t, err)
 	f := newChainFixture(t, 2)
-	dev := filepath.Join(t.TempDir(), "disk-1.dev")
-	require.NoError(t, syscall.Mkfifo(dev, 0o600))
-	// Whoever opens the FIFO to read gets a few bytes and the end; the
-	// test opens it last itself, so that the writer ends either way.
-	written := make(chan struct{})
-	go func() {
-		defer close(written)
-		if w, err := os.OpenFile(dev, os.O_WRONLY, 0); err == nil {
-			_, _ = w.WriteString("not a disk image")
-			_ = w.Close()
-		}
-	}()
-	t.Cleanup(func() {
-		if r, err := os.OpenFile(dev, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
-			<-written
-			_ = r.Close()
-		}
-	})
-	images := f.disks
-	f.disks = []string{images[0], dev, images[1]}
-	var domain strings.Builder
-	domain.WriteString(`<domain type="kvm"><name>web-01</name><devices>`)
-	for i, d := range f.disks {
-		kind, attr := "file", "file"
-		if d == dev {
-			kind, attr = "block", "dev"
-		}
-		fmt.Fprintf(&domain, "\n  <disk type=\"%s\" device=\"disk\">\n    <driver name=\"qemu\" type=\"raw\"></driver>\n    <source %s=\"%s\"></source>\n    <target dev=\"sd%c\" bus=\"scsi\"></target>\n  </disk>",
-			kind, attr, d, 'a'+i)
-	}
-	domain.WriteString("\n</devices></domain>\n")
+	f.block[1] = true
 	f.guestFile(t, "etc/network/interfaces", debianInterfaces)
-	run := runConvertScriptWith(t, f.bin, map[string]string{DomainXMLKey: domain.String(),
-		NetworkConfKey: "mode inspect\nnic 00:50:56:aa:bb:01 192.168.10.21 ens192\n", GuestNetworkScriptKey: guestNetworkScript},
+	run := runConvertScriptWith(t, f.bin, f.config(map[string]string{
+		NetworkConfKey: "mode inspect\nnic 00:50:56:aa:bb:01 192.168.10.21 ens192\n", GuestNetworkScriptKey: guestNetworkScript}),
 		f.env(filepath.Join(runs, "debian-bios"))...)
 	require.Equal(t, 0, run.exitCode, "the conversion script's output:\n%s", run.output)
 
 	got := run.observe()
-	var disks []string
-	for _, c := range got.Checksums {
-		disks = append(disks, c.Disk)
+	require.Len(t, got.Checksums, 2, "termination message %q", run.termination)
+	for i, c := range got.Checksums {
+		assert.Equal(t, treeOf(t, f.disks[i]).Root(), c.SHA256, "disk %d", i)
 	}
-	assert.Equal(t, []string{"disk-0", "disk-1"}, disks, "the image files hashed, not the device (termination message %q)", run.termination)
-	assert.Equal(t, f.sums, []string{got.Checksums[0].SHA256, got.Checksums[1].SHA256})
-	select {
-	case <-written:
-		t.Error("the script read the device")
-	default:
-	}
+	assert.Equal(t, f.sizes[1], got.Checksums[1].Rehashed, "the device without a tree: read whole")
 	args, err := os.ReadFile(f.guestfishArgs)
 	require.NoError(t, err)
-	assert.Equal(t, "--rw --format=raw -a "+images[0]+" --format=raw -a "+dev+" --format=raw -a "+images[1]+" -i\n", string(args),
-		"guestfish opens the device as a raw disk, in the domain's order")
+	assert.Equal(t, "--rw --format=qcow2 -a "+f.overlays[0]+" --format=qcow2 -a "+f.overlays[1]+" -i\n", string(args),
+		"guestfish opens the overlays, in the domain's order")
 }

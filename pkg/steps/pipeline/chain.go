@@ -20,18 +20,18 @@ const (
 
 // cutConversionChain takes out of a conversion's termination message the
 // lines the conversion script puts first once virt-v2v succeeded: the
-// converted disks' checksums ("sha256 <disk> <bytes> <hex>") and the
-// guest network script's NICs ("nic <mac> ..."). A line the kubelet cut
-// at the message's 4 KiB does not parse and is dropped; other lines stay
-// for parseConversionReport.
+// converted disks' block-tree roots ("tree <disk> <bytes> <root>
+// <re-hashed bytes>") and the guest network script's NICs ("nic <mac>
+// ..."). A line the kubelet cut at the message's 4 KiB does not parse and
+// is dropped; other lines stay for parseConversionReport.
 func cutConversionChain(msg string) (string, []statemachine.ImageChecksum, []v1alpha1.InterfacePin) {
 	var rest []string
 	var sums []statemachine.ImageChecksum
 	var pins []v1alpha1.InterfacePin
 	for line := range strings.SplitSeq(msg, "\n") {
 		switch {
-		case strings.HasPrefix(line, "sha256 "):
-			if c, ok := parseChecksumLine(line); ok {
+		case strings.HasPrefix(line, treeLinePrefix):
+			if c, ok := parseTreeLine(line); ok {
 				sums = append(sums, c)
 			}
 		case strings.HasPrefix(line, "nic "):
@@ -45,17 +45,22 @@ func cutConversionChain(msg string) (string, []statemachine.ImageChecksum, []v1a
 	return strings.Join(rest, "\n"), sums, pins
 }
 
-// parseChecksumLine reads "sha256 <disk> <bytes> <64 hex digits>".
-func parseChecksumLine(line string) (statemachine.ImageChecksum, bool) {
+// parseTreeLine reads "tree <disk> <bytes> <64 hex digits> <re-hashed
+// bytes>", the re-hashed bytes at most the disk's.
+func parseTreeLine(line string) (statemachine.ImageChecksum, bool) {
 	f := strings.Fields(line)
-	if len(f) != 4 || !isSHA256(f[3]) {
+	if len(f) != 5 || !isSHA256(f[3]) {
 		return statemachine.ImageChecksum{}, false
 	}
 	n, err := strconv.ParseInt(f[2], 10, 64)
 	if err != nil || n < 0 {
 		return statemachine.ImageChecksum{}, false
 	}
-	return statemachine.ImageChecksum{Disk: f[1], Bytes: n, Size: n, SHA256: f[3]}, true
+	rehashed, err := strconv.ParseInt(f[4], 10, 64)
+	if err != nil || rehashed < 0 || rehashed > n {
+		return statemachine.ImageChecksum{}, false
+	}
+	return statemachine.ImageChecksum{Disk: f[1], Bytes: n, Size: n, SHA256: f[3], Rehashed: rehashed}, true
 }
 
 // isSHA256 says s is a SHA-256 in lower-case hex.

@@ -14,19 +14,22 @@ import (
 func TestCutConversionChain(t *testing.T) {
 	sum := strings.Repeat("ab", 32)
 	msg := strings.Join([]string{
-		"sha256 disk-0 1610612736 " + sum,
-		"sha256 disk-1 42 " + strings.ToUpper(sum), // not lower-case hex
+		"tree disk-0 1610612736 " + sum + " 4194304",
+		"tree disk-1 42 " + strings.ToUpper(sum) + " 42", // not lower-case hex
+		"tree disk-3 42 " + sum + " 43",                  // more re-hashed than the disk holds
+		"tree disk-4 42 " + sum,                          // no re-hashed bytes
+		"sha256 disk-5 42 " + sum,                        // the whole-image checksum of an earlier version
 		"nic 00:50:56:AA:BB:01 ens192 address pinned 192.168.10.21,fd00::21",
 		"nic 00:50:56:aa:bb:02 - - - - no network configuration in the guest names this NIC",
 		"nic not-a-mac ens1 address pinned -",
 		"i_distro = debian",
 		"i_major_version = 12",
 		"i_minor_version = 15",
-		"sha256 disk-2 1610612736 " + sum[:40], // cut by the kubelet
+		"tree disk-2 1610612736 " + sum[:40], // cut by the kubelet
 	}, "\n")
 	rest, sums, pins := cutConversionChain(msg)
-	assert.Equal(t, "i_distro = debian\ni_major_version = 12\ni_minor_version = 15", rest)
-	assert.Equal(t, []statemachine.ImageChecksum{{Disk: "disk-0", Bytes: 1610612736, Size: 1610612736, SHA256: sum}}, sums)
+	assert.Equal(t, "sha256 disk-5 42 "+sum+"\ni_distro = debian\ni_major_version = 12\ni_minor_version = 15", rest)
+	assert.Equal(t, []statemachine.ImageChecksum{{Disk: "disk-0", Bytes: 1610612736, Size: 1610612736, SHA256: sum, Rehashed: 4 << 20}}, sums)
 	assert.Equal(t, []v1alpha1.InterfacePin{
 		{MAC: "00:50:56:aa:bb:01", Name: "ens192", Source: v1alpha1.PinSourceAddress, Pinned: true, StaticAddresses: []string{"192.168.10.21", "fd00::21"}},
 		{MAC: "00:50:56:aa:bb:02", Message: "no network configuration in the guest names this NIC"},

@@ -200,14 +200,12 @@ func domainDisks(inv *v1alpha1.SourceInventory, disks []v1alpha1.DiskStatus, blo
 	var out []diskXML
 	var sd, hd int
 	for i, d := range disks {
+		// virt-v2v converts the disk's overlay (overlay.go), whose
+		// backing file is the staged image or device.
 		var x diskXML
 		x.Device = "disk"
-		x.Driver.Name, x.Driver.Type = "qemu", "raw"
-		if blockClaims[d.StagingClaim] {
-			x.Type, x.Source.Dev = "block", stagedImage(diskNameAt(d, i), true)
-		} else {
-			x.Type, x.Source.File = "file", stagedImage(diskNameAt(d, i), false)
-		}
+		x.Driver.Name, x.Driver.Type = "qemu", "qcow2"
+		x.Type, x.Source.File = "file", overlayPath(diskNameAt(d, i))
 		bus := "scsi"
 		if src := sourceDisk(inv, d.Key); src != nil {
 			switch strings.ToLower(src.ControllerType) {
@@ -253,18 +251,23 @@ func topology(inv *v1alpha1.SourceInventory) (int32, int32, error) {
 // convertScriptTemplate is the script the conversion container runs
 // (@WORK@, @CONFIG@, @DOMAIN@ and @TERM@ stand for the work directory,
 // the ConfigMap's directory, the domain XML and the termination message
-// file). It runs virt-v2v-in-place on the domain, with the extra
-// arguments of virt-v2v.args (a Windows guest's static addresses); once
-// the conversion succeeded, it looks up (and pins) the guest's interface
-// names (network.conf, guest-network.sh: guestfish runs the script inside
-// the guest) and hashes the converted images (SHA-256, the first
-// maxConvertedChecksums image files, at once; never a block device, whose
-// disk the verification Job reads). It leaves, as the container's
-// termination message, what observeConversion reads back:
+// file). It makes each disk's qcow2 overlay (disks.list, overlay.go),
+// runs virt-v2v-in-place on the domain (whose disks are the overlays),
+// with the extra arguments of virt-v2v.args (a Windows guest's static
+// addresses); once the conversion succeeded, it looks up (and pins) the
+// guest's interface names (network.conf, guest-network.sh: guestfish runs
+// the script inside the guest, on the overlays too), then, disk by disk,
+// maps what the overlay holds, commits it into the image and re-hashes
+// the blocks it touched in the image's block tree (vm-transfer
+// tree-update; a device, which has no tree file, is hashed whole by
+// vm-transfer checksum), for the first maxConvertedChecksums disks (the
+// verification Job reads the others). A failure to commit fails the
+// conversion: the image may hold part of it. It leaves, as the
+// container's termination message, what observeConversion reads back:
 //
-//   - on success, first the converted disks' checksums
-//     ("sha256 <disk> <bytes> <hex>"), then the guest network script's
-//     lines ("nic <mac> ..."), then the inspected guest: virt-v2v's inspection document
+//   - on success, first the converted disks' block-tree roots
+//     ("tree <disk> <bytes> <root> <bytes re-hashed>"), then the guest
+//     network script's lines ("nic <mac> ..."), then the inspected guest: virt-v2v's inspection document
 //     (-O) where the installed virt-v2v has -O (it came after 2.2), else
 //     the inspection lines (i_distro = debian...) that virt-v2v prints
 //     only in its -v output;
@@ -298,6 +301,24 @@ status=@WORK@/virt-v2v.status
 checksums=@WORK@/checksums
 nics=@WORK@/nics
 rm -f "$events" "$log" "$inspection" "$status" "$checksums" "$nics"
+rm -rf @OVERLAYS@
+
+# make_overlays makes each disk's qcow2 overlay, backed by the staged image
+# or device: virt-v2v converts the overlays, and what they hold is what
+# the conversion wrote.
+make_overlays() {
+  [ -r @CONFIG@/@DISKS@ ] || return 0
+  mkdir -p @OVERLAYS@ || return 1
+  while read -r name image overlay size tree; do
+    qemu-img create -q -f qcow2 -F raw -b "$image" "$overlay" "$size" ||
+      { echo "conversion: making the overlay of $name over $image failed"; return 1; }
+  done <@CONFIG@/@DISKS@
+}
+if ! make_overlays >@WORK@/overlays.log 2>&1; then
+  cat @WORK@/overlays.log
+  tail -n 5 @WORK@/overlays.log >@TERM@
+  exit 1
+fi
 
 # -O writes an inspection document; virt-v2v 2.2 has no -O and prints the
 # inspection only with -v.
@@ -328,7 +349,7 @@ guest_network() {
   why=''
   if command -v guestfish >/dev/null 2>&1; then
     set --
-    for disk in $(disks); do set -- "$@" --format=raw -a "$disk"; done
+    for disk in $(disks); do set -- "$@" --format=qcow2 -a "$disk"; done
     guestfish --rw "$@" -i >@WORK@/guest-network.out 2>@WORK@/guest-network.log <<GUESTFISH
 mkdir-p /tmp
 upload @CONFIG@/@NETCONF@ /tmp/vm-migration-network.conf
@@ -351,29 +372,41 @@ GUESTFISH
   done >"$nics"
 }
 
-# disk_checksums hashes the converted images (the first @MAXSUMS@ files),
-# at once. A block device is left to the verification Job, which reads the
-# disk's capacity from it: the device may be larger than the disk, and
-# stat gives it no size.
-disk_checksums() {
-  command -v sha256sum >/dev/null 2>&1 || return 0
+# field reads a number or a hex string of vm-transfer's JSON line.
+field() { sed -n "s/.*\"$1\": *\"\{0,1\}\([0-9a-f]*\).*/\1/p"; }
+
+# commit_overlays, disk by disk: maps what the overlay holds (the clusters
+# the conversion wrote), commits it into the image, and re-hashes the
+# blocks it touched in the image's block tree (a device, without a tree
+# file, is hashed whole); the first @MAXSUMS@ disks' roots go to
+# $checksums. Any failure fails the conversion: the image may hold part
+# of the overlay.
+commit_overlays() {
+  [ -r @CONFIG@/@DISKS@ ] || return 0
   i=0
-  for disk in $(disks); do
-    [ -f "$disk" ] || continue
-    [ "$i" -lt @MAXSUMS@ ] || break
+  while read -r name image overlay size tree; do
+    map=@OVERLAYS@/$name.map.json
+    qemu-img map --output=json "$overlay" >"$map" ||
+      { echo "conversion: mapping the overlay of $name failed"; return 1; }
+    qemu-img commit -q -d "$overlay" ||
+      { echo "conversion: committing the overlay of $name into $image failed"; return 1; }
+    rm -f "$overlay"
+    [ "$i" -lt @MAXSUMS@ ] || continue
     i=$((i + 1))
-    (
-      size=$(stat -c %s "$disk") && sum=$(sha256sum "$disk" | cut -d' ' -f1) &&
-        echo "sha256 $(basename "$(dirname "$disk")") $size $sum" >@WORK@/sum.$i
-    ) &
-  done
-  wait
-  j=1
-  while [ "$j" -le "$i" ]; do
-    cat @WORK@/sum.$j 2>/dev/null
-    rm -f @WORK@/sum.$j
-    j=$((j + 1))
-  done >"$checksums"
+    [ -x @TOOL@ ] || continue
+    if [ "$tree" != "-" ] && [ -f "$tree" ]; then
+      out=$(@TOOL@ tree-update --image "$image" --tree "$tree" --qemu-img-map "$map" --size "$size") ||
+        { echo "conversion: re-hashing the blocks the conversion wrote in $name failed"; return 1; }
+      rehashed=$(echo "$out" | field bytesRehashed)
+    else
+      set --
+      [ "$tree" = "-" ] || set -- --tree-out "$tree"
+      out=$(@TOOL@ checksum --json "$@" "$image" "$size") ||
+        { echo "conversion: hashing the converted $name failed"; return 1; }
+      rehashed=$size
+    fi
+    echo "tree $name $size $(echo "$out" | field root) $rehashed" >>"$checksums"
+  done <@CONFIG@/@DISKS@
 }
 
 trap 'trap - TERM INT; kill -KILL 0' TERM INT
@@ -385,7 +418,10 @@ wait $!
 rc=$(cat "$status" 2>/dev/null || echo 1)
 if [ "$rc" -eq 0 ]; then
   guest_network
-  disk_checksums
+  if ! commit_overlays >@WORK@/commit.log 2>&1; then
+    cat @WORK@/commit.log
+    rc=1
+  fi
 fi
 
 {
@@ -397,7 +433,8 @@ fi
   else
     grep -E '^i_(type|distro|osinfo|arch|major_version|minor_version|product_name|firmware) = ' "$log"
     if [ "$rc" -ne 0 ]; then
-      grep -F '"type": "error"' "$events" 2>/dev/null ||
+      grep -h '^conversion: ' @WORK@/commit.log 2>/dev/null ||
+        grep -F '"type": "error"' "$events" 2>/dev/null ||
         sed -n '/^virt-v2v-in-place: error: /,/^If reporting bugs/p' "$log" | grep -v '^If reporting bugs'
     fi
   fi
@@ -412,17 +449,19 @@ exit "$rc"
 `
 
 // convertScript is convertScriptTemplate with the pod's paths.
-var convertScript = convertScriptReplacer(conversionWorkDir, conversionConfigDir, corev1.TerminationMessagePathDefault).Replace(convertScriptTemplate)
+var convertScript = convertScriptReplacer(conversionWorkDir, conversionConfigDir, corev1.TerminationMessagePathDefault, toolPath).Replace(convertScriptTemplate)
 
-// maxConvertedChecksums is how many image files the conversion hashes: their
-// lines ("sha256 disk-N <bytes> <hex>", under 100 bytes each) come first in
-// the termination message, whose 4 KiB must keep room for the NICs, the
-// inspection and the warnings. The verification Job hashes the staged
-// images of the disks beyond, and those on block devices.
+// maxConvertedChecksums is how many disks the conversion hashes: their
+// lines ("tree disk-N <bytes> <root> <bytes>", about 100 bytes each) come
+// first in the termination message, whose 4 KiB must keep room for the
+// NICs, the inspection and the warnings. The verification Job reads the
+// disks beyond.
 const maxConvertedChecksums = 24
 
-// convertScriptReplacer fills convertScriptTemplate's placeholders.
-func convertScriptReplacer(work, config, term string) *strings.Replacer {
+// convertScriptReplacer fills convertScriptTemplate's placeholders: the
+// work directory, the ConfigMap's, the termination message file and
+// vm-transfer's path.
+func convertScriptReplacer(work, config, term, tool string) *strings.Replacer {
 	return strings.NewReplacer(
 		"@WORK@", work,
 		"@CONFIG@", config,
@@ -433,6 +472,9 @@ func convertScriptReplacer(work, config, term string) *strings.Replacer {
 		"@NETCONF@", NetworkConfKey,
 		"@NETSCRIPT@", GuestNetworkScriptKey,
 		"@MAXSUMS@", strconv.Itoa(maxConvertedChecksums),
+		"@OVERLAYS@", path.Join(work, path.Base(overlaysDir)),
+		"@DISKS@", DisksListKey,
+		"@TOOL@", tool,
 	)
 }
 
@@ -448,7 +490,11 @@ func RenderConversionConfigMap(m *v1alpha1.VirtualMachineMigration, attempt int3
 	if err != nil {
 		return nil, err
 	}
-	data := map[string]string{DomainXMLKey: string(dom), ConvertScriptKey: convertScript, AcceleratorScriptKey: acceleratorScript}
+	list, err := disksList(m, blockClaims)
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]string{DomainXMLKey: string(dom), ConvertScriptKey: convertScript, AcceleratorScriptKey: acceleratorScript, DisksListKey: list}
 	conf, err := networkConf(m)
 	if err == nil {
 		err = checkLineFields(NetworkConfKey, conf)
@@ -610,11 +656,15 @@ func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg
 	}
 	volumes, mounts, devices := conversionVolumes(m, attempt, blockClaims)
 	meta, podMeta := jobMeta(m, naming.ConversionJob(m.Name, attempt), v1alpha1.ComponentConversion)
+	if cfg.TransferImage == "" {
+		return nil, errors.New("no transfer image: the conversion takes vm-transfer from it")
+	}
 	return runOnce(meta, podMeta, timeout, corev1.PodSpec{
 		AutomountServiceAccountToken: ptr.To(false),
 		SecurityContext:              stagingPodSecurity(cfg, cfg.ConversionSeccompProfile),
 		ImagePullSecrets:             PullSecrets(m, cfg),
 		RuntimeClassName:             runtimeClass(cfg.ConversionRuntimeClass),
+		InitContainers:               []corev1.Container{toolsInitContainer(cfg)},
 		Containers: []corev1.Container{{
 			Name:                     ConversionContainer,
 			Image:                    image,
@@ -686,11 +736,13 @@ func conversionVolumes(m *v1alpha1.VirtualMachineMigration, attempt int32, block
 			LocalObjectReference: corev1.LocalObjectReference{Name: cmName}, DefaultMode: ptr.To[int32](0o444)}}},
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("1Gi"))}}},
 		{Name: "var-tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("8Gi"))}}},
+		toolsVolume(),
 	}
 	mounts := []corev1.VolumeMount{
 		{Name: "config", MountPath: conversionConfigDir, ReadOnly: true},
 		{Name: "tmp", MountPath: "/tmp"},
 		{Name: "var-tmp", MountPath: conversionWorkDir},
+		toolsMount(),
 	}
 	var devices []corev1.VolumeDevice
 	for i, d := range m.Status.Disks {

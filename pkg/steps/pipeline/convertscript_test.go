@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,7 +52,7 @@ func runConvertScriptWith(t *testing.T, binDir string, config map[string]string,
 	work := filepath.Join(dir, "work")
 	require.NoError(t, os.MkdirAll(work, 0o755), "making the pod's work directory")
 	term := filepath.Join(dir, "termination-log")
-	script := convertScriptReplacer(work, dir, term).Replace(convertScriptTemplate)
+	script := convertScriptReplacer(work, dir, term, testTool(t)).Replace(convertScriptTemplate)
 	scriptPath := filepath.Join(dir, ConvertScriptKey)
 	require.NoError(t, os.WriteFile(scriptPath, []byte(script), 0o755), "writing the conversion script")
 	argsFile := filepath.Join(dir, "args")
@@ -79,6 +80,44 @@ func (r scriptRun) observe() statemachine.JobObservation {
 	o := statemachine.JobObservation{Succeeded: r.exitCode == 0, Failed: r.exitCode != 0}
 	observeConversion(&o, r.termination, r.exitCode == 0)
 	return o
+}
+
+var (
+	toolOnce     sync.Once
+	testToolPath string
+	toolErr      error
+)
+
+// testTool is vm-transfer, built once for the tests that run the
+// conversion script (its tree-update and checksum).
+func testTool(t *testing.T) string {
+	t.Helper()
+	toolOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "vm-transfer-")
+		if err != nil {
+			toolErr = err
+			return
+		}
+		testToolPath = filepath.Join(dir, "vm-transfer")
+		out, err := exec.Command("go", "build", "-o", testToolPath, "platform.example/vm-migration/cmd/vm-transfer").CombinedOutput()
+		if err != nil {
+			toolErr = fmt.Errorf("building vm-transfer: %w: %s", err, out)
+		}
+	})
+	require.NoError(t, toolErr)
+	return testToolPath
+}
+
+// requireQemuImg skips a test that runs the conversion script over disks
+// where qemu-img, which makes and commits their overlays, is missing (make
+// test installs Debian's qemu-utils first).
+func requireQemuImg(t *testing.T) {
+	t.Helper()
+	for _, bin := range []string{"qemu-img", "qemu-io"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s is not installed (Debian package qemu-utils; make test installs it)", bin)
+		}
+	}
 }
 
 // fakeV2VBin is a directory whose virt-v2v-in-place is the test double.

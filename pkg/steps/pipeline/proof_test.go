@@ -146,7 +146,9 @@ func TestRenderProof(t *testing.T) {
 	assert.Equal(t, ptr.To("kvm"), cpod.RuntimeClassName, "the conversion pods' runtime class")
 	assert.Equal(t, "/bin/sh", cpod.Containers[0].Command[0])
 	assert.Contains(t, cpod.Containers[0].Command[2], ConversionSelfCheck)
-	assert.Len(t, cpod.Volumes, 2, "/tmp and /var/tmp")
+	assert.Len(t, cpod.Volumes, 3, "/tmp, /var/tmp and the tools")
+	require.Len(t, cpod.InitContainers, 1, "the proof runs the conversion pod's init container too: vm-transfer copied in")
+	assert.Equal(t, ToolsContainer, cpod.InitContainers[0].Name)
 
 	again, _, err := RenderProof(validating("web-02"), v1alpha1.ComponentTransfer, cfg)
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/blocktree"
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/transfer/wire"
 	"platform.example/vm-migration/pkg/untrusted"
@@ -107,10 +108,14 @@ func observeTransfer(o *statemachine.JobObservation, msg string, cm map[string]s
 		res, err = wire.ParseResult([]byte(cm[wire.ConfigMapKeyResult]))
 	}
 	if err == nil {
+		scheme := ""
+		if res.Scheme == blocktree.Scheme {
+			scheme = res.Scheme
+		}
 		for _, d := range res.Disks {
 			o.Results = append(o.Results, statemachine.DiskResult{Key: d.Key, Bytes: d.Bytes, SHA256: d.SHA256,
 				AllocatedOnly: d.AllocatedOnly, AllocatedBytes: d.AllocatedBytes, BytesRead: d.BytesRead,
-				FullCopyReason: truncate(oneLine(d.FullCopyReason), maxReason)})
+				FullCopyReason: truncate(oneLine(d.FullCopyReason), maxReason), Scheme: scheme})
 		}
 		if !res.Succeeded {
 			// The transfer's error may quote what vSphere said (a

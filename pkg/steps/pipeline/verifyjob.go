@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/blocktree"
 	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/transfer/wire"
@@ -152,6 +153,12 @@ func verifyContainer(cfg Config, i int, images []verifyImage) corev1.Container {
 		SecurityContext:          restrictedContainer(),
 	}
 	for _, img := range images {
+		if !img.block && img.disk.ChecksumScheme == blocktree.Scheme {
+			// The block tree beside the image names where it differs.
+			args = append(args, "--tree="+img.hashName()+"="+img.path()+TreeSuffix)
+		}
+	}
+	for _, img := range images {
 		args = append(args, fmt.Sprintf("%s=%s:%d", img.hashName(), img.path(), img.disk.CapacityBytes))
 		if img.block {
 			c.VolumeDevices = append(c.VolumeDevices, corev1.VolumeDevice{Name: img.volume(), DevicePath: img.path()})
@@ -205,6 +212,12 @@ func addHashResult(o *statemachine.JobObservation, msg string) []string {
 	for _, img := range res.Images {
 		kind, disk, _ := strings.Cut(img.Name, "/")
 		c := statemachine.ImageChecksum{Disk: disk, Staged: kind == imageStaged, Bytes: img.Bytes, Size: img.Size, SHA256: img.SHA256}
+		if isSHA256(img.StoredRoot) {
+			c.StoredRoot = img.StoredRoot
+			if r := img.FirstDifference; r != nil && r.Offset >= 0 && r.Length > 0 && r.Offset <= img.Bytes-r.Length {
+				c.FirstDifference = &statemachine.ByteRange{Offset: r.Offset, Length: r.Length}
+			}
+		}
 		if img.SHA256 == "" || !isSHA256(img.SHA256) {
 			c.SHA256, c.Error = "", orDefault(img.Error, "no checksum")
 			problems = append(problems, img.Name+": "+c.Error)

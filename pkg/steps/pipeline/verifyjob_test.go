@@ -67,10 +67,10 @@ func TestVerificationJobContainers(t *testing.T) {
 	job, err := RenderVerificationJob(m, 1, testConfig, nil)
 	require.NoError(t, err)
 	cs := job.Spec.Template.Spec.Containers
-	require.Len(t, cs, 2, "31 images: 24 and 7")
-	assert.Equal(t, []string{"verify", "verify-1"}, []string{cs[0].Name, cs[1].Name})
+	require.Len(t, cs, 3, "31 images: 12, 12 and 7")
+	assert.Equal(t, []string{"verify", "verify-1", "verify-2"}, []string{cs[0].Name, cs[1].Name, cs[2].Name})
 	assert.Len(t, cs[0].Args, 2+wire.MaxHashImages)
-	assert.Len(t, cs[1].Args, 2+7)
+	assert.Len(t, cs[2].Args, 2+7)
 	assert.Len(t, job.Spec.Template.Spec.Volumes, 31)
 }
 

@@ -11,7 +11,7 @@ IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
 CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test upstream test-unit test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-downtime bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi local-path coredns kubevirt kubevirt-node test-kubevirt fmt vet
+.PHONY: help build test upstream test-unit unit-deps test-fuzz bench-hash test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-downtime bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi local-path coredns kubevirt kubevirt-node test-kubevirt fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -22,15 +22,18 @@ build: ## build the controller and the transfer command into bin/
 test: ## everything CI runs: make verify first (it fails in minutes, before the long suites), then unit tests, alert rules, integration and end-to-end tests against a real API server, then the BIOS real-guest conversion
 	$(MAKE) verify
 	$(MAKE) -j4 --output-sync=target upstream
-	$(GO) test -count=1 ./...
+	$(MAKE) test-unit
 	$(MAKE) test-fuzz
 	$(MAKE) test-alerts
 	$(MAKE) test-integration
 	$(MAKE) test-e2e
 	$(MAKE) test-conversion GUESTS=bios FAILING_DISKS=0
 
-test-unit: ## unit tests only (no API server needed)
+test-unit: unit-deps ## unit tests only (no API server needed)
 	$(GO) test -count=1 ./...
+
+unit-deps: ## install, when missing, the Debian package the unit tests of the conversion script run (qemu-utils: qemu-img and qemu-io make, write and commit the disks' overlays; as root; the tests skip without it)
+	hack/install-debian-packages.sh qemu-utils
 
 test-fuzz: ## every Go fuzz target of the module (each func FuzzXxx, found anew on each run) for FUZZTIME each (default 10s; about 5 minutes in all): one line per target with its executions, then a summary (hack/fuzz.sh); a crasher is written to the package's testdata/fuzz/ and fails it
 	FUZZTIME=$(or $(FUZZTIME),10s) GO=$(GO) hack/fuzz.sh

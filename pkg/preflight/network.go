@@ -41,7 +41,12 @@ func (c *checker) guestNetwork() {
 	if len(c.inv.NICs) == 0 {
 		return
 	}
-	c.guestAddressRejected()
+	if c.guestAddressRejected() {
+		// VMware Tools did report addresses, refused: "reported no
+		// address" would contradict it, and nothing else of the guest's
+		// network matters to a migration that stops here.
+		return
+	}
 	toolsDown := c.inv.ToolsRunningStatus != "" && c.inv.ToolsRunningStatus != toolsRunning
 	if !c.inv.GuestNetworkReported() && (toolsDown || c.inv.PowerState == poweredOff) {
 		c.add(warning(ReasonGuestNetworkUnknown, fmt.Sprintf("VMware Tools reported no address of the VM's NICs (tools %s, VM %s): "+
@@ -69,18 +74,20 @@ func (c *checker) guestNetwork() {
 }
 
 // guestAddressRejected blocks a migration whose guest reported values of
-// its network the inventory refused: the guest's report decides what the
-// conversion configures (a Windows guest's static addresses) and what the
-// network identity check expects, and a report with a zone, control
-// characters or a prefix length no address has cannot be taken in part.
-func (c *checker) guestAddressRejected() {
+// its network the inventory refused (and reports whether it did): the
+// guest's report decides what the conversion configures (a Windows
+// guest's static addresses) and what the network identity check expects,
+// and a report with a zone, control characters or a prefix length no
+// address has cannot be taken in part.
+func (c *checker) guestAddressRejected() bool {
 	if len(c.inv.GuestNetworkRejected) == 0 {
-		return
+		return false
 	}
 	c.add(blocking(ReasonGuestAddressRejected, fmt.Sprintf("VMware Tools reported, from inside the guest, values of its network that are not IP addresses "+
 		"the migration could hand to the conversion: %s. None of them was kept, and the migration stops here with the source untouched. "+
 		"Check the guest (its network configuration, its VMware Tools) and correct what it reports, then create the migration again; "+
 		"a VM migrated powered off reports no addresses at all (GuestNetworkUnknown)", strings.Join(c.inv.GuestNetworkRejected, "; "))))
+	return true
 }
 
 // candidateIPs are a NIC's addresses that may be static.

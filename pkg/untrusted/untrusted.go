@@ -82,9 +82,9 @@ func InterfaceName(s string) error {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case c > '~':
-			return fmt.Errorf("holds a character beyond ASCII (byte %d), which no interface name has", i)
+			return fmt.Errorf("holds a character beyond ASCII at byte %d, which no interface name has", i)
 		case c == '%' || c == '/' || c == ':':
-			return fmt.Errorf("holds %q (byte %d), which no interface name has", c, i)
+			return fmt.Errorf("holds %q at byte %d, which no interface name has", c, i)
 		}
 	}
 	return nil
@@ -198,11 +198,11 @@ func scan(s string, refused func(rune) bool) error {
 	for i, r := range s {
 		if r == utf8.RuneError {
 			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
-				return fmt.Errorf("is not UTF-8 (byte %d)", i)
+				return fmt.Errorf("is not UTF-8 at byte %d", i)
 			}
 		}
 		if refused(r) {
-			return fmt.Errorf("holds %s (byte %d)", describe(r), i)
+			return fmt.Errorf("holds %s at byte %d", describe(r), i)
 		}
 	}
 	return nil
@@ -237,7 +237,7 @@ type Error struct {
 	What string
 	// Value is the value as it came.
 	Value string
-	// Problem says why it was refused: "holds a newline (byte 13)".
+	// Problem says why it was refused: "holds a newline at byte 13".
 	Problem error
 }
 

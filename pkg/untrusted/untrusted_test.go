@@ -18,17 +18,17 @@ func TestField(t *testing.T) {
 		"an interface name":   {"ens192", ""},
 		"non-ASCII letters":   {"größe", ""},
 		"empty":               {"", "is empty"},
-		"a newline":           {"2001:db8::7%x\n--root=/dev/sdb9", "holds a newline (byte 13)"},
-		"a space":             {"10.0.0.1 -x", "holds a space (byte 8)"},
-		"a tab":               {"a\tb", "holds a tab (byte 1)"},
-		"a carriage return":   {"a\rb", "holds a carriage return (byte 1)"},
-		"an escape":           {"eth0\x1b[2J", "holds a control character (U+001B) (byte 4)"},
-		"a NUL":               {"eth0\x00", "holds a control character (U+0000) (byte 4)"},
-		"a no-break space":    {"a\u00a0b", "holds whitespace (U+00A0) (byte 1)"},
-		"a line separator":    {"a\u2028b", "holds a line separator (U+2028) (byte 1)"},
-		"a bidi override":     {"a\u202eb", "holds an invisible format character (U+202E) (byte 1)"},
-		"a zero-width joiner": {"a\u200db", "holds an invisible format character (U+200D) (byte 1)"},
-		"not UTF-8":           {"a\xffb", "is not UTF-8 (byte 1)"},
+		"a newline":           {"2001:db8::7%x\n--root=/dev/sdb9", "holds a newline at byte 13"},
+		"a space":             {"10.0.0.1 -x", "holds a space at byte 8"},
+		"a tab":               {"a\tb", "holds a tab at byte 1"},
+		"a carriage return":   {"a\rb", "holds a carriage return at byte 1"},
+		"an escape":           {"eth0\x1b[2J", "holds a control character (U+001B) at byte 4"},
+		"a NUL":               {"eth0\x00", "holds a control character (U+0000) at byte 4"},
+		"a no-break space":    {"a\u00a0b", "holds whitespace (U+00A0) at byte 1"},
+		"a line separator":    {"a\u2028b", "holds a line separator (U+2028) at byte 1"},
+		"a bidi override":     {"a\u202eb", "holds an invisible format character (U+202E) at byte 1"},
+		"a zero-width joiner": {"a\u200db", "holds an invisible format character (U+200D) at byte 1"},
+		"not UTF-8":           {"a\xffb", "is not UTF-8 at byte 1"},
 		"too long":            {strings.Repeat("a", 33), "is 33 bytes long, more than 32"},
 	}
 	for name, tc := range tests {
@@ -48,11 +48,11 @@ func TestText(t *testing.T) {
 		assert.NoError(t, Text(ok, 80), "%q", ok)
 	}
 	for value, want := range map[string]string{
-		"web\n01":               "holds a newline (byte 3)",
-		"web\u2029":             "holds a line separator (U+2029) (byte 3)",
-		"\x1b]0;owned\x07":      "holds a control character (U+001B) (byte 0)",
-		"a\u2066b":              "holds an invisible format character (U+2066) (byte 1)",
-		"\xc3":                  "is not UTF-8 (byte 0)",
+		"web\n01":               "holds a newline at byte 3",
+		"web\u2029":             "holds a line separator (U+2029) at byte 3",
+		"\x1b]0;owned\x07":      "holds a control character (U+001B) at byte 0",
+		"a\u2066b":              "holds an invisible format character (U+2066) at byte 1",
+		"\xc3":                  "is not UTF-8 at byte 0",
 		strings.Repeat("a", 81): "is 81 bytes long, more than 80",
 	} {
 		assert.EqualError(t, Text(value, 80), want, "%q", value)
@@ -73,13 +73,13 @@ func TestAddr(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]string{
-		"2001:db8::7%x\n--root=/dev/sdb9": "holds a newline (byte 13)",
+		"2001:db8::7%x\n--root=/dev/sdb9": "holds a newline at byte 13",
 		"fe80::1%eth0":                    "has a zone (%eth0)",
 		"fe80::1%12":                      "has a zone (%12)",
 		"192.168.10.21/24":                "is not an IP address",
 		"10.0.0.1,10.0.0.2":               "is not an IP address",
 		"":                                "is empty",
-		" 10.0.0.1":                       "holds a space (byte 0)",
+		" 10.0.0.1":                       "holds a space at byte 0",
 		strings.Repeat("1", 65):           "is 65 bytes long, more than 64",
 	} {
 		_, err := Addr(in)
@@ -167,7 +167,7 @@ func TestRefuse(t *testing.T) {
 	assert.NoError(t, Refuse("the guest's address", "10.0.0.1", nil))
 	_, problem := Addr("2001:db8::7%x\n-x")
 	err := Refuse("the guest's address of Network adapter 1", "2001:db8::7%x\n-x", problem)
-	assert.EqualError(t, err, `the guest's address of Network adapter 1 "2001:db8::7%x\n-x" holds a newline (byte 13)`)
+	assert.EqualError(t, err, `the guest's address of Network adapter 1 "2001:db8::7%x\n-x" holds a newline at byte 13`)
 	var e *Error
 	assert.True(t, errors.As(err, &e))
 	assert.NotContains(t, err.Error(), "\n")
@@ -181,11 +181,11 @@ func TestInterfaceName(t *testing.T) {
 		"":                 "is empty",
 		"abcdefghijklmnop": "is 16 bytes long, more than 15",
 		"..":               "is not a name",
-		"../etc":           "holds '/' (byte 2), which no interface name has",
-		"eth0:1":           "holds ':' (byte 4), which no interface name has",
-		"eth%d":            "holds '%' (byte 3), which no interface name has",
-		"eth\x1b":          "holds a control character (U+001B) (byte 3)",
-		"größe":            "holds a character beyond ASCII (byte 2), which no interface name has",
+		"../etc":           "holds '/' at byte 2, which no interface name has",
+		"eth0:1":           "holds ':' at byte 4, which no interface name has",
+		"eth%d":            "holds '%' at byte 3, which no interface name has",
+		"eth\x1b":          "holds a control character (U+001B) at byte 3",
+		"größe":            "holds a character beyond ASCII at byte 2, which no interface name has",
 	} {
 		assert.EqualError(t, InterfaceName(name), want, "%q", name)
 	}

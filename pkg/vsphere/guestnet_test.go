@@ -173,11 +173,11 @@ func TestInventoryRefusesMalformedGuestNetwork(t *testing.T) {
 	}, inv.NICs[0].Guest, "only addresses, in their canonical form, without zones")
 	nic := "guest.net[0] (" + inv.NICs[0].Label + ")"
 	assert.Equal(t, []string{
-		`guest.ipStack[0] default gateway "2001:db8::1%x\n-O /etc/shadow" holds a newline (byte 13)`,
-		nic + ` address "2001:db8::7%x\n--root=/dev/sdb9" holds a newline (byte 13)`,
+		`guest.ipStack[0] default gateway "2001:db8::1%x\n-O /etc/shadow" holds a newline at byte 13`,
+		nic + ` address "2001:db8::7%x\n--root=/dev/sdb9" holds a newline at byte 13`,
 		nic + ` address "fe80::1%eth0" has a zone (%eth0)`,
 		nic + ` address "192.168.12.21/200" has prefix length 200, not within the 32 bits of the address`,
-		nic + ` DNS server "192.168.12.3\n-x" holds a newline (byte 12)`,
+		nic + ` DNS server "192.168.12.3\n-x" holds a newline at byte 12`,
 	}, inv.GuestNetworkRejected, "every value refused is recorded, quoted, for preflight to refuse the migration")
 	for _, r := range inv.GuestNetworkRejected {
 		assert.NotContains(t, r, "\n", "a refused value is quoted, never repeated")

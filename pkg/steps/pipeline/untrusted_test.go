@@ -128,9 +128,9 @@ func TestCheckLineFields(t *testing.T) {
 	assert.EqualError(t, checkLineFields(NetworkConfKey, "mode pin\nnic 00:50:56:aa:bb:01  ens192\n"),
 		`a field of line 2 of network.conf "" is empty`, "two spaces make an empty field")
 	assert.EqualError(t, checkLineFields(NetworkConfKey, "mode pin\nnic 00:50:56:aa:bb:01 a\tb ens192\n"),
-		`a field of line 2 of network.conf "a\tb" holds a tab (byte 1)`)
+		`a field of line 2 of network.conf "a\tb" holds a tab at byte 1`)
 	assert.EqualError(t, checkArguments([]string{"--mac=00:50:56:9a:01:02:ip:10.0.0.1", "--mac=x\n-x"}),
-		`virt-v2v argument 2 "--mac=x\n-x" holds a newline (byte 7)`)
+		`virt-v2v argument 2 "--mac=x\n-x" holds a newline at byte 7`)
 }
 
 // TestGuestNetworkAnswerIsBounded: the "nic" lines of the conversion's

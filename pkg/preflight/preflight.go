@@ -134,6 +134,7 @@ func Check(spec *v1alpha1.VirtualMachineMigrationSpec, inv *v1alpha1.SourceInven
 		c.storageMapping,
 		c.storageClasses,
 		c.storageProfiles,
+		c.storageModes,
 		c.unusedStorageMappings,
 		c.targetName,
 		c.childNames,

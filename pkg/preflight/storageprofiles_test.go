@@ -48,3 +48,48 @@ func TestStorageProfiles(t *testing.T) {
 		},
 	})
 }
+
+// TestStorageModes (issue 46 item 9, issue 49): a mapping that asks a
+// class for a volume mode or access modes its CDI StorageProfile lists in
+// none of its sets is refused before the stop (Block on local-path, whose
+// claims stayed Pending with the source off for half an hour), in the
+// profile's words; what the mapping leaves open is the profile's first
+// set's.
+func TestStorageModes(t *testing.T) {
+	block, fs := corev1.PersistentVolumeBlock, corev1.PersistentVolumeFilesystem
+	rwo, rwx := corev1.ReadWriteOnce, corev1.ReadWriteMany
+	localPath := StorageProfileFact{Provisioner: "rancher.io/local-path", ClaimPropertySets: 1, AccessModes: []corev1.PersistentVolumeAccessMode{rwo}, VolumeMode: &fs,
+		Sets: []ClaimProperties{{AccessModes: []corev1.PersistentVolumeAccessMode{rwo}, VolumeMode: &fs}}}
+	ceph := StorageProfileFact{Provisioner: "rbd.csi.ceph.com", ClaimPropertySets: 2, AccessModes: []corev1.PersistentVolumeAccessMode{rwx}, VolumeMode: &block,
+		Sets: []ClaimProperties{{AccessModes: []corev1.PersistentVolumeAccessMode{rwx}, VolumeMode: &block}, {AccessModes: []corev1.PersistentVolumeAccessMode{rwo}, VolumeMode: &fs}}}
+	class := func(name string, p StorageProfileFact) func(*ClusterFacts) {
+		return func(c *ClusterFacts) { c.StorageProfiles = map[string]StorageProfileFact{name: p} }
+	}
+	mapping := func(mode *corev1.PersistentVolumeMode, modes ...corev1.PersistentVolumeAccessMode) func(*v1alpha1.VirtualMachineMigrationSpec) {
+		return func(s *v1alpha1.VirtualMachineMigrationSpec) {
+			s.Target.Storage.Default.VolumeMode, s.Target.Storage.Default.AccessModes = mode, modes
+		}
+	}
+	runCheckCases(t, map[string]checkCase{
+		"Block on local-path: refused before the stop, in the profile's words": {
+			mods: mods{cluster: class("fast", localPath), spec: mapping(&block)},
+			want: []want{
+				{ReasonStorageModeUnsupported, v1alpha1.SeverityBlocking, []string{"disk 2000 (spec.target.storage.default) asks storage class fast for a Block volume with access ReadWriteOnce",
+					"it lists Filesystem ReadWriteOnce; provisioner rancher.io/local-path", "would stay Pending once the source is stopped"}},
+				{ReasonStorageModeUnsupported, v1alpha1.SeverityBlocking, []string{"disk 2001"}},
+			},
+		},
+		"Filesystem on local-path": {mods: mods{cluster: class("fast", localPath), spec: mapping(&fs, rwo)}},
+		"ReadWriteMany on local-path: refused": {
+			mods: mods{cluster: class("fast", localPath), spec: mapping(nil, rwx)},
+			want: []want{
+				{ReasonStorageModeUnsupported, v1alpha1.SeverityBlocking, []string{"a Filesystem volume with access ReadWriteMany"}},
+				{ReasonStorageModeUnsupported, v1alpha1.SeverityBlocking, []string{"disk 2001"}},
+			},
+		},
+		"Block on a class whose second set offers it":        {mods: mods{cluster: class("fast", ceph), spec: mapping(&block, rwx)}},
+		"Filesystem ReadWriteOnce on the second set as well": {mods: mods{cluster: class("fast", ceph), spec: mapping(&fs, rwo)}},
+		"nothing asked: the profile's defaults, not judged":  {mods: mods{cluster: class("fast", localPath)}},
+		"profiles not read: not judged":                      {mods: mods{spec: mapping(&block)}},
+	})
+}

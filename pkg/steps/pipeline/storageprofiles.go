@@ -57,6 +57,9 @@ func (s *Step) StorageProfiles(ctx context.Context) (map[string]preflight.Storag
 			if len(sets) > 0 {
 				fact.AccessModes, fact.VolumeMode = slices.Clone(sets[0].AccessModes), sets[0].VolumeMode
 			}
+			for _, set := range sets {
+				fact.Sets = append(fact.Sets, preflight.ClaimProperties{AccessModes: slices.Clone(set.AccessModes), VolumeMode: set.VolumeMode})
+			}
 			if p.Status.Provisioner != nil {
 				fact.Provisioner = *p.Status.Provisioner
 			}

@@ -88,7 +88,9 @@ func TestStorageProfiles(t *testing.T) {
 	got, err := f.step.StorageProfiles(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, map[string]preflight.StorageProfileFact{
-		"fast": {Provisioner: "csi.example.com", ClaimPropertySets: 1, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}, "local-path": {Provisioner: "rancher.io/local-path"},
+		"fast": {Provisioner: "csi.example.com", ClaimPropertySets: 1, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Sets: []preflight.ClaimProperties{{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}}}},
+		"local-path": {Provisioner: "rancher.io/local-path"},
 	}, got)
 
 	// An admin fills the profile: read again once a minute, for every

@@ -101,7 +101,8 @@ func writeRuns(f *os.File, h hash.Hash, runs [][2]int64, size int64, seed uint64
 // placeThin lays out disk i of a VM as a thin disk: its text descriptor
 // through the upload API, its flat extent written sparse straight into
 // the datastore's directory (uploading it would fill its holes). It
-// returns the disk's SHA-256.
+// returns the root of the disk's block tree (the checksum the transfer
+// reports; FileRoot).
 func (s *Server) placeThin(ctx context.Context, ds *object.Datastore, vm string, i int, d DiskSpec) (string, error) {
 	var props mo.Datastore
 	if err := ds.Properties(ctx, ds.Reference(), []string{"summary.url"}, &props); err != nil {
@@ -115,6 +116,8 @@ func (s *Server) placeThin(ctx context.Context, ds *object.Datastore, vm string,
 	if err := os.Remove(extent); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
-	sum, _, err := WriteThinExtent(extent, d.SizeBytes, d.Seed, d.AllocatedPercent)
-	return sum, err
+	if _, _, err := WriteThinExtent(extent, d.SizeBytes, d.Seed, d.AllocatedPercent); err != nil {
+		return "", err
+	}
+	return FileRoot(extent)
 }

@@ -120,3 +120,26 @@ func TestCompletedProofWhosePodIsGone(t *testing.T) {
 	assert.Nil(t, obs.Proofs[0].Result, "a pod that ran and failed, gone: its words are lost too")
 	assert.NotNil(t, obs.Proofs[0].Stale)
 }
+
+// TestInitContainerDoesNotStartThePod: the conversion pod's init
+// container (vm-transfer copied in) ends before the main container's
+// image is pulled; a pull that cannot succeed is a start problem all the
+// same, and a proof of an image not on the node fails at once, not at its
+// deadline.
+func TestInitContainerDoesNotStartThePod(t *testing.T) {
+	job := proofJob(t, v1alpha1.ComponentConversion)
+	p := proofPodIn(job, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull",
+		Message: `Container image "x:1" is not present with pull policy of Never`}})
+	p.Status.Phase = corev1.PodPending
+	p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: ToolsContainer,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}
+	got := StartProblem(&p)
+	if assert.NotNil(t, got, "a start problem though the init container ran") {
+		assert.Equal(t, "ErrImageNeverPull", got.Reason)
+	}
+	res, _ := ProofOutcome(v1alpha1.ComponentConversion, job, []corev1.Pod{p}, t0.Add(2*time.Second), DefaultProofTimeout)
+	if assert.NotNil(t, res) {
+		assert.Equal(t, v1alpha1.ProofFailed, res.Result)
+		assert.Equal(t, "ErrImageNeverPull", res.Reason)
+	}
+}

@@ -57,11 +57,14 @@ func StartProblem(pod *corev1.Pod) *statemachine.PodStartProblem {
 }
 
 // podStarted says whether a container of the pod ran, or the pod ended.
+// Init containers do not count: the conversion pod's copies vm-transfer
+// in and ends, and its main container may still wait on an image it
+// cannot pull.
 func podStarted(pod *corev1.Pod) bool {
 	if podTerminated(pod) {
 		return true
 	}
-	for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
+	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
 			return true
 		}

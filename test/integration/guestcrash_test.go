@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/simulator"
 	vimtypes "github.com/vmware/govmomi/vim25/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,20 +37,10 @@ var (
 // Tools in its guest would, the address addr on its first NIC.
 func (w *walkEnv) reportGuestAddressOf(vmName, addr string) {
 	w.t.Helper()
-	var sim *simulator.VirtualMachine
-	for _, o := range w.model.Map().All("VirtualMachine") {
-		if vm := o.(*simulator.VirtualMachine); vm.Name == vmName {
-			sim = vm
-		}
-	}
-	require.NotNil(w.t, sim, "the simulator's VM %s", vmName)
-	cards := object.VirtualDeviceList(sim.Config.Hardware.Device).SelectByType((*vimtypes.VirtualEthernetCard)(nil))
-	require.NotEmpty(w.t, cards, "the VM has a NIC")
-	card := cards[0].(vimtypes.BaseVirtualEthernetCard).GetVirtualEthernetCard()
+	sim, card := w.firstNIC(vmName)
 	net := []vimtypes.GuestNicInfo{{MacAddress: card.MacAddress, DeviceConfigId: card.Key, Connected: true, IpAddress: []string{addr},
 		IpConfig: &vimtypes.NetIpConfigInfo{IpAddress: []vimtypes.NetIpConfigInfoIpAddress{{IpAddress: addr, PrefixLength: 24}}}}}
-	ctx := &simulator.Context{Context: context.Background(), Map: w.model.Map()}
-	ctx.WithLock(sim, func() { ctx.Update(sim, []vimtypes.PropertyChange{{Name: "guest.net", Val: net}}) })
+	w.updateGuest(sim, []vimtypes.PropertyChange{{Name: "guest.net", Val: net}})
 }
 
 // getNamed reads the migration name of the test's namespace.

@@ -31,26 +31,35 @@ import (
 // and the default route through it; it returns that NIC's MAC.
 func (w *walkEnv) reportGuestNetwork() string {
 	w.t.Helper()
-	var sim *simulator.VirtualMachine
-	for _, o := range w.model.Map().All("VirtualMachine") {
-		if vm := o.(*simulator.VirtualMachine); vm.Name == walkSourceVM {
-			sim = vm
-		}
-	}
-	require.NotNil(w.t, sim, "the simulator's VM %s", walkSourceVM)
-	cards := object.VirtualDeviceList(sim.Config.Hardware.Device).SelectByType((*vimtypes.VirtualEthernetCard)(nil))
-	require.NotEmpty(w.t, cards, "the VM has a NIC")
-	card := cards[0].(vimtypes.BaseVirtualEthernetCard).GetVirtualEthernetCard()
+	sim, card := w.firstNIC(walkSourceVM)
 	net := []vimtypes.GuestNicInfo{{MacAddress: card.MacAddress, DeviceConfigId: card.Key, Connected: true,
 		IpAddress: []string{"192.168.10.21"}, IpConfig: &vimtypes.NetIpConfigInfo{IpAddress: []vimtypes.NetIpConfigInfoIpAddress{
 			{IpAddress: "192.168.10.21", PrefixLength: 24}}}}}
 	stack := []vimtypes.GuestStackInfo{{IpRouteConfig: &vimtypes.NetIpRouteConfigInfo{IpRoute: []vimtypes.NetIpRouteConfigInfoIpRoute{
 		{Network: "0.0.0.0", Gateway: vimtypes.NetIpRouteConfigInfoGateway{IpAddress: "192.168.10.1", Device: "0"}}}}}}
-	ctx := &simulator.Context{Context: context.Background(), Map: w.model.Map()}
-	ctx.WithLock(sim, func() {
-		ctx.Update(sim, []vimtypes.PropertyChange{{Name: "guest.net", Val: net}, {Name: "guest.ipStack", Val: stack}})
-	})
+	w.updateGuest(sim, []vimtypes.PropertyChange{{Name: "guest.net", Val: net}, {Name: "guest.ipStack", Val: stack}})
 	return card.MacAddress
+}
+
+// firstNIC is the simulator's VM vmName and its first NIC.
+func (w *walkEnv) firstNIC(vmName string) (*simulator.VirtualMachine, *vimtypes.VirtualEthernetCard) {
+	w.t.Helper()
+	var sim *simulator.VirtualMachine
+	for _, o := range w.model.Map().All("VirtualMachine") {
+		if vm := o.(*simulator.VirtualMachine); vm.Name == vmName {
+			sim = vm
+		}
+	}
+	require.NotNil(w.t, sim, "the simulator's VM %s", vmName)
+	cards := object.VirtualDeviceList(sim.Config.Hardware.Device).SelectByType((*vimtypes.VirtualEthernetCard)(nil))
+	require.NotEmpty(w.t, cards, "the VM has a NIC")
+	return sim, cards[0].(vimtypes.BaseVirtualEthernetCard).GetVirtualEthernetCard()
+}
+
+// updateGuest changes what the simulator's VM reports of its guest.
+func (w *walkEnv) updateGuest(sim *simulator.VirtualMachine, changes []vimtypes.PropertyChange) {
+	ctx := &simulator.Context{Context: context.Background(), Map: w.model.Map()}
+	ctx.WithLock(sim, func() { ctx.Update(sim, changes) })
 }
 
 // TestNetworkIdentityAgainstAPIServer: the controller, against the real

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,13 +100,16 @@ func jobTitle(m *v1alpha1.VirtualMachineMigration, name string) string {
 
 // waitsFor says, short, what the migration waits for, in the controller's
 // words: the pod that has not started, the wait of waiting, else what the
-// controller works on (the Progressing message); "" once it ended.
+// controller works on (the Progressing message); "" once it ended. It is
+// cut after a whole word, ending "..." (naming.Summarize); the reason a
+// pod has not started stays whole: a long Job name is shortened in the
+// middle to make room for it.
 func waitsFor(m *v1alpha1.VirtualMachineMigration) string {
 	if isTerminal(m) && m.DeletionTimestamp == nil {
 		return ""
 	}
 	if w := m.Status.PodWaiting; w != nil && m.DeletionTimestamp == nil {
-		return naming.Summarize(fmt.Sprintf("pod of job %s: %s", w.Job, w.Reason))
+		return podWaitsFor(w)
 	}
 	if _, message, ok := waiting(m); ok {
 		return naming.Summarize(message)
@@ -114,6 +118,20 @@ func waitsFor(m *v1alpha1.VirtualMachineMigration) string {
 		return naming.Summarize(c.Message)
 	}
 	return ""
+}
+
+// podWaitsFor is WAITING FOR of a pod that has not started: "pod of job
+// JOB: REASON", the Job's name shortened in the middle (naming.Shorten)
+// when the whole would be longer than naming.MaxSummary.
+func podWaitsFor(w *v1alpha1.PodWaiting) string {
+	const head, sep = "pod of job ", ": "
+	reason := clean(w.Reason)
+	room := naming.MaxSummary - len(head) - len(sep) - utf8.RuneCountInString(reason)
+	job := w.Job
+	if room >= 12 {
+		job = naming.Shorten(job, room)
+	}
+	return naming.Summarize(head + job + sep + reason)
 }
 
 // isStalled reports whether the migration is running and Stalled.

@@ -24,8 +24,9 @@
 #      must fail (TestRealGuestBlankDisk).
 #
 # It prints, per guest, one line
-#   real guest: firmware=<bios|efi> os=<distro> <version> converted=<s>s booted=<s>s accel=<kvm|tcg> network=<preserved|lost|unknown> chain=<verified|broken|unknown>
-# (accel is the launcher's; network and chain are unknown while the
+#   real guest: firmware=<bios|efi> os=<distro> <version> converted=<s>s booted=<s>s accel=<kvm|tcg> network=<preserved|lost|unknown> chain=<verified|broken|unknown> rehashed=<disk>=<MiB>MiB/<%>,...
+# (rehashed: what the conversion read again for each disk's converted
+# checksum, the blocks it wrote; accel is the launcher's; network and chain are unknown while the
 # controller sets no NetworkIdentityPreserved condition and records no
 # checksum chain)
 # and exits non-zero if any step failed or was simulated. GUESTS=bios

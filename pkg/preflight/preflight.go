@@ -74,9 +74,19 @@ type ClusterFacts struct {
 	// TargetNameTaken says a VirtualMachine named TargetName already exists
 	// in the namespace and does not belong to this migration.
 	TargetNameTaken bool
+	// TargetMadeBy names the migration (namespace/name) that made the
+	// VirtualMachine holding the target name, when one did: it holds
+	// migrated data.
+	TargetMadeBy string
 	// TakenNames lists, as "Kind/name", the other objects the migration
 	// would create that already exist and are not its own.
 	TakenNames []string
+	// TakenMigrated says some of TakenNames were made by a migration
+	// (another's, or one deleted since): they hold migrated data.
+	TakenMigrated bool
+	// SourceCopies are the VirtualMachines migrations made from the same
+	// source VM, in the namespaces the controller watches.
+	SourceCopies []v1alpha1.MigratedCopy
 	// AllowedConversionImages are the patterns (path.Match, e.g.
 	// "registry.example.com/v2v/*") a migration's own conversion image must
 	// match; the default image is always allowed.

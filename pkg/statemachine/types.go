@@ -127,6 +127,11 @@ type Observation struct {
 	// migrates the same source VM or creates the same target VM (Validating
 	// only, once the inventory is read).
 	Claims ClaimObservation
+	// SourceCopies are the VirtualMachines other migrations made from the
+	// same source VM, in the namespaces the controller watches (Validating
+	// only, once the inventory is read): by its instance UUID, or, on a VM
+	// handed over by an earlier version, its BIOS UUID and server.
+	SourceCopies []v1alpha1.MigratedCopy
 	// Children lists the migration's children that exist, by kind.
 	Children Children
 	// TransferJob is the Job named in status.transfer, nil if absent.

@@ -78,6 +78,9 @@ const (
 	MaxSHA256 = 64
 	// MaxConditionMessage is metav1.Condition's own bound of its message.
 	MaxConditionMessage = 32768
+	// MaxObjectName bounds the name or namespace of an object the
+	// cluster holds (a DNS-1123 subdomain at most).
+	MaxObjectName = 253
 )
 
 // Bounds of the lists a source VM fills; the inventory refuses a VM
@@ -115,6 +118,7 @@ func (st *VirtualMachineMigrationStatus) Bound() {
 	}
 	st.Conversion.bound()
 	st.Target.bound()
+	st.AlreadyMigrated.bound()
 	for i := range st.Evidence {
 		cut(&st.Evidence[i].Observed, MaxMessage)
 	}
@@ -280,3 +284,15 @@ func (t *TargetStatus) bound() {
 
 // cut cuts *s to max bytes, marking the cut.
 func cut(s *string, max int) { *s = untrusted.Cut(*s, max) }
+
+// bound cuts what a found VirtualMachine's metadata said of it.
+func (c *MigratedCopy) bound() {
+	if c == nil {
+		return
+	}
+	cut(&c.Namespace, MaxObjectName)
+	cut(&c.Name, MaxObjectName)
+	cut(&c.MigratedBy, MaxShortMessage)
+	cut(&c.Outcome, MaxWord)
+	cut(&c.Identity, MaxShortMessage)
+}

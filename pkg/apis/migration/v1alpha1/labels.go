@@ -27,15 +27,35 @@ const (
 	// so a user who may create migrations cannot make the controller send
 	// an unrelated Secret of the namespace to a host of their choosing.
 	LabelVSphereCredentials = "migration.platform.example/vsphere-credentials"
-	// AnnotationSourceVM, AnnotationSourceUUID and AnnotationSourceServer
-	// tie the migrated VirtualMachine back to its source.
-	AnnotationSourceVM     = "migration.platform.example/source-vm"
-	AnnotationSourceUUID   = "migration.platform.example/source-bios-uuid"
-	AnnotationSourceServer = "migration.platform.example/source-server"
+	// AnnotationSourceVM, AnnotationSourceUUID, AnnotationSourceInstanceUUID
+	// and AnnotationSourceServer tie the migrated VirtualMachine back to
+	// its source: its name, its BIOS UUID, its vCenter instance UUID (the
+	// identity a migration of the same source is found by) and its
+	// server's UUID.
+	AnnotationSourceVM           = "migration.platform.example/source-vm"
+	AnnotationSourceUUID         = "migration.platform.example/source-bios-uuid"
+	AnnotationSourceInstanceUUID = "migration.platform.example/source-instance-uuid"
+	AnnotationSourceServer       = "migration.platform.example/source-server"
 	// AnnotationMigratedBy names the migration (namespace/name) a target
 	// VM, its DataVolumes and their claims came from, once the migration
 	// was deleted and they were handed over, its labels removed.
 	AnnotationMigratedBy = "migration.platform.example/migrated-by"
+	// AnnotationOutcome says, beside AnnotationMigratedBy, how that
+	// migration ended: OutcomeSucceeded, OutcomeFailed (a target kept
+	// because it had been started) or OutcomeCancelled (deleted before
+	// it ended, its started target kept). A VM handed over by an earlier
+	// version of the controller has none.
+	AnnotationOutcome = "migration.platform.example/outcome"
+)
+
+// Values of AnnotationOutcome (and of MigratedCopy.Outcome).
+const (
+	OutcomeSucceeded = "Succeeded"
+	OutcomeFailed    = "Failed"
+	OutcomeCancelled = "Cancelled"
+	// OutcomeInProgress: the migration that made the VM still runs (its
+	// labels are still on the VM). Never an annotation's value.
+	OutcomeInProgress = "InProgress"
 )
 
 // Values of LabelComponent: which step made a child.

@@ -132,6 +132,14 @@ type VirtualMachineMigrationStatus struct {
 	// Target references the created VirtualMachine.
 	// +optional
 	Target *TargetStatus `json:"target,omitempty"`
+	// AlreadyMigrated is set when the migration found its target
+	// VirtualMachine already there, made from the same source VM by an
+	// earlier migration that succeeded (a manifest applied again, by a
+	// GitOps tool after its time to live deleted it): the migration then
+	// ended Succeeded at once with reason AlreadyMigrated, having touched
+	// nothing. Its time to live does not delete it.
+	// +optional
+	AlreadyMigrated *MigratedCopy `json:"alreadyMigrated,omitempty"`
 	// Downtime is the outage the migration caused: from the source VM
 	// seen powered off (by the controller's request) to the target VM
 	// seen running, or to the source seen back on after a failure or a
@@ -962,6 +970,37 @@ type InterfacePin struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Message string `json:"message,omitempty"`
+}
+
+// MigratedCopy is a VirtualMachine that a migration made from a source
+// VM, as the controller found it: in a namespace it watches, carrying
+// the source's identity (AnnotationSourceInstanceUUID, or for a VM
+// handed over by an earlier version, its BIOS UUID and server) and the
+// mark of the migration that made it (its labels, or
+// AnnotationMigratedBy).
+type MigratedCopy struct {
+	// Namespace of the VirtualMachine.
+	// +kubebuilder:validation:MaxLength=253
+	Namespace string `json:"namespace"`
+	// Name of the VirtualMachine.
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// MigratedBy names the migration that made it (namespace/name), as
+	// the VirtualMachine says.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	MigratedBy string `json:"migratedBy,omitempty"`
+	// Outcome is how that migration ended, as far as the VirtualMachine
+	// or the migration says: Succeeded, Failed, Cancelled, InProgress;
+	// empty when unknown (handed over by an earlier version).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Outcome string `json:"outcome,omitempty"`
+	// Identity is what of the source VM it carries, for a person: its
+	// instance UUID, or its BIOS UUID and server.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Identity string `json:"identity,omitempty"`
 }
 
 // TargetStatus references the created VirtualMachine.

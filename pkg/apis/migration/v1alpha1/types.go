@@ -177,6 +177,20 @@ type TargetSpec struct {
 	// +optional
 	// +kubebuilder:default=true
 	PreserveMACAddresses *bool `json:"preserveMACAddresses,omitempty"`
+	// SecondCopy says that a second copy of a source VM already migrated
+	// is wanted. A migration whose source VM is already the source of a
+	// VirtualMachine a migration made (it carries the source's instance
+	// UUID), in any namespace the controller watches, is refused before
+	// anything is touched (SourceAlreadyMigrated): two copies would run
+	// with the same MAC addresses on the same networks. With SecondCopy
+	// the migration goes ahead, and the copy's interfaces get new MAC
+	// addresses whatever preserveMACAddresses says (so preserveStaticIPs,
+	// which needs the source MACs, cannot keep the guest's interface
+	// names either); a preflight warning says so. The guest keeps its own
+	// network configuration: check it before the copy joins the source's
+	// networks.
+	// +optional
+	SecondCopy bool `json:"secondCopy,omitempty"`
 	// PreserveStaticIPs keeps each NIC's network identity in the guest:
 	// the conversion pins every source MAC address to the interface name
 	// the guest gave it on VMware (a systemd .link file for Linux guests,

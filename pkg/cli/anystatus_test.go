@@ -122,11 +122,11 @@ func TestViewsTakeAnyStatus(t *testing.T) {
 					if err := printPlanRecord(w, m); err != nil {
 						return err
 					}
-					return printPlanSummary(w, m, nil, "", downtimeEstimate(m, others))
+					return printPlanSummary(w, m, nil, "", downtimeEstimate(m, others, nil))
 				case m.Status.DryRun != nil:
 					return printDryRun(w, m)
 				}
-				_, err := w.WriteString(downtimeEstimate(m, others))
+				_, err := w.WriteString(downtimeEstimate(m, others, nil))
 				return err
 			},
 		}

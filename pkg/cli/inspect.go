@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
@@ -116,13 +117,16 @@ func (o *planOptions) run(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("reading the plan ConfigMap %s: %w", m.Status.Plan.ConfigMapName, err)
 	}
-	return o.print(m, cm, o.downtimeEstimate(ctx, clients, m))
+	return o.print(m, cm, func(objects []*unstructured.Unstructured) string {
+		return o.downtimeEstimate(ctx, clients, m, objects)
+	})
 }
 
 // downtimeEstimate is the summary's estimate of m's outage, from the
-// namespace's finished migrations; "" once the source was stopped (the
-// outage is then measured: describe shows it) and for the other outputs.
-func (o *planOptions) downtimeEstimate(ctx context.Context, clients Clients, m *v1alpha1.VirtualMachineMigration) string {
+// namespace's finished migrations and the plan's objects (its claims'
+// volume modes); "" once the source was stopped (the outage is then
+// measured: describe shows it) and for the other outputs.
+func (o *planOptions) downtimeEstimate(ctx context.Context, clients Clients, m *v1alpha1.VirtualMachineMigration, objects []*unstructured.Unstructured) string {
 	if o.output != "" || o.domain || pastTheStop(m) {
 		return ""
 	}
@@ -130,10 +134,12 @@ func (o *planOptions) downtimeEstimate(ctx context.Context, clients Clients, m *
 	if err != nil {
 		return fmt.Sprintf("none: listing the migrations of namespace %s to measure from: %v", m.Namespace, err)
 	}
-	return downtimeEstimate(m, list.Items)
+	return downtimeEstimate(m, list.Items, blockClaims(objects))
 }
 
-func (o *planOptions) print(m *v1alpha1.VirtualMachineMigration, cm *corev1.ConfigMap, estimate string) error {
+// print prints the plan cm holds as the options ask; estimate gives the
+// summary's downtime estimate from the plan's objects.
+func (o *planOptions) print(m *v1alpha1.VirtualMachineMigration, cm *corev1.ConfigMap, estimate func([]*unstructured.Unstructured) string) error {
 	objectsYAML, domainXML := cm.Data[v1alpha1.PlanKeyObjects], cm.Data[v1alpha1.PlanKeyDomain]
 	switch {
 	case o.domain:
@@ -154,7 +160,7 @@ func (o *planOptions) print(m *v1alpha1.VirtualMachineMigration, cm *corev1.Conf
 	if o.output == "json" {
 		return printPlanJSON(o.streams.Out, objects)
 	}
-	return printPlanSummary(o.view(), m, objects, domainXML, estimate)
+	return printPlanSummary(o.view(), m, objects, domainXML, estimate(objects))
 }
 
 // printCarriedOut answers for a plan that was run: its ConfigMap was

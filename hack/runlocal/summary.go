@@ -6,13 +6,15 @@ import (
 	"time"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
 	"platform.example/vm-migration/pkg/transfer/wire"
 )
 
 // Summary says how the example migration went, from its status: its own
-// time (creation to the end), the downtime (the stop asked to the target
-// running), which virt-v2v converted it, and, last, how long run-local ran
-// in all (sinceStart: mostly building, on a first run).
+// time (creation to the end), the downtime (the controller's
+// status.downtime: the source seen off to the target seen running), which
+// virt-v2v converted it, and, last, how long run-local ran in all
+// (sinceStart: mostly building, on a first run).
 func Summary(m *v1alpha1.VirtualMachineMigration, sinceStart time.Duration) []string {
 	st := &m.Status
 	first := fmt.Sprintf("the example migration %s/%s is %s", m.Namespace, m.Name, st.Phase)
@@ -40,9 +42,10 @@ func pastTense(p v1alpha1.Phase) string {
 	return "ended " + string(p)
 }
 
-// downtime is how long the source's service was down: from the first stop
-// the controller asked (the guest's shutdown, or the power-off) to the
-// target's VirtualMachineInstance seen running (the Starting checkpoint).
+// downtime is the outage the controller measured (status.downtime): from
+// the source seen powered off after its stop was asked to the target's
+// VirtualMachineInstance seen running (the Starting checkpoint), or to the
+// source seen back on; with when the stop was asked, which comes before.
 func downtime(m *v1alpha1.VirtualMachineMigration) string {
 	sc := m.Status.SourceControl
 	if sc == nil || (sc.ShutdownRequestedAt == nil && sc.PowerOffRequestedAt == nil) {
@@ -51,28 +54,27 @@ func downtime(m *v1alpha1.VirtualMachineMigration) string {
 		}
 		return "downtime: not known (the controller recorded no stop of the source)"
 	}
-	what, from := "guest shutdown", sc.ShutdownRequestedAt
-	if from == nil || (sc.PowerOffRequestedAt != nil && sc.PowerOffRequestedAt.Before(from)) {
-		what, from = "power-off", sc.PowerOffRequestedAt
+	what, asked := "guest shutdown", sc.ShutdownRequestedAt
+	if asked == nil || (sc.PowerOffRequestedAt != nil && sc.PowerOffRequestedAt.Before(asked)) {
+		what, asked = "power-off", sc.PowerOffRequestedAt
 	}
-	var running *v1alpha1.CheckpointEvidence
-	for i := range m.Status.Evidence {
-		if m.Status.Evidence[i].Phase == v1alpha1.PhaseStarting {
-			running = &m.Status.Evidence[i]
-		}
+	dt := m.Status.Downtime
+	if dt == nil {
+		dt = statemachine.Downtime(&m.Status)
 	}
-	if running == nil {
-		switch {
-		case sc.RestoredAt != nil:
-			return fmt.Sprintf("downtime %s: %s asked at %s, the source powered on again at %s (the target never ran)",
-				seconds(sc.RestoredAt.Sub(from.Time)), what, clock(from.Time), clock(sc.RestoredAt.Time))
-		case m.Spec.Target.StartEnabled() && m.Status.Phase != v1alpha1.PhaseSucceeded:
-			return fmt.Sprintf("downtime: the source has been down since the %s asked at %s; the target never ran", what, clock(from.Time))
-		}
-		return "downtime: the target VM was not started (spec.target.start: false)"
+	if dt == nil {
+		return fmt.Sprintf("downtime: not measured (the %s was asked at %s; the source was never seen powered off)", what, clock(asked.Time))
 	}
-	return fmt.Sprintf("downtime %s: %s asked at %s, the target's VirtualMachineInstance running at %s",
-		seconds(running.ReachedAt.Sub(from.Time)), what, clock(from.Time), clock(running.ReachedAt.Time))
+	off := fmt.Sprintf("the source seen off at %s (%s asked at %s)", clock(dt.SourceStoppedAt.Time), what, clock(asked.Time))
+	switch {
+	case dt.Seconds != nil && dt.TargetRunningAt != nil:
+		return fmt.Sprintf("downtime %ds: %s, the target's VirtualMachineInstance running at %s", *dt.Seconds, off, clock(dt.TargetRunningAt.Time))
+	case dt.Seconds != nil && dt.SourceRestoredAt != nil:
+		return fmt.Sprintf("downtime %ds: %s, back on at %s (the target never ran)", *dt.Seconds, off, clock(dt.SourceRestoredAt.Time))
+	case m.Spec.Target.StartEnabled() && m.Status.Phase != v1alpha1.PhaseSucceeded:
+		return fmt.Sprintf("downtime: %s; the target never ran", off)
+	}
+	return fmt.Sprintf("downtime: the target VM was not started (spec.target.start: false); %s", off)
 }
 
 // selfCheck is what conversion reads of the conversion image's

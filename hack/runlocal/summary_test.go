@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 )
@@ -18,8 +19,9 @@ func at(s int) *metav1.Time {
 }
 
 // succeeded is a migration created at 0 s that asked the guest to shut
-// down at 10 s, saw its VirtualMachineInstance run at 31 s and succeeded
-// at 35 s, its conversion image proven by output.
+// down at 10 s, saw the source off at 14 s and its VirtualMachineInstance
+// run at 31 s (status.downtime: 17 s) and succeeded at 35 s, its
+// conversion image proven by output.
 func succeeded(proofOutput string) *v1alpha1.VirtualMachineMigration {
 	m := &v1alpha1.VirtualMachineMigration{}
 	m.Name, m.Namespace = "web-01", "migrations"
@@ -32,6 +34,7 @@ func succeeded(proofOutput string) *v1alpha1.VirtualMachineMigration {
 		{Phase: v1alpha1.PhaseStarting, ReachedAt: *at(31), Observed: "VirtualMachineInstance web-01 running"},
 		{Phase: v1alpha1.PhaseCleaningUp, ReachedAt: *at(35), Observed: "staging objects deleted"},
 	}
+	m.Status.Downtime = &v1alpha1.DowntimeStatus{SourceStoppedAt: *at(14), TargetRunningAt: at(31), Seconds: ptr.To[int64](17)}
 	m.Status.ImageProofs = []v1alpha1.ImageProof{
 		{Component: v1alpha1.ComponentTransfer, Image: "platform.example/vm-migration-controller:dev", Result: v1alpha1.ProofPassed, Output: `{"version":"dev"}`},
 		{Component: v1alpha1.ComponentConversion, Image: "platform.example/vm-migration-conversion:dev", Result: v1alpha1.ProofPassed, Output: proofOutput},
@@ -45,15 +48,16 @@ const (
 )
 
 // TestSummaryNamesTheMigrationsOwnTime: run-local's last line gives the
-// migration's own time (creation to Succeeded) and the downtime (the stop
-// asked to the target running), not the time since run-local started,
-// which is mostly building (issue 34: "succeeded in 2156s in all" for a
-// migration of 35 s).
+// migration's own time (creation to Succeeded) and the downtime (the
+// controller's status.downtime: the source seen off to the target seen
+// running, with when the stop was asked, not from then: issue 50), not
+// the time since run-local started, which is mostly building (issue 34:
+// "succeeded in 2156s in all" for a migration of 35 s).
 func TestSummaryNamesTheMigrationsOwnTime(t *testing.T) {
 	lines := Summary(succeeded(simulatedSelfCheck), 2156*time.Second)
 	text := strings.Join(lines, "\n")
 	assert.Contains(t, lines[0], "web-01 succeeded in 35s", text)
-	assert.Contains(t, text, "downtime 21s", text)
+	assert.Contains(t, text, "downtime 17s: the source seen off at 21:40:14", text)
 	assert.Contains(t, text, "guest shutdown asked at 21:40:10", text)
 	assert.Contains(t, text, "running at 21:40:31", text)
 	assert.Contains(t, text, "2156s in all", text)
@@ -73,11 +77,11 @@ func TestSummaryDowntime(t *testing.T) {
 				m.Status.SourceControl.ShutdownRequestedAt = nil
 				m.Status.SourceControl.PowerOffRequestedAt = at(12)
 			},
-			want: "downtime 19s: power-off asked at 21:40:12",
+			want: "downtime 17s: the source seen off at 21:40:14 (power-off asked at 21:40:12), the target's VirtualMachineInstance running at 21:40:31",
 		},
 		"shutdown then power-off": {
 			change: func(m *v1alpha1.VirtualMachineMigration) { m.Status.SourceControl.PowerOffRequestedAt = at(20) },
-			want:   "downtime 21s: guest shutdown asked at 21:40:10",
+			want:   "downtime 17s: the source seen off at 21:40:14 (guest shutdown asked at 21:40:10)",
 		},
 		"source already off": {
 			change: func(m *v1alpha1.VirtualMachineMigration) {
@@ -90,12 +94,33 @@ func TestSummaryDowntime(t *testing.T) {
 				m.Status.Phase = v1alpha1.PhaseFailed
 				m.Status.Evidence = m.Status.Evidence[:1]
 				m.Status.SourceControl.RestoredAt = at(50)
+				m.Status.Downtime = &v1alpha1.DowntimeStatus{SourceStoppedAt: *at(14), SourceRestoredAt: at(50), Seconds: ptr.To[int64](36)}
 			},
-			want: "downtime 40s: guest shutdown asked at 21:40:10, the source powered on again at 21:40:50 (the target never ran)",
+			want: "downtime 36s: the source seen off at 21:40:14 (guest shutdown asked at 21:40:10), back on at 21:40:50 (the target never ran)",
 		},
 		"target left halted": {
-			change: func(m *v1alpha1.VirtualMachineMigration) { m.Status.Evidence = m.Status.Evidence[:1] },
-			want:   "downtime: the target VM was not started (spec.target.start: false)",
+			change: func(m *v1alpha1.VirtualMachineMigration) {
+				m.Status.Evidence = m.Status.Evidence[:1]
+				m.Status.Downtime = &v1alpha1.DowntimeStatus{SourceStoppedAt: *at(14)}
+			},
+			want: "downtime: the target VM was not started (spec.target.start: false); the source seen off at 21:40:14",
+		},
+		"never seen off": {
+			change: func(m *v1alpha1.VirtualMachineMigration) {
+				m.Status.Phase = v1alpha1.PhaseFailed
+				m.Status.SourceControl.PoweredOffAt, m.Status.Downtime, m.Status.Evidence = nil, nil, nil
+			},
+			want: "downtime: not measured (the guest shutdown was asked at 21:40:10; the source was never seen powered off)",
+		},
+		"status.downtime not written yet": {
+			change: func(m *v1alpha1.VirtualMachineMigration) {
+				m.Status.Downtime = nil
+				m.Status.Target = &v1alpha1.TargetStatus{StartRequestedAt: at(25)}
+				for phase, s := range map[v1alpha1.Phase]int{v1alpha1.PhaseTransferringDisks: 18, v1alpha1.PhaseConverting: 22, v1alpha1.PhaseImporting: 24, v1alpha1.PhaseCreatingVM: 25} {
+					m.Status.Evidence = append(m.Status.Evidence, v1alpha1.CheckpointEvidence{Phase: phase, ReachedAt: *at(s)})
+				}
+			},
+			want: "downtime 17s: the source seen off at 21:40:14",
 		},
 	}
 	for name, tc := range cases {

@@ -9,6 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
+
+	"platform.example/vm-migration/pkg/naming"
 )
 
 // none is what a table cell shows for a value that is not known.
@@ -97,15 +99,9 @@ func bar(fraction float64, width int) string {
 	return b.String()
 }
 
-// humanDuration formats a policy duration without trailing zero units:
-// "30m", "24h", "1h30m", "90s" as "1m30s".
+// humanDuration formats a duration without trailing zero units, as the
+// controller writes status.downtime.duration: "30m", "24h", "1h30m",
+// "90s" as "1m30s".
 func humanDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+	return naming.Duration(d)
 }

@@ -1,6 +1,9 @@
 package naming
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // MaxDisplayName is the width tables give a name that comes from vSphere:
 // a VM name with escaped characters runs to hundreds of characters.
@@ -40,4 +43,17 @@ func Summarize(s string) string {
 		}
 	}
 	return strings.TrimRight(string(r[:cut]), " ,;:") + "..."
+}
+
+// Duration is d as tables show it, without trailing zero units: "54s",
+// "35m20s", "30m", "24h", "1h30m"; "0s" for none.
+func Duration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -3,6 +3,7 @@ package naming
 import (
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -48,5 +49,19 @@ func TestSummarize(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 			assert.LessOrEqual(t, utf8.RuneCountInString(got), MaxSummary)
 		})
+	}
+}
+
+func TestDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0:                               "0s",
+		54 * time.Second:                "54s",
+		35*time.Minute + 20*time.Second: "35m20s",
+		30 * time.Minute:                "30m",
+		24 * time.Hour:                  "24h",
+		90 * time.Minute:                "1h30m",
+		time.Hour + 2*time.Second:       "1h0m2s",
+	} {
+		assert.Equal(t, want, Duration(d), "%d", d)
 	}
 }

@@ -1,9 +1,12 @@
 package statemachine
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
 )
 
 // OutagePhases are the phases a migration goes through while its source
@@ -50,6 +53,7 @@ func Downtime(st *v1alpha1.VirtualMachineMigrationStatus) *v1alpha1.DowntimeStat
 	if end != nil {
 		total := end.Unix() - sc.PoweredOffAt.Unix()
 		out.Seconds = &total
+		out.Duration = naming.Duration(time.Duration(total) * time.Second)
 	}
 	return out
 }

@@ -61,7 +61,7 @@ func TestDowntime(t *testing.T) {
 		"transferred, converting": {st: outageStatus(5 * time.Second), want: &v1alpha1.DowntimeStatus{SourceStoppedAt: stop, Phases: parts(5)}},
 		"running: the outage ended": {
 			st:   started(outageStatus(5*time.Second, 11*time.Second, 22*time.Second, 23*time.Second, 31*time.Second)),
-			want: &v1alpha1.DowntimeStatus{SourceStoppedAt: stop, TargetRunningAt: after(31 * time.Second), Seconds: ptr.To[int64](31), Phases: parts(5, 6, 11, 1, 8)},
+			want: &v1alpha1.DowntimeStatus{SourceStoppedAt: stop, TargetRunningAt: after(31 * time.Second), Seconds: ptr.To[int64](31), Duration: "31s", Phases: parts(5, 6, 11, 1, 8)},
 		},
 		"left halted (start false): not ended": {
 			st:   outageStatus(5*time.Second, 11*time.Second, 22*time.Second, 23*time.Second, 24*time.Second),
@@ -81,7 +81,7 @@ func TestDowntime(t *testing.T) {
 				st.SourceControl.RestoredAt = after(2 * time.Minute)
 				return st
 			}(),
-			want: &v1alpha1.DowntimeStatus{SourceStoppedAt: stop, SourceRestoredAt: after(2 * time.Minute), Seconds: ptr.To[int64](120), Phases: parts(5)},
+			want: &v1alpha1.DowntimeStatus{SourceStoppedAt: stop, SourceRestoredAt: after(2 * time.Minute), Seconds: ptr.To[int64](120), Duration: "2m", Phases: parts(5)},
 		},
 		"a checkpoint older than the stop (an earlier attempt's) ends the parts": {
 			st: func() *v1alpha1.VirtualMachineMigrationStatus {

@@ -122,6 +122,7 @@ var sourceChecked = map[string]string{
 	"status.conversion.interfaces[].name":              "an interface name (untrusted.InterfaceName)",
 	"status.conversion.interfaces[].staticAddresses[]": "an address in its canonical form (untrusted.Addr)",
 	"status.lastError.summary":                         "the message's short form (naming.Summarize), 80 characters",
+	"status.downtime.duration":                         "status.downtime.seconds as the controller formats it (naming.Duration)",
 	"status.disks[].targetClaimUID":                    "the UID the API server gave the claim, which the controller records",
 	"status.disks[].checksumScheme":                    "a scheme the controller knows (the transfer's result is refused otherwise)",
 	"status.conditions[].type":                         "the controller's constants",

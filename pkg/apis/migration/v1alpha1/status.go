@@ -1084,6 +1084,13 @@ type DowntimeStatus struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Seconds *int64 `json:"seconds,omitempty"`
+	// Duration is Seconds as a person reads it ("54s", "35m20s",
+	// "1h2m"), set with it: kubectl get -o wide's Downtime column, which
+	// shows what kubectl vmm list -o wide's DOWNTIME does. Seconds is the
+	// field for machines.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Duration string `json:"duration,omitempty"`
 	// Phases is the time, in outage order, from one checkpoint of the
 	// outage to the next, by the phase whose checkpoint ended it:
 	// TransferringDisks counts from the stop to every disk transferred,

@@ -42,31 +42,48 @@ func tableHeader(o tableOptions) []string {
 // REASON and LAST ERROR are kubectl get -o wide's Reason and Last Error
 // columns (the Progressing condition's reason, status.lastError.summary);
 // a stall, which the Progressing condition does not tell, shows in PHASE.
-// Every cell is cleaned: one line, one cell, whatever status holds.
+// Every cell is cleaned: one line, one cell, whatever status holds; a
+// cell with nothing to show reads "-" (emptyCell), in every column.
 func tableRow(m *v1alpha1.VirtualMachineMigration, o tableOptions, now time.Time) []string {
 	phase := string(phaseOf(m))
 	phase += deletionNote(m)
 	if isStalled(m) {
 		phase += " (stalled)"
 	}
-	row := []string{m.Name, phase, orNone(progressOf(m)), orNone(naming.Shorten(clean(sourceName(m)), naming.MaxDisplayName)),
-		orNone(targetNameOf(m)), orNone(clean(rowReason(m))), age(&m.CreationTimestamp, now)}
+	created := ""
+	if !m.CreationTimestamp.IsZero() {
+		created = age(&m.CreationTimestamp, now)
+	}
+	row := []string{m.Name, phase, progressOf(m), naming.Shorten(clean(sourceName(m)), naming.MaxDisplayName),
+		targetNameOf(m), rowReason(m), created}
 	if o.withNamespace {
 		row = append([]string{m.Namespace}, row...)
 	}
 	if o.wide {
-		disks := none
+		disks := ""
 		if n := len(m.Status.Disks); n > 0 {
 			disks = fmt.Sprint(n)
 		} else if m.Status.Source != nil {
 			disks = fmt.Sprint(len(m.Status.Source.Disks))
 		}
-		row = append(row, disks, orNone(clean(waitsFor(m))), humanRate(overallRate(m)), humanETA(overallETA(m)), downtimeTotal(m, now), orNone(clean(lastErrorSummary(m))))
+		row = append(row, disks, waitsFor(m), humanRate(overallRate(m)), humanETA(overallETA(m)), downtimeTotal(m, now), lastErrorSummary(m))
 	}
 	for i := range row {
-		row[i] = clean(row[i])
+		row[i] = orEmpty(clean(row[i]))
 	}
 	return row
+}
+
+// emptyCell is what a table cell with nothing to show reads, in every
+// column: no progress figure yet, no target, no error, no rate.
+const emptyCell = "-"
+
+// orEmpty returns a cell's text, or emptyCell when it has none.
+func orEmpty(s string) string {
+	if s == "" {
+		return emptyCell
+	}
+	return s
 }
 
 // rowReason is the Progressing condition's reason, as kubectl get -o wide

@@ -129,9 +129,11 @@ func TestKubectlPrinterColumns(t *testing.T) {
 		})
 		s.LastError = &migrationv1alpha1.MigrationError{Phase: migrationv1alpha1.PhaseValidating, Reason: "PreflightCheckFailed", Message: "reading datastores: timeout",
 			Summary: "reading datastores: timeout", Time: metav1.Now()}
-		// The column shows status.downtime.seconds, whatever the phase.
+		// The column shows status.downtime.duration (as kubectl vmm list
+		// -o wide shows the outage), whatever the phase; seconds stay for
+		// machines.
 		seconds := int64(31)
-		s.Downtime = &migrationv1alpha1.DowntimeStatus{SourceStoppedAt: metav1.Now(), Seconds: &seconds}
+		s.Downtime = &migrationv1alpha1.DowntimeStatus{SourceStoppedAt: metav1.Now(), Seconds: &seconds, Duration: "31s"}
 	})
 
 	run := func(args ...string) [][]string {
@@ -153,13 +155,13 @@ func TestKubectlPrinterColumns(t *testing.T) {
 	// -o wide adds why the migration does not progress and its last error
 	// (not the Ready condition's reason, which repeats the phase), its
 	// message short (issue 34: LAST ERROR repeated a reason), and the
-	// outage in seconds.
+	// outage as kubectl vmm shows it (issue 50: a bare number of seconds).
 	wide := run("get", "vmm", "-o", "wide")
 	const wideWant = "kubectl get vmm -o wide: %q, want REASON (the Progressing reason), LAST ERROR and DOWNTIME columns"
 	if assert.Len(t, wide, 2, wideWant, wide) && assert.Len(t, wide[0], 9, wideWant, wide) &&
 		assert.Len(t, wide[1], 9, wideWant, wide) {
 		assert.Equal(t, []string{"REASON", "LAST ERROR", "DOWNTIME"}, wide[0][6:9], wideWant, wide)
-		assert.Equal(t, []string{"SourceUnreachable", "reading datastores: timeout", "31"}, wide[1][6:9], wideWant, wide)
+		assert.Equal(t, []string{"SourceUnreachable", "reading datastores: timeout", "31s"}, wide[1][6:9], wideWant, wide)
 	}
 }
 

@@ -32,6 +32,9 @@ type Config struct {
 	MaxTransfersPerHost int
 	// MaxTransfersPerDatastore bounds them per source datastore; 0 means no bound.
 	MaxTransfersPerDatastore int
+	// Conversions paces the stops by conversion capacity (conversions.go);
+	// the zero value does not.
+	Conversions ConversionLimit
 	// DefaultConversionImage is the controller's default virt-v2v image,
 	// for the preflight rule that a conversion has an image.
 	DefaultConversionImage string
@@ -74,6 +77,10 @@ type Informers struct {
 	// Names maps a resource name to its metadata-only informer of every
 	// object of the watched namespaces (see Factories.Names).
 	Names map[string]cache.SharedIndexInformer
+	// Nodes is the (trimmed) node informer a conversion budget derived
+	// from the nodes reads (Watch.Nodes); nil otherwise. The controller
+	// does not wait for it: stops wait until it synced.
+	Nodes cache.SharedIndexInformer
 }
 
 // Steps are the side effects the controller delegates.
@@ -96,8 +103,13 @@ type Controller struct {
 	names          map[string]cache.SharedIndexInformer
 	synced         []cache.InformerSynced
 
-	queue     workqueue.TypedRateLimitingInterface[cache.ObjectName]
-	slots     *slotReservations
+	queue       workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	slots       *slotReservations
+	conversions *conversionSlots
+	// nodes sizes an automatic conversion budget; podIndex reads the
+	// conversion pods waiting for room.
+	nodes     *nodeCapacity
+	podIndex  cache.Indexer
 	claims    *claimRegistry
 	abandoned *abandonedSources
 	decided   *decidedVersions
@@ -126,10 +138,14 @@ func New(clients Clients, inf Informers, s Steps, recorder record.EventRecorder,
 			workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](cfg.BaseRetryDelay, cfg.MaxRetryDelay),
 			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: "virtualmachinemigrations", Clock: cfg.Clock},
 		),
-		slots:     newSlotReservations(cachedFrom(inf.Migrations.GetIndexer())),
-		claims:    newClaimRegistry(cachedFrom(inf.Migrations.GetIndexer())),
-		abandoned: newAbandonedSources(cfg.Clock.Now),
-		decided:   newDecidedVersions(),
+		slots:       newSlotReservations(cachedFrom(inf.Migrations.GetIndexer())),
+		conversions: newConversionSlots(cachedFrom(inf.Migrations.GetIndexer())),
+		claims:      newClaimRegistry(cachedFrom(inf.Migrations.GetIndexer())),
+		abandoned:   newAbandonedSources(cfg.Clock.Now),
+		decided:     newDecidedVersions(),
+	}
+	if err := c.pace(inf); err != nil {
+		return nil, err
 	}
 	if err := c.registerHandlers(inf); err != nil {
 		return nil, err

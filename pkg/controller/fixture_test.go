@@ -65,6 +65,13 @@ var pipelineConfig = pipeline.Config{
 // objs in the fake cluster.
 func newFixture(t *testing.T, source steps.SourceStep, objs ...runtime.Object) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, source, objs...)
+}
+
+// newFixtureWith is newFixture with the controller's configuration
+// changed by tune (nil: as it is) before the controller is built.
+func newFixtureWith(t *testing.T, tune func(*Config), source steps.SourceStep, objs ...runtime.Object) *fixture {
+	t.Helper()
 	cl := fakes.NewCluster(t, objs...)
 	f := &fixture{
 		t: t, ctx: context.Background(), cluster: cl, kube: cl.Kube, mig: cl.Mig, kv: cl.KV, cdi: cl.CDI,
@@ -77,10 +84,14 @@ func newFixture(t *testing.T, source steps.SourceStep, objs ...runtime.Object) *
 		Listers: pipeline.ListersFrom(fk.Kube, fk.KubeVirt, fk.CDI)}
 	f.informers = fk.Informers(pipeline.ChildInformers(fk.Kube, fk.KubeVirt, fk.CDI))
 	p.StorageClasses = storagelisters.NewStorageClassLister(f.informers.StorageClasses.GetIndexer())
-	c, err := New(clients, f.informers, Steps{Source: source, Pipeline: p}, f.rec, Config{
+	cfg := Config{
 		Clock: f.clock, BaseRetryDelay: 50 * time.Millisecond, MaxRetryDelay: time.Second,
 		DefaultConversionImage: pipelineConfig.ConversionImage,
-	})
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	c, err := New(clients, f.informers, Steps{Source: source, Pipeline: p}, f.rec, cfg)
 	require.NoError(t, err)
 	f.c = c
 	f.resync()

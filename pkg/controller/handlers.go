@@ -17,17 +17,20 @@ import (
 
 // registerHandlers wires the informers to the queue: a migration enqueues
 // itself; a child enqueues the migration named in its labels; a migration
-// that leaves a transfer slot wakes the oldest ones waiting for it. A
+// that leaves a transfer or conversion slot wakes the oldest ones waiting
+// for it. A
 // finished migration is enqueued by none of them (see finished).
 func (c *Controller) registerHandlers(inf Informers) error {
 	migReg, err := inf.Migrations.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueueMigration,
 		UpdateFunc: func(old, obj any) {
 			c.wakeSlotWaiters(old, obj)
+			c.wakeOnFreedConversionSlot(old, obj)
 			c.enqueueMigration(obj)
 		},
 		DeleteFunc: func(obj any) {
 			c.wakeSlotWaiters(obj, nil)
+			c.wakeOnFreedConversionSlot(obj, nil)
 			if m := migrationOf(obj); m != nil {
 				c.queue.Add(cache.MetaObjectToName(m))
 			}

@@ -40,6 +40,12 @@ const (
 	// indexClaimTarget: the migrations holding their claims, by
 	// namespace/target name.
 	indexClaimTarget = "claim-target"
+	// indexConversionSlot: the migrations holding a conversion slot,
+	// under one value (the budget is cluster-wide).
+	indexConversionSlot = "conversion-slot"
+	// indexConversionWaiting: the migrations waiting in Queued for a
+	// conversion slot, under one value.
+	indexConversionWaiting = "conversion-waiting"
 )
 
 // migrationIndexers are the indexes the controller adds to the migration
@@ -54,6 +60,8 @@ func migrationIndexers() cache.Indexers {
 		indexRetransferDatastore: slotIndex(retransferWaits, func(r reservation) []string { return r.datastores }),
 		indexClaimSource:         claimIndex(func(c claim) []string { return c.sources }),
 		indexClaimTarget:         claimIndex(func(c claim) []string { return []string{c.target} }),
+		indexConversionSlot:      conversionIndex(statemachine.HoldsConversionSlot, conversionSlotHeld),
+		indexConversionWaiting:   conversionIndex(waitsForConversion, conversionWaiting),
 	}
 }
 

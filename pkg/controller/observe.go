@@ -14,12 +14,14 @@ import (
 
 // observe builds the observation the decision needs. It reads the informer
 // caches and, for what the phase needs of the source, vSphere; it changes
-// nothing (a transfer slot is only looked at here: reserveSlot takes it).
+// nothing (a transfer slot or a conversion slot is only looked at here:
+// reserveSlot and reserveConversion take them).
 // Failures of the source are returned inside the observation, classified;
 // only a failure to read the controller's own caches is an error.
 func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigration) (statemachine.Observation, error) {
 	var obs statemachine.Observation
-	if err := c.steps.Pipeline.Observe(m, &obs); err != nil {
+	err := c.steps.Pipeline.Observe(m, &obs)
+	if err != nil {
 		return obs, err
 	}
 	need := statemachine.NeedsSource(m)
@@ -31,6 +33,15 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 		obs.TransferSlot = c.slots.look(m, holders, c.limits(), c.clock.Now())
 		if !obs.TransferSlot.Available {
 			// A migration waiting for a slot does not look at its source.
+			need = statemachine.SourceNeedNothing
+		}
+	}
+	if waitsForSlot(m) && m.Status.Phase == v1alpha1.PhaseQueued && obs.TransferSlot.Available {
+		if obs.ConversionCapacity, err = c.lookConversion(m); err != nil {
+			return obs, err
+		}
+		if obs.ConversionCapacity.Full {
+			// Nor does one waiting for a conversion slot.
 			need = statemachine.SourceNeedNothing
 		}
 	}

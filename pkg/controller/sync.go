@@ -36,8 +36,9 @@ func endpointBusyRequeue() time.Duration {
 }
 
 // sync reconciles one migration: read it from the cache, observe, decide,
-// take a transfer slot the decision needs, write status if it changed,
-// record the events, act once. It returns when to look again while waiting.
+// take the transfer and conversion slots the decision needs, write status
+// if it changed, record the events, act once. It returns when to look
+// again while waiting.
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
 	m, err := c.migrations.VirtualMachineMigrations(key.Namespace).Get(key.Name)
 	if err == nil && c.decided.stale(key, m.ResourceVersion) {
@@ -50,6 +51,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	}
 	if apierrors.IsNotFound(err) {
 		c.slots.settle(key, "", c.clock.Now())
+		c.conversions.settle(key, false)
 		c.claims.settle(key, true, c.clock.Now())
 		c.decided.forget(key)
 		c.forget(key)
@@ -73,7 +75,7 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) (time.Durat
 	in := statemachine.Input{Migration: m, Observation: obs, Now: metav1.NewTime(c.clock.Now()).Rfc3339Copy(), Config: c.cfg.Decisions}
 	dec := statemachine.Decide(in)
 	markDurations(m, &dec, in.Now)
-	if !c.reserveSlot(m, dec) || !c.reserveClaims(m, dec) {
+	if !c.reserveSlots(m, dec) || !c.reserveClaims(m, dec) {
 		return conflictRequeue, nil
 	}
 	cur, retry, err := c.writeStatus(ctx, m, dec)
@@ -129,6 +131,20 @@ func (c *Controller) reserveSlot(m *v1alpha1.VirtualMachineMigration, dec statem
 	return c.slots.reserve(m, holders, c.limits(), now)
 }
 
+// reserveSlots takes the transfer slot and the conversion slot a decision
+// that stops the source needs, both or neither: it is dropped (false)
+// when another worker took the last of either since it was observed.
+func (c *Controller) reserveSlots(m *v1alpha1.VirtualMachineMigration, dec statemachine.Decision) bool {
+	if !c.reserveSlot(m, dec) {
+		return false
+	}
+	if !c.reserveConversion(m, dec) {
+		c.slots.settle(cache.MetaObjectToName(m), m.Status.Phase, c.clock.Now())
+		return false
+	}
+	return true
+}
+
 // reserveClaims is the explicit reservation of the claims a decision that
 // validated the migration records (its source VM, its target name): it is
 // dropped (false) when another worker took one since it was observed. A
@@ -150,11 +166,12 @@ func (c *Controller) reserveClaims(m *v1alpha1.VirtualMachineMigration, dec stat
 	return c.claims.reserve(m, want, holders, now)
 }
 
-// dropReservations forgets the slot and claims reserved for a decision
+// dropReservations forgets the slots and claims reserved for a decision
 // whose status was not written: nothing will show them in the cache.
 func (c *Controller) dropReservations(m *v1alpha1.VirtualMachineMigration) {
 	key := cache.MetaObjectToName(m)
 	c.slots.settle(key, m.Status.Phase, c.clock.Now())
+	c.conversions.settle(key, statemachine.HoldsConversionSlot(m))
 	c.claims.drop(key)
 }
 

@@ -135,6 +135,11 @@ func (d *decider) queued() {
 		d.wait(ReasonWaitingForTransferSlot, d.obs.TransferSlot.Message, d.cfg.WaitInterval)
 		return
 	}
+	conv := d.obs.ConversionCapacity
+	if conv.Full && NeedsConversionSlot(&d.m.Spec) {
+		d.wait(ReasonWaitingForConversionCapacity, conv.Message, d.cfg.WaitInterval)
+		return
+	}
 	src, ok := d.sourceState()
 	if !ok || d.refusedBeforeStop() {
 		return
@@ -142,7 +147,11 @@ func (d *decider) queued() {
 	// Commit to the cutover: from here on the spec in force is this one.
 	d.st.AppliedSpec = d.m.Spec.DeepCopy()
 	d.st.SourceControl = &v1alpha1.SourceControlStatus{OriginalPowerState: src.PowerState}
-	d.advance(v1alpha1.PhaseStoppingSource, fmt.Sprintf("transfer slot available; source %s", src.PowerState))
+	slots := "transfer slot available"
+	if conv.Message != "" {
+		slots += "; conversion slot available (" + conv.Message + ")"
+	}
+	d.advance(v1alpha1.PhaseStoppingSource, fmt.Sprintf("%s; source %s", slots, src.PowerState))
 }
 
 // sourceState returns the observed state of the source, or handles its

@@ -123,6 +123,10 @@ type Observation struct {
 	// TransferSlot says whether the per-host and per-datastore transfer
 	// limits leave room for this migration (Queued only).
 	TransferSlot SlotObservation
+	// ConversionCapacity says whether a conversion will have room once the
+	// disks are transferred (Queued only): Full holds the stop back. The
+	// zero value holds nothing back (no conversion pacing).
+	ConversionCapacity CapacityObservation
 	// Claims says which other migration in flight, if any, already
 	// migrates the same source VM or creates the same target VM (Validating
 	// only, once the inventory is read).
@@ -284,6 +288,16 @@ type SlotObservation struct {
 	// Available is true when starting a transfer keeps every limit.
 	Available bool
 	// Message says which limit holds the migration back.
+	Message string
+}
+
+// CapacityObservation says whether a capacity the path after the stop
+// needs is free now.
+type CapacityObservation struct {
+	// Full is true when the capacity is spoken for: the stop waits.
+	Full bool
+	// Message says what holds the migration back when Full, and how much
+	// of the capacity is taken otherwise (empty: nothing to say).
 	Message string
 }
 

@@ -21,12 +21,13 @@ func OutagePhases() []v1alpha1.Phase {
 // controller did to the source: nil until the source the controller asked
 // to stop was seen powered off (a source found off had no outage of the
 // migration's making). The parts are the times between consecutive
-// outage checkpoints, from the stop; it ends at the target seen running
-// (its Starting checkpoint, once a start was asked for) or at the source
-// seen back on. It uses only recorded times, so it changes only when a
-// checkpoint is reached and never with the clock; and it counts in whole
-// seconds of the Unix clock, as the API stores times, so that the parts
-// add up to the whole before and after the status is written.
+// outage checkpoints, from the source seen powered off; it ends at the
+// target seen running (its Starting checkpoint, once a start was asked
+// for) or at the source seen back on. It uses only recorded times, so it
+// changes only when a checkpoint is reached and never with the clock; and
+// it counts in whole seconds of the Unix clock, as the API stores times,
+// so that the parts add up to the whole before and after the status is
+// written.
 func Downtime(st *v1alpha1.VirtualMachineMigrationStatus) *v1alpha1.DowntimeStatus {
 	sc := st.SourceControl
 	if sc == nil || sc.PoweredOffAt == nil || (sc.ShutdownRequestedAt == nil && sc.PowerOffRequestedAt == nil) {

@@ -112,7 +112,7 @@ func TestHappyPath(t *testing.T) {
 		assert.NotEmpty(t, cv.OperatingSystem, "conversion %+v, want completed with an OS", cv)
 	}
 
-	// The outage, from the stop to the VM running, each part recorded.
+	// The outage, from the source seen off to the VM seen running, each part recorded.
 	if dt := m.Status.Downtime; assert.NotNil(t, dt, "status.downtime") {
 		assert.NotNil(t, dt.TargetRunningAt, "downtime %+v: the outage ends with the target running", dt)
 		assert.NotNil(t, dt.Seconds, "downtime %+v: the whole outage", dt)

@@ -1093,9 +1093,10 @@ type DowntimeStatus struct {
 	Duration string `json:"duration,omitempty"`
 	// Phases is the time, in outage order, from one checkpoint of the
 	// outage to the next, by the phase whose checkpoint ended it:
-	// TransferringDisks counts from the stop to every disk transferred,
-	// Converting from there to the guest converted, and so on to Starting
-	// (the target running). A phase appears once its checkpoint is
+	// TransferringDisks counts from the source seen powered off
+	// (SourceStoppedAt) to every disk transferred, Converting from there
+	// to the guest converted, and so on to Starting (the target seen
+	// running). A phase appears once its checkpoint is
 	// reached; a phase gone through twice (a transfer again after a
 	// failed conversion) counts until its last checkpoint.
 	// +optional
@@ -1109,8 +1110,8 @@ type DowntimeStatus struct {
 type PhaseDowntime struct {
 	// Phase whose checkpoint ended this part of the outage.
 	Phase Phase `json:"phase"`
-	// Seconds from the previous checkpoint of the outage (the stop, for
-	// the first) to this one.
+	// Seconds from the previous checkpoint of the outage (the source seen
+	// powered off, for the first) to this one.
 	// +kubebuilder:validation:Minimum=0
 	Seconds int64 `json:"seconds"`
 }

@@ -17,7 +17,7 @@ import (
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Progressing")].reason`,priority=1,description="why the migration is not progressing (the Progressing condition's reason), or Working"
 // +kubebuilder:printcolumn:name="Last Error",type=string,JSONPath=`.status.lastError.summary`,priority=1,description="the last error's message, short (status.lastError.summary)"
-// +kubebuilder:printcolumn:name="Downtime",type=string,JSONPath=`.status.downtime.duration`,priority=1,description="the outage the migration caused, once it ended (54s, 35m20s): from the source stopped to the target running (or the source back on); status.downtime, in seconds status.downtime.seconds"
+// +kubebuilder:printcolumn:name="Downtime",type=string,JSONPath=`.status.downtime.duration`,priority=1,description="the outage the migration caused, once it ended (54s, 35m20s): from the source seen powered off to the target seen running (or the source seen back on); status.downtime, in seconds status.downtime.seconds"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="the migration's name must be a DNS-1123 label (at most 63 lower case letters, digits and '-'): it is carried in the labels of every object the migration creates"
 
 // VirtualMachineMigration asks the controller to move one virtual machine

@@ -3,8 +3,10 @@ package vcsimlocal
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -157,25 +159,66 @@ func macFor(seed uint64, n int) string {
 // so that sparse handling is exercised. Runs beyond a small disk's end are
 // left out; size is at least 0.
 func DiskBytes(size int64, seed uint64) []byte {
-	r := rand.New(rand.NewPCG(seed, seed^0x5bd1e9955bd1e995))
-	b := make([]byte, size)
-	for i := 0; i < len(b); i += 8 {
-		v := r.Uint64()
-		for j := 0; j < 8 && i+j < len(b); j++ {
+	b := make([]byte, max(size, 0))
+	diskContent(seed).fill(b, 0, size)
+	return b
+}
+
+// WriteDiskImage writes into file the bytes DiskBytes(size, seed) holds,
+// a MiB at a time, so that a disk of any size can be served (ImageDisk)
+// without being held in memory: vcsim-local --disk-gib.
+func WriteDiskImage(file string, size int64, seed uint64) error {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("creating the disk image: %w", err)
+	}
+	c, buf := diskContent(seed), make([]byte, MiB)
+	for off := int64(0); off < size && err == nil; off += MiB {
+		b := buf[:min(MiB, size-off)]
+		c.fill(b, off, size)
+		_, err = f.Write(b)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing the disk image %s: %w", file, err)
+	}
+	return nil
+}
+
+// diskGenerator makes a disk's content in order, a piece at a time.
+type diskGenerator struct{ r *rand.Rand }
+
+// diskContent is the generator of the content of a disk of seed.
+func diskContent(seed uint64) diskGenerator {
+	return diskGenerator{rand.New(rand.NewPCG(seed, seed^0x5bd1e9955bd1e995))}
+}
+
+// fill writes into b the disk's bytes from off on (off a multiple of 8,
+// the pieces asked in order), of a disk of size bytes.
+func (g diskGenerator) fill(b []byte, off, size int64) {
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], g.r.Uint64())
+	}
+	if i < len(b) {
+		v := g.r.Uint64()
+		for j := 0; i+j < len(b); j++ {
 			b[i+j] = byte(v >> (8 * j))
 		}
 	}
+	end := off + int64(len(b))
 	zero := func(from, to int64) {
-		from, to = min(max(from, 0), size), min(max(to, 0), size)
+		from, to = min(max(from, 0, off), size, end), min(max(to, 0), size, end)
 		if from < to {
-			clear(b[from:to])
+			clear(b[from-off : to-off])
 		}
 	}
 	zero(MiB, 2*MiB)                  // a whole zero chunk
 	zero(2*MiB+64<<10, 2*MiB+320<<10) // zero blocks inside data
 	zero(size-MiB/2, size)            // a zero tail (all of a disk under 512 KiB)
 	zero(2*MiB+1000, 2*MiB+1100)      // a short run that stays data
-	return b
 }
 
 // SectorSize is the unit of a disk's capacity.

@@ -11,7 +11,7 @@ IMAGE ?= platform.example/vm-migration-controller:$(VERSION)
 IMAGE_OUT ?= _output/image
 CONVERSION_IMAGE ?= platform.example/vm-migration-conversion:$(VERSION)
 
-.PHONY: help build test upstream test-unit unit-deps test-fuzz bench-hash test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local local-import local-remove bench-transfer bench-downtime bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi local-path coredns kubevirt kubevirt-node test-kubevirt fmt vet
+.PHONY: help build test upstream test-unit unit-deps test-fuzz bench-hash test-integration test-node node node-deps test-e2e test-alerts test-conversion install-plugin image conversion-image run-local govc local-import local-remove bench-transfer bench-downtime bench-scale generate verify manifests test-crds testbin cdi cdi-images test-cdi local-path coredns kubevirt kubevirt-node test-kubevirt fmt vet
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -74,8 +74,11 @@ install-plugin: ## install kubectl-vmm into GOBIN (default GOPATH/bin); with it 
 test-conversion: ## real guests: installs the Debian packages it needs (as root), builds the guest images (cached), converts a BIOS and an EFI Debian guest with the real virt-v2v end to end and boots them; fails if any step is simulated; KUBEVIRT_NODE=1: the guests run under KubeVirt's own virt-handler and virt-launcher (make kubevirt-node), their NIC on the pod network
 	GUESTS="$(GUESTS)" FAILING_DISKS="$(FAILING_DISKS)" hack/test-conversion.sh
 
-run-local: ## the product as it ships on a real local node (as root) with a sample migration, live progress, then its own time and downtime; ONCE=1: no terminal, exit 0 only on success; GUEST=bios|efi: real guests and the real conversion; VMS=a,b: the source VMs (the first is the example's); KUBEVIRT_NODE=1: KubeVirt's own virt-handler and virt-launcher run the VM (with GUEST)
-	ONCE=$(ONCE) GUEST=$(GUEST) VMS=$(VMS) hack/run-local.sh
+run-local: ## the product as it ships on a real local node (as root) with a sample migration, live progress, then its own time and downtime; ONCE=1: no terminal, exit 0 only on success; GUEST=bios|efi: real guests and the real conversion; VMS=a,b: the source VMs (the first is the example's); DISK_GIB=4: each sample VM's first disk 4 GiB instead of 8 MiB; KUBEVIRT_NODE=1: KubeVirt's own virt-handler and virt-launcher run the VM (with GUEST)
+	ONCE=$(ONCE) GUEST=$(GUEST) VMS=$(VMS) DISK_GIB=$(DISK_GIB) hack/run-local.sh
+
+govc: ## govc with the command set of the project's govmomi (hack/tools/govc, cached; _output/govc/govc), for changing make run-local's simulated VMs (docs/contributors/testing.md, The local vCenter)
+	hack/build-govc.sh
 
 local-import: ## import image tarballs into the node of a running make run-local: TARBALL=file (several, space-separated); the node pulls from no registry
 	hack/local-node.sh import $(TARBALL)

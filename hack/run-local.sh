@@ -43,10 +43,17 @@
 #                                default web-01, with GUEST $GUEST-guest); the first
 #                                is the example's, each gets a migration manifest
 #                                in migrations/<name>.yaml to apply
+#   DISK_GIB=4 ...               each sample VM's first disk is that many GiB of
+#                                pseudo-random bytes instead of 8 MiB (vcsim-local
+#                                --disk-size; written into vcsim/disks/ as vcsim
+#                                starts, about 10 s a GiB here); the node's volume
+#                                takes as much again. Not with GUEST, whose disk is
+#                                its image
 #
 # While the stack is up, in another terminal:
 #   . _output/run-local/env      KUBECONFIG, and on PATH kubectl-vmm and the
-#                                testbin's kubectl (the server's version)
+#                                testbin's kubectl (the server's version); govc
+#                                (hack/build-govc.sh) and GOVC_URL for vcsim
 #   make local-import TARBALL=...  make local-remove REF=...  (hack/local-node.sh)
 #
 # Needs root (the node). State, logs, the env file and the migration
@@ -60,7 +67,14 @@ bin=$root/_output/local/bin
 once=${ONCE:-}
 guest=${GUEST:-}
 kubevirt_node=${KUBEVIRT_NODE:-}
-timeout=${RUN_LOCAL_TIMEOUT:-$([ -n "$guest" ] && echo 3600 || echo 300)}
+disk_gib=${DISK_GIB:-}
+case $disk_gib in
+  "" | [1-9] | [1-9][0-9] | [1-9][0-9][0-9]) ;;
+  *) printf '[run-local] error: DISK_GIB=%s: want a whole number of GiB from 1 to 999\n' "$disk_gib" >&2; exit 1 ;;
+esac
+# A disk of DISK_GIB takes about 10 s a GiB to write when vcsim starts, and
+# the migration moves it: a minute a GiB more of patience, at most.
+timeout=${RUN_LOCAL_TIMEOUT:-$(($([ -n "$guest" ] && echo 3600 || echo 300) + 60 * ${disk_gib:-0}))}
 namespace=migrations
 started=$SECONDS
 
@@ -71,6 +85,7 @@ case $guest in
   "" | bios | efi) ;;
   *) die "GUEST=$guest: want bios or efi" ;;
 esac
+[ -z "$disk_gib" ] || [ -z "$guest" ] || die "DISK_GIB=$disk_gib with GUEST=$guest: a real guest's disk is its image, of the image's size; DISK_GIB sizes the sample VM's"
 vms_list=${VMS:-}
 read -r -a vms <<<"${vms_list//,/ }"
 if [ ${#vms[@]} -eq 0 ]; then
@@ -178,6 +193,9 @@ mkdir -p "$bin"
 (cd "$root" && go build -o "$bin/" ./test/framework/cmd/testnode ./test/vcsimlocal/cmd/vcsim-local \
   ./test/standins/cmd/standins ./test/images/cmd/build-images ./test/framework/cmd/install-kubevirt ./test/framework/cmd/install-cdi \
   ./hack/runlocal ./cmd/kubectl-vmm)
+# govc of the project's govmomi, for changing the source VMs
+# (docs/contributors/testing.md, The local vCenter): not needed to run.
+govc_dir=$("$root/hack/build-govc.sh" | tail -n 1) || { say "warning: building govc failed: the env file puts none on PATH"; govc_dir=; }
 imports=()
 for d in "$kubevirt_dir" "$kubevirt_node_dir" "$cdi_images_dir" "$local_path_dir"; do
   [ -n "$d" ] || continue
@@ -201,6 +219,11 @@ done < <(cd "$root" && "$bin/build-images" --launcher "localhost/kubevirt/virt-l
 [ -n "$controller_image" ] && [ -n "$conversion_image" ] && [ -n "$launcher_image" ] || die "building the images failed (run $bin/build-images to see why)"
 vcsim_args=()
 for v in "${vms[@]}"; do vcsim_args+=(--vm "$v"); done
+sample_disks="3 disks of random bytes"
+if [ -n "$disk_gib" ]; then
+  vcsim_args+=(--disk-size "${disk_gib}GiB")
+  sample_disks="3 disks of random bytes ($disk_gib GiB, 6 and 4 MiB)"
+fi
 conversion="SIMULATED virt-v2v (test/images: it converts nothing, but writes 4 MiB into the first disk through the overlay, as a conversion writes; the sample VMs' disks hold random bytes, which the real one refuses)"
 if [ -n "$guest" ]; then
   say "building (or reusing) the real guest images and the conversion image"
@@ -215,6 +238,13 @@ say "images: $controller_image (controller and transfer), $conversion_image (con
 
 rm -rf "$state"
 mkdir -p "$state/logs" "$state/vcsim" "$state/standins" "$state/overlay" "$state/migrations" "$state/bin"
+if [ -n "$disk_gib" ]; then
+  # Each sample VM's image, and the node's volume the example writes it
+  # into (its staging overhead included), on the file system of $state.
+  need=$((disk_gib * (${#vms[@]} + 1) + 2))
+  avail=$(df --output=avail -BG "$state" | tail -n 1 | tr -dc 0-9)
+  ((avail >= need)) || die "DISK_GIB=$disk_gib: $state has ${avail} GiB free, the images of ${#vms[@]} VM(s) and the example's volume need about $need GiB"
+fi
 # The pods' non-root users (65532, 107) reach the volumes under standins/.
 chmod 755 "$state" "$state/standins"
 
@@ -231,6 +261,7 @@ export KUBECONFIG
 # machine's own may be older) and kubectl-vmm first on PATH.
 ln -sfn "$testbin/kubectl" "$state/bin/kubectl"
 ln -sfn "$bin/kubectl-vmm" "$state/bin/kubectl-vmm"
+[ -z "$govc_dir" ] || ln -sfn "$govc_dir/govc" "$state/bin/govc"
 printf 'export KUBECONFIG=%q\nexport PATH=%q:"$PATH"\n' "$KUBECONFIG" "$state/bin" >"$state/env"
 say "$(grep -m1 '^real node:' "$state/logs/node.log")"
 say "API server and vcsim reachable from pods at $HOST_ADDRESS; images imported into the node"
@@ -257,12 +288,17 @@ say "$cdi_line"
 
 # --- vcsim --------------------------------------------------------------------
 start vcsim "$bin/vcsim-local" --address="$HOST_ADDRESS:0" --state-dir="$state/vcsim" "${vcsim_args[@]}"
-wait_until "vcsim" 60 test -s "$state/vcsim/vms.json"
+[ -z "$disk_gib" ] || say "vcsim writing each sample VM's first disk ($disk_gib GiB) into $state/vcsim/disks (about $((10 * disk_gib * ${#vms[@]})) s)"
+wait_until "vcsim" $((60 + 20 * ${disk_gib:-0} * ${#vms[@]})) test -s "$state/vcsim/vms.json"
 vcsim_url=$(cat "$state/vcsim/url")
+# govc reaches vcsim with these; the credentials are read from vcsim's
+# files when the env file is sourced, never written into it.
+printf 'export GOVC_URL=%q GOVC_TLS_KNOWN_HOSTS=%q\nexport GOVC_USERNAME="$(cat %q)" GOVC_PASSWORD="$(cat %q)"\n' \
+  "$vcsim_url" "$state/vcsim/known_hosts" "$state/vcsim/username" "$state/vcsim/password" >>"$state/env"
 if [ -n "$guest" ]; then
   say "vcsim on $vcsim_url (VMs ${vms[*]}: the real $guest Debian guest, one disk, one NIC)"
 else
-  say "vcsim on $vcsim_url (VMs ${vms[*]}: EFI, 3 disks of random bytes, 2 NICs)"
+  say "vcsim on $vcsim_url (VMs ${vms[*]}: EFI, $sample_disks, 2 NICs)"
 fi
 
 # --- the stand-ins ------------------------------------------------------------

@@ -29,8 +29,8 @@ type Stack struct {
 
 // Hints is what run-local prints once the example ended, while the stack
 // stays up: how to reach it with a kubectl of the server's version, what
-// vcsim serves and how to migrate or add VMs, how to put images on the
-// node and take them off.
+// vcsim serves and how to migrate or add VMs, size their disks or change
+// them with govc, how to put images on the node and take them off.
 func Hints(s Stack) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
@@ -44,7 +44,7 @@ func Hints(s Stack) string {
 	p("")
 	p("The stack stays up. In another terminal, in this clone, as root:")
 	p("")
-	p("  . %s    # KUBECONFIG, and on PATH kubectl-vmm and kubectl %s, the server's version%s", path.Join(s.State, "env"), s.ServerVersion, machine)
+	p("  . %s    # KUBECONFIG and GOVC_URL, and on PATH kubectl-vmm, govc and kubectl %s, the server's version%s", path.Join(s.State, "env"), s.ServerVersion, machine)
 	p("  kubectl get vmm,vm,vmi,dv,pvc,pods -A")
 	p("  kubectl vmm get %s -n %s", s.Example, s.Namespace)
 	p("  kubectl vmm describe %s -n %s", s.Example, s.Namespace)
@@ -66,6 +66,11 @@ func Hints(s Stack) string {
 	} else {
 		p("  There is no other VM to migrate: add some with Ctrl-C, then %s", more)
 	}
+	if s.Guest == "" {
+		p("  A larger disk: Ctrl-C, then make run-local DISK_GIB=4   # each sample VM's first disk 4 GiB instead of 8 MiB")
+	}
+	p("  govc device.info -vm %s ethernet-0   # change a VM before migrating it (its MAC, what VMware Tools reports, its power):", s.VMs[0])
+	p("  docs/contributors/testing.md, The local vCenter, gives the govc commands")
 	p("")
 	p("Images: the node pulls from no registry; its pods run what was imported into its containerd")
 	p("(a reference never imported waits in ErrImagePull, then ImagePullBackOff):")

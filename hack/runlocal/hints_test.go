@@ -10,7 +10,8 @@ import (
 // stays up says how to reach it with a kubectl of the server's version
 // (the machine's may be older), how to import an image into the node and
 // remove one, and how to add source VMs to vcsim (issue 34: the --vm flag
-// was documented only in a Go comment, the node's images nowhere).
+// was documented only in a Go comment, the node's images nowhere), give
+// them a larger disk or change them with govc (issue 50).
 func TestHintsExplainTheLocalStack(t *testing.T) {
 	s := Stack{
 		State: "_output/run-local", Namespace: "migrations", Example: "web-01", VMs: []string{"web-01", "db-01"},
@@ -28,6 +29,9 @@ func TestHintsExplainTheLocalStack(t *testing.T) {
 		"kubectl apply -f _output/run-local/migrations/db-01.yaml",
 		"make run-local VMS=web-01,db-01,app-01",
 		"GUEST=bios",
+		"make run-local DISK_GIB=4",
+		"govc device.info -vm web-01 ethernet-0",
+		"docs/contributors/testing.md, The local vCenter",
 		"Ctrl-C stops everything",
 	} {
 		assert.Contains(t, h, want)
@@ -44,4 +48,5 @@ func TestHintsExplainTheLocalStack(t *testing.T) {
 
 	s.Guest, s.VMs = "bios", []string{"bios-guest", "app-01"}
 	assert.Contains(t, Hints(s), "real bios Debian guests", "what the VMs are")
+	assert.NotContains(t, Hints(s), "DISK_GIB", "a real guest's disk is its image's size")
 }

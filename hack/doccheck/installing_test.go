@@ -2,6 +2,7 @@ package doccheck
 
 import (
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,13 +72,32 @@ func TestInstallingOverlayRenders(t *testing.T) {
 	require.Len(t, deployment.Spec.Template.Spec.Containers, 1)
 	c := deployment.Spec.Template.Spec.Containers[0]
 	assert.Equal(t, "registry.example.com/vmm/vm-migration-controller:v0.1.0", c.Image)
-	var conversion []string
+	var conversion, allowed []string
 	for _, a := range c.Args {
 		if strings.HasPrefix(a, "--conversion-image=") {
 			conversion = append(conversion, a)
 		}
+		if v, ok := strings.CutPrefix(a, "--allowed-conversion-images="); ok {
+			allowed = append(allowed, v)
+		}
 	}
 	assert.Equal(t, []string{"--conversion-image=registry.example.com/vmm/vm-migration-conversion:v0.1.0"}, conversion, "the Deployment's --conversion-image arguments")
+	// The allow-list beside it (issue 50): one argument, whose pattern
+	// lets a migration name another tag of the image, and no other image,
+	// as preflight matches them (path.Match).
+	require.Len(t, allowed, 1, "the Deployment's --allowed-conversion-images arguments")
+	for image, want := range map[string]bool{
+		"registry.example.com/vmm/vm-migration-conversion:v0.2.0-rc.1": true,
+		"registry.example.com/vmm/virt-v2v:2.13":                       false,
+		"registry.example.com/other/vm-migration-conversion:v0.1.0":    false,
+	} {
+		ok, err := path.Match(allowed[0], image)
+		require.NoError(t, err, allowed[0])
+		assert.Equal(t, want, ok, "%s allows %s", allowed[0], image)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "operators", "installing.md"))
+	require.NoError(t, err)
+	assert.Contains(t, string(doc), "spec.conversion.image:\nregistry.example.com/vmm/vm-migration-conversion:v0.2.0-rc.1", "the image installing.md says a migration may name")
 }
 
 // TestExplainNamesAllowedConversionImages: kubectl explain

@@ -4,11 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"platform.example/vm-migration/pkg/controller"
 	"platform.example/vm-migration/pkg/steps/pipeline"
 )
 
@@ -44,10 +46,37 @@ func (v quantityValue) Set(s string) error {
 	return nil
 }
 
+// maxConversionsValue is --max-conversions: auto, or a number of
+// conversion slots (0: no pacing by conversions).
+type maxConversionsValue struct{ lim *controller.ConversionLimit }
+
+func (v maxConversionsValue) String() string {
+	if v.lim == nil {
+		return ""
+	}
+	return v.lim.String()
+}
+
+func (v maxConversionsValue) Set(s string) error {
+	if s == "auto" {
+		*v.lim = controller.ConversionLimit{Auto: true}
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%q is neither auto nor a number of conversions (0: no pacing)", s)
+	}
+	*v.lim = controller.ConversionLimit{Max: n}
+	return nil
+}
+
 // addConversionFlags registers the conversion flags, defaulting the
 // resources to pipeline.DefaultConversionResources.
 func (f *flags) addConversionFlags(fs *flag.FlagSet) {
 	c := &f.conversion
+	f.opts.Conversions = controller.ConversionLimit{Auto: true}
+	fs.Var(maxConversionsValue{&f.opts.Conversions}, "max-conversions", "conversion slots: a source is stopped only with one free (taken with the transfer slot, held to the end of the conversion), and not while a conversion pod waits Unschedulable for lack of resources; "+
+		"auto: as many as the allocatable resources of the schedulable nodes hold conversion pods (reads the nodes); a number: that many; 0: conversions do not pace the stops")
 	fs.StringVar(&f.opts.Pipeline.ConversionImage, "conversion-image", "", "default virt-v2v image of the conversion Jobs, for migrations without spec.conversion.image (make conversion-image builds the project's)")
 	fs.Func("allowed-conversion-images", "comma-separated patterns (path.Match, e.g. registry.example.com/v2v/*) a migration's own spec.conversion.image must match; the default image is always allowed, no other without this flag",
 		f.addAllowedConversionImages)

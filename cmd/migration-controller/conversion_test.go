@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 
+	"platform.example/vm-migration/pkg/controller"
 	"platform.example/vm-migration/pkg/steps/pipeline"
 )
 
@@ -109,4 +111,23 @@ func TestShippedDeploymentConverts(t *testing.T) {
 	require.NoError(t, err, "the shipped args %v", args)
 	assert.Equal(t, "platform.example/vm-migration-conversion:dev", f.opts.Pipeline.ConversionImage,
 		"--conversion-image, want the image make conversion-image builds")
+}
+
+// TestMaxConversionsFlag: conversion slots sized from the nodes by
+// default, a number, or none (0); anything else is refused in one line.
+func TestMaxConversionsFlag(t *testing.T) {
+	for args, want := range map[string]controller.ConversionLimit{
+		"":                       {Auto: true},
+		"--max-conversions=auto": {Auto: true},
+		"--max-conversions=3":    {Max: 3},
+		"--max-conversions=0":    {},
+	} {
+		f, err := parseFlags(strings.Fields(args))
+		require.NoError(t, err, args)
+		assert.Equal(t, want, f.opts.Conversions, args)
+	}
+	for _, bad := range []string{"--max-conversions=-1", "--max-conversions=many"} {
+		_, err := parseFlags([]string{bad})
+		assert.ErrorContains(t, err, "is neither auto nor a number of conversions", bad)
+	}
 }

@@ -216,6 +216,15 @@ func (w *Watch) Informers(children map[string]cache.SharedIndexInformer) Informe
 	return inf
 }
 
+// Nodes is the cache of the cluster's nodes, trimmed to what sizes the
+// conversion slots (trimNode), for a budget derived from the nodes
+// (ConversionLimit.Auto); watched once, whatever the namespaces.
+func (w *Watch) Nodes() cache.SharedIndexInformer {
+	informer := w.cluster.Core().V1().Nodes().Informer()
+	_ = informer.SetTransform(trimNode)
+	return informer
+}
+
 // Start starts every informer the controller asked for.
 func (w *Watch) Start(ctx context.Context) {
 	for _, f := range w.sets {

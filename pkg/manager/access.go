@@ -33,18 +33,24 @@ var cachedResources = []schema.GroupResource{
 	{Group: "kubevirt.io", Resource: "virtualmachineinstances"},
 }
 
-// storageClasses is the one cluster-scoped resource the controller caches.
-var storageClasses = schema.GroupResource{Group: "storage.k8s.io", Resource: "storageclasses"}
+// storageClasses is the cluster-scoped resource the controller always
+// caches; nodes, the one it caches to size its conversion slots from them
+// (--max-conversions=auto).
+var (
+	storageClasses = schema.GroupResource{Group: "storage.k8s.io", Resource: "storageclasses"}
+	nodes          = schema.GroupResource{Resource: "nodes"}
+)
 
 // CheckAccess fails, with one line that names what is missing and where,
 // when a controller of listed namespaces may not list and watch what it
-// caches in one of them, or the storage classes: the namespaces of
+// caches in one of them, or the storage classes, or the cluster-scoped
+// resources named in clusterScoped: the namespaces of
 // --namespaces and those given the Roles of manifests/overlays/namespaced
 // must agree, and without this check a missing Role only shows as caches
 // that never sync. A cluster-wide controller (namespaces [""]) is not
 // checked. Rules the API server cannot enumerate (a review it reports
 // incomplete, or one it refuses) are not held against the controller.
-func CheckAccess(ctx context.Context, kube kubernetes.Interface, namespaces []string) error {
+func CheckAccess(ctx context.Context, kube kubernetes.Interface, namespaces []string, clusterScoped ...schema.GroupResource) error {
 	if len(namespaces) == 0 || slices.Contains(namespaces, metav1.NamespaceAll) {
 		return nil
 	}
@@ -61,21 +67,31 @@ func CheckAccess(ctx context.Context, kube kubernetes.Interface, namespaces []st
 				strings.Join(missing, ", "), ns)
 		}
 	}
-	for _, verb := range []string{"list", "watch"} {
-		review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb: verb, Group: storageClasses.Group, Resource: storageClasses.Resource,
-			}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			logger.Info("could not review the controller's access to storage classes; going on", "err", err)
-			return nil
-		}
-		if !review.Status.Allowed {
-			return fmt.Errorf("the controller may not %s %s: bind it to a ClusterRole that may (manifests/overlays/namespaced/cluster-read.yaml)", verb, storageClasses)
+	for _, r := range append([]schema.GroupResource{storageClasses}, clusterScoped...) {
+		for _, verb := range []string{"list", "watch"} {
+			review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Verb: verb, Group: r.Group, Resource: r.Resource,
+				}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				logger.Info("could not review the controller's access to a cluster-scoped resource; going on", "resource", r.String(), "err", err)
+				return nil
+			}
+			if !review.Status.Allowed {
+				return fmt.Errorf("the controller may not %s %s: bind it to a ClusterRole that may (manifests/overlays/namespaced/cluster-read.yaml)%s", verb, r, accessHint(r))
+			}
 		}
 	}
 	return nil
+}
+
+// accessHint says what else a missing grant of r allows.
+func accessHint(r schema.GroupResource) string {
+	if r == nodes {
+		return ", or set --max-conversions to a number: it reads the nodes only to size the conversion slots"
+	}
+	return ""
 }
 
 // notListedAndWatched returns the resources the rules do not let list and

@@ -8,8 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"platform.example/vm-migration/pkg/controller"
 )
 
 // everything a namespaced controller caches, as one rule.
@@ -89,4 +92,20 @@ func TestCheckAccess(t *testing.T) {
 			assert.Equal(t, tc.wantReviews, tc.r.rulesReviews)
 		})
 	}
+}
+
+// TestCheckAccessToNodes: a controller that sizes its conversion slots
+// from the nodes fails at start when it may not list and watch them,
+// saying how to do without.
+func TestCheckAccessToNodes(t *testing.T) {
+	granted := map[string][]authorizationv1.ResourceRule{"a": {cachedRule}}
+	r := reviewer{storageRead: true, rules: granted}
+	err := CheckAccess(context.Background(), r.client(), []string{"a"}, nodes)
+	require.ErrorContains(t, err, "the controller may not list nodes: bind it to a ClusterRole that may (manifests/overlays/namespaced/cluster-read.yaml), or set --max-conversions to a number")
+	require.NoError(t, CheckAccess(context.Background(), r.client(), []string{"a"}), "nodes not asked for")
+	assert.Nil(t, Options{Conversions: controller.ConversionLimit{Max: 4}}.conversions().readsNodes(), "a set budget reads no nodes")
+	auto := Options{Conversions: controller.ConversionLimit{Auto: true}}.conversions()
+	assert.Equal(t, []schema.GroupResource{nodes}, auto.readsNodes())
+	assert.Equal(t, "1", auto.PodRequests.Cpu().String(), "the default conversion pod's CPU request")
+	assert.Equal(t, "3Gi", auto.PodRequests.Memory().String(), "the default conversion pod's memory request")
 }

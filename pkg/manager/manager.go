@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -46,6 +47,10 @@ type Options struct {
 	// MaxTransfersPerHost and MaxTransfersPerDatastore bound concurrent
 	// transfers from one ESXi host or datastore; 0 means no bound.
 	MaxTransfersPerHost, MaxTransfersPerDatastore int
+	// Conversions paces the stops by conversion capacity (the zero value
+	// does not); an automatic budget without PodRequests counts the
+	// conversion pods the Pipeline configuration renders.
+	Conversions controller.ConversionLimit
 	// VSphereCallTimeout bounds each vSphere operation.
 	VSphereCallTimeout time.Duration
 	// VSphereOperationsPerEndpoint bounds the vSphere operations (each
@@ -96,15 +101,21 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		}
 	}()
 	watch := controller.NewWatch(clients, opts.watched(), 10*time.Hour)
-	if err := CheckAccess(ctx, clients.Kube, watch.Namespaces); err != nil {
+	conversions := opts.conversions()
+	if err := CheckAccess(ctx, clients.Kube, watch.Namespaces, conversions.readsNodes()...); err != nil {
 		return err
 	}
 	klog.FromContext(ctx).Info("watching", "namespaces", describeNamespaces(watch.Namespaces))
 	informers := watch.Informers(watch.Children(pipeline.ChildInformers))
+	if conversions.Auto {
+		informers.Nodes = watch.Nodes()
+	}
+	klog.FromContext(ctx).Info("pacing the stops", "maxConversions", conversions.String(), "maxTransfersPerHost", opts.MaxTransfersPerHost)
 	c, err := controller.New(clients, informers, Steps(clients, informers, sessions, opts), recorder, controller.Config{
 		Workers:                  opts.Workers,
 		MaxTransfersPerHost:      opts.MaxTransfersPerHost,
 		MaxTransfersPerDatastore: opts.MaxTransfersPerDatastore,
+		Conversions:              conversions.ConversionLimit,
 		DefaultConversionImage:   opts.Pipeline.ConversionImage,
 		AllowedConversionImages:  opts.AllowedConversionImages,
 		Decisions:                opts.Decisions,
@@ -280,6 +291,27 @@ func CheckAPIs(kube kubernetes.Interface) error {
 		if !found {
 			return fmt.Errorf("the API server does not serve %s in %s: %s first", api.resource, api.groupVersion, api.install)
 		}
+	}
+	return nil
+}
+
+// conversionLimit is the conversion pacing in force.
+type conversionLimit struct{ controller.ConversionLimit }
+
+// conversions is Conversions, with an automatic budget's pod requests
+// from the conversion pods the pipeline renders.
+func (o Options) conversions() conversionLimit {
+	lim := o.Conversions
+	if lim.Auto && lim.PodRequests == nil {
+		lim.PodRequests = controller.PodRequests(pipeline.ConversionResources(o.Pipeline))
+	}
+	return conversionLimit{lim}
+}
+
+// readsNodes names the nodes when the budget is sized from them.
+func (l conversionLimit) readsNodes() []schema.GroupResource {
+	if l.Auto {
+		return []schema.GroupResource{nodes}
 	}
 	return nil
 }

@@ -128,8 +128,9 @@ func TestNamespacedOverlayRules(t *testing.T) {
 			return o.GetKind() == "Role" && o.GetNamespace() == ns && o.GetName() == "vm-migration-controller"
 		})
 		cluster := ruleSet(t, namespaced, func(o *unstructured.Unstructured) bool { return o.GetKind() == "ClusterRole" })
-		assert.Equal(t, []string{"get /namespaces", "get k8s.cni.cncf.io/network-attachment-definitions", "list cdi.kubevirt.io/storageprofiles", "list kubevirt.io/kubevirts", "list storage.k8s.io/storageclasses", "watch storage.k8s.io/storageclasses"}, cluster,
-			"the namespaced install's only cluster-wide rules: reads for preflight")
+		assert.Equal(t, []string{"get /namespaces", "get k8s.cni.cncf.io/network-attachment-definitions", "list /nodes", "list cdi.kubevirt.io/storageprofiles",
+			"list kubevirt.io/kubevirts", "list storage.k8s.io/storageclasses", "watch /nodes", "watch storage.k8s.io/storageclasses"}, cluster,
+			"the namespaced install's only cluster-wide rules: reads for preflight, and of the nodes for the conversion slots")
 		assert.Equal(t, want, slices.Compact(slices.Sorted(slices.Values(append(role, cluster...)))),
 			"the Role in %s and the cluster read are not the cluster-wide ClusterRole's rules", ns)
 	}
@@ -234,6 +235,7 @@ func TestNamespacedInstall(t *testing.T) {
 			assert.False(t, may(t, saKube, "create", "", "configmaps", ns), "create configmaps in %q", ns)
 		}
 		assert.True(t, may(t, saKube, "watch", "storage.k8s.io", "storageclasses", ""), "watch storageclasses")
+		assert.True(t, may(t, saKube, "watch", "", "nodes", ""), "watch nodes")
 	})
 
 	t.Run("refuses a namespace without its Role", func(t *testing.T) {

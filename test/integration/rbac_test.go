@@ -98,6 +98,9 @@ func TestControllerRBAC(t *testing.T) {
 		{group: "rbac.authorization.k8s.io", resource: "roles", verb: "watch", clusterWide: true},
 		{group: "rbac.authorization.k8s.io", resource: "rolebindings", verb: "watch", clusterWide: true},
 		{group: "storage.k8s.io", resource: "storageclasses", verb: "watch", clusterWide: true},
+		// The nodes, sizing the conversion slots (--max-conversions=auto).
+		{resource: "nodes", verb: "list", clusterWide: true},
+		{resource: "nodes", verb: "watch", clusterWide: true},
 		{resource: "namespaces", verb: "get", clusterWide: true, name: "any"},
 		{group: "batch", resource: "jobs", verb: "create"},
 		{group: "batch", resource: "jobs", verb: "delete"},

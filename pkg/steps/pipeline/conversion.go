@@ -649,7 +649,7 @@ func RenderConversionJob(m *v1alpha1.VirtualMachineMigration, attempt int32, cfg
 	if len(m.Status.Disks) == 0 {
 		return nil, errors.New("no disks recorded in status.disks yet")
 	}
-	resources := conversionResources(cfg)
+	resources := ConversionResources(cfg)
 	timeout := cfg.ConversionTimeout
 	if timeout <= 0 {
 		timeout = DefaultConversionTimeout
@@ -710,9 +710,10 @@ func runtimeClass(name string) *string {
 	return &name
 }
 
-// conversionResources are the conversion container's requests and limits:
-// the configured ones or the defaults, with /dev/kvm when configured.
-func conversionResources(cfg Config) corev1.ResourceRequirements {
+// ConversionResources are the conversion container's requests and limits:
+// the configured ones or the defaults, with /dev/kvm when configured. The
+// controller sizes its conversion slots from them (--max-conversions=auto).
+func ConversionResources(cfg Config) corev1.ResourceRequirements {
 	resources := DefaultConversionResources()
 	if cfg.ConversionResources != nil {
 		resources = *cfg.ConversionResources.DeepCopy()

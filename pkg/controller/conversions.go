@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -394,4 +395,46 @@ func (c *Controller) wakeOnFreedConversionSlot(old, obj any) {
 		return
 	}
 	c.wakeConversionWaiters(1)
+}
+
+// Conversion pacing's series, read from the caches at scrape time.
+var (
+	conversionSlotsDesc = prometheus.NewDesc("vm_migration_conversion_slots",
+		"Conversion slots in force (--max-conversions, or the count the nodes give with auto); absent while not paced or not sized yet.", nil, nil)
+	conversionSlotsHeldDesc = prometheus.NewDesc("vm_migration_conversion_slots_held",
+		"Migrations holding a conversion slot: from the stop of their source to the end of their conversion.", nil, nil)
+	conversionWaitingDesc = prometheus.NewDesc("vm_migration_waiting_for_conversion_capacity",
+		"Migrations waiting in Queued, their source running, for a conversion slot or for the scheduler to find room for a conversion pod.", nil, nil)
+	conversionPodsWaitingDesc = prometheus.NewDesc("vm_migration_conversion_pods_waiting_for_room",
+		"Conversion pods of the controller waiting Unschedulable for lack of resources (Insufficient cpu, memory, a device; Too many pods): while any does, no source is stopped.", nil, nil)
+)
+
+// conversionCollector exports the conversion slots: the budget, the slots
+// held, the migrations waiting for one, the conversion pods waiting for
+// room.
+type conversionCollector struct{ c *Controller }
+
+func (p conversionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{conversionSlotsDesc, conversionSlotsHeldDesc, conversionWaitingDesc, conversionPodsWaitingDesc} {
+		ch <- d
+	}
+}
+
+func (p conversionCollector) Collect(ch chan<- prometheus.Metric) {
+	c := p.c
+	count := func(index, value string) float64 {
+		objs, err := c.migrationIndex.ByIndex(index, value)
+		if err != nil {
+			return 0
+		}
+		return float64(len(objs))
+	}
+	if c.cfg.Conversions.Paced() {
+		if b := c.conversionBudget(); b.known {
+			ch <- prometheus.MustNewConstMetric(conversionSlotsDesc, prometheus.GaugeValue, float64(b.slots))
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(conversionSlotsHeldDesc, prometheus.GaugeValue, count(indexConversionSlot, conversionSlotHeld))
+	ch <- prometheus.MustNewConstMetric(conversionWaitingDesc, prometheus.GaugeValue, count(indexConversionWaiting, conversionWaiting))
+	ch <- prometheus.MustNewConstMetric(conversionPodsWaitingDesc, prometheus.GaugeValue, float64(c.schedulerHold().pods))
 }

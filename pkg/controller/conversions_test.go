@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -329,4 +331,32 @@ func TestPodRequests(t *testing.T) {
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("4Gi"), kvm: resource.MustParse("1")},
 	})
 	assert.Equal(t, "cpu 1, devices.kubevirt.io/kvm 1, memory 3Gi", describeRequests(got))
+}
+
+// TestConversionCollector: the budget, the slots held, the migrations
+// waiting before their stop and the conversion pods waiting for room.
+func TestConversionCollector(t *testing.T) {
+	holder := placed("a-converting", v1alpha1.PhaseConverting, "host-1", "ds1")
+	transferring := placed("b-transferring", v1alpha1.PhaseTransferringDisks, "host-1", "ds1")
+	waiting := placed("c-waiting", v1alpha1.PhaseQueued, "host-2", "ds2")
+	pod := conversionPod(holder, "0/1 nodes are available: 1 Insufficient memory.")
+	src := &fakeSource{obs: statemachine.SourceObservation{Observed: true, PowerState: statemachine.PowerStateOn}}
+	f := newFixtureWith(t, maxConversions(2), src, holder, transferring, waiting, pod)
+	f.sync(waiting)
+	require.Equal(t, statemachine.ReasonWaitingForConversionCapacity, progressing(t, f.get(waiting)).Reason)
+	want := `
+# HELP vm_migration_conversion_pods_waiting_for_room Conversion pods of the controller waiting Unschedulable for lack of resources (Insufficient cpu, memory, a device; Too many pods): while any does, no source is stopped.
+# TYPE vm_migration_conversion_pods_waiting_for_room gauge
+vm_migration_conversion_pods_waiting_for_room 1
+# HELP vm_migration_conversion_slots Conversion slots in force (--max-conversions, or the count the nodes give with auto); absent while not paced or not sized yet.
+# TYPE vm_migration_conversion_slots gauge
+vm_migration_conversion_slots 2
+# HELP vm_migration_conversion_slots_held Migrations holding a conversion slot: from the stop of their source to the end of their conversion.
+# TYPE vm_migration_conversion_slots_held gauge
+vm_migration_conversion_slots_held 2
+# HELP vm_migration_waiting_for_conversion_capacity Migrations waiting in Queued, their source running, for a conversion slot or for the scheduler to find room for a conversion pod.
+# TYPE vm_migration_waiting_for_conversion_capacity gauge
+vm_migration_waiting_for_conversion_capacity 1
+`
+	assert.NoError(t, testutil.CollectAndCompare(conversionCollector{f.c}, strings.NewReader(want)))
 }

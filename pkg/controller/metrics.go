@@ -105,7 +105,7 @@ var powerOperationKind = map[statemachine.ActionType]bool{
 func (c *Controller) RegisterMetrics(reg prometheus.Registerer) error {
 	for _, col := range []prometheus.Collector{
 		reconcileTotal, reconcilePanics, reconcileDuration, reconcileOwnDuration, phaseDuration, validationWait, downtime, actionsTotal, actionErrors, sourcePowerOperations, statusWrites, finishedSkips, expiredTotal,
-		phaseCollector{c}, migrationCollector{c}, c.abandoned,
+		phaseCollector{c}, migrationCollector{c}, conversionCollector{c}, c.abandoned,
 	} {
 		if err := reg.Register(col); err != nil {
 			return err

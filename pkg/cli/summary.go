@@ -29,10 +29,16 @@ type waveSummary struct {
 	total   int
 	byPhase map[v1alpha1.Phase]int
 	reasons map[v1alpha1.Phase]map[string]int
+	// beforeStop counts the migrations waiting in Queued, their source
+	// running, for a transfer slot or conversion capacity, by reason;
+	// capacity is what the last one waiting for conversion capacity said
+	// of it ("4 of 4 conversion slots taken").
+	beforeStop map[string]int
+	capacity   string
 }
 
 func newWaveSummary() *waveSummary {
-	return &waveSummary{byPhase: map[v1alpha1.Phase]int{}, reasons: map[v1alpha1.Phase]map[string]int{}}
+	return &waveSummary{byPhase: map[v1alpha1.Phase]int{}, reasons: map[v1alpha1.Phase]map[string]int{}, beforeStop: map[string]int{}}
 }
 
 // add counts one migration.
@@ -40,6 +46,7 @@ func (s *waveSummary) add(m *v1alpha1.VirtualMachineMigration) {
 	phase := phaseOf(m)
 	s.total++
 	s.byPhase[phase]++
+	s.addBeforeStop(m)
 	reason := summaryReason(m)
 	if reason == "" {
 		return
@@ -73,6 +80,75 @@ func summaryReason(m *v1alpha1.VirtualMachineMigration) string {
 		return clean(reason)
 	}
 	return clean(rowReason(m))
+}
+
+// stopWaits are the reasons a migration waits in Queued for capacity,
+// its source running, as the summary's last line names them.
+var stopWaits = map[string]string{
+	statemachine.ReasonWaitingForConversionCapacity: "for conversion capacity",
+	statemachine.ReasonWaitingForTransferSlot:       "for a transfer slot",
+}
+
+// addBeforeStop counts m when it waits in Queued for capacity before its
+// stop.
+func (s *waveSummary) addBeforeStop(m *v1alpha1.VirtualMachineMigration) {
+	if phaseOf(m) != v1alpha1.PhaseQueued || m.DeletionTimestamp != nil {
+		return
+	}
+	reason, message, ok := waiting(m)
+	if _, paced := stopWaits[reason]; !ok || !paced {
+		return
+	}
+	s.beforeStop[reason]++
+	if reason == statemachine.ReasonWaitingForConversionCapacity {
+		s.capacity = capacityNote(message)
+	}
+}
+
+// capacityTaken and capacityHeld find, in a WaitingForConversionCapacity
+// message, how many slots are taken or what the scheduler lacks.
+var (
+	capacityTaken = regexp.MustCompile(`^\d+ of \d+ conversion slots taken`)
+	capacityHeld  = regexp.MustCompile(`wait for a node with room \(the scheduler: ([^)]*)\)`)
+)
+
+// capacityNote is the gist of a WaitingForConversionCapacity message:
+// "4 of 4 conversion slots taken", or "a conversion pod waits for room:
+// Insufficient cpu"; the message's start otherwise.
+func capacityNote(message string) string {
+	if taken := capacityTaken.FindString(message); taken != "" {
+		return taken
+	}
+	if held := capacityHeld.FindStringSubmatch(message); held != nil {
+		return "a conversion pod waits for room: " + held[1]
+	}
+	first, _, _ := strings.Cut(message, ": ")
+	return first
+}
+
+// beforeStopLine says how many migrations wait before their stop, their
+// source running, and for what: "" when none does.
+func (s *waveSummary) beforeStopLine() string {
+	n := 0
+	for _, c := range s.beforeStop {
+		n += c
+	}
+	if n == 0 {
+		return ""
+	}
+	var parts []string
+	for _, reason := range []string{statemachine.ReasonWaitingForConversionCapacity, statemachine.ReasonWaitingForTransferSlot} {
+		c := s.beforeStop[reason]
+		if c == 0 {
+			continue
+		}
+		part := fmt.Sprintf("%d %s", c, stopWaits[reason])
+		if reason == statemachine.ReasonWaitingForConversionCapacity && s.capacity != "" {
+			part += " (" + clean(s.capacity) + ")"
+		}
+		parts = append(parts, part)
+	}
+	return fmt.Sprintf("Before the stop: %d waiting, their source running: %s\n", n, strings.Join(parts, ", "))
 }
 
 // leadingFinding matches the "Reason: " a preflight refusal's message
@@ -141,7 +217,7 @@ func (s *waveSummary) reasonsLine(phase v1alpha1.Phase) string {
 }
 
 // print writes one line per phase present (its count and why), then the
-// total. Phase names are terminal-safe: a phase is a CRD enum, and an
+// total, then how many wait before their stop and for what. Phase names are terminal-safe: a phase is a CRD enum, and an
 // unknown one is escaped.
 func (s *waveSummary) print(w io.Writer) error {
 	phases := s.phases()
@@ -163,6 +239,7 @@ func (s *waveSummary) print(w io.Writer) error {
 		b.WriteString(line(clean(string(p)), fmt.Sprint(s.byPhase[p]), s.reasonsLine(p)))
 	}
 	b.WriteString(line("TOTAL", fmt.Sprint(s.total), ""))
+	b.WriteString(s.beforeStopLine())
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -13,6 +13,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
 )
 
 func TestGoldenSummary(t *testing.T) {
@@ -57,7 +58,48 @@ TransferringDisks     100   100 pod ImagePullBackOff
 Succeeded             200
 Failed                100   50 PreflightFailed (DryRunRefused), 50 PreflightFailed (RDMDisk)
 TOTAL                5000
+Before the stop: 600 waiting, their source running: 600 for a transfer slot
 `, buf.String())
+}
+
+// TestSummaryWaitsBeforeTheStop (issue 50 item 4): a wave paced by
+// conversion capacity shows how many wait before their stop, their source
+// running, and for what, with how many conversion slots are taken; the
+// conversions run without a pod waiting for a node.
+func TestSummaryWaitsBeforeTheStop(t *testing.T) {
+	queued := fixtures()["queued"]
+	s := newWaveSummary()
+	for i := range 25 {
+		m := queued.DeepCopy()
+		switch {
+		case i < 19:
+			setCondition(m, "Progressing", metav1.ConditionFalse, statemachine.ReasonWaitingForConversionCapacity,
+				"4 of 4 conversion slots taken: a migration holds one from the stop of its source to the end of its conversion (--max-conversions=4)")
+		case i < 21:
+		default:
+			m.Status.Phase = v1alpha1.PhaseConverting
+			setCondition(m, "Progressing", metav1.ConditionTrue, statemachine.ReasonWorking, "converting the guest")
+		}
+		s.add(m)
+	}
+	deleting := queued.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{}
+	s.add(deleting)
+	var buf bytes.Buffer
+	require.NoError(t, s.print(&buf), "printing the summary")
+	assert.Equal(t, `PHASE        COUNT   WHY (count by reason)
+Queued          22   19 WaitingForConversionCapacity, 2 WaitingForTransferSlot, 1 cancelling
+Converting       4   4 Working
+TOTAL           26
+Before the stop: 21 waiting, their source running: 19 for conversion capacity (4 of 4 conversion slots taken), 2 for a transfer slot
+`, buf.String())
+
+	held := queued.DeepCopy()
+	setCondition(held, "Progressing", metav1.ConditionFalse, statemachine.ReasonWaitingForConversionCapacity,
+		"conversion pods of this controller wait for a node with room (the scheduler: Insufficient cpu, Insufficient memory): no source is stopped until they run")
+	s = newWaveSummary()
+	s.add(held)
+	assert.Equal(t, "Before the stop: 1 waiting, their source running: 1 for conversion capacity (a conversion pod waits for room: Insufficient cpu, Insufficient memory)\n", s.beforeStopLine())
 }
 
 func TestSummaryReasonsAreBounded(t *testing.T) {

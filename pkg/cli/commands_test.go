@@ -79,12 +79,12 @@ func TestCommandsPrint(t *testing.T) {
 		wantErr    string
 		notWantOut []string
 	}{
-		{name: "list", args: []string{"list"}, wantOut: []string{"NAME", "transferring", "TransferringDisks", "45%", "WaitingForTransferSlot"}},
+		{name: "list", args: []string{"list"}, wantOut: []string{"NAME", "transferring", "TransferringDisks", "31%", "WaitingForTransferSlot"}},
 		{name: "list wide", args: []string{"list", "-o", "wide"}, wantOut: []string{"LAST ERROR", "PreflightFailed", "170.0 MiB/s"}},
 		{name: "list all namespaces", args: []string{"list", "-A"}, wantOut: []string{"NAMESPACE", "apps "}},
 		{name: "list names", args: []string{"list", "-o", "name"}, wantOut: []string{"virtualmachinemigration.migration.platform.example/queued\n"}},
 		{name: "list no headers", args: []string{"list", "--no-headers"}, notWantOut: []string{"NAME"}},
-		{name: "get one", args: []string{"get", "transferring"}, wantOut: []string{"apps/transferring: TransferringDisks for 41m, 45%", "disk-0", "85.0 MiB/s", "ETA 49s", "Next:"}},
+		{name: "get one", args: []string{"get", "transferring"}, wantOut: []string{"apps/transferring: TransferringDisks for 41m, 31%", "disk-0", "85.0 MiB/s", "ETA 49s", "Next:"}},
 		{name: "get yaml", args: []string{"get", "queued", "-o", "yaml"}, wantOut: []string{"kind: VirtualMachineMigration", "apiVersion: migration.platform.example/v1alpha1", "name: queued"}},
 		{name: "get json", args: []string{"get", "queued", "-o", "json"}, wantOut: []string{`"kind": "VirtualMachineMigration"`}},
 		{name: "get jsonpath", args: []string{"get", "queued", "-o", "jsonpath={.status.phase}"}, wantOut: []string{"Queued"}},

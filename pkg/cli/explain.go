@@ -89,12 +89,16 @@ func transferStep(m *v1alpha1.VirtualMachineMigration) string {
 	if t := m.Status.Transfer; t != nil {
 		job = fmt.Sprintf("transfer Job %s (attempt %d)", t.JobName, t.Attempt)
 	}
-	eta := ""
-	if e := overallETA(m); e != nil {
-		eta = ", about " + humanETA(e) + " left"
+	var done, total int64
+	for _, d := range m.Status.Disks {
+		done, total = done+d.BytesTransferred, total+d.CapacityBytes
 	}
-	return fmt.Sprintf("The controller waits for %s to copy %s (%s%s); follow it with kubectl vmm get %s -n %s --watch.",
-		job, pluralize(len(m.Status.Disks), "disk"), orNone(progressOf(m)), eta, m.Name, m.Namespace)
+	copied := fmt.Sprintf("%s of %s copied", humanBytes(done), humanBytes(total))
+	if e := overallETA(m); e != nil {
+		copied += ", about " + humanETA(e) + " left"
+	}
+	return fmt.Sprintf("The controller waits for %s to copy %s (%s); follow it with kubectl vmm get %s -n %s --watch.",
+		job, pluralize(len(m.Status.Disks), "disk"), copied, m.Name, m.Namespace)
 }
 
 func conversionStep(m *v1alpha1.VirtualMachineMigration) string {

@@ -161,7 +161,6 @@ func transferred(m *v1alpha1.VirtualMachineMigration) {
 	if len(st.Disks) > 1 {
 		st.Disks[1].FullCopyReason = "vSphere's map of the disk's allocated areas covers 1048576 bytes, less than the 2147483648 bytes the datastore reports in use"
 	}
-	st.Progress = "100%"
 }
 
 // imported records the DataVolumes' phase and progress.
@@ -195,11 +194,11 @@ func transferring(done0, done1, rate int64) func(*v1alpha1.VirtualMachineMigrati
 				d.ETASeconds = ptr.To((d.CapacityBytes - done + rate - 1) / rate)
 			}
 		}
-		var done, total int64
-		for _, d := range m.Status.Disks {
-			done, total = done+d.BytesTransferred, total+d.CapacityBytes
-		}
-		m.Status.Progress = fmt.Sprintf("%d%%", done*100/total)
+		// As the controller wrote it while transferring (a fixture that
+		// failed or is cancelled since keeps it).
+		st := m.Status.DeepCopy()
+		st.Phase = v1alpha1.PhaseTransferringDisks
+		m.Status.Progress = statemachine.Progress(st)
 		m.Status.LastProgressTime = atp(41 * time.Minute)
 	}
 }
@@ -230,7 +229,6 @@ func fixtures() map[string]*v1alpha1.VirtualMachineMigration {
 		"paused":         inPhase("paused", v1alpha1.PhaseConverting, paused),
 		"importing": inPhase("importing", v1alpha1.PhaseImporting, func(m *v1alpha1.VirtualMachineMigration) {
 			imported(m, "CloneInProgress", "37.50%")
-			m.Status.Progress = "37%"
 		}),
 		"starting": inPhase("starting", v1alpha1.PhaseStarting, func(m *v1alpha1.VirtualMachineMigration) {
 			m.Status.Target.VMIPhase = "Scheduling"
@@ -242,7 +240,6 @@ func fixtures() map[string]*v1alpha1.VirtualMachineMigration {
 			for i := range m.Status.Disks {
 				m.Status.Disks[i].DataVolume = ""
 			}
-			m.Status.Progress = "0%"
 		}),
 		"long-name": inPhase("long-name", v1alpha1.PhaseTransferringDisks, transferring(4096*mib, 512*mib, 85*mib), func(m *v1alpha1.VirtualMachineMigration) {
 			// Selected by moRef: a name the CRD's 80 characters never checked.
@@ -261,9 +258,13 @@ func fixtures() map[string]*v1alpha1.VirtualMachineMigration {
 		"delete-finished":   inPhase("delete-finished", v1alpha1.PhaseSucceeded, succeeded, cancelling),
 	}
 	for _, m := range all {
-		// What the state machine records of the outage, as the controller
-		// writes it.
+		// What the state machine records of the outage and of the
+		// progress, as the controller writes them (a failed or cancelled
+		// migration's progress is the fixture's own).
 		m.Status.Downtime = statemachine.Downtime(&m.Status)
+		if p := statemachine.Progress(&m.Status); p != "" {
+			m.Status.Progress = p
+		}
 	}
 	return all
 }
@@ -290,7 +291,7 @@ func lastError(phase v1alpha1.Phase, reason, message string) func(*v1alpha1.Virt
 // failedConverting failed in Converting, after its transfer: an older
 // controller left status.progress at the transfer's 100%.
 func failedConverting(m *v1alpha1.VirtualMachineMigration) {
-	m.Status.Phase = v1alpha1.PhaseFailed
+	m.Status.Phase, m.Status.Progress = v1alpha1.PhaseFailed, "100%"
 	m.Status.Conversion = &v1alpha1.ConversionStatus{JobStatus: v1alpha1.JobStatus{JobName: naming.ConversionJob(m.Name, 1), Attempt: 1},
 		ConfigMapName: naming.ConversionConfigMap(m.Name, 1)}
 	lastError(v1alpha1.PhaseConverting, statemachine.ReasonConversionFailed, "conversion job failed-converting-convert-1 failed: virt-v2v: inspection could not detect the source guest (InspectionFailed: converting again cannot help)")(m)
@@ -377,7 +378,8 @@ func succeeded(m *v1alpha1.VirtualMachineMigration) {
 	m.Status.Target.UID, m.Status.Target.VMIPhase = "vm-uid", "Running"
 	m.Status.Target.StartRequestedAt = atp(35*time.Minute + 30*time.Second)
 	m.Status.Conversion.Warnings = []string{"could not determine a way to update the configuration of Grub2"}
-	m.Status.CompletionTime, m.Status.Progress = atp(36*time.Minute+5*time.Second), "100%"
+	m.Status.CompletionTime = atp(36*time.Minute + 5*time.Second)
+	m.Status.Progress = statemachine.Progress(&m.Status)
 	ended(m)
 }
 

@@ -139,29 +139,20 @@ func isStalled(m *v1alpha1.VirtualMachineMigration) bool {
 	return !isTerminal(m) && isTrue(m, statemachine.ConditionStalled)
 }
 
-// progressOf is status.progress, or the share of bytes transferred while
-// the transfer runs and the controller has not written a progress yet.
-// A migration that fails shows none: no copy runs, and the last figure
-// (100% once its transfer finished) would read as done.
+// progressOf is the migration's overall progress, status.progress (a
+// share of the whole migration that never goes back:
+// statemachine.Progress), or, while the transfer runs and the controller
+// has not written one yet, the figure its disks make. A migration that
+// fails shows none: no copy runs, and the last figure would read as how
+// far it goes.
 func progressOf(m *v1alpha1.VirtualMachineMigration) string {
 	if p := phaseOf(m); p == v1alpha1.PhaseFailed || p == v1alpha1.PhaseRollingBack {
 		return ""
 	}
-	if m.Status.Progress != "" {
+	if m.Status.Progress != "" || phaseOf(m) != v1alpha1.PhaseTransferringDisks {
 		return m.Status.Progress
 	}
-	if phaseOf(m) != v1alpha1.PhaseTransferringDisks {
-		return ""
-	}
-	var done, total int64
-	for _, d := range m.Status.Disks {
-		done += d.BytesTransferred
-		total += d.CapacityBytes
-	}
-	if total <= 0 {
-		return "0%"
-	}
-	return fmt.Sprintf("%d%%", done*100/total)
+	return statemachine.Progress(&m.Status)
 }
 
 // sourceName is the source VM's name as inventoried, else as selected.

@@ -16,6 +16,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/statemachine"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
@@ -94,27 +95,28 @@ func waitOutput(t *testing.T, out *syncBuffer, text string) {
 	}, 5*time.Second, 5*time.Millisecond, "output never showed %q", text)
 }
 
-// progressed returns a copy of m with more bytes transferred.
-func progressed(m *v1alpha1.VirtualMachineMigration, done0 int64, progress string) *v1alpha1.VirtualMachineMigration {
+// progressed returns a copy of m with more bytes transferred, and the
+// overall progress the controller writes of them.
+func progressed(m *v1alpha1.VirtualMachineMigration, done0 int64) *v1alpha1.VirtualMachineMigration {
 	m = m.DeepCopy()
 	m.Status.Disks[0].BytesTransferred = done0
-	m.Status.Progress = progress
+	m.Status.Progress = statemachine.Progress(&m.Status)
 	return m
 }
 
 func TestWatchOneAsLines(t *testing.T) {
 	m := fixtures()["transferring"]
 	out, code := runWatch(t, false, objects(m), []string{"get", "transferring", "--watch"}, []watchStep{
-		{waitFor: "TransferringDisks 45%", event: &watch.Event{Type: watch.Modified, Object: progressed(m, 6144*mib, "65%")}},
+		{waitFor: "TransferringDisks 31%", event: &watch.Event{Type: watch.Modified, Object: progressed(m, 6144*mib)}},
 		// The same line again prints nothing; a change prints one line.
-		{waitFor: "TransferringDisks 65%", event: &watch.Event{Type: watch.Modified, Object: progressed(m, 6144*mib, "65%")}},
-		{waitFor: "TransferringDisks 65%", event: &watch.Event{Type: watch.Deleted, Object: m}},
+		{waitFor: "TransferringDisks 45%", event: &watch.Event{Type: watch.Modified, Object: progressed(m, 6144*mib)}},
+		{waitFor: "TransferringDisks 45%", event: &watch.Event{Type: watch.Deleted, Object: m}},
 	})
 	require.Equal(t, 0, code, "exit code")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	want := []string{
-		"2026-11-30T10:42:00Z transferring TransferringDisks 45% [disk-0 transfer 50% 85.0 MiB/s ETA 49s, disk-1 transfer 25% 85.0 MiB/s ETA 19s]",
-		"2026-11-30T10:42:00Z transferring TransferringDisks 65% [disk-0 transfer 75% 85.0 MiB/s ETA 49s, disk-1 transfer 25% 85.0 MiB/s ETA 19s]",
+		"2026-11-30T10:42:00Z transferring TransferringDisks 31% [disk-0 transfer 50% 85.0 MiB/s ETA 49s, disk-1 transfer 25% 85.0 MiB/s ETA 19s]",
+		"2026-11-30T10:42:00Z transferring TransferringDisks 45% [disk-0 transfer 75% 85.0 MiB/s ETA 49s, disk-1 transfer 25% 85.0 MiB/s ETA 19s]",
 		"virtualmachinemigration.migration.platform.example/transferring deleted",
 	}
 	assert.Equal(t, want, lines, "the lines the watch printed")
@@ -124,8 +126,8 @@ func TestWatchOneAsLines(t *testing.T) {
 func TestWatchListAsRows(t *testing.T) {
 	all := fixtures()
 	out, _ := runWatch(t, false, objects(all["transferring"], all["queued"]), []string{"list", "-w"}, []watchStep{
-		{waitFor: "queued", event: &watch.Event{Type: watch.Modified, Object: progressed(all["transferring"], 6144*mib, "65%")}},
-		{waitFor: "65%"},
+		{waitFor: "queued", event: &watch.Event{Type: watch.Modified, Object: progressed(all["transferring"], 6144*mib)}},
+		{waitFor: "45%"},
 	})
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 4, "want a header, two rows and one changed row, got:\n%s", out)
@@ -136,13 +138,13 @@ func TestWatchListAsRows(t *testing.T) {
 func TestWatchRedrawsInTerminal(t *testing.T) {
 	m := fixtures()["transferring"]
 	out, _ := runWatch(t, true, objects(m), []string{"get", "transferring", "--watch"}, []watchStep{
-		{waitFor: "45%", event: &watch.Event{Type: watch.Modified, Object: progressed(m, 6144*mib, "65%")}},
-		{waitFor: "65%"},
+		{waitFor: "31%", event: &watch.Event{Type: watch.Modified, Object: progressed(m, 6144*mib)}},
+		{waitFor: "45%"},
 	})
 	frames := strings.Split(out, clearScreen)
 	require.GreaterOrEqual(t, len(frames)-1, 2, "want at least two redraws (clear screens), got:\n%q", out)
 	last := frames[len(frames)-1]
-	for _, want := range []string{"apps/transferring: TransferringDisks for 41m, 65%", "[======================>       ]  75%", "Next:"} {
+	for _, want := range []string{"apps/transferring: TransferringDisks for 41m, 45%", "[======================>       ]  75%", "Next:"} {
 		assert.Contains(t, last, want, "the last frame lacks %q", want)
 	}
 

@@ -691,7 +691,7 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 	for _, d := range m.Status.Disks {
 		assert.Equal(t, d.CapacityBytes/2, d.BytesTransferred, "disk %d progress", d.Key)
 	}
-	assert.Equal(t, "50%", m.Status.Progress)
+	assert.Equal(t, "35%", m.Status.Progress, "the overall progress: half the transfer's 70%")
 	f.unchangedSyncWritesNothing("transfer progress recorded")
 	if stop(v1alpha1.PhaseTransferringDisks) {
 		return true
@@ -707,7 +707,7 @@ func (f *walkFixture) walk(opts walkOptions, stop func(v1alpha1.Phase) bool) boo
 		assert.NotNil(t, d.TransferredAt, "disk %d", d.Key)
 	}
 	assert.Contains(t, evidence(m, v1alpha1.PhaseTransferringDisks), "each verified by size and sha256")
-	assert.Equal(t, "100%", m.Status.Progress)
+	assert.Equal(t, "70%", m.Status.Progress, "the overall progress: the transfer's share")
 
 	// Converting.
 	children := append(transferChildren(m, 1), "Pod/"+naming.TransferJob(walkName, 1)+"-x7k2p")

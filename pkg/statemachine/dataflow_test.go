@@ -96,7 +96,7 @@ func TestTransferringDisks(t *testing.T) {
 				if assert.NotNil(t, d1.ETASeconds, "disk 1 ETA, want 154s") {
 					assert.Equal(t, int64(154), *d1.ETASeconds, "disk 1 ETA seconds")
 				}
-				assert.Equal(t, "33%", d.Status.Progress, "overall progress")
+				assert.Equal(t, "23%", d.Status.Progress, "overall progress: a third of the bytes, a third of the transfer's 70%")
 				wantTime(t, "lastProgressTime", d.Status.LastProgressTime, 0)
 			},
 		},
@@ -108,7 +108,7 @@ func TestTransferringDisks(t *testing.T) {
 			phase: v1alpha1.PhaseTransferringDisks, requeue: 6 * time.Second,
 			check: func(t *testing.T, d Decision) {
 				assert.Zero(t, d.Status.Disks[0].BytesTransferred, "progress written within the interval: %+v", d.Status.Disks[0])
-				assert.Contains(t, []string{"100%", ""}, d.Status.Progress, "progress written within the interval")
+				assert.Equal(t, "0%", d.Status.Progress, "progress written within the interval: the figure of the bytes status holds")
 				wantTime(t, "lastProgressTime", d.Status.LastProgressTime, -4*time.Second)
 			},
 		},
@@ -131,7 +131,7 @@ func TestTransferringDisks(t *testing.T) {
 				}
 				wantTime(t, "transfer.completedAt", d.Status.Transfer.CompletedAt, 0)
 				wantEvidence(t, d, v1alpha1.PhaseTransferringDisks, 0)
-				assert.Equal(t, "100%", d.Status.Progress, "overall progress")
+				assert.Equal(t, fmt.Sprintf("%d%%", ProgressTransferred), d.Status.Progress, "overall progress: the transfer's share")
 			},
 		},
 		"succeeded, one disk allocated areas only: how each disk was read, in status and evidence": {
@@ -327,7 +327,7 @@ func TestConverting(t *testing.T) {
 				assert.Empty(t, d.Status.Disks[0].SHA256, "disks keep the transfer evidence of the converted images")
 				assert.Equal(t, v1alpha1.DiskStatus{Key: builders.DiskKey0, Name: d.Status.Disks[0].Name, StagingClaim: d.Status.Disks[0].StagingClaim,
 					CapacityBytes: builders.DiskCap0}, d.Status.Disks[0], "disks keep how the converted images were read")
-				assert.Equal(t, "0%", d.Status.Progress, "progress, want the transfer evidence of the converted images gone")
+				assert.Equal(t, fmt.Sprintf("%d%%", ProgressTransferred), d.Status.Progress, "overall progress: held while the disks are transferred again")
 			},
 		},
 		"other failure with the budget spent": {
@@ -400,7 +400,7 @@ func TestImporting(t *testing.T) {
 				d0 := d.Status.Disks[0]
 				assert.Equal(t, "ImportInProgress", d0.ImportPhase, "disk 0 = %+v, want its DataVolume's phase", d0)
 				assert.Equal(t, "45.20%", d0.ImportProgress, "disk 0 = %+v, want its DataVolume's progress", d0)
-				assert.Equal(t, "72%", d.Status.Progress, "overall progress")
+				assert.Equal(t, "90%", d.Status.Progress, "overall progress: 80% and 15% of (45.20% + 100%) / 2")
 				wantTime(t, "lastProgressTime", d.Status.LastProgressTime, 0)
 			},
 		},
@@ -431,7 +431,7 @@ func TestImporting(t *testing.T) {
 			m: m(withDVs), obs: newObs(dataVolumes(DataVolumeSucceeded, "100.0%", false)),
 			phase: v1alpha1.PhaseImporting, action: ActionCreateVerificationJob, name: naming.VerificationJob(builders.Name, 1), requeue: DefaultPollInterval,
 			check: func(t *testing.T, d Decision) {
-				assert.Equal(t, "100%", d.Status.Progress, "overall progress")
+				assert.Equal(t, fmt.Sprintf("%d%%", ProgressImported), d.Status.Progress, "overall progress: every disk imported")
 				assert.Equal(t, DataVolumeSucceeded, d.Status.Disks[1].ImportPhase, "disk 1 = %+v, want imported", d.Status.Disks[1])
 				assert.Nil(t, evidenceFor(d.Status, v1alpha1.PhaseImporting), "no evidence before the verification")
 			},

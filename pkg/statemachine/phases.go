@@ -276,7 +276,6 @@ func (d *decider) transferringDisks() {
 		for _, disk := range d.st.Disks {
 			total += disk.BytesTransferred
 		}
-		d.st.Progress = "100%"
 		d.advance(v1alpha1.PhaseConverting, fmt.Sprintf("job %s transferred %d disks, %d bytes, each verified by size and sha256%s",
 			job.Name, len(d.st.Disks), total, copiedEvidence(d.st.Disks)))
 	default:
@@ -296,15 +295,14 @@ func (d *decider) transferringDisks() {
 	}
 }
 
-// initDisks fills status.disks from the inventory, once, and starts the
-// progress at 0% (the PROGRESS column shows the transfer from its start).
+// initDisks fills status.disks from the inventory, once (the overall
+// progress, status.progress, starts from them at 0%: recordProgress).
 // Each disk is written in place: the transfer writes into the claim that
 // becomes the VM's disk, named as its DataVolume, which adopts it.
 func (d *decider) initDisks() {
 	if len(d.st.Disks) > 0 || d.st.Source == nil {
 		return
 	}
-	d.st.Progress = "0%"
 	target := d.targetName()
 	for i, disk := range d.st.Source.Disks {
 		dv := naming.DataVolume(target, i)
@@ -341,13 +339,13 @@ func (d *decider) claimSeen(disk *v1alpha1.DiskStatus) bool {
 }
 
 // nextTransferAttempt starts a fresh transfer under a new Job name, and
-// forgets the disks' transfer evidence and the overall progress.
+// forgets the disks' transfer evidence (the overall progress holds:
+// recordProgress).
 func (d *decider) nextTransferAttempt() {
 	t := d.st.Transfer
 	t.Attempt++
 	t.JobName = naming.TransferJob(d.m.Name, t.Attempt)
 	t.CompletedAt, t.CreatedAt = nil, nil
-	d.st.Progress = "0%"
 	for i := range d.st.Disks {
 		disk := &d.st.Disks[i]
 		disk.BytesTransferred, disk.RateBytesPerSecond, disk.ETASeconds = 0, 0, nil
@@ -456,7 +454,6 @@ func (d *decider) converting() {
 	if d.spec.Conversion.Skip {
 		d.st.Conversion = &v1alpha1.ConversionStatus{Skipped: true}
 		d.convertedUnchanged()
-		d.st.Progress = "0%"
 		d.advance(v1alpha1.PhaseImporting, "conversion skipped (spec.conversion.skip)")
 		return
 	}
@@ -497,7 +494,6 @@ func (d *decider) converting() {
 		c.OperatingSystem = job.OperatingSystem
 		d.recordConverted(job)
 		warned := d.recordConversionWarnings(job)
-		d.st.Progress = "0%"
 		d.advance(v1alpha1.PhaseImporting, fmt.Sprintf("job %s converted the guest (%s)%s", job.Name, job.OperatingSystem, warned))
 	default:
 		// A pod that never ran left the staged disks as transferred:
@@ -606,7 +602,6 @@ func (d *decider) importing() {
 	}
 	d.recordImportProgress()
 	if done == len(d.st.Disks) {
-		d.st.Progress = "100%"
 		d.verifyTargets()
 		return
 	}
@@ -864,6 +859,5 @@ func (d *decider) cleaningUp() {
 	if d.spec.Policy.CleanupPolicy() == v1alpha1.CleanupPolicyRetain {
 		what = "staging objects retained (spec.policy.cleanup: Retain)"
 	}
-	d.st.Progress = "100%"
 	d.advance(v1alpha1.PhaseSucceeded, what)
 }

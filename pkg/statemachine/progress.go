@@ -38,7 +38,6 @@ func (d *decider) recordTransferProgress(progress []DiskProgress) {
 	if !moved || !d.progressDue() {
 		return
 	}
-	var done, total int64
 	for i := range d.st.Disks {
 		disk := &d.st.Disks[i]
 		for _, p := range progress {
@@ -53,12 +52,9 @@ func (d *decider) recordTransferProgress(progress []DiskProgress) {
 				disk.ETASeconds = &eta
 			}
 		}
-		done += disk.BytesTransferred
-		total += disk.CapacityBytes
 	}
 	now := d.now
 	d.st.LastProgressTime = &now
-	d.st.Progress = percent(done, total)
 }
 
 // recordImportProgress copies the DataVolumes' phase and progress into
@@ -74,40 +70,122 @@ func (d *decider) recordImportProgress() {
 	if !phaseChanged && (!moved || !d.progressDue()) {
 		return
 	}
-	var sum float64
 	for i := range d.st.Disks {
 		disk := &d.st.Disks[i]
 		dv := d.obs.DataVolumes[disk.DataVolume]
 		disk.ImportPhase, disk.ImportProgress = dv.Phase, dv.Progress
-		if dv.Phase == DataVolumeSucceeded {
-			sum += 100
-		} else {
-			sum += parsePercent(dv.Progress)
-		}
 	}
 	if moved || phaseChanged {
 		now := d.now
 		d.st.LastProgressTime = &now
 	}
-	if n := len(d.st.Disks); n > 0 {
-		d.st.Progress = fmt.Sprintf("%d%%", int(sum/float64(n)))
-	}
 }
 
-// percent formats done/total as a whole percentage from 0 to 100: the
-// bytes done come from the transfer's progress, and a count below 0 or
-// past the total (or a sum that wrapped) reads as 0% or 100%, never as
-// more, nor as a product that overflowed.
-func percent(done, total int64) string {
-	switch {
-	case total <= 0 || done <= 0:
-		return "0%"
-	case done >= total:
+// The migration's overall progress, status.progress (kubectl get's
+// PROGRESS, the figure kubectl vmm shows beside the phase), is a whole
+// percentage of the migration, not of the phase it is in, so that it
+// never goes back as the phases follow one another: the transfer's bytes
+// move it from 0% to ProgressTransferred, where the conversion (which
+// reports no progress) holds it; the import starts at ProgressConverted
+// and the DataVolumes' progress moves it to ProgressImported, where it
+// stays while the VM is created and started; the target seen running
+// makes it 100%. A transfer made again (a retry, or after a failed
+// conversion) does not take it back: the disks show that attempt's own
+// progress, and the figure holds until the attempt passes it.
+const (
+	// ProgressTransferred is the figure once every disk is transferred.
+	ProgressTransferred = 70
+	// ProgressConverted is the figure the import starts from.
+	ProgressConverted = 80
+	// ProgressImported is the figure once every disk is imported, while
+	// the VM is created and started.
+	ProgressImported = 95
+)
+
+// Progress is the overall progress st's phase and disks make, as
+// status.progress holds it ("45%"), or "" in a phase without one: before
+// the transfer, and once the migration fails or is cancelled (no copy
+// runs). The controller never writes a figure below the one status
+// holds (recordProgress).
+func Progress(st *v1alpha1.VirtualMachineMigrationStatus) string {
+	switch st.Phase {
+	case v1alpha1.PhaseTransferringDisks:
+		var done, total int64
+		for _, disk := range st.Disks {
+			done, total = done+max(disk.BytesTransferred, 0), total+max(disk.CapacityBytes, 0)
+		}
+		return fmt.Sprintf("%d%%", share(done, total, ProgressTransferred))
+	case v1alpha1.PhaseConverting:
+		return fmt.Sprintf("%d%%", ProgressTransferred)
+	case v1alpha1.PhaseImporting:
+		var sum float64
+		for _, disk := range st.Disks {
+			if disk.ImportPhase == DataVolumeSucceeded {
+				sum += 100
+			} else {
+				sum += parsePercent(disk.ImportProgress)
+			}
+		}
+		imported := 0
+		if n := len(st.Disks); n > 0 {
+			imported = int((ProgressImported - ProgressConverted) * sum / 100 / float64(n))
+		}
+		return fmt.Sprintf("%d%%", ProgressConverted+imported)
+	case v1alpha1.PhaseCreatingVM, v1alpha1.PhaseStarting:
+		return fmt.Sprintf("%d%%", ProgressImported)
+	case v1alpha1.PhaseCleaningUp, v1alpha1.PhaseSucceeded:
 		return "100%"
 	}
-	hi, lo := bits.Mul64(uint64(done), 100)
-	q, _ := bits.Div64(hi, lo, uint64(total)) // done < total, so hi = done*100>>64 < total: no panic
-	return fmt.Sprintf("%d%%", q)
+	return ""
+}
+
+// share is done/total of width, whole, from 0 to width: the bytes done
+// come from the transfer's progress, and a count below 0 or past the
+// total (or a sum that wrapped) reads as 0 or width, never as more, nor
+// as a product that overflowed.
+func share(done, total int64, width uint64) uint64 {
+	switch {
+	case total <= 0 || done <= 0:
+		return 0
+	case done >= total:
+		return width
+	}
+	hi, lo := bits.Mul64(uint64(done), width)
+	q, _ := bits.Div64(hi, lo, uint64(total)) // done < total, so hi = done*width>>64 < total: no panic
+	return q
+}
+
+// recordProgress keeps status.progress at the overall progress
+// (Progress), never below the figure it holds: a figure of an attempt
+// started again, or of a phase gone back to, does not take it back. It
+// is cleared once the migration fails (rolling back or Failed): no copy
+// runs while the source is restored or after, and the last figure would
+// read as how far the migration goes; status.disks keep how far each
+// disk got. Before the transfer, and while cancelling, it stays as it is.
+func (d *decider) recordProgress() {
+	if d.st.Phase == v1alpha1.PhaseRollingBack || d.st.Phase == v1alpha1.PhaseFailed {
+		d.st.Progress = ""
+		return
+	}
+	p := Progress(d.st)
+	if p == "" {
+		return
+	}
+	held, ok := heldPercent(d.st.Progress)
+	if now, _ := heldPercent(p); ok && held >= now {
+		return
+	}
+	d.st.Progress = p
+}
+
+// heldPercent reads a figure status.progress holds ("45%"); ok is false
+// for none, or one this controller does not write.
+func heldPercent(s string) (int, bool) {
+	v, err := strconv.Atoi(strings.TrimSuffix(s, "%"))
+	if err != nil || !strings.HasSuffix(s, "%") || v < 0 || v > 100 {
+		return 0, false
+	}
+	return v, true
 }
 
 // parsePercent reads CDI's "45.20%" progress; anything else (NaN too) is 0.
@@ -139,12 +217,3 @@ func (d *decider) progressWhilePaused() {
 	}
 }
 
-// forgetFailedProgress clears status.progress once the migration fails:
-// it is the progress of a copy that runs, none runs while the source is
-// restored or after, and the last figure (100% once the transfer
-// finished) would read as done. status.disks keep how far each disk got.
-func (d *decider) forgetFailedProgress() {
-	if d.st.Phase == v1alpha1.PhaseRollingBack || d.st.Phase == v1alpha1.PhaseFailed {
-		d.st.Progress = ""
-	}
-}

@@ -42,10 +42,10 @@ func TestFailedProgressIsNotDone(t *testing.T) {
 			phase: v1alpha1.PhaseFailed,
 			check: func(t *testing.T, d Decision) { assert.Empty(t, d.Status.Progress) },
 		},
-		"a running conversion keeps the transfer's 100%": {
+		"a running conversion holds the transfer's share": {
 			m: newMigration(builders.Reached(v1alpha1.PhaseConverting)), obs: newObs(conversionJob(JobObservation{Name: conv1})),
 			phase: v1alpha1.PhaseConverting, now: time.Second,
-			check: func(t *testing.T, d Decision) { assert.Equal(t, "100%", d.Status.Progress) },
+			check: func(t *testing.T, d Decision) { assert.Equal(t, "70%", d.Status.Progress) },
 		},
 		"succeeded: 100%": {
 			m: newMigration(builders.Reached(v1alpha1.PhaseSucceeded)), obs: newObs(),

@@ -124,11 +124,11 @@ func (d *decider) recordConversionWarnings(job *JobObservation) string {
 
 // viewedStatus keeps what views read besides the conditions: why the
 // pod of the phase's Job has not started, the last error's short form,
-// and no progress figure once the migration fails.
+// and the overall progress (none once the migration fails).
 func (d *decider) viewedStatus() {
 	d.recordPodWaiting()
 	d.summarizeLastError()
-	d.forgetFailedProgress()
+	d.recordProgress()
 }
 
 // recordPodWaiting keeps status.podWaiting in step with the pod of the

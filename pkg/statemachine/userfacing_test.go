@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -257,15 +258,15 @@ func TestProgressWhilePaused(t *testing.T) {
 			s.Disks[i].DataVolume = dvNames()[i]
 			s.Disks[i].ImportPhase, s.Disks[i].ImportProgress = "ImportInProgress", "10.00%"
 		}
-		s.Progress = "10%"
+		s.Progress = "81%" // 80% and 15% of 10%
 	}))
 	runCases(t, map[string]decideCase{
 		"transfer: bytes and progress move, nothing is done": {
 			m: transferring, obs: newObs(claims(stagingClaims()...), transferJob(job)), now: time.Minute,
 			phase: v1alpha1.PhaseTransferringDisks, action: ActionNone,
 			check: func(t *testing.T, d Decision) {
-				want := (builders.DiskCap0 + builders.DiskCap1/2) * 100 / (builders.DiskCap0 + builders.DiskCap1)
-				assert.Equal(t, percent(want, 100), d.Status.Progress, "status.progress")
+				want := share(builders.DiskCap0+builders.DiskCap1/2, builders.DiskCap0+builders.DiskCap1, ProgressTransferred)
+				assert.Equal(t, fmt.Sprintf("%d%%", want), d.Status.Progress, "status.progress")
 				assert.Equal(t, builders.DiskCap0, d.Status.Disks[0].BytesTransferred)
 				assert.Equal(t, builders.DiskCap1/2, d.Status.Disks[1].BytesTransferred)
 				wantTime(t, "lastProgressTime", d.Status.LastProgressTime, time.Minute)
@@ -289,14 +290,14 @@ func TestProgressWhilePaused(t *testing.T) {
 			m: importing, obs: newObs(dataVolumes("ImportInProgress", "55.00%", false)), now: time.Minute,
 			phase: v1alpha1.PhaseImporting, action: ActionNone,
 			check: func(t *testing.T, d Decision) {
-				assert.Equal(t, "55%", d.Status.Progress)
+				assert.Equal(t, "88%", d.Status.Progress, "80% and 15% of 55%")
 				assert.Equal(t, "55.00%", d.Status.Disks[0].ImportProgress)
 			},
 		},
 		"import: a DataVolume not seen leaves the progress alone": {
 			m: importing, obs: newObs(dataVolume(dvNames()[0], "ImportInProgress", "55.00%")), now: time.Minute,
 			phase: v1alpha1.PhaseImporting, action: ActionNone,
-			check: func(t *testing.T, d Decision) { assert.Equal(t, "10%", d.Status.Progress) },
+			check: func(t *testing.T, d Decision) { assert.Equal(t, "81%", d.Status.Progress) },
 		},
 	})
 }

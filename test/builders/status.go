@@ -114,7 +114,8 @@ func reachedIndex(p v1alpha1.Phase) int {
 	}
 }
 
-// reachedSteps is what each checkpoint of the happy path leaves in status.
+// reachedSteps is what each checkpoint of the happy path leaves in status
+// (status.progress as the controller writes it: statemachine.Progress).
 var reachedSteps = []struct {
 	after v1alpha1.Phase
 	apply func(m *v1alpha1.VirtualMachineMigration, inv *v1alpha1.SourceInventory)
@@ -145,7 +146,7 @@ var reachedSteps = []struct {
 			s.Disks[i].SHA256 = SHA(s.Disks[i].Key)
 			s.Disks[i].TransferredAt = TP(-30 * time.Minute)
 		}
-		s.Progress = "100%"
+		s.Progress = "70%" // statemachine.ProgressTransferred
 	}},
 	{v1alpha1.PhaseConverting, func(m *v1alpha1.VirtualMachineMigration, _ *v1alpha1.SourceInventory) {
 		m.Status.Conversion = &v1alpha1.ConversionStatus{
@@ -153,6 +154,7 @@ var reachedSteps = []struct {
 			ConfigMapName:   naming.ConversionConfigMap(m.Name, 1),
 			OperatingSystem: "rhel 9.4",
 		}
+		m.Status.Progress = "80%" // statemachine.ProgressConverted
 	}},
 	{v1alpha1.PhaseImporting, func(m *v1alpha1.VirtualMachineMigration, _ *v1alpha1.SourceInventory) {
 		for i := range m.Status.Disks {
@@ -160,12 +162,14 @@ var reachedSteps = []struct {
 			d.DataVolume = naming.DataVolume(m.Status.Target.Name, i)
 			d.ImportPhase, d.ImportProgress = "Succeeded", "100.0%"
 		}
+		m.Status.Progress = "95%" // statemachine.ProgressImported
 	}},
 	{v1alpha1.PhaseCreatingVM, func(m *v1alpha1.VirtualMachineMigration, _ *v1alpha1.SourceInventory) {
 		m.Status.Target.UID = TargetUID
 	}},
 	{v1alpha1.PhaseStarting, func(m *v1alpha1.VirtualMachineMigration, _ *v1alpha1.SourceInventory) {
 		m.Status.Target.VMIPhase = "Running"
+		m.Status.Progress = "100%"
 	}},
 }
 

@@ -66,9 +66,14 @@ type VirtualMachineMigrationStatus struct {
 	// Phase is the checkpoint the controller is working toward.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
-	// Progress is the overall progress of the data copy, as "45%"; empty
-	// once the migration fails (rolling back or Failed: no copy runs, and
-	// status.disks keep how far each disk got).
+	// Progress is the migration's overall progress, as "45%": a share of
+	// the whole migration, which never goes back as its phases follow one
+	// another. The transfer's bytes take it from 0% to 70%, where the
+	// conversion holds it; the import goes from 80% to 95%, where it stays
+	// while the VM is created and started; the target running makes it
+	// 100%. A transfer made again does not take it back. Empty before the
+	// transfer, and once the migration fails (rolling back or Failed: no
+	// copy runs, and status.disks keep how far each disk got).
 	// +optional
 	Progress string `json:"progress,omitempty"`
 	// SourceName is the source VM's name as tables show it (kubectl get's

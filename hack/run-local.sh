@@ -404,7 +404,6 @@ cp "$state/migrations/$vm.yaml" "$state/example.yaml"
 kubectl apply -f "$state/example.yaml" >/dev/null
 say "applied $state/example.yaml (namespace $namespace enforces PodSecurity restricted); following it:"
 
-status_template='{.status.phase}{"\t"}{.status.progress}{"\t"}{range .status.disks[*]}{.name}={.bytesTransferred}/{.capacityBytes}{" "}{.importPhase}{" "}{.importProgress}{"; "}{end}{"\t"}{.status.lastError.message}'
 # Fields separated by "|": a pod not yet scheduled has no node name, which
 # whitespace separators would collapse.
 pods_template='{range .items[*]}{.metadata.name}{"|"}{.metadata.labels.migration\.platform\.example/component}{"|"}{.spec.nodeName}{"|"}{.status.phase}{"\n"}{end}'
@@ -456,10 +455,13 @@ phase=""
 deadline=$((SECONDS + timeout))
 while :; do
   alive node "${pids[0]}"
-  line=$(kubectl get vmm "$vm" -n "$namespace" -o jsonpath="$status_template" 2>/dev/null || true)
+  # The example's line (runlocal line): phase, progress, each disk's bytes
+  # of its capacity, the last error; "-" for a field with nothing in it.
+  line=$(kubectl get vmm "$vm" -n "$namespace" -o json 2>/dev/null | "$bin/runlocal" line 2>/dev/null || true)
   phase=${line%%$'\t'*}
   if [ "$line" != "$last" ]; then
     IFS=$'\t' read -r p progress disks err <<<"$line" || true
+    [ "$err" != - ] || err=
     printf '  %4ds  %-18s %-5s %s%s\n' "$((SECONDS - started))" "${p:-?}" "${progress:-}" "${disks:-}" "${err:+  last error: $err}"
     last=$line
   fi

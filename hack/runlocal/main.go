@@ -1,7 +1,9 @@
-// Command runlocal prints what hack/run-local.sh says at its end: how the
-// example migration went, from its own status (summary), and, while the
-// stack stays up, how to use it (hints).
+// Command runlocal prints what hack/run-local.sh says of the example
+// migration: its line each time it changes (line), how it went, from its
+// own status (summary), and, while the stack stays up, how to use it
+// (hints).
 //
+//	kubectl get vmm NAME -n NS -o json | runlocal line
 //	kubectl get vmm NAME -n NS -o json | runlocal summary --since-start 2156s
 //	runlocal hints --state _output/run-local --namespace migrations --example web-01 \
 //	  --vm web-01 --vm db-01 --vcsim-url URL --server-version v1.37.2 --machine-kubectl v1.32.4 [--guest bios]
@@ -34,10 +36,20 @@ func (n *names) Set(v string) error { *n = append(*n, v); return nil }
 
 func run(args []string, in io.Reader, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: runlocal summary|hints [flags]")
+		return errors.New("usage: runlocal line|summary|hints [flags]")
 	}
 	fs := flag.NewFlagSet("runlocal "+args[0], flag.ContinueOnError)
 	switch args[0] {
+	case "line":
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		var m v1alpha1.VirtualMachineMigration
+		if err := json.NewDecoder(in).Decode(&m); err != nil {
+			return fmt.Errorf("reading the migration (kubectl get vmm -o json) from stdin: %w", err)
+		}
+		_, err := fmt.Fprintln(out, Line(&m))
+		return err
 	case "summary":
 		since := fs.Duration("since-start", 0, "how long ago run-local started")
 		if err := fs.Parse(args[1:]); err != nil {
@@ -69,7 +81,7 @@ func run(args []string, in io.Reader, out io.Writer) error {
 		_, err := io.WriteString(out, Hints(s))
 		return err
 	}
-	return fmt.Errorf("unknown command %q: want summary or hints", args[0])
+	return fmt.Errorf("unknown command %q: want line, summary or hints", args[0])
 }
 
 // clock is a time of day as the summary prints it.

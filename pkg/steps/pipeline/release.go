@@ -16,8 +16,10 @@ var migrationLabels = []string{v1alpha1.LabelMigrationName, v1alpha1.LabelMigrat
 
 // ReleaseTarget hands the target VM that a deleted migration keeps over
 // to its owner: the migration's labels leave its DataVolumes, the VM and
-// the VM's instance template, and annotation AnnotationMigratedBy names
-// the migration (the VM's source annotations stay). The VM goes last:
+// the VM's instance template, annotation AnnotationMigratedBy names the
+// migration and AnnotationOutcome says how it ended (the VM's source
+// annotations stay: a later migration of the same source tells a
+// migrated VM from a failed attempt's kept copy by them). The VM goes last:
 // once released it leaves the controller's caches and is not asked for
 // again. An object already released, gone, or not this migration's is
 // left alone. The claims CDI made keep the labels it copied from their
@@ -81,12 +83,29 @@ func (s *Step) patchReleased(what, name string, patch map[string]any, send func(
 }
 
 // releasedMeta is the metadata merge patch of a released object: the
-// migration's labels removed, AnnotationMigratedBy set.
+// migration's labels removed, AnnotationMigratedBy and AnnotationOutcome
+// set.
 func releasedMeta(m *v1alpha1.VirtualMachineMigration) map[string]any {
 	return map[string]any{
-		"labels":      nullLabels(),
-		"annotations": map[string]any{v1alpha1.AnnotationMigratedBy: m.Namespace + "/" + m.Name},
+		"labels": nullLabels(),
+		"annotations": map[string]any{
+			v1alpha1.AnnotationMigratedBy: m.Namespace + "/" + m.Name,
+			v1alpha1.AnnotationOutcome:    outcome(m.Status.Phase),
+		},
 	}
+}
+
+// outcome is how a deleted migration in phase p ended, as
+// AnnotationOutcome says it: it succeeded, it failed (its target kept
+// because it had been started), or it was deleted before it ended.
+func outcome(p v1alpha1.Phase) string {
+	switch p {
+	case v1alpha1.PhaseSucceeded:
+		return v1alpha1.OutcomeSucceeded
+	case v1alpha1.PhaseFailed:
+		return v1alpha1.OutcomeFailed
+	}
+	return v1alpha1.OutcomeCancelled
 }
 
 // nullLabels removes the migration's labels in a merge patch.

@@ -68,7 +68,8 @@ func networkMapping(spec *v1alpha1.VirtualMachineMigrationSpec, network string) 
 // default (q35); the disks in source order on virtio, the first one booting
 // first, each on its DataVolume; one virtio interface per mapped NIC in
 // source order (pod network with masquerade, Multus with bridge, Ignore left
-// out) with the source MAC unless preserveMACAddresses is false; the source
+// out) with the source MAC unless preserveMACAddresses is false or the VM
+// is a second copy (secondCopy); the source
 // BIOS UUID as firmware UUID and its VMware serial when the UUID is valid;
 // Hyper-V enlightenments for Windows guests. Labels tie the VM and its
 // instances to the migration, annotations to the source; no owner
@@ -115,19 +116,22 @@ func RenderVirtualMachine(m *v1alpha1.VirtualMachineMigration) (*kubevirtv1.Virt
 
 // vmMeta is the VM's metadata: a child of m that m does not own (it
 // outlives the migration), annotated with its source: its name, as
-// vSphere gives it (without control characters), its BIOS UUID and its
-// server's UUID (identifiers, written whole).
+// vSphere gives it (without control characters), its BIOS UUID, its
+// instance UUID (by which a later migration of the same source finds
+// it) and its server's UUID (identifiers, written whole).
 func vmMeta(m *v1alpha1.VirtualMachineMigration, name string, inv *v1alpha1.SourceInventory) (metav1.ObjectMeta, error) {
 	meta := childMeta(m, name, v1alpha1.ComponentVM, false)
 	if err := cmp.Or(sourceText("status.source.name", inv.Name, maxSourceName),
-		sourceField("status.source.biosUUID", inv.BIOSUUID), sourceField("status.source.server", inv.Server)); err != nil {
+		sourceField("status.source.biosUUID", inv.BIOSUUID), sourceField("status.source.instanceUUID", inv.InstanceUUID),
+		sourceField("status.source.server", inv.Server)); err != nil {
 		return meta, err
 	}
 	meta.Annotations = map[string]string{}
 	for k, v := range map[string]string{
-		v1alpha1.AnnotationSourceVM:     inv.Name,
-		v1alpha1.AnnotationSourceUUID:   inv.BIOSUUID,
-		v1alpha1.AnnotationSourceServer: inv.Server,
+		v1alpha1.AnnotationSourceVM:           inv.Name,
+		v1alpha1.AnnotationSourceUUID:         inv.BIOSUUID,
+		v1alpha1.AnnotationSourceInstanceUUID: inv.InstanceUUID,
+		v1alpha1.AnnotationSourceServer:       inv.Server,
 	} {
 		if v != "" {
 			meta.Annotations[k] = v

@@ -25,8 +25,10 @@ const FinalizerName = "migration.platform.example/cleanup"
 // StartEnabled reports whether the VM is started once created (default true).
 func (t *TargetSpec) StartEnabled() bool { return ptr.Deref(t.Start, true) }
 
-// PreserveMACs reports whether source MAC addresses are kept (default true).
-func (t *TargetSpec) PreserveMACs() bool { return ptr.Deref(t.PreserveMACAddresses, true) }
+// PreserveMACs reports whether source MAC addresses are kept (default
+// true): never for a second copy (SecondCopy), whose source's first copy
+// runs with them.
+func (t *TargetSpec) PreserveMACs() bool { return !t.SecondCopy && ptr.Deref(t.PreserveMACAddresses, true) }
 
 // PreserveStaticIPsEnabled reports whether the guest's interface names
 // (and so its static addresses) are kept (default true).

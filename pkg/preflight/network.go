@@ -68,8 +68,12 @@ func (c *checker) guestNetwork() {
 		}
 	}
 	if len(candidates) > 0 && c.spec.Target.PreserveStaticIPsEnabled() && !c.spec.Target.PreserveMACs() {
+		why := "spec.target.preserveMACAddresses false gives away"
+		if c.spec.Target.SecondCopy {
+			why = "a second copy (spec.target.secondCopy) never keeps"
+		}
 		c.add(warning(ReasonStaticIPsNeedMACs, "spec.target.preserveStaticIPs keeps the guest's interface names by the source MAC addresses, "+
-			"which spec.target.preserveMACAddresses false gives away: the names, and the static addresses configured on them, will not be kept"))
+			"which "+why+": the names, and the static addresses configured on them, will not be kept"))
 	}
 }
 

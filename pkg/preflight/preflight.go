@@ -42,6 +42,14 @@ const (
 	// ReasonChildNameTaken: an object the migration would create (a
 	// staging claim, a DataVolume or its claim) exists and is not its own.
 	ReasonChildNameTaken = "ChildNameTaken"
+	// ReasonSourceAlreadyMigrated: a VirtualMachine a migration made from
+	// the same source VM exists in a watched namespace; a second copy
+	// would run with the same MAC addresses (blocking unless
+	// spec.target.secondCopy).
+	ReasonSourceAlreadyMigrated = "SourceAlreadyMigrated"
+	// ReasonSecondCopy: spec.target.secondCopy asks for a second copy; its
+	// NICs get new MAC addresses (a warning).
+	ReasonSecondCopy = "SecondCopy"
 	// ReasonConversionImageNotAllowed: spec.conversion.image is neither
 	// the controller's default image nor on its allow-list.
 	ReasonConversionImageNotAllowed = "ConversionImageNotAllowed"
@@ -148,6 +156,7 @@ func Check(spec *v1alpha1.VirtualMachineMigrationSpec, inv *v1alpha1.SourceInven
 		c.unusedStorageMappings,
 		c.targetName,
 		c.childNames,
+		c.sourceCopies,
 		c.guest,
 		c.launcherSeccomp,
 		c.dryRun,
@@ -532,19 +541,33 @@ func diskKeys(disks []v1alpha1.SourceDisk) string {
 }
 
 // childNames blocks when an object the migration would create is taken.
+// Deleting them is advised only when no migration made them: what a
+// migration made (a migrated VM's DataVolumes and their claims) holds
+// migrated data.
 func (c *checker) childNames() {
-	if len(c.cluster.TakenNames) > 0 {
-		c.add(blocking(ReasonChildNameTaken, fmt.Sprintf(
-			"%s already exist in this namespace and do not belong to this migration, which would create them: "+
-				"delete them, or migrate under other names (the migration's name for staging claims, spec.target.name for the DataVolumes)",
-			strings.Join(c.cluster.TakenNames, ", "))))
+	if len(c.cluster.TakenNames) == 0 {
+		return
 	}
+	others := "migrate under other names (the migration's name for staging claims, spec.target.name for the DataVolumes)"
+	advice := "delete them, or " + others
+	if c.cluster.TakenMigrated {
+		advice = "some were made by a migration and may hold migrated data: " + others
+	}
+	c.add(blocking(ReasonChildNameTaken, fmt.Sprintf(
+		"%s already exist in this namespace and do not belong to this migration, which would create them: %s",
+		strings.Join(c.cluster.TakenNames, ", "), advice)))
 }
 
+// targetName blocks when the target VM's name is taken. It never advises
+// deleting the VM there: it may hold migrated data (a migration made it)
+// or be someone's own.
 func (c *checker) targetName() {
-	if c.cluster.TargetNameTaken {
-		c.add(blocking(ReasonTargetNameTaken, fmt.Sprintf(
-			"a VirtualMachine named %q already exists in this namespace and does not belong to this migration: "+
-				"set spec.target.name to a free name, or delete the existing VirtualMachine", c.cluster.TargetName)))
+	if !c.cluster.TargetNameTaken {
+		return
 	}
+	vm := fmt.Sprintf("a VirtualMachine named %q already exists in this namespace and does not belong to this migration", c.cluster.TargetName)
+	if by := c.cluster.TargetMadeBy; by != "" {
+		vm = fmt.Sprintf("a VirtualMachine named %q already exists in this namespace, made by migration %s: it holds migrated data", c.cluster.TargetName, by)
+	}
+	c.add(blocking(ReasonTargetNameTaken, vm+": set spec.target.name to a free name"))
 }

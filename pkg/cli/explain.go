@@ -145,8 +145,11 @@ func podWaitingStep(m *v1alpha1.VirtualMachineMigration, w *v1alpha1.PodWaiting)
 }
 
 func waitingStep(m *v1alpha1.VirtualMachineMigration, reason, message string) string {
-	if reason == statemachine.ReasonWaitingForTransferSlot {
+	switch reason {
+	case statemachine.ReasonWaitingForTransferSlot:
 		return fmt.Sprintf("The controller waits for a transfer slot (%s); the migration starts on its own when one frees, and its source stays untouched meanwhile.", clean(message))
+	case statemachine.ReasonWaitingForConversionCapacity:
+		return fmt.Sprintf("The controller waits for conversion capacity before it stops the source (%s); the migration starts on its own when a conversion ends, and its source stays untouched meanwhile.", clean(message))
 	}
 	return fmt.Sprintf("The controller waits: %s: %s; fix that and it looks again on its own, until the retry deadline (%s after the start).",
 		clean(reason), clean(message), humanDuration(m.Spec.Policy.RetryDeadline()))

@@ -173,3 +173,14 @@ func TestSummaryListsInPages(t *testing.T) {
 	assert.Contains(t, h.out.String(), "Queued       2   2 WaitingForTransferSlot\n", "stdout")
 	assert.Contains(t, h.out.String(), "TOTAL        3\n", "stdout")
 }
+
+// TestExplainWaitForConversionCapacity: kubectl vmm explain says the wait
+// for conversion capacity comes before the stop and ends on its own (not
+// at a retry deadline, which a migration in Queued has none of).
+func TestExplainWaitForConversionCapacity(t *testing.T) {
+	m := fixtures()["queued"].DeepCopy()
+	msg := "4 of 4 conversion slots taken: a migration holds one from the stop of its source to the end of its conversion (--max-conversions=4)"
+	setCondition(m, "Progressing", metav1.ConditionFalse, statemachine.ReasonWaitingForConversionCapacity, msg)
+	assert.Equal(t, "The controller waits for conversion capacity before it stops the source ("+msg+"); the migration starts on its own when a conversion ends, and its source stays untouched meanwhile.",
+		waitingStep(m, statemachine.ReasonWaitingForConversionCapacity, msg))
+}

@@ -60,6 +60,10 @@ func (d *decider) clearCondition(t, reason, message string) {
 func (d *decider) readyCondition() {
 	switch d.st.Phase {
 	case v1alpha1.PhaseSucceeded:
+		if c := d.st.AlreadyMigrated; c != nil {
+			d.setCondition(ConditionReady, metav1.ConditionTrue, ReasonAlreadyMigrated, "the VM was "+alreadyMigratedMessage(c))
+			return
+		}
 		d.setCondition(ConditionReady, metav1.ConditionTrue, ReasonSucceeded, "the VM was migrated: "+d.targetSummary())
 	case v1alpha1.PhaseRollingBack:
 		// The one condition that says why while the source is restored.
@@ -97,6 +101,10 @@ func (d *decider) terminalConditions() {
 	switch d.st.Phase {
 	case v1alpha1.PhaseSucceeded:
 		d.setCondition(ConditionSucceeded, metav1.ConditionTrue, d.successReason(), d.successMessage())
+		if d.st.AlreadyMigrated != nil {
+			d.setCondition(ConditionFailed, metav1.ConditionFalse, ReasonAlreadyMigrated, "nothing failed: the VM was already migrated")
+			return
+		}
 		d.setCondition(ConditionFailed, metav1.ConditionFalse, ReasonSucceeded, "the migration succeeded")
 	case v1alpha1.PhaseFailed:
 		d.setCondition(ConditionSucceeded, metav1.ConditionFalse, d.failureReason(), d.failureReference())
@@ -270,8 +278,12 @@ func (d *decider) failureReference() string {
 }
 
 // successReason says how the migration ended well: with the target VM
-// started, or left halted as spec.target.start asked.
+// started, or left halted as spec.target.start asked, or found already
+// migrated.
 func (d *decider) successReason() string {
+	if d.st.AlreadyMigrated != nil {
+		return ReasonAlreadyMigrated
+	}
 	if t := d.st.Target; t != nil && t.StartRequestedAt != nil {
 		return ReasonTargetStarted
 	}
@@ -279,6 +291,10 @@ func (d *decider) successReason() string {
 }
 
 func (d *decider) successMessage() string {
+	if c := d.st.AlreadyMigrated; c != nil {
+		return "the migration succeeded, having done nothing: the VM was " + alreadyMigratedMessage(c) +
+			" (status.alreadyMigrated); the source VM and the cluster were left as they were"
+	}
 	what := "was started"
 	if d.successReason() == ReasonTargetLeftHalted {
 		what = "was left halted (spec.target.start is false)"

@@ -22,8 +22,9 @@ func Decide(in Input) Decision {
 		d.cancel()
 	case IsTerminal(d.st.Phase):
 		// Terminal phases stay terminal; only deletion acts on them, and
-		// a change of the spec of a migration refused before the stop.
-		if d.m.Generation != d.st.ObservedGeneration && RefusedBeforeCutover(d.st) {
+		// a change of the spec of a migration refused before the stop or
+		// found already migrated (neither touched anything).
+		if d.m.Generation != d.st.ObservedGeneration && (RefusedBeforeCutover(d.st) || AlreadyMigrated(d.st)) {
 			d.validateAgain()
 		}
 	case d.m.Spec.Policy.Paused:

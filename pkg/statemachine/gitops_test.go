@@ -157,6 +157,14 @@ func gitopsCases(t *testing.T) []gitopsCase {
 			argo:    argoHealthy, argoSays: "the migration succeeded",
 		},
 		{
+			// Applied again once its time to live deleted it (issue 50):
+			// calm, done, nothing to wait for.
+			name:    "Succeeded, already migrated",
+			m:       decidedIn(t, v1alpha1.PhaseSucceeded, reapplied(), newObs(sourceInventory, earlierCopy(), takenByCopy)),
+			kstatus: kstatus.CurrentStatus,
+			argo:    argoHealthy, argoSays: "already migrated",
+		},
+		{
 			name: "Failed", m: failed,
 			kstatus: kstatus.FailedStatus, kSays: "failed in TransferringDisks",
 			argo: argoDegraded, argoSays: "failed in TransferringDisks: transfer job web01-mig-transfer-1 failed: stream reset",

@@ -46,7 +46,7 @@ func (d *decider) validating() {
 	d.st.Preflight = slices.Clone(d.obs.Preflight)
 	target := TargetName(d.spec, inv)
 	d.st.Target = &v1alpha1.TargetStatus{Name: target}
-	if d.claimed(inv, target) {
+	if d.claimed(inv, target) || d.alreadyMigrated(target) {
 		return
 	}
 	d.recordClusterChecks()

@@ -26,18 +26,22 @@ func RefusedBeforeCutover(st *v1alpha1.VirtualMachineMigrationStatus) bool {
 		beforeTheStop(st.LastError.Phase) && SourceUntouched(st)
 }
 
-// validateAgain sends a migration refused before the stop back to
-// Validating after a change of its spec: the failure is reset (its
-// error, its end, its Succeeded and Failed conditions, the proofs that
+// validateAgain sends a migration refused before the stop, or found
+// already migrated, back to Validating after a change of its spec: the
+// outcome is reset (its error or status.alreadyMigrated, its end, its
+// Succeeded and Failed conditions, the proofs that
 // failed; a passed proof serves for its TTL), the checkpoints the refused
 // validation passed are forgotten (Validating, an approval: this
 // validation passes its own, the timeline shows no approval of before,
 // and the migration holds no claim on its source while it only
 // validates), and the retry deadline counts from now.
 func (d *decider) validateAgain() {
-	reason := d.st.LastError.Reason
+	what := "was found already migrated"
+	if e := d.st.LastError; e != nil {
+		what = fmt.Sprintf("was refused (%s)", e.Reason)
+	}
 	now := d.now
-	d.st.LastError, d.st.CompletionTime, d.st.StartTime = nil, nil, &now
+	d.st.LastError, d.st.CompletionTime, d.st.StartTime, d.st.AlreadyMigrated = nil, nil, &now, nil
 	d.st.Evidence = slices.DeleteFunc(d.st.Evidence, func(e v1alpha1.CheckpointEvidence) bool { return e.Phase != v1alpha1.PhasePending })
 	d.st.ImageProofs = slices.DeleteFunc(d.st.ImageProofs, func(p v1alpha1.ImageProof) bool { return p.Result != v1alpha1.ProofPassed })
 	if len(d.st.ImageProofs) == 0 {
@@ -45,6 +49,6 @@ func (d *decider) validateAgain() {
 	}
 	meta.RemoveStatusCondition(&d.st.Conditions, ConditionSucceeded)
 	meta.RemoveStatusCondition(&d.st.Conditions, ConditionFailed)
-	d.setPhase(v1alpha1.PhaseValidating, fmt.Sprintf("the spec changed (generation %d) after the migration was refused (%s) before its source VM was touched: validating again",
-		d.m.Generation, reason))
+	d.setPhase(v1alpha1.PhaseValidating, fmt.Sprintf("the spec changed (generation %d) after the migration %s before its source VM was touched: validating again",
+		d.m.Generation, what))
 }

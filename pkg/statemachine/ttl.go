@@ -11,11 +11,14 @@ import (
 // phase for a status without one) plus spec.ttlSecondsAfterFinished, or
 // plus defaultTTL when the spec sets none (defaultTTL 0: no default). ok
 // is false when no TTL applies: the migration has not ended, none is set,
-// or it failed leaving its source VM powered off (SourceLeftOff): that
-// record is what tells a person to act, and only a person deletes it.
+// it failed leaving its source VM powered off (SourceLeftOff): that
+// record is what tells a person to act, and only a person deletes it; or
+// it found its target already migrated (AlreadyMigrated): it did nothing,
+// and deleting it would only have a GitOps tool apply it again, and find
+// the same.
 func TTLExpiry(m *v1alpha1.VirtualMachineMigration, defaultTTL time.Duration) (time.Time, bool) {
 	st := &m.Status
-	if !IsTerminal(st.Phase) || SourceLeftOff(st) {
+	if !IsTerminal(st.Phase) || SourceLeftOff(st) || AlreadyMigrated(st) {
 		return time.Time{}, false
 	}
 	ttl := defaultTTL

@@ -41,7 +41,7 @@ var (
 	}, []string{"phase"})
 	validationWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "vm_migration_validation_wait_seconds",
-		Help: "Time from a migration's creation to its first exit from Validating (the next phase's start), once per migration, by outcome: the phase it moved to (Queued, AwaitingApproval, Planned, Failed, Cancelling).",
+		Help: "Time from a migration's creation to its first exit from Validating (the next phase's start), once per migration, by outcome: the phase it moved to (Queued, AwaitingApproval, Planned, Failed, Cancelling, or Succeeded for one that found its source already migrated).",
 		// From seconds (one migration alone) to hours (a wave of thousands),
 		// about 1.5x apart, so a quantile interpolated within a bucket
 		// stays within a third of the measured time.

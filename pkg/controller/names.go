@@ -46,14 +46,20 @@ func stripManagedFields(obj any) (any, error) {
 // stripNameMetadata is the transform of the name caches, which hold the
 // metadata of every claim, DataVolume and VM of the watched namespaces
 // (those every migration that ever ran there left included) and are read
-// for names and the migration UID label only (foreign): it keeps those
-// alone, as a nameEntry.
+// for names and the migration UID label (foreign), and, of what a
+// migration made, for that migration and the source it copied (copies.go):
+// it keeps those alone, as a nameEntry, or a madeEntry for an object that
+// carries more of a migration than its UID label.
 func stripNameMetadata(obj any) (any, error) {
 	o, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
 	}
-	return &nameEntry{namespace: o.Namespace, name: o.Name, migrationUID: string(v1alpha1.MigrationUIDOf(o))}, nil
+	e := nameEntry{namespace: o.Namespace, name: o.Name, migrationUID: string(v1alpha1.MigrationUIDOf(o))}
+	if mark, ok := madeMarkOf(o); ok {
+		return &madeEntry{nameEntry: e, mark: mark}, nil
+	}
+	return &e, nil
 }
 
 // nameEntry is what a name cache holds of an object: its namespace, its
@@ -70,6 +76,15 @@ func (e *nameEntry) GetObjectMeta() metav1.Object {
 		m.Labels = map[string]string{v1alpha1.LabelMigrationUID: e.migrationUID}
 	}
 	return m
+}
+
+// madeEntry is what a name cache holds of an object that carries more of
+// the migration that made it than its UID label (a migrated VM, or what a
+// deleted migration handed over): a nameEntry and its madeMark (96 bytes
+// in all), read through markOf.
+type madeEntry struct {
+	nameEntry
+	mark madeMark
 }
 
 // foreign reports whether an object of that resource and name exists in

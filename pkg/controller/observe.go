@@ -78,6 +78,7 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.VirtualMachineMigr
 			return obs, err
 		}
 		obs.Preflight = preflight.Check(m.SpecInForce(), inv, facts)
+		obs.SourceCopies = facts.SourceCopies
 		for i := range obs.Proofs {
 			if why := preflight.ImageRefused(obs.Preflight, obs.Proofs[i].Component); why != "" {
 				obs.Proofs[i].NotRun = why
@@ -122,6 +123,9 @@ func (c *Controller) clusterFacts(m *v1alpha1.VirtualMachineMigration, inv *v1al
 	facts.TargetName = statemachine.TargetName(m.SpecInForce(), inv)
 	facts.TargetNameTaken, facts.TakenNames, err = c.takenNames(m, inv, facts.TargetName)
 	if err != nil {
+		return facts, err
+	}
+	if err := c.migratedFacts(m, inv, &facts); err != nil {
 		return facts, err
 	}
 	facts.AllowedConversionImages = c.cfg.AllowedConversionImages

@@ -201,7 +201,7 @@ func (c *Cluster) MirrorNames(informers map[string]cache.SharedIndexInformer) {
 			acc, err := meta.Accessor(it)
 			require.NoError(c.t, err)
 			objs = append(objs, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-				Name: acc.GetName(), Namespace: acc.GetNamespace(), UID: acc.GetUID(), Labels: acc.GetLabels()}})
+				Name: acc.GetName(), Namespace: acc.GetNamespace(), UID: acc.GetUID(), Labels: acc.GetLabels(), Annotations: acc.GetAnnotations()}})
 		}
 		require.NoError(c.t, informer.GetIndexer().Replace(objs, ""))
 	}

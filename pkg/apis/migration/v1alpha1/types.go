@@ -84,7 +84,9 @@ type VirtualMachineMigrationSpec struct {
 	// deletion is the one a person would make: the migrated
 	// VirtualMachine and its DataVolumes are kept; staging objects a
 	// failed migration kept for inspection go. A failed migration whose
-	// source VM could not be powered on again is never deleted by it.
+	// source VM could not be powered on again is never deleted by it, nor
+	// one that found its source already migrated (reason AlreadyMigrated:
+	// it did nothing, and a GitOps tool would only apply it again).
 	// Unset: the controller's default (--default-ttl-after-finished), off
 	// unless set; 0: as soon as it finished. It may be set or changed at
 	// any time, after the migration finished too.

@@ -28,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // options are the command's flags.
@@ -43,6 +45,8 @@ type options struct {
 	createWorkers  int
 	progressEvery  time.Duration
 	memoryLimit    string
+	nodeCPU        resource.Quantity
+	conversionRun  time.Duration
 }
 
 func parseOptions() options {
@@ -58,6 +62,16 @@ func parseOptions() options {
 	flag.IntVar(&o.createWorkers, "create-workers", 16, "goroutines creating the migrations")
 	flag.DurationVar(&o.progressEvery, "progress", 15*time.Second, "how often to print progress")
 	flag.StringVar(&o.memoryLimit, "memory-limit", "deployment", "run the controller in a memory cgroup with this limit: deployment (the memory limit of "+deploymentManifest+"), a quantity (512Mi), or 0 (no cgroup)")
+	o.nodeCPU = resource.MustParse("1000")
+	flag.Func("node-cpu", "allocatable CPU of the simulated node (default 1000): conversion pods beyond what it holds (by their CPU request) wait Pending Unschedulable, as kube-scheduler leaves them, until a placed one ends", func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err == nil && q.Sign() <= 0 {
+			err = fmt.Errorf("%s is not positive", v)
+		}
+		o.nodeCPU = q
+		return err
+	})
+	flag.DurationVar(&o.conversionRun, "conversion-time", 0, "how long a placed conversion pod runs before it ends (0: at once)")
 	flag.Parse()
 	return o
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +47,41 @@ import (
 // benchNode is the Node the pod completer registers.
 const benchNode = "bench-node"
 
+// completerOptions shape the simulated node.
+type completerOptions struct {
+	// nodeCPU is the node's allocatable CPU. Conversion pods are placed
+	// only while the CPU the placed ones request leaves room for theirs
+	// (the others, which end at once in light mode, always are): those
+	// beyond wait Pending, PodScheduled false Unschedulable with the
+	// scheduler's "Insufficient cpu", until a placed one ends.
+	nodeCPU resource.Quantity
+	// conversionRun is how long a placed conversion pod runs before it
+	// ends (0: at once).
+	conversionRun time.Duration
+	// stats receives what the node saw (nil: nothing is kept).
+	stats *nodeStats
+}
+
+// nodeStats is what the simulated node saw of the conversion pods.
+type nodeStats struct {
+	mu sync.Mutex
+	// waiting is how many conversion pods wait for room now; maxWaiting
+	// the most at once, maxRunning the most placed at once.
+	waiting, maxWaiting, maxRunning int
+}
+
+// peaks returns the most conversion pods that waited for room, and ran,
+// at once.
+func (s *nodeStats) peaks() (waiting, running int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxWaiting, s.maxRunning
+}
+
+// schedulerMessage is what kube-scheduler says of a pod no node has room
+// for (one node, too little CPU, nothing to preempt).
+const schedulerMessage = "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+
 // completerWorkers is how many pods the completer ends at once.
 const completerWorkers = 8
 
@@ -64,12 +100,25 @@ type podCompleter struct {
 	namespace string
 	pods      cache.Indexer
 	queue     workqueue.TypedRateLimitingInterface[string]
+	opts      completerOptions
+
+	// mu guards the simulated scheduler's state: the CPU (millicores) of
+	// each placed conversion pod that has not ended and when it was
+	// placed, and the conversion pods waiting for room.
+	mu      sync.Mutex
+	placed  map[string]int64
+	since   map[string]time.Time
+	waiting map[string]bool
 }
 
 // runPodCompleter registers the Node and completes pods until ctx ends.
-func runPodCompleter(ctx context.Context, kube kubernetes.Interface, mig migclient.Interface, namespace string) error {
-	c := &podCompleter{kube: kube, mig: mig, namespace: namespace,
+func runPodCompleter(ctx context.Context, kube kubernetes.Interface, mig migclient.Interface, namespace string, opts completerOptions) error {
+	c := &podCompleter{kube: kube, mig: mig, namespace: namespace, opts: opts,
+		placed: map[string]int64{}, since: map[string]time.Time{}, waiting: map[string]bool{},
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
+	if c.opts.nodeCPU.IsZero() {
+		c.opts.nodeCPU = resource.MustParse("1000")
+	}
 	if err := c.register(ctx); err != nil {
 		return err
 	}
@@ -81,7 +130,12 @@ func runPodCompleter(ctx context.Context, kube kubernetes.Interface, mig migclie
 			c.queue.Add(key)
 		}
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) }}); err != nil {
+	gone := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.release(key)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, o any) { enqueue(o) }, DeleteFunc: gone}); err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())
@@ -154,7 +208,7 @@ func (c *podCompleter) heartbeat(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000"), corev1.ResourceMemory: resource.MustParse("4Ti"), corev1.ResourcePods: resource.MustParse("100000")}
+		capacity := corev1.ResourceList{corev1.ResourceCPU: c.opts.nodeCPU, corev1.ResourceMemory: resource.MustParse("4Ti"), corev1.ResourcePods: resource.MustParse("100000")}
 		node.Status.Capacity, node.Status.Allocatable = capacity, capacity
 		node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "BenchmarkPodCompleter",
 			Message: "hack/benchscale's pod completer: pods are ended, not run", LastHeartbeatTime: now, LastTransitionTime: now}}
@@ -199,17 +253,162 @@ func (c *podCompleter) complete(ctx context.Context, key string) error {
 		}
 		return err
 	case pod.Spec.NodeName == "":
-		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
-			Target: corev1.ObjectReference{Kind: "Node", Name: benchNode}}
-		if err := c.kube.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("binding: %w", err)
-		}
-		return nil
+		return c.schedule(ctx, key, pod)
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		c.release(key)
+		return nil
+	}
+	if wait := c.stillRunning(key, pod); wait > 0 {
+		c.queue.AddAfter(key, wait)
 		return nil
 	}
 	code, msg := c.outcome(ctx, pod)
-	return c.terminate(ctx, pod, code, msg)
+	if err := c.terminate(ctx, pod, code, msg); err != nil {
+		return err
+	}
+	c.release(key)
+	return nil
+}
+
+// isConversion reports whether the pod is a conversion pod (not its
+// image proof).
+func isConversion(pod *corev1.Pod) bool {
+	return pod.Labels[v1alpha1.LabelComponent] == v1alpha1.ComponentConversion
+}
+
+// cpuRequest is the CPU (millicores) a pod requests: its containers' sum,
+// or its largest init container's when more.
+func cpuRequest(pod *corev1.Pod) int64 {
+	var sum, initMax int64
+	for _, ctr := range pod.Spec.Containers {
+		sum += ctr.Resources.Requests.Cpu().MilliValue()
+	}
+	for _, ctr := range pod.Spec.InitContainers {
+		initMax = max(initMax, ctr.Resources.Requests.Cpu().MilliValue())
+	}
+	return max(sum, initMax)
+}
+
+// schedule places a pod on the node: at once, unless it is a conversion
+// pod the node has no CPU left for, which then waits Unschedulable as
+// kube-scheduler leaves it, until a placed conversion pod ends.
+func (c *podCompleter) schedule(ctx context.Context, key string, pod *corev1.Pod) error {
+	if isConversion(pod) {
+		if room := c.place(key, cpuRequest(pod)); !room {
+			return c.markUnschedulable(ctx, pod)
+		}
+	}
+	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
+		Target: corev1.ObjectReference{Kind: "Node", Name: benchNode}}
+	if err := c.kube.CoreV1().Pods(pod.Namespace).Bind(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		c.release(key)
+		return fmt.Errorf("binding: %w", err)
+	}
+	return nil
+}
+
+// place takes the CPU a conversion pod requests if the node has it left,
+// and reports whether it did; a pod that cannot be placed waits.
+func (c *podCompleter) place(key string, cpu int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.placed[key]; ok {
+		return true
+	}
+	var used int64
+	for _, v := range c.placed {
+		used += v
+	}
+	if used+cpu > c.opts.nodeCPU.MilliValue() {
+		c.waiting[key] = true
+		c.noteLocked()
+		return false
+	}
+	delete(c.waiting, key)
+	c.placed[key], c.since[key] = cpu, time.Now()
+	c.noteLocked()
+	return true
+}
+
+// release frees what a conversion pod that ended or is gone held, and
+// wakes the pods waiting for room, oldest first.
+func (c *podCompleter) release(key string) {
+	c.mu.Lock()
+	_, held := c.placed[key]
+	delete(c.placed, key)
+	delete(c.since, key)
+	if !held {
+		delete(c.waiting, key)
+		c.noteLocked()
+		c.mu.Unlock()
+		return
+	}
+	var waiters []*corev1.Pod
+	for k := range c.waiting {
+		if obj, ok, _ := c.pods.GetByKey(k); ok {
+			waiters = append(waiters, obj.(*corev1.Pod))
+		} else {
+			delete(c.waiting, k)
+		}
+	}
+	c.noteLocked()
+	c.mu.Unlock()
+	slices.SortFunc(waiters, func(a, b *corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	for _, p := range waiters {
+		c.queue.Add(p.Namespace + "/" + p.Name)
+	}
+}
+
+// noteLocked records the peaks; c.mu is held.
+func (c *podCompleter) noteLocked() {
+	if s := c.opts.stats; s != nil {
+		s.mu.Lock()
+		s.waiting = len(c.waiting)
+		s.maxWaiting, s.maxRunning = max(s.maxWaiting, len(c.waiting)), max(s.maxRunning, len(c.placed))
+		s.mu.Unlock()
+	}
+}
+
+// stillRunning is how long a placed conversion pod has left to run.
+func (c *podCompleter) stillRunning(key string, pod *corev1.Pod) time.Duration {
+	if !isConversion(pod) || c.opts.conversionRun <= 0 {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.since[key]
+	if !ok {
+		at = time.Now()
+		c.since[key] = at
+	}
+	return time.Until(at.Add(c.opts.conversionRun))
+}
+
+// markUnschedulable reports, as kube-scheduler does, that no node has
+// room for the pod.
+func (c *podCompleter) markUnschedulable(ctx context.Context, pod *corev1.Pod) error {
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			return nil
+		}
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if cur.Spec.NodeName != "" {
+			return nil
+		}
+		cur.Status.Phase = corev1.PodPending
+		cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: schedulerMessage, LastTransitionTime: metav1.Now()}}
+		_, err = c.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // outcome is what the pod's command would have reported.

@@ -55,6 +55,14 @@ type report struct {
 	validation validationFigures
 	// proofJobs are the distinct proof Jobs seen in all.
 	proofJobs int
+	// outage is the outage per migration and the queues around it.
+	outage outageFigures
+	// nodeCPU and conversionRun shape the simulated node; conversion
+	// pods waited for room at most podsWaiting at once, and ran at most
+	// podsRunning at once.
+	nodeCPU                  string
+	conversionRun            time.Duration
+	podsWaiting, podsRunning int
 
 	finishedSkips   float64
 	quiet           time.Duration
@@ -102,6 +110,9 @@ func (b *bench) newReport(before, after sample, hwm int64) *report {
 		r.validation.ctrlCount = wait[len(wait)-1].count
 	}
 	r.proofJobs = b.watch.proofJobsCreated()
+	r.outage = b.watch.outageFigures()
+	r.nodeCPU, r.conversionRun = b.o.nodeCPU.String(), b.o.conversionRun
+	r.podsWaiting, r.podsRunning = b.node.peaks()
 	var q []float64
 	q, r.apiTimed = b.proxy.latencyQuantiles(before.timed, 0.5, 0.99)
 	r.apiP50, r.apiP99 = q[0], q[1]
@@ -124,7 +135,11 @@ func (r *report) print(w io.Writer) {
 	n := float64(r.n)
 	fmt.Fprintln(w, "== bench-scale: a CONTROL-PLANE benchmark: no disk bytes move ==")
 	fmt.Fprintln(w, "   test/standins in light mode: transfer pods end at once with a complete result (bytes = capacity, a checksum),")
-	fmt.Fprintln(w, "   conversions, clones and VM starts complete at once; vcsim VMs have no disk content.")
+	if r.conversionRun > 0 {
+		fmt.Fprintf(w, "   conversion pods run %s once the simulated node placed them; clones and VM starts complete at once; vcsim VMs have no disk content.\n", r.conversionRun)
+	} else {
+		fmt.Fprintln(w, "   conversions, clones and VM starts complete at once; vcsim VMs have no disk content.")
+	}
 	fmt.Fprintf(w, "   real etcd, kube-apiserver, kube-controller-manager (%s); the controller as its own process, production flags.\n", strings.Join(managerArgs, " "))
 	fmt.Fprintf(w, "machine: %d cores shared with other work; 1-min load average during the run: mean %.1f, max %.1f;\n", runtime.NumCPU(), r.loadMean, r.loadMax)
 	fmt.Fprintf(w, "   busy CPU of the whole machine %.0fs, of this benchmark's processes %.0fs (controller %.0fs) in %.0fs of wall time\n",
@@ -168,8 +183,31 @@ func (r *report) print(w io.Writer) {
 			r.quiet.Seconds(), r.quietReconciles, r.quietSkips, total(r.quietRequests), topRequests(r.quietRequests, 4), r.quietSOAP)
 	}
 	r.printSOAP(w, n)
+	r.printOutage(w)
 	fmt.Fprintf(w, "scale: N=%d succeeded=%d writes/migration=%.2f p99 reconcile=%.1f ms, own p99=%.1f ms, api p99=%.1f ms, peak RSS=%.0f MiB, live heap=%.1f MiB\n",
 		r.n, r.succeeded, r.statusWrites/n, r.p99*1000, r.ownP99*1000, r.apiP99*1000, float64(r.peakRSS)/(1<<20), float64(r.memory.liveHeap)/(1<<20))
+}
+
+// outageFigures are the outage per migration (status.downtime.seconds of
+// those that succeeded) and the queues around it.
+type outageFigures struct {
+	seconds []float64
+	// maxOff is the most sources off at once, maxWaiting the most
+	// migrations waiting in Queued for conversion capacity at once;
+	// podWaited counts the migrations whose conversion pod was seen
+	// waiting Unschedulable, their source off.
+	maxOff, maxWaiting, podWaited int
+}
+
+// printOutage prints the outage lines; the second is the one
+// hack/bench-scale.sh compares (PACING=compare).
+func (r *report) printOutage(w io.Writer) {
+	o := r.outage
+	_, hi := meanMax(o.seconds)
+	fmt.Fprintf(w, "the simulated node offers %s CPU to conversion pods, each runs %s once placed: at most %d ran at once, at most %d waited Unschedulable at once (%d migrations' conversion pods waited so, their source off)\n",
+		r.nodeCPU, r.conversionRun, r.podsRunning, r.podsWaiting, o.podWaited)
+	fmt.Fprintf(w, "outage per migration (status.downtime.seconds, %d succeeded): p50 %.0f s, max %.0f s; sources off at once: max %d; waiting before the stop for conversion capacity at once: max %d\n",
+		len(o.seconds), percentile(0.5, o.seconds), hi, o.maxOff, o.maxWaiting)
 }
 
 // printRequests prints the controller's API requests per migration.

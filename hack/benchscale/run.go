@@ -62,6 +62,8 @@ type bench struct {
 	watch *watcher
 	mig   migclient.Interface
 	loads []float64
+	// node is what the simulated node saw of the conversion pods.
+	node nodeStats
 }
 
 func run(ctx context.Context, o options) error {
@@ -154,7 +156,8 @@ var standinsStop func()
 
 func (b *bench) startStandins(ctx context.Context, dir string) error {
 	sctx, cancel := context.WithCancel(ctx)
-	done, err := startStandins(sctx, b.env, filepath.Join(dir, "standins"))
+	done, err := startStandins(sctx, b.env, filepath.Join(dir, "standins"),
+		completerOptions{nodeCPU: b.o.nodeCPU, conversionRun: b.o.conversionRun, stats: &b.node})
 	if err != nil {
 		cancel()
 		return err
@@ -165,7 +168,7 @@ func (b *bench) startStandins(ctx context.Context, dir string) error {
 			fmt.Fprintln(os.Stderr, "benchscale: stand-ins:", err)
 		}
 	}
-	say(b.start, "stand-ins running in light mode (no bytes move)")
+	say(b.start, "stand-ins running in light mode (no bytes move); the node offers %s CPU to conversion pods, each runs %s", b.o.nodeCPU.String(), b.o.conversionRun)
 	return nil
 }
 
@@ -411,8 +414,11 @@ func (b *bench) waitEnded(ctx context.Context, t0 time.Time) error {
 		case <-tick.C:
 			byPhase, ended, _, _ := b.watch.counts()
 			rss, _ := procStatus(b.ctrl.pid(), "VmRSS")
-			say(b.start, "%5.0fs: %d/%d ended; %s; controller RSS %.0f MiB; load %.1f",
-				time.Since(t0).Seconds(), ended, b.o.n, phaseLine(byPhase), float64(rss)/(1<<20), loadAverage())
+			b.node.mu.Lock()
+			waiting := b.node.waiting
+			b.node.mu.Unlock()
+			say(b.start, "%5.0fs: %d/%d ended; %s; %d sources off, %d waiting for conversion capacity before the stop, %d conversion pods Unschedulable; controller RSS %.0f MiB; load %.1f",
+				time.Since(t0).Seconds(), ended, b.o.n, phaseLine(byPhase), b.watch.sourcesOff(), b.watch.waitingBeforeStop(), waiting, float64(rss)/(1<<20), loadAverage())
 		}
 	}
 }

@@ -109,7 +109,7 @@ func vmName(i int) string { return fmt.Sprintf("vm-%05d", i) }
 // startStandins runs the stand-ins in light mode and the pod completer
 // (pods.go) until ctx ends; the returned channel yields their error when
 // they stop.
-func startStandins(ctx context.Context, env *framework.Environment, root string) (<-chan error, error) {
+func startStandins(ctx context.Context, env *framework.Environment, root string, node completerOptions) (<-chan error, error) {
 	cfg := adminConfig(env)
 	ready := make(chan struct{})
 	done := make(chan error, 1)
@@ -124,7 +124,7 @@ func startStandins(ctx context.Context, env *framework.Environment, root string)
 	go func() {
 		cctx, stopCompleter := context.WithCancel(ctx)
 		completed := make(chan error, 1)
-		go func() { completed <- runPodCompleter(cctx, kube, mig, benchNamespace) }()
+		go func() { completed <- runPodCompleter(cctx, kube, mig, benchNamespace, node) }()
 		err := standins.Run(ctx, standins.Config{
 			RestConfig: cfg, Root: root, Namespace: benchNamespace, NodeName: benchNode,
 			Light: true, Workers: 8, Ready: ready,

@@ -56,11 +56,71 @@ type watcher struct {
 	waits     []float64
 	// proofJobs are the proof Jobs seen, by UID: each created once.
 	proofJobs map[types.UID]bool
+	// The outage: off holds the migrations whose source is off (their
+	// status.downtime begun, not ended), waiting those waiting in Queued
+	// for conversion capacity, podWaited those whose conversion pod was
+	// seen waiting Unschedulable (status.podWaiting); maxOff and
+	// maxWaiting are the most at once; outages are the ended outages of
+	// the migrations that succeeded (status.downtime.seconds).
+	off, waiting, podWaited map[string]bool
+	maxOff, maxWaiting      int
+	outages                 []float64
 }
 
 func newWatcher(want int) *watcher {
 	return &watcher{want: want, now: time.Now, phase: map[string]v1alpha1.Phase{}, ended: map[string]bool{}, done: make(chan struct{}),
-		firstSeen: map[string]time.Time{}, passed: map[string]bool{}, proofJobs: map[types.UID]bool{}}
+		firstSeen: map[string]time.Time{}, passed: map[string]bool{}, proofJobs: map[types.UID]bool{},
+		off: map[string]bool{}, waiting: map[string]bool{}, podWaited: map[string]bool{}}
+}
+
+// noteOutage follows m's outage and its wait before the stop. Call with
+// w.mu held.
+func (w *watcher) noteOutage(key string, m *v1alpha1.VirtualMachineMigration) {
+	dt := m.Status.Downtime
+	setIf(w.off, key, dt != nil && dt.Seconds == nil)
+	c := meta.FindStatusCondition(m.Status.Conditions, statemachine.ConditionProgressing)
+	setIf(w.waiting, key, m.Status.Phase == v1alpha1.PhaseQueued && c != nil && c.Reason == statemachine.ReasonWaitingForConversionCapacity)
+	if pw := m.Status.PodWaiting; pw != nil && m.Status.Phase == v1alpha1.PhaseConverting && pw.Reason == "Unschedulable" {
+		w.podWaited[key] = true
+	}
+	w.maxOff, w.maxWaiting = max(w.maxOff, len(w.off)), max(w.maxWaiting, len(w.waiting))
+	if m.Status.Phase == v1alpha1.PhaseSucceeded && !w.ended[key] && dt != nil && dt.Seconds != nil {
+		w.outages = append(w.outages, float64(*dt.Seconds))
+	}
+}
+
+// setIf puts key in set when in, and takes it out otherwise.
+func setIf(set map[string]bool, key string, in bool) {
+	if in {
+		set[key] = true
+	} else {
+		delete(set, key)
+	}
+}
+
+// sourcesOff is how many sources are off now.
+func (w *watcher) sourcesOff() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.off)
+}
+
+// waitingBeforeStop is how many migrations wait in Queued for conversion
+// capacity now.
+func (w *watcher) waitingBeforeStop() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.waiting)
+}
+
+// outageFigures are the outages of the migrations that succeeded, the
+// most sources off and migrations waiting for conversion capacity at
+// once, and how many migrations' conversion pods waited for a node with
+// their source off.
+func (w *watcher) outageFigures() outageFigures {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return outageFigures{seconds: append([]float64(nil), w.outages...), maxOff: w.maxOff, maxWaiting: w.maxWaiting, podWaited: len(w.podWaited)}
 }
 
 // proofJobHandler counts the proof Jobs the informer of Jobs labelled
@@ -147,6 +207,7 @@ func (w *watcher) observe(old, m *v1alpha1.VirtualMachineMigration) {
 	key := m.Namespace + "/" + m.Name
 	w.phase[key] = m.Status.Phase
 	w.timeValidation(key, m.Status.Phase)
+	w.noteOutage(key, m)
 	if old != nil && !equality.Semantic.DeepEqual(old.Status, m.Status) {
 		switch {
 		case old.Status.Phase != m.Status.Phase:

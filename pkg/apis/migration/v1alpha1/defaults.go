@@ -28,7 +28,9 @@ func (t *TargetSpec) StartEnabled() bool { return ptr.Deref(t.Start, true) }
 // PreserveMACs reports whether source MAC addresses are kept (default
 // true): never for a second copy (SecondCopy), whose source's first copy
 // runs with them.
-func (t *TargetSpec) PreserveMACs() bool { return !t.SecondCopy && ptr.Deref(t.PreserveMACAddresses, true) }
+func (t *TargetSpec) PreserveMACs() bool {
+	return !t.SecondCopy && ptr.Deref(t.PreserveMACAddresses, true)
+}
 
 // PreserveStaticIPsEnabled reports whether the guest's interface names
 // (and so its static addresses) are kept (default true).

@@ -216,4 +216,3 @@ func (d *decider) progressWhilePaused() {
 		d.recordImportProgress()
 	}
 }
-

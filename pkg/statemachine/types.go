@@ -206,6 +206,13 @@ type ProofObservation struct {
 	Stale *ObjectRef
 	// Waiting says what a running proof's pod waits on.
 	Waiting string
+	// StartProblem is why a running proof's pod has not started, when
+	// for a reason a person must fix that the proof waits out (no node
+	// can run it yet); status.podWaiting says so.
+	StartProblem *PodStartProblem
+	// FailsAt is when the proof fails if its pod has not started by then
+	// (the Job's creation and the proof timeout), with StartProblem.
+	FailsAt time.Time
 	// NotRun says why the proof is not made, when it must not or cannot
 	// be: a blocking finding refuses its image (one not allowed, none
 	// known), or its pod cannot be rendered. A validation that fails does

@@ -3,6 +3,7 @@ package statemachine
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -135,24 +136,49 @@ func (d *decider) viewedStatus() {
 // Job the phase waits for: set while it has not started for a reason a
 // person must fix, its since kept while it is the same Job's, unset once
 // it started, the attempt moved on or the phase did. The same problem
-// seen again writes nothing new.
+// seen again writes nothing new. In Validating, the Job is an image
+// proof's whose pod waits for a node (waitedProof): its attempt fails
+// when the proof does.
 func (d *decider) recordPodWaiting() {
-	job := d.waitedJob()
-	if job == nil || job.StartProblem == nil {
+	name, problem, failsAt := "", (*PodStartProblem)(nil), time.Time{}
+	if job := d.waitedJob(); job != nil && job.StartProblem != nil {
+		name, problem = job.Name, job.StartProblem
+		if !job.CreatedAt.IsZero() {
+			failsAt = job.CreatedAt.Add(d.cfg.PodStartTimeout)
+		}
+	} else if p := d.waitedProof(); p != nil {
+		name, problem, failsAt = p.JobName, p.StartProblem, p.FailsAt
+	}
+	if problem == nil {
 		d.st.PodWaiting = nil
 		return
 	}
 	w := d.st.PodWaiting
-	if w == nil || w.Job != job.Name {
-		w = &v1alpha1.PodWaiting{Job: job.Name, Since: d.now}
+	if w == nil || w.Job != name {
+		w = &v1alpha1.PodWaiting{Job: name, Since: d.now}
 	}
-	w.Reason, w.Message = job.StartProblem.Reason, untrusted.Cut(job.StartProblem.Message, v1alpha1.MaxPodMessage)
+	w.Reason, w.Message = problem.Reason, untrusted.Cut(problem.Message, v1alpha1.MaxPodMessage)
 	w.AttemptFailsAt = nil
-	if !job.CreatedAt.IsZero() {
-		failsAt := metav1.NewTime(job.CreatedAt.Add(d.cfg.PodStartTimeout))
-		w.AttemptFailsAt = &failsAt
+	if !failsAt.IsZero() {
+		at := metav1.NewTime(failsAt)
+		w.AttemptFailsAt = &at
 	}
 	d.st.PodWaiting = w
+}
+
+// waitedProof is the image proof a migration in Validating waits for
+// whose pod has not started for a reason a person must fix (the first,
+// in the order they are proven), nil otherwise.
+func (d *decider) waitedProof() *ProofObservation {
+	if d.st.Phase != v1alpha1.PhaseValidating || d.m.DeletionTimestamp != nil {
+		return nil
+	}
+	for i := range d.obs.Proofs {
+		if p := &d.obs.Proofs[i]; p.Result == nil && p.Running && p.StartProblem != nil {
+			return p
+		}
+	}
+	return nil
 }
 
 // waitedJob is the observed Job the current phase waits for (the

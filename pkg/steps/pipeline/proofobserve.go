@@ -187,6 +187,9 @@ func (s *Step) observeProof(m *v1alpha1.VirtualMachineMigration, component strin
 	res, waiting := ProofOutcome(component, job, pods, now, s.Config.proofTimeout())
 	if res == nil {
 		p.Waiting = waiting
+		if o := ObserveJob(job, pods, nil); o.StartProblem != nil {
+			p.StartProblem, p.FailsAt = o.StartProblem, o.CreatedAt.Add(s.Config.proofTimeout())
+		}
 		return p
 	}
 	res.Key, res.CheckedAt = key, metav1.NewTime(proofTime(s, key, job, res, now))

@@ -164,8 +164,9 @@ type VirtualMachineMigrationStatus struct {
 	// +optional
 	LastError *MigrationError `json:"lastError,omitempty"`
 	// PodWaiting says why the pod of the Job the current phase waits for
-	// (transfer, conversion or verification) has not started, while that
-	// is for a reason a person must fix (an image it cannot pull, no node,
+	// (transfer, conversion or verification; in Validating, an image
+	// proof's, which waits for a node) has not started, while that is for
+	// a reason a person must fix (an image it cannot pull, no node,
 	// admission, a container config error); unset once it started, and
 	// once the phase moved on. kubectl vmm get and list show it.
 	// +optional
@@ -1174,6 +1175,9 @@ type PodWaiting struct {
 	// AttemptFailsAt is when the attempt counts as failed if the pod has
 	// not started by then (the controller's --pod-start-timeout after the
 	// Job was created); a new attempt follows while the retry budget lasts.
+	// For an image proof's pod, when the proof fails (--image-proof-timeout
+	// after its Job was created), which refuses the migration with its
+	// source untouched.
 	// +optional
 	AttemptFailsAt *metav1.Time `json:"attemptFailsAt,omitempty"`
 }

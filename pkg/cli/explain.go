@@ -2,8 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
+	"platform.example/vm-migration/pkg/naming"
 	"platform.example/vm-migration/pkg/statemachine"
 )
 
@@ -44,8 +46,12 @@ var phaseSteps = map[v1alpha1.Phase]func(*v1alpha1.VirtualMachineMigration) stri
 	v1alpha1.PhasePending: func(*v1alpha1.VirtualMachineMigration) string {
 		return "The controller is setting the migration up (finalizer, status); nothing to do."
 	},
-	v1alpha1.PhaseValidating: func(*v1alpha1.VirtualMachineMigration) string {
-		return "The controller is reading the source VM's inventory from vSphere and running the preflight checks; nothing to do."
+	v1alpha1.PhaseValidating: func(m *v1alpha1.VirtualMachineMigration) string {
+		if c := condition(m, statemachine.ConditionProgressing); c != nil && c.Message != "" {
+			return fmt.Sprintf("The controller validates the migration before it touches the source VM (inventory, preflight checks, the cluster's dry run and image proofs), now %s.",
+				strings.TrimSuffix(clean(c.Message), "."))
+		}
+		return "The controller validates the migration before it touches the source VM (inventory, preflight checks, the cluster's dry run and image proofs); nothing to do."
 	},
 	v1alpha1.PhasePlanned: func(m *v1alpha1.VirtualMachineMigration) string {
 		return fmt.Sprintf("Nothing runs and the source is untouched: review the plan with kubectl vmm plan %s -n %s, then migrate with kubectl patch vmm %s -n %s --type merge -p '{\"spec\":{\"planOnly\":false}}'.",
@@ -136,12 +142,32 @@ func stalledStep(m *v1alpha1.VirtualMachineMigration) string {
 // podWaitingStep says what to do about a pod that has not started for a
 // reason a person must fix.
 func podWaitingStep(m *v1alpha1.VirtualMachineMigration, w *v1alpha1.PodWaiting) string {
+	if component := naming.ProofComponent(w.Job); component != "" && phaseOf(m) == v1alpha1.PhaseValidating {
+		return proofWaitingStep(m, w, component)
+	}
 	when := "after the controller's --pod-start-timeout"
 	if w.AttemptFailsAt != nil {
 		when = "at " + timestamp(w.AttemptFailsAt)
 	}
 	return fmt.Sprintf("The controller waits for the pod of %s to start (%s): fix what the cluster says (kubectl describe pod -n %s -l job-name=%s); %s the attempt counts as failed and, while the retry budget lasts, a new one starts.",
 		jobTitle(m, w.Job), clean(w.Reason), m.Namespace, w.Job, when)
+}
+
+// proofWaitingStep says what to do about an image proof's pod that has
+// not started (in Validating: no node can run it yet): no spec field
+// places it, and the proof fails, refusing the migration with its source
+// untouched, if it has not started in time.
+func proofWaitingStep(m *v1alpha1.VirtualMachineMigration, w *v1alpha1.PodWaiting, component string) string {
+	when := "after the controller's --image-proof-timeout"
+	if w.AttemptFailsAt != nil {
+		when = "at " + timestamp(w.AttemptFailsAt)
+	}
+	fix := "fix what the cluster says"
+	if w.Reason == "Unschedulable" {
+		fix = "no spec field places it: make room for it on a node"
+	}
+	return fmt.Sprintf("The controller waits for the pod of proof Job %s (the %s image's self-check, run before the source VM is touched) to start (%s): %s (kubectl describe pod -n %s -l job-name=%s says why); if it has not started %s, the proof fails and the migration is refused, its source untouched.",
+		w.Job, component, clean(w.Reason), fix, m.Namespace, w.Job, when)
 }
 
 func waitingStep(m *v1alpha1.VirtualMachineMigration, reason, message string) string {
@@ -172,8 +198,7 @@ func terminalStep(m *v1alpha1.VirtualMachineMigration) string {
 			m.Namespace, orNone(targetNameOf(m)))
 	}
 	if statemachine.RefusedBeforeCutover(&m.Status) {
-		return fmt.Sprintf("Refused before its source VM was touched: fix the spec (kubectl edit vmm %s -n %s) and the controller validates it again; "+
-			"after a fix outside the spec, create it again (kubectl vmm cancel %s -n %s deletes this one).", m.Name, m.Namespace, m.Name, m.Namespace)
+		return refusedStep(m)
 	}
 	return fmt.Sprintf("Nothing left to wait for: fix the cause of the error and create a new migration; kubectl vmm cancel %s -n %s deletes this one and the staging objects kept for inspection.",
 		m.Name, m.Namespace)

@@ -11,6 +11,7 @@ import (
 
 	v1alpha1 "platform.example/vm-migration/pkg/apis/migration/v1alpha1"
 	"platform.example/vm-migration/pkg/naming"
+	"platform.example/vm-migration/pkg/preflight"
 	"platform.example/vm-migration/pkg/statemachine"
 )
 
@@ -352,6 +353,7 @@ func refusedByDryRun(m *v1alpha1.VirtualMachineMigration) {
 		dr.Objects = append(dr.Objects, answer)
 	}
 	m.Status.DryRun = dr
+	m.Status.Preflight = preflight.DryRunFindings(dr)
 	m.Status.ImageProofs = []v1alpha1.ImageProof{
 		{Component: "conversion", Image: "registry.example/virt-v2v:2.2", Result: v1alpha1.ProofPassed, CheckedAt: at(9 * time.Second),
 			Output: `{"virtV2V":"2.2.0","virtioWin":{"path":"/usr/share/virtio-win","present":false},"ok":true,"problems":[]}`},

@@ -94,6 +94,8 @@ func jobTitle(m *v1alpha1.VirtualMachineMigration, name string) string {
 		return "conversion Job " + name
 	case st.Verification != nil && st.Verification.JobName == name:
 		return "verification Job " + name
+	case naming.ProofComponent(name) != "":
+		return "proof Job " + name
 	}
 	return "Job " + name
 }

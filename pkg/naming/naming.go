@@ -79,6 +79,20 @@ func ProofJob(component, key string) string {
 	return Child(proofPrefix, component, key)
 }
 
+// ProofComponent is the component whose image the proof Job job proves
+// (ProofJob), or "" for a Job that is no proof.
+func ProofComponent(job string) string {
+	rest, ok := strings.CutPrefix(job, proofPrefix+"-")
+	if !ok {
+		return ""
+	}
+	component, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return ""
+	}
+	return component
+}
+
 // ProofAccess is the ServiceAccount the transfer image's proof pod of key
 // runs as, of the kind the transfer pods run as.
 func ProofAccess(key string) string {

@@ -86,3 +86,15 @@ func TestPlanConfigMap(t *testing.T) {
 		})
 	}
 }
+
+func TestProofComponent(t *testing.T) {
+	for job, want := range map[string]string{
+		ProofJob("transfer", "dc3f4f301862f457"):   "transfer",
+		ProofJob("conversion", "dc3f4f301862f457"): "conversion",
+		TransferJob("web-01", 1):                   "",
+		"vmm-proof":                                "",
+		"vmm-proofs-transfer-1":                    "",
+	} {
+		assert.Equal(t, want, ProofComponent(job), job)
+	}
+}

@@ -50,7 +50,10 @@ func (s *Step) ObserveCluster(ctx context.Context, m *v1alpha1.VirtualMachineMig
 			facts.StorageProfiles, err = s.StorageProfiles(ctx)
 		}
 	case v1alpha1.PhaseQueued:
-		if s.Config.DryRun && inv != nil && obs.TransferSlot.Available {
+		// Right before the stop: not while the migration waits for a
+		// transfer slot or conversion capacity (a wave waiting there
+		// would send each one's dry run every wait interval).
+		if s.Config.DryRun && inv != nil && obs.TransferSlot.Available && !obs.ConversionCapacity.Full {
 			obs.DryRun = s.DryRun(ctx, m, inv)
 		}
 	case v1alpha1.PhaseTransferringDisks, v1alpha1.PhaseConverting:

@@ -171,6 +171,9 @@ func (s *conversionSlots) verdict(m *v1alpha1.VirtualMachineMigration, holders [
 	case !b.known:
 		return statemachine.CapacityObservation{Full: true, Message: "the conversion slots are not sized yet: " + b.source}
 	}
+	if b.slots <= 0 {
+		return statemachine.CapacityObservation{Full: true, Message: "no conversion slot: " + b.source}
+	}
 	taken := s.taken(m, holders)
 	if taken >= b.slots {
 		return statemachine.CapacityObservation{Full: true, Message: fmt.Sprintf(
@@ -301,7 +304,9 @@ func podWaitsForRoom(pod *corev1.Pod) string {
 }
 
 // schedulerHold reads the conversion pods waiting for room from the pod
-// cache: how many, and what the oldest lacks.
+// cache: how many, and what the oldest lacks. Only the pods of migrations
+// holding a conversion slot count: a pod its migration left behind (it
+// moved on, or is gone) will not run, and holds nothing back.
 func (c *Controller) schedulerHold() schedulerHold {
 	if c.podIndex == nil {
 		return schedulerHold{}
@@ -311,16 +316,29 @@ func (c *Controller) schedulerHold() schedulerHold {
 		return schedulerHold{}
 	}
 	var oldest *corev1.Pod
+	n := 0
 	for _, o := range objs {
-		if pod, ok := o.(*corev1.Pod); ok && (oldest == nil || pod.CreationTimestamp.Before(&oldest.CreationTimestamp) ||
-			pod.CreationTimestamp.Equal(&oldest.CreationTimestamp) && pod.Namespace+"/"+pod.Name < oldest.Namespace+"/"+oldest.Name) {
+		pod, ok := o.(*corev1.Pod)
+		if !ok || !c.convertsNow(pod) {
+			continue
+		}
+		n++
+		if oldest == nil || pod.CreationTimestamp.Before(&oldest.CreationTimestamp) ||
+			pod.CreationTimestamp.Equal(&oldest.CreationTimestamp) && pod.Namespace+"/"+pod.Name < oldest.Namespace+"/"+oldest.Name {
 			oldest = pod
 		}
 	}
 	if oldest == nil {
 		return schedulerHold{}
 	}
-	return schedulerHold{pods: len(objs), reason: podWaitsForRoom(oldest)}
+	return schedulerHold{pods: n, reason: podWaitsForRoom(oldest)}
+}
+
+// convertsNow reports whether the pod's migration (its labels) is cached
+// and holds a conversion slot.
+func (c *Controller) convertsNow(pod *corev1.Pod) bool {
+	m, err := c.migrations.VirtualMachineMigrations(pod.Namespace).Get(pod.Labels[v1alpha1.LabelMigrationName])
+	return err == nil && string(m.UID) == pod.Labels[v1alpha1.LabelMigrationUID] && statemachine.HoldsConversionSlot(m)
 }
 
 // pace sets up what conversion pacing reads: the index of the conversion

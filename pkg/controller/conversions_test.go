@@ -203,6 +203,15 @@ func TestStopsWaitWhileAConversionPodWaitsForRoom(t *testing.T) {
 	f.sync(cur)
 	assert.Equal(t, v1alpha1.PhaseStoppingSource, f.get(waiting).Status.Phase)
 
+	// A pod its migration left behind (the migration moved past its
+	// conversion) holds nothing back.
+	left := placed("d-importing", v1alpha1.PhaseImporting, "host-4", "ds4")
+	stale := conversionPod(left, "0/1 nodes are available: 1 Insufficient cpu.")
+	later := placed("e-waiting", v1alpha1.PhaseQueued, "host-5", "ds5")
+	f = newFixtureWith(t, maxConversions(10), src, left, stale, later)
+	f.sync(later)
+	assert.Equal(t, v1alpha1.PhaseStoppingSource, f.get(later).Status.Phase, "a pod whose migration converts no more says nothing of the capacity")
+
 	// A pod the scheduler cannot place for want of its volume's node
 	// holds nothing back.
 	other := placed("c-waiting", v1alpha1.PhaseQueued, "host-3", "ds3")
@@ -321,6 +330,14 @@ func TestBudgetFromNodes(t *testing.T) {
 	require.NoError(t, store.Delete(node("b", "8", "10Gi")))
 	assert.Equal(t, 5, n.budget(now.Add(nodeRecount/2)).slots, "counted again only after nodeRecount")
 	assert.Equal(t, 2, n.budget(now.Add(nodeRecount)).slots)
+
+	// No node holds a conversion pod: every stop waits, saying so.
+	require.NoError(t, store.Delete(node("a", "2", "8Gi")))
+	b = n.budget(now.Add(2 * nodeRecount))
+	s := newConversionSlots(func(cache.ObjectName) (*v1alpha1.VirtualMachineMigration, bool) { return nil, false })
+	obs := s.look(placed("q", v1alpha1.PhaseQueued, "host-1", "ds1"), nil, b, schedulerHold{})
+	assert.True(t, obs.Full)
+	assert.Equal(t, "no conversion slot: --max-conversions=auto: 0 conversion pods of cpu 1, memory 3Gi fit the allocatable resources of 0 schedulable nodes", obs.Message)
 }
 
 // TestPodRequests: a resource only limited is requested at its limit.

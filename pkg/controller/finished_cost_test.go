@@ -179,12 +179,18 @@ func (w finishedWorld) running(t *testing.T, n int) (*Controller, func()) {
 }
 
 // TestFinishedMigrationCacheCost: one finished migration, and what it
-// leaves, costs the controller under 9 KiB of live heap: 8.9 KB measured
-// (19.2 KB before the summaries, the compact name caches, the DataVolumes'
-// claims left out of the claims' cache and the children's annotations
-// dropped). What remains is mostly the typed objects the listers need:
-// the summary (a 904-byte struct), the target VM (552), its instance
-// (1,528) and DataVolume (464), with their labels, keys and index entries.
+// leaves, costs the controller under 9.5 KiB of live heap: 9.2 KB measured
+// on 2026-12-07 before issue 50, 9.3 to 9.45 KB after it (runs spread by
+// about 100 bytes): status.downtime.duration and, in the VM name cache,
+// what a migration made from which source (the source's instance UUID and
+// the migration's outcome), which the controller reads to refuse a second
+// migration of a migrated source and to end a re-applied one as already
+// migrated. Before the summaries, the compact name caches, the
+// DataVolumes' claims left out of the claims' cache and the children's
+// annotations dropped it was 19.2 KB. What remains is mostly the typed
+// objects the listers need: the summary (a 904-byte struct), the target
+// VM (552), its instance (1,528) and DataVolume (464), with their labels,
+// keys and index entries.
 func TestFinishedMigrationCacheCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("caches thousands of objects")
@@ -194,7 +200,7 @@ func TestFinishedMigrationCacheCost(t *testing.T) {
 	perMigration := float64(w.cachedHeap(t, large)-w.cachedHeap(t, small)) / (large - small)
 	t.Logf("one finished migration costs %.0f bytes of live heap in the controller's caches (JSON of the migration: %d bytes)",
 		perMigration, len(w["virtualmachinemigrations"]))
-	require.Less(t, perMigration, 9*1024.0, "bytes of live heap per finished migration")
+	require.Less(t, perMigration, 9.5*1024, "bytes of live heap per finished migration")
 }
 
 // TestCachedFinishedWorld: with the informers running, what a finished

@@ -272,8 +272,8 @@ func (d *decider) checkChain(job *JobObservation) {
 		c, ok := findChecksum(job.Checksums, disk.Name, false)
 		readOnce := false
 		if ok && (sums.Converted == "" || sums.Compared == v1alpha1.ComparedReadOnce) && disk.WrittenInPlace() {
-			// The conversion did not hash this disk (a block device, a
-			// disk beyond the ones it hashes): the target is the volume
+			// The conversion did not hash this disk (a disk beyond the
+			// ones its report has room for): the target is the volume
 			// it converted, and this read is the only one of the
 			// converted image, compared with nothing.
 			sums.Converted, sums.ConvertedBytes = c.SHA256, c.Size

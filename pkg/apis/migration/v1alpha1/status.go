@@ -836,8 +836,9 @@ type DiskChecksums struct {
 	// converted image and a later read of the target claim, equal),
 	// ConvertedInPlace (the target is the claim the transfer wrote and the
 	// conversion hashed, bound under its DataVolume, unread since), or
-	// ReadOnce (the conversion hashed no image of this disk, a Block claim
-	// or a disk past the ones its report has room for: the target was
+	// ReadOnce (the conversion hashed no image of this disk, a disk past
+	// the ones its report has room for; it re-hashes the blocks it wrote
+	// of a file image and a Block claim's device whole: the target was
 	// read once after the conversion, Converted and Target are that one
 	// read, and nothing compared it with anything).
 	// +optional

@@ -95,7 +95,7 @@ bench-hash: ## (installs time when missing) block-tree hashing: vm-transfer chec
 bench-downtime: testbin coredns node-deps kubevirt cdi-images local-path ## (as root) the outage against the disk's size: one VM of one disk of SIZE GiB (default "2 8", one run each) through the real node, CDI and local-path with the simulated conversion; per size transfer, conversion, other and total seconds and the bytes written and read per disk byte during the outage (hack/bench-downtime.sh)
 	$(E2E_ENV) SIZE="$(or $(SIZE),2 8)" hack/bench-downtime.sh
 
-bench-scale: ## control-plane benchmark: N migrations (N=1000; HOSTS=10, QUIET=1m) on a real control plane, light stand-ins and a pod completer (no node), the controller as a process; API requests, status writes, RSS, reconcile latency, vSphere calls
+bench-scale: ## control-plane benchmark: N migrations (N=1000; HOSTS=10, QUIET=1m) on a real control plane, light stand-ins and a pod completer (no node), the controller as a process; API requests, status writes, RSS, reconcile latency, vSphere calls, the outage per migration (NODE_CPU=2 CONVERSION_TIME=5s PACING=compare: with and without conversion pacing)
 	N=$(or $(N),1000) HOSTS=$(or $(HOSTS),10) QUIET=$(or $(QUIET),1m) hack/bench-scale.sh
 
 upstream: testbin coredns kubevirt cdi-images local-path ## build (or reuse the cached) every upstream component the suites run, at once with make -j (make test does: they build side by side on a machine with cores to spare; each is cached by content outside the clone)

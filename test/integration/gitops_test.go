@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -11,8 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi"
-	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
 	vimtypes "github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,12 +136,7 @@ func (w *walkEnv) migrateToTheEnd(m *v1alpha1.VirtualMachineMigration) string {
 	m = w.waitPhase(v1alpha1.PhaseConverting, nil)
 	w.finishJob(naming.ConversionJob(walkMigration, 1), pipeline.ConversionContainer, builders.ConvertedChecksumLines(m)+walkInspection)
 	m = w.waitPhase(v1alpha1.PhaseImporting, progressing("importing disks: 0 of"))
-	var dvNames []string
-	for _, d := range m.Status.Disks {
-		dvNames = append(dvNames, d.DataVolume)
-	}
-	w.setDataVolumesSucceeded(dvNames)
-	m = w.waitPhase(v1alpha1.PhaseStarting, progressing("waiting for VirtualMachine"))
+	m = w.importAll(m)
 	w.runVMI(m.Status.Target.Name, kubevirtv1.Running)
 	return m.Status.Target.Name
 }
@@ -149,15 +144,11 @@ func (w *walkEnv) migrateToTheEnd(m *v1alpha1.VirtualMachineMigration) string {
 // powerOnSource powers the source VM on with the test's own client.
 func (w *walkEnv) powerOnSource() {
 	w.t.Helper()
-	ctx := testContext(w.t)
-	c, err := govmomi.NewClient(ctx, w.vcURL, true)
-	require.NoError(w.t, err, "logging in to the vCenter simulator")
-	defer func() { _ = c.Logout(ctx) }()
-	vm, err := find.NewFinder(c.Client).VirtualMachine(ctx, walkSourceVM)
-	require.NoError(w.t, err, "finding the source VM %s", walkSourceVM)
-	task, err := vm.PowerOn(ctx)
-	require.NoError(w.t, err, "powering the source VM on")
-	require.NoError(w.t, task.Wait(ctx), "powering the source VM on")
+	w.withSourceVM(func(ctx context.Context, vm *object.VirtualMachine) {
+		task, err := vm.PowerOn(ctx)
+		require.NoError(w.t, err, "powering the source VM on")
+		require.NoError(w.t, task.Wait(ctx), "powering the source VM on")
+	})
 	require.Equal(w.t, vimtypes.VirtualMachinePowerStatePoweredOn, w.powerState())
 }
 

@@ -95,12 +95,7 @@ func TestGuestStringsCrashNothing(t *testing.T) {
 	t.Logf("pin: %+v", pin)
 	assert.True(t, pin.GuestUnreadable)
 	assert.Contains(t, pin.Message, untrusted.Quote(cjk), "the guest's interface name, quoted")
-	var dvNames []string
-	for _, d := range m.Status.Disks {
-		dvNames = append(dvNames, d.DataVolume)
-	}
-	w.setDataVolumesSucceeded(dvNames)
-	m = w.waitPhase(v1alpha1.PhaseStarting, progressing("waiting for VirtualMachine"))
+	m = w.importAll(m)
 	w.runVMI(m.Status.Target.Name, kubevirtv1.Running)
 	w.waitPhase(v1alpha1.PhaseSucceeded, nil)
 

@@ -164,12 +164,7 @@ func TestKubectlWaitSucceeded(t *testing.T) {
 	})
 	w.finishJob(naming.ConversionJob(walkMigration, 1), pipeline.ConversionContainer, builders.ConvertedChecksumLines(m)+walkInspection)
 	m = w.waitPhase(v1alpha1.PhaseImporting, progressing("importing disks: 0 of"))
-	var dvs []string
-	for _, d := range m.Status.Disks {
-		dvs = append(dvs, d.DataVolume)
-	}
-	w.setDataVolumesSucceeded(dvs)
-	m = w.waitPhase(v1alpha1.PhaseStarting, progressing("waiting for VirtualMachine "))
+	m = w.importAll(m)
 	wait.running(t, "before the migration succeeded")
 
 	w.runVMI(m.Status.Target.Name, kubevirtv1.Running)

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/soap"
 	vimtypes "github.com/vmware/govmomi/vim25/types"
@@ -418,8 +419,9 @@ func (w *walkEnv) wantOwnedBy(obj metav1.Object, m *v1alpha1.VirtualMachineMigra
 	assert.Equal(w.t, m.UID, o.UID, "%s: controller owner %+v, want the migration %s (%s)", obj.GetName(), o, m.Name, m.UID)
 }
 
-// powerState reads the source VM's power state with the test's own client.
-func (w *walkEnv) powerState() vimtypes.VirtualMachinePowerState {
+// withSourceVM runs do with the source VM as the test's own client finds
+// it (logged in to the vCenter simulator, logged out after).
+func (w *walkEnv) withSourceVM(do func(ctx context.Context, vm *object.VirtualMachine)) {
 	w.t.Helper()
 	ctx := testContext(w.t)
 	c, err := govmomi.NewClient(ctx, w.vcURL, true)
@@ -427,8 +429,18 @@ func (w *walkEnv) powerState() vimtypes.VirtualMachinePowerState {
 	defer func() { _ = c.Logout(ctx) }()
 	vm, err := find.NewFinder(c.Client).VirtualMachine(ctx, walkSourceVM)
 	require.NoError(w.t, err, "finding the source VM %s", walkSourceVM)
-	state, err := vm.PowerState(ctx)
-	require.NoError(w.t, err, "reading the source VM's power state")
+	do(ctx, vm)
+}
+
+// powerState reads the source VM's power state with the test's own client.
+func (w *walkEnv) powerState() vimtypes.VirtualMachinePowerState {
+	w.t.Helper()
+	var state vimtypes.VirtualMachinePowerState
+	w.withSourceVM(func(ctx context.Context, vm *object.VirtualMachine) {
+		var err error
+		state, err = vm.PowerState(ctx)
+		require.NoError(w.t, err, "reading the source VM's power state")
+	})
 	return state
 }
 
@@ -519,6 +531,18 @@ func (w *walkEnv) setDataVolumesSucceeded(names []string) {
 		_, err = w.cdi.CdiV1beta1().DataVolumes(w.ns).UpdateStatus(ctx, dv, metav1.UpdateOptions{})
 		require.NoError(w.t, err, "marking DataVolume %s Succeeded", name)
 	}
+}
+
+// importAll plays CDI for every disk of m (each DataVolume adopts its
+// claim and succeeds) and waits for the migration to start its VM.
+func (w *walkEnv) importAll(m *v1alpha1.VirtualMachineMigration) *v1alpha1.VirtualMachineMigration {
+	w.t.Helper()
+	var names []string
+	for _, d := range m.Status.Disks {
+		names = append(names, d.DataVolume)
+	}
+	w.setDataVolumesSucceeded(names)
+	return w.waitPhase(v1alpha1.PhaseStarting, progressing("waiting for VirtualMachine "))
 }
 
 // runVMI plays KubeVirt: the VM's instance is created in the given phase.
